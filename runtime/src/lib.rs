@@ -1,1 +1,45 @@
-pub fn version() -> &'static str { env!("CARGO_PKG_VERSION") }
+//! Mote: a small, fast, memory-safe runtime for models compiled by Apache TVM 0.27.
+//!
+//! ```no_run
+//! use mote::{Model, Tensor, Value};
+//! let model = Model::load("model.so")?;
+//! let mut session = model.session()?;
+//! let x = Tensor::from_slice(&[1, 16], &[0.5f32; 16])?;
+//! let out = session.call("forward", &[Value::Tensor(x)])?;
+//! # Ok::<(), mote::Error>(())
+//! ```
+//!
+//! A [`Model`] is `Send + Sync`; a [`Session`] runs it on one thread at a time.
+
+mod abi;
+mod builtins;
+mod dtype;
+mod error;
+mod executable;
+mod library;
+mod model;
+pub mod npy;
+mod registry;
+mod services;
+mod tensor;
+mod threadpool;
+mod value;
+mod vm;
+
+pub use builtins::BUILTIN_NAMES;
+pub use dtype::DType;
+pub use error::{Error, ErrorCode, Result};
+pub use model::{Dim, FunctionInfo, KernelSignature, Model, ParamInfo};
+pub use registry::{lookup_function, register_function, unregister_function, PackedFunc};
+pub use tensor::{Element, Pool, Storage, Tensor, ALIGNMENT};
+pub use value::{Function, Value};
+pub use vm::{default_threads, CallKind, ProfileEntry, Session, SessionOptions, TraceEvent};
+
+/// Mote's version.
+pub fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+/// The symbol executables that embed Mote must export so model libraries can report errors;
+/// pass `-Wl,--export-dynamic-symbol=` followed by this name to the linker on Linux/Android.
+pub const ERROR_SYMBOL: &str = "TVMFFIErrorSetRaisedFromCStrParts";

@@ -1,0 +1,125 @@
+//! The one error type of the runtime.
+//!
+//! Every failure a user, a file or a kernel can cause is a variant here, with enough context to
+//! act on it. Bindings map [`Error::code`] one to one onto their own error types.
+
+use std::path::PathBuf;
+
+/// Result alias used throughout Mote.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong when loading or running a model.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The system loader refused the model library (not a shared library, wrong architecture,
+    /// truncated, missing dependency...).
+    #[error("cannot load model library {path}: {message}")]
+    Load { path: PathBuf, message: String },
+    /// The model's embedded data (module blob, executable, constants) is malformed.
+    #[error("malformed model: {0}")]
+    Format(String),
+    /// The model uses a feature Mote does not implement.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// Functions the bytecode calls that are neither kernels in the library, nor Mote builtins,
+    /// nor registered functions.
+    #[error("the model calls functions Mote cannot provide: {}", names.join(", "))]
+    MissingFunctions { names: Vec<String> },
+    /// No function of that name in the model.
+    #[error("no function named `{name}` in the model (available: {})", available.join(", "))]
+    UnknownFunction { name: String, available: Vec<String> },
+    /// Wrong number of arguments for a function.
+    #[error("`{function}` takes {expected} arguments ({}), but {given} were given", params.join(", "))]
+    ArgumentCount {
+        function: String,
+        expected: usize,
+        given: usize,
+        params: Vec<String>,
+    },
+    /// An argument or value has the wrong type, rank, shape or dtype.
+    #[error("{0}")]
+    Mismatch(String),
+    /// A compiled kernel reported an error (its own message is kept verbatim).
+    #[error("kernel `{kernel}` failed: {kind}: {message}")]
+    Kernel {
+        kernel: String,
+        kind: String,
+        message: String,
+    },
+    /// A function registered with Mote returned an error.
+    #[error("function `{name}` failed: {message}")]
+    Callback { name: String, message: String },
+    /// A caller-supplied value is invalid (bad option, bad index, bad name...).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// A `.npy`/`.npz` file is malformed or holds an unsupported dtype.
+    #[error("{path}: {message}")]
+    Npy { path: String, message: String },
+    /// The VM hit an inconsistent state that well-formed bytecode cannot produce.
+    #[error("VM error in `{function}` at pc {pc}: {message}")]
+    Vm {
+        function: String,
+        pc: usize,
+        message: String,
+    },
+    /// Memory could not be allocated.
+    #[error("out of memory allocating {0} bytes")]
+    OutOfMemory(usize),
+}
+
+/// Stable numeric error codes, shared by every binding. Values are never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum ErrorCode {
+    Io = 1,
+    Load = 2,
+    Format = 3,
+    Unsupported = 4,
+    MissingFunctions = 5,
+    UnknownFunction = 6,
+    ArgumentCount = 7,
+    Mismatch = 8,
+    Kernel = 9,
+    Callback = 10,
+    InvalidArgument = 11,
+    Npy = 12,
+    Vm = 13,
+    OutOfMemory = 14,
+}
+
+impl Error {
+    /// The stable code of this error.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Error::Io { .. } => ErrorCode::Io,
+            Error::Load { .. } => ErrorCode::Load,
+            Error::Format(_) => ErrorCode::Format,
+            Error::Unsupported(_) => ErrorCode::Unsupported,
+            Error::MissingFunctions { .. } => ErrorCode::MissingFunctions,
+            Error::UnknownFunction { .. } => ErrorCode::UnknownFunction,
+            Error::ArgumentCount { .. } => ErrorCode::ArgumentCount,
+            Error::Mismatch(_) => ErrorCode::Mismatch,
+            Error::Kernel { .. } => ErrorCode::Kernel,
+            Error::Callback { .. } => ErrorCode::Callback,
+            Error::InvalidArgument(_) => ErrorCode::InvalidArgument,
+            Error::Npy { .. } => ErrorCode::Npy,
+            Error::Vm { .. } => ErrorCode::Vm,
+            Error::OutOfMemory(_) => ErrorCode::OutOfMemory,
+        }
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,474 @@
+//! The `relax.VMExecutable` payload: function table, constant pool and bytecode
+//! (spec/tvm-0.27.md §3). Parsing validates everything the interpreter relies on, so a corrupted
+//! file is a [`Error::Format`] here rather than a surprise mid-run.
+
+use std::sync::Arc;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+use crate::value::Value;
+
+const MAGIC_V1: u64 = 0xD225_DE2F_4214_151D;
+const MAGIC_V2: u64 = 0xD225_DE2F_4214_151E;
+const TENSOR_MAGIC: u64 = 0xDD5E_40F0_96B4_A13F;
+const VM_VERSION: &str = "0.14";
+const VOID_REGISTER: i64 = 1 << 54;
+const VM_REGISTER: i64 = (1 << 54) + 1;
+
+/// Bounds-checked little-endian reader over a byte slice.
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    what: &'static str,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(buf: &'a [u8], what: &'static str) -> Self {
+        Reader { buf, pos: 0, what }
+    }
+
+    pub fn err(&self, msg: impl std::fmt::Display) -> Error {
+        Error::Format(format!("{} at byte {}: {msg}", self.what, self.pos))
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8]> {
+        if n > self.remaining() {
+            return Err(self.err(format!("needs {n} bytes, only {} left", self.remaining())));
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.bytes(N)?);
+        Ok(a)
+    }
+
+    pub fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+    pub fn i64(&mut self) -> Result<i64> {
+        Ok(i64::from_le_bytes(self.array()?))
+    }
+    pub fn i32(&mut self) -> Result<i32> {
+        Ok(i32::from_le_bytes(self.array()?))
+    }
+    pub fn f64(&mut self) -> Result<f64> {
+        Ok(f64::from_le_bytes(self.array()?))
+    }
+
+    /// A count of items each at least `min_size` bytes long; rejects counts the remaining
+    /// bytes cannot hold, so corrupted lengths never cause huge allocations.
+    pub fn count(&mut self, min_size: usize) -> Result<usize> {
+        let n = self.u64()?;
+        let fits = usize::try_from(n)
+            .ok()
+            .and_then(|n| n.checked_mul(min_size.max(1)))
+            .is_some_and(|bytes| bytes <= self.remaining());
+        if !fits {
+            return Err(self.err(format!("count {n} exceeds the remaining {} bytes", self.remaining())));
+        }
+        Ok(n as usize)
+    }
+
+    pub fn str(&mut self) -> Result<String> {
+        let n = self.count(1)?;
+        let b = self.bytes(n)?;
+        String::from_utf8(b.to_vec()).map_err(|_| self.err("string is not UTF-8"))
+    }
+
+    pub fn dtype(&mut self) -> Result<DType> {
+        let [code, bits, l0, l1] = self.array()?;
+        Ok(DType {
+            code,
+            bits,
+            lanes: u16::from_le_bytes([l0, l1]),
+        })
+    }
+
+    pub fn i64_vec(&mut self) -> Result<Vec<i64>> {
+        let n = self.count(8)?;
+        (0..n).map(|_| self.i64()).collect()
+    }
+}
+
+/// Kind of a function-table entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FuncKind {
+    /// Resolved by name: a kernel in the library, a builtin, or a registered function.
+    Packed,
+    /// Relax bytecode.
+    Vm,
+}
+
+#[derive(Clone, Debug)]
+pub struct FuncInfo {
+    pub kind: FuncKind,
+    pub name: String,
+    pub start: usize,
+    pub end: usize,
+    pub num_args: usize,
+    pub register_file_size: usize,
+    pub param_names: Vec<String>,
+}
+
+/// A decoded instruction argument.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Arg {
+    Reg(u32),
+    /// `%void`: reads as None.
+    Void,
+    /// `%vm`: the VM context.
+    Vm,
+    Imm(i64),
+    Const(u32),
+    Func(u32),
+}
+
+/// A destination register (`None` = discard).
+pub type Dst = Option<u32>;
+
+#[derive(Clone, Copy, Debug)]
+pub enum Instr {
+    Call { dst: Dst, func: u32, args: u32, nargs: u32 },
+    Ret { reg: Arg },
+    Goto { target: usize },
+    If { cond: Arg, else_target: usize },
+}
+
+/// A parsed, validated executable.
+pub struct Executable {
+    pub funcs: Vec<FuncInfo>,
+    pub constants: Vec<Value>,
+    pub instrs: Vec<Instr>,
+    /// Flat pool of call arguments; `Instr::Call::args` indexes into it.
+    pub args: Vec<Arg>,
+}
+
+impl Executable {
+    pub fn parse(bytes: &[u8]) -> Result<Executable> {
+        let mut r = Reader::new(bytes, "VM executable");
+        let magic = r.u64()?;
+        if magic != MAGIC_V1 && magic != MAGIC_V2 {
+            return Err(r.err(format!("bad magic {magic:#018x} (not a relax.VMExecutable)")));
+        }
+        let version = r.str()?;
+        if version != VM_VERSION {
+            return Err(Error::Unsupported(format!(
+                "VM executable version {version:?}; Mote reads version {VM_VERSION} (TVM 0.27)"
+            )));
+        }
+        let nfuncs = r.count(4 + 8 * 6)?;
+        let mut funcs = Vec::with_capacity(nfuncs);
+        for _ in 0..nfuncs {
+            funcs.push(parse_func(&mut r)?);
+        }
+        if magic == MAGIC_V2 {
+            let nscopes = r.count(16)?;
+            for _ in 0..nscopes {
+                let idx = r.i64()?;
+                let scope = r.str()?;
+                if scope != "global" {
+                    return Err(Error::Unsupported(format!(
+                        "constant {idx} has memory scope {scope:?}; only \"global\" exists on CPU"
+                    )));
+                }
+            }
+        }
+        let nconst = r.count(4)?;
+        let mut constants = Vec::with_capacity(nconst);
+        for i in 0..nconst {
+            constants.push(parse_constant(&mut r).map_err(|e| match e {
+                Error::Format(m) => Error::Format(format!("{m} (constant {i})")),
+                e => e,
+            })?);
+        }
+        let offsets = r.i64_vec()?;
+        let data = r.i64_vec()?;
+        if r.remaining() != 0 {
+            return Err(r.err(format!("{} unexpected trailing bytes", r.remaining())));
+        }
+        let mut exe = Executable {
+            funcs,
+            constants,
+            instrs: Vec::with_capacity(offsets.len()),
+            args: Vec::new(),
+        };
+        exe.decode(&offsets, &data)?;
+        exe.validate()?;
+        Ok(exe)
+    }
+
+    fn decode(&mut self, offsets: &[i64], data: &[i64]) -> Result<()> {
+        for (pc, &off) in offsets.iter().enumerate() {
+            let bad = |m: &str| Error::Format(format!("instruction {pc}: {m}"));
+            let off = usize::try_from(off).map_err(|_| bad("negative offset"))?;
+            let word = |k: usize| -> Result<i64> {
+                off.checked_add(k)
+                    .and_then(|i| data.get(i).copied())
+                    .ok_or_else(|| bad("runs past the end of the bytecode"))
+            };
+            let instr = match word(0)? {
+                1 => {
+                    let dst = match word(1)? {
+                        VOID_REGISTER | VM_REGISTER => None,
+                        r => Some(u32::try_from(r).map_err(|_| bad("bad destination register"))?),
+                    };
+                    let func = u32::try_from(word(2)?).map_err(|_| bad("bad function index"))?;
+                    let nargs = u32::try_from(word(3)?).map_err(|_| bad("bad argument count"))?;
+                    if nargs as usize > data.len() {
+                        return Err(bad("bad argument count"));
+                    }
+                    let start = self.args.len() as u32;
+                    for k in 0..nargs as usize {
+                        self.args.push(decode_arg(word(4 + k)?).map_err(|m| bad(&m))?);
+                    }
+                    Instr::Call {
+                        dst,
+                        func,
+                        args: start,
+                        nargs,
+                    }
+                }
+                2 => Instr::Ret {
+                    reg: decode_reg(word(1)?).map_err(|m| bad(&m))?,
+                },
+                3 => Instr::Goto {
+                    target: relative(pc, word(1)?).ok_or_else(|| bad("jump out of range"))?,
+                },
+                4 => Instr::If {
+                    cond: decode_reg(word(1)?).map_err(|m| bad(&m))?,
+                    else_target: relative(pc, word(2)?).ok_or_else(|| bad("jump out of range"))?,
+                },
+                op => return Err(bad(&format!("unknown opcode {op}"))),
+            };
+            self.instrs.push(instr);
+        }
+        Ok(())
+    }
+
+    /// Check every index the interpreter will use, per VM function.
+    fn validate(&self) -> Result<()> {
+        for f in self.funcs.iter().filter(|f| f.kind == FuncKind::Vm) {
+            let bad = |pc: usize, m: String| Error::Format(format!("function `{}`, instruction {pc}: {m}", f.name));
+            if f.start >= f.end || f.end > self.instrs.len() {
+                return Err(Error::Format(format!(
+                    "function `{}` spans instructions {}..{} of {}",
+                    f.name,
+                    f.start,
+                    f.end,
+                    self.instrs.len()
+                )));
+            }
+            if f.num_args > f.register_file_size {
+                return Err(Error::Format(format!(
+                    "function `{}` has {} parameters but {} registers",
+                    f.name, f.num_args, f.register_file_size
+                )));
+            }
+            let check_arg = |pc: usize, a: Arg| -> Result<()> {
+                match a {
+                    Arg::Reg(r) if r as usize >= f.register_file_size => {
+                        Err(bad(pc, format!("register {r} out of {}", f.register_file_size)))
+                    }
+                    Arg::Const(c) if c as usize >= self.constants.len() => Err(bad(pc, format!("constant {c} out of range"))),
+                    Arg::Func(i) if i as usize >= self.funcs.len() => Err(bad(pc, format!("function {i} out of range"))),
+                    _ => Ok(()),
+                }
+            };
+            let check_target = |pc: usize, t: usize| {
+                if t < f.start || t >= f.end {
+                    Err(bad(pc, format!("jump to {t} leaves the function")))
+                } else {
+                    Ok(())
+                }
+            };
+            for pc in f.start..f.end {
+                match self.instrs[pc] {
+                    Instr::Call { dst, func, args, nargs } => {
+                        if dst.is_some_and(|d| d as usize >= f.register_file_size) {
+                            return Err(bad(pc, "destination register out of range".into()));
+                        }
+                        if func as usize >= self.funcs.len() {
+                            return Err(bad(pc, format!("calls function {func}, out of range")));
+                        }
+                        for &a in &self.args[args as usize..(args + nargs) as usize] {
+                            check_arg(pc, a)?;
+                        }
+                    }
+                    Instr::Ret { reg } => check_arg(pc, reg)?,
+                    Instr::Goto { target } => check_target(pc, target)?,
+                    Instr::If { cond, else_target } => {
+                        check_arg(pc, cond)?;
+                        check_target(pc, else_target)?;
+                        if else_target <= pc + 1 {
+                            return Err(bad(pc, "If jumps backwards".into()));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn call_args(&self, args: u32, nargs: u32) -> &[Arg] {
+        &self.args[args as usize..(args + nargs) as usize]
+    }
+
+    /// Index of a function by name.
+    pub fn find(&self, name: &str) -> Option<usize> {
+        self.funcs.iter().position(|f| f.name == name)
+    }
+}
+
+fn relative(pc: usize, off: i64) -> Option<usize> {
+    usize::try_from(pc as i64 + off).ok()
+}
+
+fn decode_reg(w: i64) -> Result<Arg, String> {
+    match w {
+        VOID_REGISTER => Ok(Arg::Void),
+        VM_REGISTER => Ok(Arg::Vm),
+        r => u32::try_from(r).map(Arg::Reg).map_err(|_| format!("bad register {r}")),
+    }
+}
+
+fn decode_arg(word: i64) -> Result<Arg, String> {
+    let kind = (word as u64) >> 56;
+    let value = (word << 8) >> 8;
+    let idx = |v: i64| u32::try_from(v).map_err(|_| format!("bad index {v}"));
+    match kind {
+        0 => decode_reg(value),
+        1 => Ok(Arg::Imm(value)),
+        2 => Ok(Arg::Const(idx(value)?)),
+        3 => Ok(Arg::Func(idx(value)?)),
+        k => Err(format!("unknown argument kind {k}")),
+    }
+}
+
+fn parse_func(r: &mut Reader) -> Result<FuncInfo> {
+    let kind = match r.i32()? {
+        0 => FuncKind::Packed,
+        1 => FuncKind::Vm,
+        2 => {
+            return Err(Error::Unsupported(
+                "compiled-mode functions (exec_mode=\"compiled\"); build with the default bytecode mode".into(),
+            ))
+        }
+        k => return Err(r.err(format!("unknown function kind {k}"))),
+    };
+    let name = r.str()?;
+    let start = r.i64()?;
+    let end = r.i64()?;
+    let num_args = r.i64()?;
+    let rfs = r.i64()?;
+    let nparams = r.count(8)?;
+    let param_names = (0..nparams).map(|_| r.str()).collect::<Result<Vec<_>>>()?;
+    let to_usize = |v: i64, what: &str| {
+        usize::try_from(v).map_err(|_| Error::Format(format!("function `{name}`: bad {what} {v}")))
+    };
+    let (start, end, num_args, register_file_size) = if kind == FuncKind::Vm {
+        let n = to_usize(num_args, "argument count")?;
+        if param_names.len() != n {
+            return Err(Error::Format(format!(
+                "function `{name}` has {n} arguments but {} parameter names",
+                param_names.len()
+            )));
+        }
+        (
+            to_usize(start, "start")?,
+            to_usize(end, "end")?,
+            n,
+            to_usize(rfs, "register count")?,
+        )
+    } else {
+        (0, 0, 0, 0)
+    };
+    if register_file_size > 1 << 20 {
+        return Err(Error::Format(format!("function `{name}` asks for {register_file_size} registers")));
+    }
+    Ok(FuncInfo {
+        kind,
+        name,
+        start,
+        end,
+        num_args,
+        register_file_size,
+        param_names,
+    })
+}
+
+/// A Tensor record (also used by `const_loader`).
+pub(crate) fn parse_tensor(r: &mut Reader) -> Result<Tensor> {
+    let magic = r.u64()?;
+    if magic != TENSOR_MAGIC {
+        return Err(r.err(format!("bad tensor magic {magic:#018x}")));
+    }
+    let _reserved = r.u64()?;
+    let dev_type = r.i32()?;
+    let _dev_id = r.i32()?;
+    if dev_type != crate::abi::DEVICE_CPU {
+        return Err(r.err(format!("tensor saved for device type {dev_type}, not CPU")));
+    }
+    let ndim = r.i32()?;
+    let ndim = usize::try_from(ndim).map_err(|_| r.err(format!("bad ndim {ndim}")))?;
+    if ndim * 8 > r.remaining() {
+        return Err(r.err(format!("bad ndim {ndim}")));
+    }
+    let dtype = r.dtype()?;
+    let shape = (0..ndim).map(|_| r.i64()).collect::<Result<Vec<_>>>()?;
+    let nbytes = r.count(1)?;
+    let data = r.bytes(nbytes)?;
+    let expect = crate::tensor::byte_size(&shape, dtype).map_err(|e| r.err(e))?;
+    if expect != nbytes {
+        return Err(r.err(format!(
+            "{dtype} tensor of shape {shape:?} has {nbytes} data bytes, expected {expect}"
+        )));
+    }
+    Tensor::from_bytes(&shape, dtype, data)
+}
+
+fn parse_constant(r: &mut Reader) -> Result<Value> {
+    use crate::abi::type_index as ti;
+    let tag = r.i32()?;
+    Ok(match tag {
+        ti::DATA_TYPE => Value::DType(r.dtype()?),
+        65 => Value::Str(Arc::from(r.str()?)),
+        69 => Value::Shape(Arc::from(r.i64_vec()?)),
+        ti::INT => Value::Int(r.i64()?),
+        ti::FLOAT => Value::Float(r.f64()?),
+        ti::TENSOR => Value::Tensor(parse_tensor(r)?),
+        t => return Err(r.err(format!("unsupported constant type index {t}"))),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arg_words_decode_with_sign() {
+        assert_eq!(decode_arg(0x0100_0000_0000_0002), Ok(Arg::Imm(2)));
+        assert_eq!(decode_arg(0x01ff_ffff_ffff_ffff), Ok(Arg::Imm(-1)));
+        assert_eq!(decode_arg(0x0200_0000_0000_0003), Ok(Arg::Const(3)));
+        assert_eq!(decode_arg(0x0040_0000_0000_0000), Ok(Arg::Void));
+        assert_eq!(decode_arg(0x0040_0000_0000_0001), Ok(Arg::Vm));
+        assert!(decode_arg(0x0700_0000_0000_0000).is_err());
+    }
+
+    #[test]
+    fn rejects_garbage_without_panicking() {
+        assert!(Executable::parse(&[]).is_err());
+        assert!(Executable::parse(&[0u8; 64]).is_err());
+        let mut b = MAGIC_V2.to_le_bytes().to_vec();
+        b.extend_from_slice(&u64::MAX.to_le_bytes());
+        assert!(Executable::parse(&b).is_err());
+    }
+}

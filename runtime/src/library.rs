@@ -1,0 +1,365 @@
+//! Loading a model library made by `export_library` (spec/tvm-0.27.md §1): `dlopen` with
+//! `RTLD_LOCAL`, the context slots, the `__tvm_ffi__library_bin` module blob and its import tree.
+
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use crate::abi::SafeCallFn;
+use crate::error::{Error, Result};
+use crate::executable::Reader;
+use crate::services::{self, EnvFunction};
+
+const BLOB_SYMBOL: &str = "__tvm_ffi__library_bin";
+const CTX_SYMBOL: &str = "__tvm_ffi__library_ctx";
+const KERNEL_PREFIX: &str = "__tvm_ffi_";
+const ERROR_SYMBOL: &str = "TVMFFIErrorSetRaisedFromCStrParts";
+
+/// A loaded model library. One per mapped file: loading the same file twice shares it, because
+/// the system loader maps it once and its context slots are global to the mapping.
+pub(crate) struct Library {
+    lib: libloading::os::unix::Library,
+    path: PathBuf,
+    /// Handles given to kernels by `env_lookup`; leaked on purpose (see `env_function`).
+    env_cache: Mutex<HashMap<String, &'static EnvFunction>>,
+}
+
+// SAFETY: a dlopen handle may be used from any thread; the cache is behind a mutex.
+unsafe impl Send for Library {}
+// SAFETY: as above.
+unsafe impl Sync for Library {}
+
+/// The decoded `__tvm_ffi__library_bin`.
+pub(crate) struct ModuleTree {
+    /// Module kinds in index order (`"_lib"` for the library itself).
+    pub kinds: Vec<String>,
+    /// Payloads, empty for `"_lib"`.
+    pub payloads: Vec<Vec<u8>>,
+    /// `imports[i]`: module indices module `i` imports, in order.
+    pub imports: Vec<Vec<usize>>,
+}
+
+fn live_libraries() -> &'static Mutex<HashMap<usize, Weak<Library>>> {
+    static LIVE: OnceLock<Mutex<HashMap<usize, Weak<Library>>>> = OnceLock::new();
+    LIVE.get_or_init(Default::default)
+}
+
+impl Library {
+    pub fn open(path: &Path) -> Result<Arc<Library>> {
+        ensure_error_symbol_visible()?;
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        let mut magic = [0u8; 4];
+        {
+            use std::io::Read;
+            let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+            f.read_exact(&mut magic).map_err(|_| Error::Load {
+                path: path.into(),
+                message: format!("file is too short ({} bytes) to be a shared library", meta.len()),
+            })?;
+        }
+        if &magic != b"\x7fELF" && !is_macho(&magic) {
+            return Err(Error::Load {
+                path: path.into(),
+                message: "not a shared library (bad magic); export the model with export_library(\"model.so\")".into(),
+            });
+        }
+        let flags = libc::RTLD_LAZY | libc::RTLD_LOCAL;
+        // SAFETY: loading a model library runs its initializers: model files are code, and the
+        // caller chose to trust this one (documented on `Model::load`).
+        let lib = unsafe { libloading::os::unix::Library::open(Some(path), flags) }.map_err(|e| Error::Load {
+            path: path.into(),
+            message: e.to_string(),
+        })?;
+        let handle = lib.into_raw();
+        // SAFETY: `handle` was just returned by dlopen.
+        let lib = unsafe { libloading::os::unix::Library::from_raw(handle) };
+        let mut live = live_libraries().lock().map_err(|_| Error::Load {
+            path: path.into(),
+            message: "library registry poisoned".into(),
+        })?;
+        if let Some(existing) = live.get(&(handle as usize)).and_then(Weak::upgrade) {
+            // Same mapping: reuse it (dropping `lib` only decrements dlopen's count).
+            return Ok(existing);
+        }
+        let library = Arc::new(Library {
+            lib,
+            path: path.into(),
+            env_cache: Mutex::new(HashMap::new()),
+        });
+        library.fill_context_slots();
+        live.retain(|_, w| w.strong_count() > 0);
+        live.insert(handle as usize, Arc::downgrade(&library));
+        Ok(library)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn symbol(&self, name: &str) -> Option<*mut c_void> {
+        let c = CString::new(name).ok()?;
+        // SAFETY: we only take the symbol's address, typed as a raw pointer.
+        let sym = unsafe { self.lib.get::<*mut c_void>(c.as_bytes_with_nul()) }.ok()?;
+        let p = sym.into_raw();
+        (!p.is_null()).then_some(p)
+    }
+
+    /// Write Mote's service functions into every context slot the library has.
+    fn fill_context_slots(self: &Arc<Self>) {
+        let slots: [(&str, usize); 8] = [
+            ("__TVMBackendAllocWorkspace", services::alloc_workspace as *const () as usize),
+            ("__TVMBackendFreeWorkspace", services::free_workspace as *const () as usize),
+            ("__TVMBackendParallelLaunch", crate::threadpool::parallel_launch as *const () as usize),
+            ("__TVMBackendParallelBarrier", crate::threadpool::parallel_barrier as *const () as usize),
+            ("__TVMFFIFunctionCall", services::function_call as *const () as usize),
+            ("__TVMFFIEnvModLookupFromImports", services::env_lookup as *const () as usize),
+            ("__TVMFFIHandleInitOnce", services::handle_init_once as *const () as usize),
+            ("__TVMFFIErrorSetRaisedFromCStr", services::error_set_raised_from_cstr as *const () as usize),
+        ];
+        for (name, f) in slots {
+            if let Some(slot) = self.symbol(name) {
+                // SAFETY: context slots are 8-byte pointer variables the library reads through
+                // its GOT; writing before any kernel runs is what TVM's loader does.
+                unsafe { slot.cast::<usize>().write_unaligned(f) };
+            }
+        }
+        if let Some(slot) = self.symbol(CTX_SYMBOL) {
+            // SAFETY: as above; the pointer stays valid while this Library lives, and the slot
+            // belongs to this mapping, which lives exactly as long.
+            unsafe { slot.cast::<usize>().write_unaligned(Arc::as_ptr(self) as usize) };
+        }
+    }
+
+    /// The kernel `__tvm_ffi_<name>`, if the library exports it.
+    pub fn kernel(&self, name: &str) -> Option<SafeCallFn> {
+        let p = self.symbol(&format!("{KERNEL_PREFIX}{name}"))?;
+        // SAFETY: `__tvm_ffi_` functions have the safe-call signature (spec §2.1).
+        Some(unsafe { std::mem::transmute::<*mut c_void, SafeCallFn>(p) })
+    }
+
+    /// A handle for `name` as kernels look it up. Handles are leaked: generated code caches
+    /// them in the library's static data, which may outlive this object if the embedder keeps
+    /// the library mapped; there is one small allocation per distinct name.
+    pub fn env_function(&self, name: &str) -> Option<&'static EnvFunction> {
+        let mut cache = self.env_cache.lock().ok()?;
+        if let Some(f) = cache.get(name) {
+            return Some(f);
+        }
+        let f = if let Some(k) = self.kernel(name) {
+            EnvFunction::Kernel(k)
+        } else {
+            EnvFunction::Registered {
+                name: name.to_string(),
+                f: crate::registry::lookup_function(name)?,
+            }
+        };
+        let leaked: &'static EnvFunction = Box::leak(Box::new(f));
+        cache.insert(name.to_string(), leaked);
+        Some(leaked)
+    }
+
+    /// Decode `__tvm_ffi__library_bin`; `None` for a library without one (a bare TIR export).
+    pub fn module_tree(&self) -> Result<Option<ModuleTree>> {
+        let Some(p) = self.symbol(BLOB_SYMBOL) else {
+            return Ok(None);
+        };
+        let p = p.cast::<u8>().cast_const();
+        let bound = mapped_bytes_after(p).ok_or_else(|| {
+            Error::Format(format!("{BLOB_SYMBOL} does not point into the library's mapped data"))
+        })?;
+        if bound < 8 {
+            return Err(Error::Format(format!("{BLOB_SYMBOL} is truncated")));
+        }
+        let mut len = [0u8; 8];
+        // SAFETY: at least 8 mapped bytes follow `p` (checked above); the blob may be unaligned.
+        unsafe { std::ptr::copy_nonoverlapping(p, len.as_mut_ptr(), 8) };
+        let nbytes = u64::from_le_bytes(len);
+        if nbytes > (bound - 8) as u64 {
+            return Err(Error::Format(format!(
+                "{BLOB_SYMBOL} claims {nbytes} bytes but only {} are mapped",
+                bound - 8
+            )));
+        }
+        // SAFETY: `nbytes` bytes after the length are mapped (checked above) and read-only.
+        let blob = unsafe { std::slice::from_raw_parts(p.add(8), nbytes as usize) };
+        parse_module_tree(blob).map(Some)
+    }
+}
+
+fn is_macho(m: &[u8; 4]) -> bool {
+    matches!(u32::from_le_bytes(*m), 0xfeed_facf | 0xfeed_face | 0xcafe_babe) || matches!(u32::from_be_bytes(*m), 0xcafe_babe)
+}
+
+pub(crate) fn parse_module_tree(blob: &[u8]) -> Result<ModuleTree> {
+    let mut r = Reader::new(blob, "module blob");
+    let indptr = r.i64_vec()?;
+    let children = r.i64_vec()?;
+    let n = indptr.len().checked_sub(1).ok_or_else(|| r.err("empty import tree"))?;
+    let mut imports = Vec::with_capacity(n);
+    for i in 0..n {
+        let (a, b) = (indptr[i], indptr[i + 1]);
+        if a < 0 || b < a || b as usize > children.len() {
+            return Err(r.err(format!("bad import tree row {i}: {a}..{b}")));
+        }
+        let row = children[a as usize..b as usize]
+            .iter()
+            .map(|&c| usize::try_from(c).ok().filter(|&c| c < n))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| r.err(format!("module {i} imports a module out of range")))?;
+        imports.push(row);
+    }
+    let mut kinds = Vec::with_capacity(n);
+    let mut payloads = Vec::with_capacity(n);
+    for _ in 0..n {
+        let kind = r.str()?;
+        let payload = if kind == "_lib" {
+            Vec::new()
+        } else {
+            let len = r.count(1)?;
+            r.bytes(len)?.to_vec()
+        };
+        kinds.push(kind);
+        payloads.push(payload);
+    }
+    if r.remaining() != 0 {
+        return Err(r.err(format!("{} unexpected trailing bytes", r.remaining())));
+    }
+    Ok(ModuleTree {
+        kinds,
+        payloads,
+        imports,
+    })
+}
+
+/// How many bytes starting at `p` lie inside the loaded segment that contains it. A corrupted
+/// length field must not make Mote read past the mapping.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn mapped_bytes_after(p: *const u8) -> Option<usize> {
+    struct Search {
+        addr: usize,
+        found: Option<usize>,
+    }
+    unsafe extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: libc::size_t, data: *mut c_void) -> libc::c_int {
+        // SAFETY: dl_iterate_phdr passes valid info for each loaded object, and `data` is our
+        // `Search`.
+        let (info, s) = unsafe { (&*info, &mut *(data as *mut Search)) };
+        for i in 0..info.dlpi_phnum as usize {
+            // SAFETY: dlpi_phdr has dlpi_phnum entries.
+            let ph = unsafe { &*info.dlpi_phdr.add(i) };
+            if ph.p_type != libc::PT_LOAD {
+                continue;
+            }
+            let start = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
+            let end = start.wrapping_add(ph.p_memsz as usize);
+            if (start..end).contains(&s.addr) {
+                s.found = Some(end - s.addr);
+                return 1;
+            }
+        }
+        0
+    }
+    let mut s = Search {
+        addr: p as usize,
+        found: None,
+    };
+    // SAFETY: `visit` matches the callback type and only touches `s` for the call's duration.
+    unsafe { libc::dl_iterate_phdr(Some(visit), &mut s as *mut Search as *mut c_void) };
+    s.found
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn mapped_bytes_after(p: *const u8) -> Option<usize> {
+    // Without dl_iterate_phdr, trust the symbol (Apple platforms link models statically).
+    let _ = p;
+    Some(usize::MAX / 2)
+}
+
+/// Make sure model libraries can resolve `TVMFFIErrorSetRaisedFromCStrParts` to Mote's.
+///
+/// When Mote is inside a shared library opened with `RTLD_LOCAL` (a JNI library, `libmote.so`
+/// loaded by `dlopen`), the symbol is promoted to the global scope by re-opening that library
+/// with `RTLD_NOLOAD | RTLD_GLOBAL`. An executable must export it itself
+/// (`-Wl,--export-dynamic-symbol=TVMFFIErrorSetRaisedFromCStrParts`, done by the `mote` CLI and
+/// the test crates).
+fn ensure_error_symbol_visible() -> Result<()> {
+    static CHECK: OnceLock<Result<(), String>> = OnceLock::new();
+    CHECK
+        .get_or_init(|| {
+            let ours = services::TVMFFIErrorSetRaisedFromCStrParts as *const c_void;
+            let name = CString::new(ERROR_SYMBOL).map_err(|e| e.to_string())?;
+            let global = || {
+                // SAFETY: dlsym with RTLD_DEFAULT and a valid C string.
+                unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) }
+            };
+            let found = global();
+            if !found.is_null() {
+                if found.cast_const() != ours {
+                    log::warn!("{ERROR_SYMBOL} resolves to another runtime's copy; kernel error messages may be lost");
+                }
+                return Ok(());
+            }
+            // SAFETY: dladdr only reads loader data for an address in our own image.
+            let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+            if unsafe { libc::dladdr(ours, &mut info) } != 0 && !info.dli_fname.is_null() {
+                // SAFETY: dli_fname is the path of the object containing Mote; NOLOAD only
+                // changes the flags of an already-loaded object.
+                let h = unsafe { libc::dlopen(info.dli_fname, libc::RTLD_NOLOAD | libc::RTLD_GLOBAL | libc::RTLD_LAZY) };
+                if !h.is_null() && !global().is_null() {
+                    return Ok(());
+                }
+            }
+            Err(format!(
+                "{ERROR_SYMBOL} is not visible to model libraries: link your executable with \
+                 -Wl,--export-dynamic-symbol={ERROR_SYMBOL} (or -rdynamic), or use Mote as a shared library"
+            ))
+        })
+        .clone()
+        .map_err(|message| Error::Load {
+            path: PathBuf::new(),
+            message,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blob(indptr: &[i64], children: &[i64], mods: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut b = Vec::new();
+        let vec = |b: &mut Vec<u8>, v: &[i64]| {
+            b.extend_from_slice(&(v.len() as u64).to_le_bytes());
+            v.iter().for_each(|x| b.extend_from_slice(&x.to_le_bytes()));
+        };
+        vec(&mut b, indptr);
+        vec(&mut b, children);
+        for (k, p) in mods {
+            b.extend_from_slice(&(k.len() as u64).to_le_bytes());
+            b.extend_from_slice(k.as_bytes());
+            if *k != "_lib" {
+                b.extend_from_slice(&(p.len() as u64).to_le_bytes());
+                b.extend_from_slice(p);
+            }
+        }
+        b
+    }
+
+    #[test]
+    fn parses_the_usual_tree() {
+        let b = blob(&[0, 1, 1], &[1], &[("relax.VMExecutable", b"abc"), ("_lib", b"")]);
+        let t = parse_module_tree(&b).unwrap();
+        assert_eq!(t.kinds, ["relax.VMExecutable", "_lib"]);
+        assert_eq!(t.imports, vec![vec![1], vec![]]);
+        assert_eq!(t.payloads[0], b"abc");
+    }
+
+    #[test]
+    fn rejects_bad_trees() {
+        assert!(parse_module_tree(&blob(&[0, 1, 1], &[7], &[("relax.VMExecutable", b""), ("_lib", b"")])).is_err());
+        assert!(parse_module_tree(&blob(&[0, 2, 1], &[1], &[("a", b""), ("_lib", b"")])).is_err());
+        let b = blob(&[0, 1, 1], &[1], &[("relax.VMExecutable", b"abc"), ("_lib", b"")]);
+        for cut in 0..b.len() {
+            assert!(parse_module_tree(&b[..cut]).is_err());
+        }
+    }
+}

@@ -1,0 +1,425 @@
+//! The public entry point: [`Model`] (a loaded, shareable model) and what it can say about
+//! itself.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::abi::{FfiAny, SafeCallFn};
+use crate::builtins::Builtin;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::executable::{Arg, Executable, FuncKind, Instr};
+use crate::library::Library;
+use crate::registry::PackedFunc;
+use crate::value::Value;
+use crate::vm::{Session, SessionOptions};
+
+/// What a function-table entry resolved to when the model loaded.
+#[derive(Clone)]
+pub(crate) enum Callee {
+    Vm(u32),
+    Kernel(SafeCallFn),
+    Builtin(Builtin),
+    Registered(PackedFunc),
+}
+
+pub(crate) struct ModelInner {
+    pub id: usize,
+    pub library: Arc<Library>,
+    pub exe: Executable,
+    pub callees: Vec<Callee>,
+}
+
+/// A loaded model: the library, its executable and resolved functions.
+///
+/// `Model` is `Send + Sync` and cheap to clone; create one [`Session`] per thread to run it.
+#[derive(Clone)]
+pub struct Model {
+    pub(crate) inner: Arc<ModelInner>,
+}
+
+/// One dimension of a parameter's shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dim {
+    Fixed(i64),
+    /// A symbolic dimension, by name when the model records it.
+    Var(String),
+}
+
+impl std::fmt::Display for Dim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Dim::Fixed(d) => write!(f, "{d}"),
+            Dim::Var(v) => f.write_str(v),
+        }
+    }
+}
+
+/// What is known about a parameter: from the function's own checks, or failing that from the
+/// signature of the first kernel that consumes it.
+#[derive(Clone, Debug, Default)]
+pub struct ParamInfo {
+    pub name: String,
+    pub dtype: Option<DType>,
+    pub shape: Option<Vec<Dim>>,
+}
+
+/// A Relax function of the model.
+#[derive(Clone, Debug)]
+pub struct FunctionInfo {
+    pub name: String,
+    pub params: Vec<ParamInfo>,
+}
+
+/// A kernel's signature, as the kernel itself reports it.
+#[derive(Clone, Debug)]
+pub struct KernelSignature {
+    pub name: String,
+    /// `(parameter name, dtype, shape)`; dtype and shape are `None` for scalar parameters.
+    pub params: Vec<(String, Option<DType>, Option<Vec<Dim>>)>,
+}
+
+static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
+
+impl Model {
+    /// Load a library made by TVM 0.27's `export_library`.
+    ///
+    /// Loading a library runs its code: only load model files you trust as you would trust a
+    /// native library. Every name the bytecode calls is resolved now; anything Mote cannot
+    /// provide is reported as [`Error::MissingFunctions`].
+    pub fn load(path: impl AsRef<Path>) -> Result<Model> {
+        let path = path.as_ref();
+        let library = Library::open(path)?;
+        let tree = library.module_tree()?.ok_or_else(|| {
+            Error::Unsupported(format!(
+                "{} has no __tvm_ffi__library_bin: it is not a Relax VM export (compile a Relax module with tvm.compile)",
+                path.display()
+            ))
+        })?;
+        let root = tree.kinds.first().map(String::as_str).unwrap_or("");
+        if root != "relax.VMExecutable" {
+            return Err(Error::Unsupported(format!("root module of kind `{root}`; Mote runs relax.VMExecutable")));
+        }
+        for (i, kind) in tree.kinds.iter().enumerate().skip(1) {
+            if kind != "_lib" {
+                return Err(Error::Unsupported(format!(
+                    "module {i} is of kind `{kind}`; Mote supports the executable and its kernel library only"
+                )));
+            }
+        }
+        if !tree.imports[0].iter().any(|&i| tree.kinds[i] == "_lib") && tree.kinds.len() > 1 {
+            return Err(Error::Format("the executable does not import the kernel library".into()));
+        }
+        let exe = Executable::parse(&tree.payloads[0])?;
+        Self::from_parts(library, exe)
+    }
+
+    fn from_parts(library: Arc<Library>, exe: Executable) -> Result<Model> {
+        let mut missing = Vec::new();
+        let callees = exe
+            .funcs
+            .iter()
+            .enumerate()
+            .map(|(i, f)| match f.kind {
+                FuncKind::Vm => Callee::Vm(i as u32),
+                FuncKind::Packed => {
+                    if let Some(k) = library.kernel(&f.name) {
+                        Callee::Kernel(k)
+                    } else if let Some(b) = Builtin::from_name(&f.name) {
+                        Callee::Builtin(b)
+                    } else if let Some(r) = crate::registry::lookup_function(&f.name) {
+                        Callee::Registered(r)
+                    } else {
+                        missing.push(f.name.clone());
+                        Callee::Vm(u32::MAX)
+                    }
+                }
+            })
+            .collect();
+        if !missing.is_empty() {
+            return Err(Error::MissingFunctions { names: missing });
+        }
+        Ok(Model {
+            inner: Arc::new(ModelInner {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                library,
+                exe,
+                callees,
+            }),
+        })
+    }
+
+    /// A session with default options.
+    pub fn session(&self) -> Result<Session> {
+        Session::new(self.clone(), SessionOptions::default())
+    }
+
+    /// A session with the given options.
+    pub fn session_with(&self, options: SessionOptions) -> Result<Session> {
+        Session::new(self.clone(), options)
+    }
+
+    pub fn path(&self) -> &Path {
+        self.inner.library.path()
+    }
+
+    /// Names of the Relax functions callable from outside.
+    pub fn function_names(&self) -> Vec<String> {
+        self.inner
+            .exe
+            .funcs
+            .iter()
+            .filter(|f| f.kind == FuncKind::Vm)
+            .map(|f| f.name.clone())
+            .collect()
+    }
+
+    /// Names of the kernels the bytecode calls.
+    pub fn kernels(&self) -> Vec<String> {
+        self.entries(|c| matches!(c, Callee::Kernel(_)))
+    }
+
+    /// Names of the builtins the bytecode calls.
+    pub fn builtins(&self) -> Vec<String> {
+        self.entries(|c| matches!(c, Callee::Builtin(_)))
+    }
+
+    /// Names resolved to registered functions.
+    pub fn registered_functions(&self) -> Vec<String> {
+        self.entries(|c| matches!(c, Callee::Registered(_)))
+    }
+
+    fn entries(&self, pred: impl Fn(&Callee) -> bool) -> Vec<String> {
+        let m = &self.inner;
+        m.exe
+            .funcs
+            .iter()
+            .zip(&m.callees)
+            .filter(|(_, c)| pred(c))
+            .map(|(f, _)| f.name.clone())
+            .collect()
+    }
+
+    /// Number and total bytes of tensor constants (bound weights).
+    pub fn constant_bytes(&self) -> (usize, usize) {
+        let ts: Vec<_> = self.inner.exe.constants.iter().filter_map(Value::as_tensor).collect();
+        (ts.len(), ts.iter().map(|t| t.byte_len()).sum())
+    }
+
+    /// Everything known about a function's parameters.
+    pub fn function_info(&self, name: &str) -> Result<FunctionInfo> {
+        let m = &self.inner;
+        let fidx = self.vm_function(name)?;
+        let f = &m.exe.funcs[fidx];
+        let mut params: Vec<ParamInfo> = f
+            .param_names
+            .iter()
+            .map(|n| ParamInfo {
+                name: n.clone(),
+                ..Default::default()
+            })
+            .collect();
+        let konst = |a: &Arg| match a {
+            Arg::Const(c) => m.exe.constants.get(*c as usize),
+            _ => None,
+        };
+        let param_of = |a: &Arg| match a {
+            Arg::Reg(r) if (*r as usize) < f.num_args => Some(*r as usize),
+            _ => None,
+        };
+        for pc in f.start..f.end {
+            let Instr::Call { func, args, nargs, .. } = m.exe.instrs[pc] else { continue };
+            let args = m.exe.call_args(args, nargs);
+            let Some(p) = args.first().and_then(param_of) else { continue };
+            match &m.callees[func as usize] {
+                Callee::Builtin(Builtin::CheckTensorInfo) => {
+                    if let Some(Value::DType(d)) = args.get(2).and_then(konst) {
+                        params[p].dtype = Some(*d);
+                    }
+                }
+                Callee::Builtin(Builtin::MatchShape) => {
+                    let n = match args.get(2) {
+                        Some(Arg::Imm(n)) => *n as usize,
+                        _ => continue,
+                    };
+                    let names = args
+                        .last()
+                        .and_then(konst)
+                        .and_then(|v| match v {
+                            Value::Str(s) => annotation_dims(s),
+                            _ => None,
+                        })
+                        .filter(|d| d.len() == n);
+                    let mut dims = Vec::with_capacity(n);
+                    for i in 0..n {
+                        let (code, v) = match (args.get(3 + 2 * i), args.get(4 + 2 * i)) {
+                            (Some(Arg::Imm(c)), Some(Arg::Imm(v))) => (*c, *v),
+                            _ => break,
+                        };
+                        dims.push(match (code, &names) {
+                            (0, _) => Dim::Fixed(v),
+                            (_, Some(names)) => Dim::Var(names[i].clone()),
+                            _ => Dim::Var(format!("d{v}")),
+                        });
+                    }
+                    if dims.len() == n {
+                        params[p].shape = Some(dims);
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Parameters the function does not check (weights passed as arguments): ask the first
+        // kernel that consumes them.
+        for pc in f.start..f.end {
+            let Instr::Call { func, args, nargs, .. } = m.exe.instrs[pc] else { continue };
+            if !matches!(m.callees[func as usize], Callee::Kernel(_)) {
+                continue;
+            }
+            let args = m.exe.call_args(args, nargs);
+            for (k, a) in args.iter().enumerate() {
+                let Some(p) = param_of(a) else { continue };
+                if params[p].shape.is_some() && params[p].dtype.is_some() {
+                    continue;
+                }
+                let Some(sig) = self.kernel_signature(&m.exe.funcs[func as usize].name) else { continue };
+                if let Some((_, dt, shape)) = sig.params.get(k) {
+                    params[p].dtype = params[p].dtype.or(*dt);
+                    if params[p].shape.is_none() {
+                        params[p].shape = shape.clone();
+                    }
+                }
+            }
+        }
+        Ok(FunctionInfo {
+            name: name.to_string(),
+            params,
+        })
+    }
+
+    pub(crate) fn vm_function(&self, name: &str) -> Result<usize> {
+        self.inner
+            .exe
+            .find(name)
+            .filter(|&i| self.inner.exe.funcs[i].kind == FuncKind::Vm)
+            .ok_or_else(|| Error::UnknownFunction {
+                name: name.to_string(),
+                available: self.function_names(),
+            })
+    }
+
+    /// The signature a kernel reports when called with no arguments (generated kernels check
+    /// their argument count before touching anything, and name every parameter's shape in the
+    /// error).
+    pub fn kernel_signature(&self, name: &str) -> Option<KernelSignature> {
+        let k = self.inner.library.kernel(name)?;
+        let mut result = FfiAny::NONE;
+        crate::services::take_error();
+        // SAFETY: a zero-argument call with NULL args: kernels reject the count first (spec
+        // §2.4) and report the expected signature.
+        let rc = unsafe { k(std::ptr::null_mut(), std::ptr::null(), 0, &mut result) };
+        let (_, msg) = crate::services::take_error()?;
+        if rc == 0 {
+            return None;
+        }
+        parse_signature(name, &msg)
+    }
+}
+
+/// Dims from an error context's `annotation=R.Tensor((n, 16), dtype=...)`.
+fn annotation_dims(err: &str) -> Option<Vec<String>> {
+    let start = err.find("R.Tensor((")? + "R.Tensor((".len();
+    let inner = &err[start..];
+    let end = inner.find(')')?;
+    Some(
+        inner[..end]
+            .split(',')
+            .map(|s| s.trim().trim_matches('"').to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+    )
+}
+
+/// Split at commas not nested in brackets or parentheses.
+fn split_top(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' | '[' => depth += 1,
+            ')' | ']' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(s[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    let last = s[start..].trim();
+    if !last.is_empty() {
+        out.push(last);
+    }
+    out
+}
+
+fn parse_dim(d: &str) -> Dim {
+    d.strip_prefix("T.int64(")
+        .or_else(|| d.strip_prefix("T.int32("))
+        .and_then(|r| r.strip_suffix(')'))
+        .and_then(|v| v.parse().ok())
+        .or_else(|| d.parse().ok())
+        .map(Dim::Fixed)
+        .unwrap_or_else(|| Dim::Var(d.to_string()))
+}
+
+pub(crate) fn parse_signature(name: &str, msg: &str) -> Option<KernelSignature> {
+    let open = format!("{name}(");
+    let start = msg.find(&open)? + open.len();
+    let body = msg[start..].rsplit_once(')')?.0;
+    let params = split_top(body)
+        .into_iter()
+        .map(|p| {
+            let (pname, ty) = p.split_once(':').unwrap_or((p, ""));
+            let ty = ty.trim();
+            match ty.strip_prefix("Tensor(").and_then(|t| t.strip_suffix(')')) {
+                Some(inner) => {
+                    let parts = split_top(inner);
+                    let shape = parts
+                        .first()
+                        .and_then(|s| s.strip_prefix('[').and_then(|s| s.strip_suffix(']')))
+                        .map(|dims| split_top(dims).into_iter().map(parse_dim).collect());
+                    let dtype = parts.get(1).and_then(|d| d.parse().ok());
+                    (pname.trim().to_string(), dtype, shape)
+                }
+                None => (pname.trim().to_string(), None, None),
+            }
+        })
+        .collect();
+    Some(KernelSignature {
+        name: name.to_string(),
+        params,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_kernel_signatures_from_errors() {
+        let msg = "Expected 2 arguments when calling:\n  `relu(add: Tensor([T.int64(1), n], float32), compute: Tensor([T.int64(1), T.int64(8)], float16), k: int64)`";
+        let s = parse_signature("relu", msg).unwrap();
+        assert_eq!(s.params.len(), 3);
+        assert_eq!(s.params[0].0, "add");
+        assert_eq!(s.params[0].2, Some(vec![Dim::Fixed(1), Dim::Var("n".into())]));
+        assert_eq!(s.params[1].1, Some(DType::F16));
+        assert_eq!(s.params[2], ("k".to_string(), None, None));
+    }
+
+    #[test]
+    fn reads_symbolic_names_from_annotations() {
+        let e = "ErrorContext(fn=forward, loc=param[0], param=x, annotation=R.Tensor((n, 16), dtype=\"float32\")) ";
+        assert_eq!(annotation_dims(e), Some(vec!["n".to_string(), "16".to_string()]));
+    }
+}

@@ -1,0 +1,491 @@
+//! Tensors: DLPack-compatible, 64-byte aligned, reference counted.
+//!
+//! A [`Tensor`] is a view (shape, dtype, byte offset) of a [`Storage`]. Several tensors can share
+//! one storage, which is how the VM reuses memory that the compiler planned. Storage memory is
+//! either owned (allocated 64-byte aligned, optionally returned to a [`Pool`] when the last view
+//! drops) or borrowed from the embedder for a stated lifetime.
+
+use std::alloc::Layout;
+use std::any::Any;
+use std::collections::HashMap;
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+
+/// Alignment of every buffer Mote allocates (TVM's `kAllocAlignment`).
+pub const ALIGNMENT: usize = 64;
+
+/// Owned, 64-byte aligned raw memory.
+struct AlignedBuf {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+impl AlignedBuf {
+    fn new(len: usize, zeroed: bool) -> Result<Self> {
+        // Zero-sized requests still get a real, aligned pointer: kernels reject NULL data.
+        let layout = Layout::from_size_align(len.max(1), ALIGNMENT).map_err(|_| Error::OutOfMemory(len))?;
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe {
+            if zeroed {
+                std::alloc::alloc_zeroed(layout)
+            } else {
+                std::alloc::alloc(layout)
+            }
+        };
+        let ptr = NonNull::new(raw).ok_or(Error::OutOfMemory(len))?;
+        Ok(AlignedBuf { ptr, layout })
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` was allocated with exactly this layout in `AlignedBuf::new`.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+/// A cache of freed buffers keyed by size, shared by a session and the storages it allocated.
+///
+/// Relax plans storage sizes at compile time, so the same sizes recur on every call: reusing
+/// them makes steady-state inference allocation-free.
+pub struct Pool {
+    free: Mutex<PoolState>,
+    limit_bytes: usize,
+}
+
+#[derive(Default)]
+struct PoolState {
+    by_size: HashMap<usize, Vec<AlignedBuf>>,
+    cached_bytes: usize,
+}
+
+impl fmt::Debug for Pool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pool").field("limit_bytes", &self.limit_bytes).finish()
+    }
+}
+
+impl Pool {
+    /// A pool that keeps at most `limit_bytes` of freed memory for reuse.
+    pub fn new(limit_bytes: usize) -> Arc<Pool> {
+        Arc::new(Pool {
+            free: Mutex::new(PoolState::default()),
+            limit_bytes,
+        })
+    }
+
+    fn take(&self, size: usize) -> Option<AlignedBuf> {
+        let mut st = self.free.lock().ok()?;
+        let buf = st.by_size.get_mut(&size)?.pop()?;
+        st.cached_bytes -= size;
+        Some(buf)
+    }
+
+    fn give(&self, size: usize, buf: AlignedBuf) {
+        if let Ok(mut st) = self.free.lock() {
+            if st.cached_bytes + size <= self.limit_bytes {
+                st.cached_bytes += size;
+                st.by_size.entry(size).or_default().push(buf);
+            }
+        }
+    }
+
+    /// Bytes currently held for reuse.
+    pub fn cached_bytes(&self) -> usize {
+        self.free.lock().map(|s| s.cached_bytes).unwrap_or(0)
+    }
+
+    /// Release every cached buffer.
+    pub fn clear(&self) {
+        if let Ok(mut st) = self.free.lock() {
+            st.by_size.clear();
+            st.cached_bytes = 0;
+        }
+    }
+}
+
+enum Memory {
+    Owned {
+        buf: Option<AlignedBuf>,
+        pool: Option<Arc<Pool>>,
+    },
+    Borrowed {
+        ptr: NonNull<u8>,
+        _owner: Option<Box<dyn Any + Send + Sync>>,
+    },
+}
+
+/// One raw allocation that tensors view.
+pub struct Storage {
+    mem: Memory,
+    len: usize,
+}
+
+// SAFETY: Storage owns its allocation (or holds a borrow whose owner promised it is valid and
+// usable from any thread for the storage's lifetime). Concurrent writes are the caller's
+// contract exactly as for any DLPack buffer: Mote only writes through a storage from the single
+// VM session that allocated it, and exposes mutable access only when the storage is unshared.
+unsafe impl Send for Storage {}
+// SAFETY: see `Send`; shared references only read the pointer and length.
+unsafe impl Sync for Storage {}
+
+impl fmt::Debug for Storage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Storage").field("len", &self.len).finish()
+    }
+}
+
+impl Storage {
+    /// Allocate `len` bytes, from `pool` when it has a buffer of that size.
+    pub fn alloc(len: usize, pool: Option<&Arc<Pool>>) -> Result<Arc<Storage>> {
+        let rounded = len.div_ceil(ALIGNMENT).max(1) * ALIGNMENT;
+        let buf = match pool.and_then(|p| p.take(rounded)) {
+            Some(b) => b,
+            None => AlignedBuf::new(rounded, false)?,
+        };
+        Ok(Arc::new(Storage {
+            mem: Memory::Owned {
+                buf: Some(buf),
+                pool: pool.cloned(),
+            },
+            len,
+        }))
+    }
+
+    /// Allocate `len` zeroed bytes (never from a pool).
+    pub fn zeroed(len: usize) -> Result<Arc<Storage>> {
+        let buf = AlignedBuf::new(len.div_ceil(ALIGNMENT).max(1) * ALIGNMENT, true)?;
+        Ok(Arc::new(Storage {
+            mem: Memory::Owned {
+                buf: Some(buf),
+                pool: None,
+            },
+            len,
+        }))
+    }
+
+    /// Wrap memory Mote does not own.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `len` bytes, and stay valid (and not be used
+    /// in a conflicting way by others) until the returned storage and every tensor viewing it
+    /// have been dropped. `owner` is dropped when the storage is, and may free the memory.
+    pub unsafe fn borrowed(ptr: NonNull<u8>, len: usize, owner: Option<Box<dyn Any + Send + Sync>>) -> Arc<Storage> {
+        Arc::new(Storage {
+            mem: Memory::Borrowed { ptr, _owner: owner },
+            len,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn as_ptr(&self) -> *mut u8 {
+        match &self.mem {
+            Memory::Owned { buf: Some(b), .. } => b.ptr.as_ptr(),
+            // Unreachable: `buf` is only taken in `drop`.
+            Memory::Owned { buf: None, .. } => NonNull::dangling().as_ptr(),
+            Memory::Borrowed { ptr, .. } => ptr.as_ptr(),
+        }
+    }
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        if let Memory::Owned { buf, pool: Some(pool) } = &mut self.mem {
+            if let Some(b) = buf.take() {
+                pool.give(b.layout.size(), b);
+            }
+        }
+    }
+}
+
+struct TensorInner {
+    storage: Arc<Storage>,
+    offset: usize,
+    shape: Vec<i64>,
+    dtype: DType,
+}
+
+/// An n-dimensional array: a typed, shaped view of a [`Storage`].
+///
+/// Cloning is cheap (reference counted). Tensors are `Send + Sync`; their data is read-only
+/// through shared handles, and writable only through [`Tensor::data_mut`] when unshared.
+#[derive(Clone)]
+pub struct Tensor(Arc<TensorInner>);
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tensor({}, {:?})", self.dtype(), self.shape())
+    }
+}
+
+/// Number of elements of a shape; an error for negative dims or overflow.
+pub fn num_elements(shape: &[i64]) -> Result<usize> {
+    shape.iter().try_fold(1usize, |acc, &d| {
+        let d = usize::try_from(d).map_err(|_| Error::Mismatch(format!("negative dimension {d} in shape {shape:?}")))?;
+        acc.checked_mul(d)
+            .ok_or_else(|| Error::Mismatch(format!("shape {shape:?} is too large")))
+    })
+}
+
+/// Bytes a tensor of this shape and dtype occupies.
+pub fn byte_size(shape: &[i64], dtype: DType) -> Result<usize> {
+    num_elements(shape)?
+        .checked_mul(dtype.size_bytes())
+        .ok_or_else(|| Error::Mismatch(format!("shape {shape:?} is too large")))
+}
+
+impl Tensor {
+    /// A view of `storage` at byte `offset`; checks that it fits.
+    pub fn view(storage: Arc<Storage>, offset: usize, shape: Vec<i64>, dtype: DType) -> Result<Tensor> {
+        let nbytes = byte_size(&shape, dtype)?;
+        if offset.checked_add(nbytes).is_none_or(|end| end > storage.len()) {
+            return Err(Error::Mismatch(format!(
+                "a {dtype} tensor of shape {shape:?} at offset {offset} does not fit in a storage of {} bytes",
+                storage.len()
+            )));
+        }
+        Ok(Tensor(Arc::new(TensorInner {
+            storage,
+            offset,
+            shape,
+            dtype,
+        })))
+    }
+
+    /// A new zero-filled tensor.
+    pub fn zeros(shape: &[i64], dtype: DType) -> Result<Tensor> {
+        let storage = Storage::zeroed(byte_size(shape, dtype)?)?;
+        Tensor::view(storage, 0, shape.to_vec(), dtype)
+    }
+
+    /// A new tensor holding a copy of `bytes` (row-major, little-endian elements).
+    pub fn from_bytes(shape: &[i64], dtype: DType, bytes: &[u8]) -> Result<Tensor> {
+        let n = byte_size(shape, dtype)?;
+        if bytes.len() != n {
+            return Err(Error::Mismatch(format!(
+                "{} bytes given for a {dtype} tensor of shape {shape:?}, which needs {n}",
+                bytes.len()
+            )));
+        }
+        let storage = Storage::alloc(n, None)?;
+        // SAFETY: the storage was just allocated with at least `n` bytes and is not shared.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), storage.as_ptr(), n) };
+        Tensor::view(storage, 0, shape.to_vec(), dtype)
+    }
+
+    pub fn shape(&self) -> &[i64] {
+        &self.0.shape
+    }
+
+    pub fn ndim(&self) -> usize {
+        self.0.shape.len()
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.0.dtype
+    }
+
+    pub fn num_elements(&self) -> usize {
+        // Checked when the view was made.
+        self.0.shape.iter().map(|&d| d as usize).product()
+    }
+
+    pub fn byte_len(&self) -> usize {
+        self.num_elements() * self.0.dtype.size_bytes()
+    }
+
+    pub fn storage(&self) -> &Arc<Storage> {
+        &self.0.storage
+    }
+
+    pub fn byte_offset(&self) -> usize {
+        self.0.offset
+    }
+
+    /// Address of the first element.
+    pub fn data_ptr(&self) -> *mut u8 {
+        // The offset was checked against the storage length when the view was made.
+        self.0.storage.as_ptr().wrapping_add(self.0.offset)
+    }
+
+    /// The raw element bytes.
+    pub fn data(&self) -> &[u8] {
+        // SAFETY: the view lies inside the storage (checked in `view`), which lives as long as
+        // `self`. Writers (kernels) only write tensors the VM allocated before handing them out.
+        unsafe { std::slice::from_raw_parts(self.data_ptr(), self.byte_len()) }
+    }
+
+    /// Mutable element bytes, only when no other handle shares this tensor or its storage.
+    pub fn data_mut(&mut self) -> Result<&mut [u8]> {
+        let len = self.byte_len();
+        let ptr = self.data_ptr();
+        let inner = Arc::get_mut(&mut self.0)
+            .ok_or_else(|| Error::InvalidArgument("tensor is shared; copy it before writing".into()))?;
+        if Arc::strong_count(&inner.storage) != 1 {
+            return Err(Error::InvalidArgument("tensor storage is shared; copy it before writing".into()));
+        }
+        // SAFETY: both the view and its storage are uniquely owned by `self`, borrowed mutably.
+        Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
+    }
+
+    /// Same data, new shape (no copy). The element count must match.
+    pub fn reshape(&self, shape: &[i64]) -> Result<Tensor> {
+        let n = num_elements(shape)?;
+        if n != self.num_elements() {
+            return Err(Error::Mismatch(format!(
+                "cannot reshape a tensor of shape {:?} into {shape:?}",
+                self.shape()
+            )));
+        }
+        Tensor::view(self.0.storage.clone(), self.0.offset, shape.to_vec(), self.0.dtype)
+    }
+
+    /// A deep copy into fresh memory.
+    pub fn deep_copy(&self) -> Result<Tensor> {
+        Tensor::from_bytes(self.shape(), self.dtype(), self.data())
+    }
+
+    /// Elements as `T`, checked against the dtype.
+    pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
+        self.check_element::<T>()?;
+        let bytes = self.data();
+        if (bytes.as_ptr() as usize) % std::mem::align_of::<T>() != 0 {
+            return Err(Error::Mismatch("tensor data is not aligned for its element type".into()));
+        }
+        // SAFETY: dtype matches T (same size, any bit pattern valid for these plain types), the
+        // pointer is aligned for T and the length is a whole number of elements.
+        Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), self.num_elements()) })
+    }
+
+    fn check_element<T: Element>(&self) -> Result<()> {
+        if T::DTYPE != self.dtype() && !(T::DTYPE == DType::U8 && self.dtype() == DType::BOOL) {
+            return Err(Error::Mismatch(format!(
+                "tensor holds {}, not {}",
+                self.dtype(),
+                T::DTYPE
+            )));
+        }
+        Ok(())
+    }
+
+    /// Copy from a slice of elements.
+    pub fn from_slice<T: Element>(shape: &[i64], data: &[T]) -> Result<Tensor> {
+        // SAFETY: `Element` types are plain data without padding.
+        let bytes = unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) };
+        Tensor::from_bytes(shape, T::DTYPE, bytes)
+    }
+
+    /// Copy into an `ndarray` array.
+    pub fn to_ndarray<T: Element>(&self) -> Result<ndarray::ArrayD<T>> {
+        let data = self.as_slice::<T>()?.to_vec();
+        let shape: Vec<usize> = self.shape().iter().map(|&d| d as usize).collect();
+        ndarray::ArrayD::from_shape_vec(shape, data).map_err(|e| Error::Mismatch(e.to_string()))
+    }
+
+    /// Copy from any `ndarray` array (any memory order).
+    pub fn from_ndarray<T, S, D>(a: &ndarray::ArrayBase<S, D>) -> Result<Tensor>
+    where
+        T: Element,
+        S: ndarray::Data<Elem = T>,
+        D: ndarray::Dimension,
+    {
+        let shape: Vec<i64> = a.shape().iter().map(|&d| d as i64).collect();
+        match a.as_slice() {
+            Some(s) => Tensor::from_slice(&shape, s),
+            None => {
+                let v: Vec<T> = a.iter().cloned().collect();
+                Tensor::from_slice(&shape, &v)
+            }
+        }
+    }
+
+    /// True when both handles view the same memory with the same layout.
+    pub fn same_data(&self, other: &Tensor) -> bool {
+        self.data_ptr() == other.data_ptr() && self.shape() == other.shape() && self.dtype() == other.dtype()
+    }
+}
+
+/// Element types with a fixed dtype. Sealed: only plain numeric types.
+pub trait Element: Copy + Send + Sync + 'static + private::Sealed {
+    const DTYPE: DType;
+}
+
+mod private {
+    pub trait Sealed {}
+}
+
+macro_rules! element {
+    ($($t:ty => $dt:expr),* $(,)?) => {$(
+        impl private::Sealed for $t {}
+        impl Element for $t { const DTYPE: DType = $dt; }
+    )*};
+}
+
+element! {
+    f32 => DType::F32, f64 => DType::F64, half::f16 => DType::F16, half::bf16 => DType::BF16,
+    i8 => DType::I8, i16 => DType::I16, i32 => DType::I32, i64 => DType::I64,
+    u8 => DType::U8, u16 => DType::U16, u32 => DType::U32, u64 => DType::U64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_and_round_trips_through_ndarray() {
+        let a = ndarray::Array::from_shape_fn((3, 5), |(i, j)| (i * 10 + j) as f32);
+        let t = Tensor::from_ndarray(&a).unwrap();
+        assert_eq!(t.data_ptr() as usize % ALIGNMENT, 0);
+        assert_eq!(t.shape(), &[3, 5]);
+        let b = t.to_ndarray::<f32>().unwrap();
+        assert_eq!(b, a.into_dyn());
+        // Transposed (non-contiguous) input is copied in logical order.
+        let c = ndarray::array![[1i32, 2], [3, 4]];
+        let t = Tensor::from_ndarray(&c.t()).unwrap();
+        assert_eq!(t.as_slice::<i32>().unwrap(), &[1, 3, 2, 4]);
+        assert!(t.as_slice::<f32>().is_err());
+    }
+
+    #[test]
+    fn views_are_bounds_checked() {
+        let s = Storage::alloc(64, None).unwrap();
+        assert!(Tensor::view(s.clone(), 0, vec![16], DType::F32).is_ok());
+        assert!(Tensor::view(s.clone(), 4, vec![16], DType::F32).is_err());
+        assert!(Tensor::view(s.clone(), 0, vec![-1], DType::F32).is_err());
+        assert!(Tensor::view(s, usize::MAX, vec![1], DType::F32).is_err());
+    }
+
+    #[test]
+    fn pool_reuses_buffers() {
+        let pool = Pool::new(1 << 20);
+        let p1 = {
+            let s = Storage::alloc(100, Some(&pool)).unwrap();
+            s.as_ptr()
+        };
+        assert_eq!(pool.cached_bytes(), 128);
+        let s2 = Storage::alloc(120, Some(&pool)).unwrap();
+        assert_eq!(s2.as_ptr(), p1);
+        assert_eq!(pool.cached_bytes(), 0);
+    }
+
+    #[test]
+    fn data_mut_requires_unique_ownership() {
+        let mut t = Tensor::zeros(&[4], DType::F32).unwrap();
+        assert!(t.data_mut().is_ok());
+        let view = t.reshape(&[2, 2]).unwrap();
+        assert!(t.data_mut().is_err());
+        drop(view);
+        t.data_mut().unwrap()[0] = 1;
+    }
+}

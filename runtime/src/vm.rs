@@ -1,0 +1,445 @@
+//! The Relax VM interpreter (spec/tvm-0.27.md §3.7): frames, registers, calls into kernels,
+//! builtins and registered functions, closures, and the stateful API.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::abi::{type_index as ti, DLDevice, DLTensor, FfiAny, SafeCallFn, DEVICE_CPU};
+use crate::error::{Error, Result};
+use crate::executable::{Arg, Instr};
+use crate::model::{Callee, Model};
+use crate::tensor::Pool;
+use crate::threadpool::ThreadPool;
+use crate::value::{Function, Value};
+
+/// Deepest nesting of Relax function calls before the VM reports an error instead of
+/// overflowing the stack.
+const MAX_DEPTH: usize = 256;
+
+/// Options for a [`Session`].
+#[derive(Clone, Debug)]
+pub struct SessionOptions {
+    /// Threads kernels may use for parallel loops (the calling thread counts as one).
+    /// `None`: the number of CPUs, or `MOTE_NUM_THREADS` / `TVM_NUM_THREADS` when set.
+    pub threads: Option<usize>,
+    /// Keep up to this many bytes of freed intermediate buffers for reuse.
+    pub pool_limit_bytes: usize,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            threads: None,
+            pool_limit_bytes: 256 << 20,
+        }
+    }
+}
+
+/// Default thread count: the environment's choice, else the CPU count.
+pub fn default_threads() -> usize {
+    ["MOTE_NUM_THREADS", "TVM_NUM_THREADS"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse::<usize>().ok().filter(|&n| n > 0))
+        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+}
+
+/// What a profiled call was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CallKind {
+    Kernel,
+    Builtin,
+    Function,
+    Registered,
+}
+
+/// Accumulated time of one callee.
+#[derive(Clone, Debug)]
+pub struct ProfileEntry {
+    pub name: String,
+    pub kind: CallKind,
+    pub calls: u64,
+    pub total: Duration,
+}
+
+/// One call, for a Chrome/Perfetto trace.
+#[derive(Clone, Debug)]
+pub struct TraceEvent {
+    pub name: String,
+    pub kind: CallKind,
+    /// Since the session's trace started.
+    pub start: Duration,
+    pub duration: Duration,
+    pub depth: usize,
+}
+
+#[derive(Default)]
+struct Profiler {
+    by_func: HashMap<u32, (u64, Duration)>,
+    trace: Option<(Instant, Vec<TraceEvent>)>,
+}
+
+/// A VM instance running one model: registers, memory pool, worker threads, stateful inputs.
+///
+/// A session is `Send` but not `Sync`: use it from one thread at a time, and create one session
+/// per thread to run a model concurrently.
+pub struct Session {
+    model: Model,
+    pool: Arc<Pool>,
+    threads: Arc<ThreadPool>,
+    regs: Vec<Value>,
+    argbuf: Vec<Value>,
+    dl_scratch: Vec<DLTensor>,
+    any_scratch: Vec<FfiAny>,
+    depth: usize,
+    inputs: HashMap<String, Vec<Value>>,
+    outputs: HashMap<String, Value>,
+    profiler: Option<Box<Profiler>>,
+}
+
+// SAFETY: the raw pointers in the scratch vectors are only meaningful during a kernel call made
+// by the thread that owns the session; between calls they are dead data.
+unsafe impl Send for Session {}
+
+impl Session {
+    pub(crate) fn new(model: Model, options: SessionOptions) -> Result<Session> {
+        let threads = options.threads.unwrap_or_else(default_threads);
+        if threads == 0 || threads > 1024 {
+            return Err(Error::InvalidArgument(format!("thread count {threads} (must be 1..=1024)")));
+        }
+        Ok(Session {
+            model,
+            pool: Pool::new(options.pool_limit_bytes),
+            threads: Arc::new(ThreadPool::new(threads)),
+            regs: Vec::new(),
+            argbuf: Vec::new(),
+            dl_scratch: Vec::new(),
+            any_scratch: Vec::new(),
+            depth: 0,
+            inputs: HashMap::new(),
+            outputs: HashMap::new(),
+            profiler: None,
+        })
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// Threads available to parallel kernels.
+    pub fn threads(&self) -> usize {
+        self.threads.threads()
+    }
+
+    pub(crate) fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    /// Call the Relax function `name`.
+    pub fn call(&mut self, name: &str, args: &[Value]) -> Result<Value> {
+        let fidx = self.model.vm_function(name)?;
+        let threads = self.threads.clone();
+        threads.install(|| self.invoke_vm(fidx, args))
+    }
+
+    /// Call with tensors, returning the output tensors (tuples flattened).
+    pub fn run(&mut self, name: &str, inputs: &[crate::Tensor]) -> Result<Vec<crate::Tensor>> {
+        let args: Vec<Value> = inputs.iter().cloned().map(Value::Tensor).collect();
+        Ok(self.call(name, &args)?.flatten_tensors())
+    }
+
+    /// Stateful API: store the inputs of `name` for a later [`Session::invoke_stateful`].
+    pub fn set_input(&mut self, name: &str, args: Vec<Value>) -> Result<()> {
+        let fidx = self.model.vm_function(name)?;
+        self.check_arity(fidx, args.len())?;
+        self.inputs.insert(name.to_string(), args);
+        Ok(())
+    }
+
+    /// Stateful API: run `name` on the inputs given to [`Session::set_input`].
+    pub fn invoke_stateful(&mut self, name: &str) -> Result<()> {
+        let args = self
+            .inputs
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::InvalidArgument(format!("no inputs were set for `{name}`")))?;
+        let out = self.call(name, &args)?;
+        self.outputs.insert(name.to_string(), out);
+        Ok(())
+    }
+
+    /// Stateful API: the output of the last [`Session::invoke_stateful`] of `name`.
+    pub fn get_output(&self, name: &str) -> Result<Value> {
+        self.outputs
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::InvalidArgument(format!("`{name}` has not been invoked statefully")))
+    }
+
+    /// Turn per-callee timing on or off (off by default; on costs two clock reads per call).
+    pub fn set_profiling(&mut self, on: bool) {
+        match (on, self.profiler.is_some()) {
+            (true, false) => self.profiler = Some(Box::default()),
+            (false, true) => self.profiler = None,
+            _ => {}
+        }
+    }
+
+    /// Record every call for a trace (implies profiling).
+    pub fn set_tracing(&mut self, on: bool) {
+        self.set_profiling(on || self.profiler.is_some());
+        if let Some(p) = &mut self.profiler {
+            p.trace = on.then(|| (Instant::now(), Vec::new()));
+        }
+    }
+
+    /// Time per callee since profiling was turned on, slowest first; resets the counters.
+    pub fn take_profile(&mut self) -> Vec<ProfileEntry> {
+        let Some(p) = &mut self.profiler else { return Vec::new() };
+        let m = &self.model.inner;
+        let mut out: Vec<ProfileEntry> = p
+            .by_func
+            .drain()
+            .map(|(f, (calls, total))| ProfileEntry {
+                name: m.exe.funcs[f as usize].name.clone(),
+                kind: kind_of(&m.callees[f as usize]),
+                calls,
+                total,
+            })
+            .collect();
+        out.sort_by(|a, b| b.total.cmp(&a.total));
+        out
+    }
+
+    /// The trace events recorded since tracing was turned on; resets the trace.
+    pub fn take_trace(&mut self) -> Vec<TraceEvent> {
+        match self.profiler.as_mut().and_then(|p| p.trace.as_mut()) {
+            Some((_, events)) => std::mem::take(events),
+            None => Vec::new(),
+        }
+    }
+
+    fn check_arity(&self, fidx: usize, given: usize) -> Result<()> {
+        let f = &self.model.inner.exe.funcs[fidx];
+        if f.num_args != given {
+            return Err(Error::ArgumentCount {
+                function: f.name.clone(),
+                expected: f.num_args,
+                given,
+                params: f.param_names.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn invoke_vm(&mut self, fidx: usize, args: &[Value]) -> Result<Value> {
+        self.check_arity(fidx, args.len())?;
+        if self.depth >= MAX_DEPTH {
+            return Err(Error::Vm {
+                function: self.model.inner.exe.funcs[fidx].name.clone(),
+                pc: 0,
+                message: format!("calls nested deeper than {MAX_DEPTH}"),
+            });
+        }
+        let base = self.regs.len();
+        let rfs = self.model.inner.exe.funcs[fidx].register_file_size;
+        self.regs.resize(base + rfs, Value::None);
+        self.regs[base..base + args.len()].clone_from_slice(args);
+        self.depth += 1;
+        let r = self.run_frame(fidx, base);
+        self.depth -= 1;
+        self.regs.truncate(base);
+        r
+    }
+
+    fn run_frame(&mut self, fidx: usize, base: usize) -> Result<Value> {
+        let model = self.model.inner.clone();
+        let f = &model.exe.funcs[fidx];
+        let mut pc = f.start;
+        loop {
+            let vm_err = |pc: usize, message: String| Error::Vm {
+                function: f.name.clone(),
+                pc,
+                message,
+            };
+            if pc >= f.end {
+                return Err(vm_err(pc, "ran past the end of the function".into()));
+            }
+            match model.exe.instrs[pc] {
+                Instr::Call { dst, func, args, nargs } => {
+                    let mut argv = std::mem::take(&mut self.argbuf);
+                    let mark = argv.len();
+                    for &a in model.exe.call_args(args, nargs) {
+                        let v = self.read(base, a);
+                        argv.push(v);
+                    }
+                    let r = self.call_index(func, &argv[mark..]);
+                    argv.truncate(mark);
+                    self.argbuf = argv;
+                    let v = r?;
+                    if let Some(d) = dst {
+                        self.regs[base + d as usize] = v;
+                    }
+                }
+                Instr::Ret { reg } => return Ok(self.read(base, reg)),
+                Instr::Goto { target } => {
+                    pc = target;
+                    continue;
+                }
+                Instr::If { cond, else_target } => {
+                    let c = self.read(base, cond);
+                    let c = c
+                        .as_int()
+                        .ok_or_else(|| vm_err(pc, format!("If condition is a {}, not an int", c.kind())))?;
+                    pc = if c != 0 { pc + 1 } else { else_target };
+                    continue;
+                }
+            }
+            pc += 1;
+        }
+    }
+
+    #[inline]
+    fn read(&self, base: usize, a: Arg) -> Value {
+        match a {
+            Arg::Reg(r) => self.regs[base + r as usize].clone(),
+            Arg::Void => Value::None,
+            Arg::Vm => Value::OpaquePtr(0),
+            Arg::Imm(i) => Value::Int(i),
+            Arg::Const(c) => self.model.inner.exe.constants[c as usize].clone(),
+            Arg::Func(f) => Value::Function(Function {
+                model_id: self.model.inner.id,
+                index: f,
+                saved: Arc::from([]),
+            }),
+        }
+    }
+
+    /// Call function-table entry `func` with `args`.
+    pub(crate) fn call_index(&mut self, func: u32, args: &[Value]) -> Result<Value> {
+        let start = self.profiler.is_some().then(Instant::now);
+        let model = self.model.inner.clone();
+        let r = match &model.callees[func as usize] {
+            Callee::Vm(i) => self.invoke_vm(*i as usize, args),
+            Callee::Kernel(k) => self.call_kernel(func, *k, args),
+            Callee::Builtin(b) => self.builtin(*b, args),
+            Callee::Registered(f) => f(args).map_err(|e| match e {
+                e @ Error::Callback { .. } => e,
+                e => Error::Callback {
+                    name: model.exe.funcs[func as usize].name.clone(),
+                    message: e.to_string(),
+                },
+            }),
+        };
+        if let (Some(start), Some(p)) = (start, self.profiler.as_mut()) {
+            let d = start.elapsed();
+            let e = p.by_func.entry(func).or_default();
+            e.0 += 1;
+            e.1 += d;
+            if let Some((t0, events)) = &mut p.trace {
+                events.push(TraceEvent {
+                    name: model.exe.funcs[func as usize].name.clone(),
+                    kind: kind_of(&model.callees[func as usize]),
+                    start: start.saturating_duration_since(*t0),
+                    duration: d,
+                    depth: self.depth,
+                });
+            }
+        }
+        r
+    }
+
+    /// Call a function value (a closure or function-table entry), appending its saved args.
+    pub(crate) fn call_function(&mut self, f: &Function, args: &[Value]) -> Result<Value> {
+        if f.model_id != self.model.inner.id {
+            return Err(Error::InvalidArgument("a function value from another model".into()));
+        }
+        if f.saved.is_empty() {
+            return self.call_index(f.index, args);
+        }
+        let mut all = args.to_vec();
+        all.extend(f.saved.iter().cloned());
+        self.call_index(f.index, &all)
+    }
+
+    fn call_kernel(&mut self, func: u32, k: SafeCallFn, args: &[Value]) -> Result<Value> {
+        let n = args.len();
+        let mut dl = std::mem::take(&mut self.dl_scratch);
+        let mut anys = std::mem::take(&mut self.any_scratch);
+        dl.clear();
+        anys.clear();
+        let mut bad = None;
+        for (i, v) in args.iter().enumerate() {
+            if let Value::Tensor(t) = v {
+                dl.push(DLTensor {
+                    data: t.data_ptr().cast(),
+                    device: DLDevice {
+                        device_type: DEVICE_CPU,
+                        device_id: 0,
+                    },
+                    ndim: t.ndim() as i32,
+                    dtype: t.dtype(),
+                    shape: t.shape().as_ptr().cast_mut(),
+                    strides: std::ptr::null_mut(),
+                    byte_offset: 0,
+                });
+            } else if bad.is_none() && !matches!(v, Value::None | Value::Int(_) | Value::Bool(_) | Value::Float(_) | Value::DType(_) | Value::OpaquePtr(_)) {
+                bad = Some((i, v.kind()));
+            }
+        }
+        let name = || self.model.inner.exe.funcs[func as usize].name.clone();
+        if let Some((i, kind)) = bad {
+            self.dl_scratch = dl;
+            self.any_scratch = anys;
+            return Err(Error::Mismatch(format!("kernel `{}`: argument {i} is a {kind}, which kernels cannot take", name())));
+        }
+        // `dl` is complete and not resized below, so pointers into it stay valid.
+        let mut next = 0;
+        for v in args {
+            anys.push(match *v {
+                Value::Tensor(_) => {
+                    let p = &dl[next] as *const DLTensor;
+                    next += 1;
+                    FfiAny::ptr(ti::DL_TENSOR_PTR, p.cast())
+                }
+                Value::Int(i) => FfiAny::int(i),
+                Value::Bool(b) => FfiAny::bool(b),
+                Value::Float(f) => FfiAny::float(f),
+                Value::DType(d) => FfiAny::dtype(d),
+                Value::OpaquePtr(p) => FfiAny::ptr(ti::OPAQUE_PTR, p as *const _),
+                _ => FfiAny::NONE,
+            });
+        }
+        let mut result = FfiAny::NONE;
+        // SAFETY: `k` is a safe-call kernel of the model's library (kept alive by the model);
+        // every tensor argument points at a DLTensor in `dl` whose data, shape and storage are
+        // owned by values in `args`, alive for the call.
+        let rc = unsafe { k(std::ptr::null_mut(), anys.as_ptr(), n as i32, &mut result) };
+        self.dl_scratch = dl;
+        self.any_scratch = anys;
+        if rc != 0 {
+            let (kind, message) = crate::services::take_error()
+                .unwrap_or_else(|| ("RuntimeError".into(), format!("returned {rc} without an error message")));
+            return Err(Error::Kernel {
+                kernel: name(),
+                kind,
+                message,
+            });
+        }
+        Ok(match result.type_index {
+            ti::INT => Value::Int(result.value as i64),
+            ti::BOOL => Value::Bool(result.value != 0),
+            ti::FLOAT => Value::Float(f64::from_bits(result.value)),
+            _ => Value::None,
+        })
+    }
+}
+
+fn kind_of(c: &Callee) -> CallKind {
+    match c {
+        Callee::Vm(_) => CallKind::Function,
+        Callee::Kernel(_) => CallKind::Kernel,
+        Callee::Builtin(_) => CallKind::Builtin,
+        Callee::Registered(_) => CallKind::Registered,
+    }
+}
