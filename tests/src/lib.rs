@@ -1,1 +1,102 @@
-//! Shared helpers for the conformance tests.
+//! Shared helpers for the conformance tests: the zoo built by `scripts/zoo.sh`, its manifest,
+//! and comparison against TVM's reference outputs.
+
+use std::path::{Path, PathBuf};
+
+use mote::{DType, Tensor};
+use serde_json::Value as Json;
+
+/// The zoo directory. Tests never skip: without `MOTE_ZOO_DIR` they fail and say how to get one.
+pub fn zoo_dir() -> PathBuf {
+    match std::env::var_os("MOTE_ZOO_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => panic!("MOTE_ZOO_DIR is not set: run `scripts/zoo.sh` and export MOTE_ZOO_DIR=<its output> (scripts/test.sh does this)"),
+    }
+}
+
+pub fn manifest() -> Json {
+    let p = zoo_dir().join("manifest.json");
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).expect("manifest.json is valid JSON")
+}
+
+/// The manifest entry of one model.
+pub fn model_entry(name: &str) -> Json {
+    manifest()["models"]
+        .as_array()
+        .expect("models")
+        .iter()
+        .find(|m| m["name"] == name)
+        .unwrap_or_else(|| panic!("model `{name}` is not in the zoo manifest"))
+        .clone()
+}
+
+pub fn zoo_path(file: &str) -> PathBuf {
+    zoo_dir().join(file)
+}
+
+/// Inputs of a case, in `arg0, arg1, ...` order.
+pub fn load_args(file: &str) -> Vec<Tensor> {
+    let mut arrays = mote::npy::read_npz(zoo_path(file)).expect("inputs npz");
+    arrays.sort_by_key(|(k, _)| k.trim_start_matches("arg").parse::<usize>().unwrap_or(usize::MAX));
+    arrays.into_iter().map(|(_, t)| t).collect()
+}
+
+/// Expected outputs, in `out0, out1, ...` order.
+pub fn load_outputs(file: &str) -> Vec<Tensor> {
+    let mut arrays = mote::npy::read_npz(zoo_path(file)).expect("expected npz");
+    arrays.sort_by_key(|(k, _)| k.trim_start_matches("out").parse::<usize>().unwrap_or(usize::MAX));
+    arrays.into_iter().map(|(_, t)| t).collect()
+}
+
+/// Elements as f64, for comparison across dtypes.
+pub fn to_f64(t: &Tensor) -> Vec<f64> {
+    let d = t.data();
+    let n = t.num_elements();
+    let dt = t.dtype();
+    (0..n)
+        .map(|i| {
+            let b = &d[i * dt.size_bytes()..(i + 1) * dt.size_bytes()];
+            match dt {
+                DType::F32 => f32::from_le_bytes(b.try_into().unwrap()) as f64,
+                DType::F64 => f64::from_le_bytes(b.try_into().unwrap()),
+                DType::F16 => half::f16::from_le_bytes(b.try_into().unwrap()).to_f64(),
+                DType::BF16 => half::bf16::from_le_bytes(b.try_into().unwrap()).to_f64(),
+                DType::I8 => b[0] as i8 as f64,
+                DType::U8 | DType::BOOL => b[0] as f64,
+                DType::I16 => i16::from_le_bytes(b.try_into().unwrap()) as f64,
+                DType::I32 => i32::from_le_bytes(b.try_into().unwrap()) as f64,
+                DType::I64 => i64::from_le_bytes(b.try_into().unwrap()) as f64,
+                other => panic!("no comparison for {other}"),
+            }
+        })
+        .collect()
+}
+
+/// Assert `got` matches `want` within `|got - want| <= atol + rtol * |want|` elementwise,
+/// with equal shapes and dtypes; reports the worst element.
+pub fn assert_close(what: &str, got: &Tensor, want: &Tensor, rtol: f64, atol: f64) {
+    assert_eq!(got.dtype(), want.dtype(), "{what}: dtype");
+    assert_eq!(got.shape(), want.shape(), "{what}: shape");
+    let (g, w) = (to_f64(got), to_f64(want));
+    let mut worst: Option<(usize, f64)> = None;
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        let excess = (a - b).abs() - (atol + rtol * b.abs());
+        if excess > 0.0 || a.is_nan() != b.is_nan() {
+            if worst.is_none_or(|(_, e)| excess > e) {
+                worst = Some((i, excess));
+            }
+        }
+    }
+    if let Some((i, _)) = worst {
+        panic!("{what}: element {i} is {} but TVM gives {} (rtol {rtol}, atol {atol})", g[i], w[i]);
+    }
+}
+
+pub fn manifest_path_of(model: &Json) -> PathBuf {
+    zoo_path(model["file"].as_str().expect("file"))
+}
+
+pub fn exists(p: &Path) -> bool {
+    p.exists()
+}

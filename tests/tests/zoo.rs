@@ -1,0 +1,71 @@
+//! Every zoo model, run through Mote, matches TVM's own `relax.VirtualMachine` outputs.
+
+use mote::{Model, SessionOptions, Value};
+use mote_tests::*;
+
+fn run_model(name: &str) {
+    let entry = model_entry(name);
+    let model = Model::load(manifest_path_of(&entry)).unwrap_or_else(|e| panic!("{name}: load: {e}"));
+    for threads in [1, 2] {
+        let mut session = model
+            .session_with(SessionOptions {
+                threads: Some(threads),
+                ..Default::default()
+            })
+            .unwrap();
+        for case in entry["cases"].as_array().expect("cases") {
+            let cname = format!("{name}.{} ({threads} threads)", case["case"].as_str().unwrap());
+            let function = case["function"].as_str().unwrap();
+            let args: Vec<Value> = load_args(case["inputs"].as_str().unwrap()).into_iter().map(Value::Tensor).collect();
+            let result = match case["mode"].as_str().unwrap() {
+                "stateful" => session
+                    .set_input(function, args)
+                    .and_then(|_| session.invoke_stateful(function))
+                    .and_then(|_| session.get_output(function)),
+                _ => session.call(function, &args),
+            };
+            if let Some(expected_error) = case["expect_error"].as_str() {
+                let err = result.expect_err(&format!("{cname}: TVM raises here, Mote must too"));
+                assert!(
+                    err.to_string().contains(expected_error),
+                    "{cname}: error `{err}` does not mention `{expected_error}`"
+                );
+                assert!(matches!(err, mote::Error::Kernel { .. }), "{cname}: {err:?} is not a kernel error");
+                continue;
+            }
+            let out = result.unwrap_or_else(|e| panic!("{cname}: {e}")).flatten_tensors();
+            let want = load_outputs(case["expected"].as_str().unwrap());
+            assert_eq!(out.len(), want.len(), "{cname}: number of outputs");
+            let tol = &case["tolerance"];
+            let (rtol, atol) = (tol["rtol"].as_f64().unwrap(), tol["atol"].as_f64().unwrap());
+            for (i, (g, w)) in out.iter().zip(&want).enumerate() {
+                assert_close(&format!("{cname} out{i}"), g, w, rtol, atol);
+            }
+            // Run again: reused storage must give the same answer.
+            let again = session.call(function, &load_args(case["inputs"].as_str().unwrap()).into_iter().map(Value::Tensor).collect::<Vec<_>>());
+            if case["mode"] == "call" {
+                let again = again.unwrap().flatten_tensors();
+                for (g, w) in again.iter().zip(&want) {
+                    assert_close(&format!("{cname} second run"), g, w, rtol, atol);
+                }
+            }
+        }
+    }
+}
+
+macro_rules! zoo_tests {
+    ($($name:ident),* $(,)?) => {
+        $( #[test] fn $name() { run_model(stringify!($name)); } )*
+
+        #[test]
+        fn every_zoo_model_has_a_test() {
+            let tested = [$(stringify!($name)),*];
+            for m in manifest()["models"].as_array().unwrap() {
+                let n = m["name"].as_str().unwrap();
+                assert!(tested.contains(&n), "zoo model `{n}` has no test");
+            }
+        }
+    };
+}
+
+zoo_tests!(mlp, cnn, mobilenet_block, transformer, mlp_dyn, multi, ctrl, par, quant, half, raise);
