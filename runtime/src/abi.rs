@@ -97,8 +97,12 @@ impl FfiAny {
 }
 
 /// `TVMFFISafeCallType`: every exported kernel has this signature.
-pub type SafeCallFn =
-    unsafe extern "C" fn(handle: *mut c_void, args: *const FfiAny, num_args: i32, result: *mut FfiAny) -> i32;
+pub type SafeCallFn = unsafe extern "C" fn(
+    handle: *mut c_void,
+    args: *const FfiAny,
+    num_args: i32,
+    result: *mut FfiAny,
+) -> i32;
 
 /// `TVMParallelGroupEnv`.
 #[repr(C)]
@@ -126,6 +130,9 @@ mod tests {
             assert_eq!(std::mem::offset_of!(DLTensor, byte_offset), 0x28);
             assert_eq!(std::mem::offset_of!(ParallelGroupEnv, num_task), 8);
         }
-        assert_eq!(std::mem::offset_of!(DLTensor, ndim), 0x10.min(std::mem::size_of::<usize>() + 8));
+        assert_eq!(
+            std::mem::offset_of!(DLTensor, ndim),
+            0x10.min(std::mem::size_of::<usize>() + 8)
+        );
     }
 }

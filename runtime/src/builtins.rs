@@ -76,15 +76,19 @@ fn mismatch(ctx: &str, what: String) -> Error {
 }
 
 fn arg<'a>(b: Builtin, args: &'a [Value], i: usize) -> Result<&'a Value> {
-    args.get(i)
-        .ok_or_else(|| Error::Mismatch(format!("{} called with {} arguments", b.name(), args.len())))
+    args.get(i).ok_or_else(|| {
+        Error::Mismatch(format!("{} called with {} arguments", b.name(), args.len()))
+    })
 }
 
 fn shape_of_value<'a>(v: &'a Value, what: &str) -> Result<&'a [i64]> {
     match v {
         Value::Tensor(t) => Ok(t.shape()),
         Value::Shape(s) => Ok(s),
-        v => Err(Error::Mismatch(format!("{what}: expected a tensor or shape, got {}", v.kind()))),
+        v => Err(Error::Mismatch(format!(
+            "{what}: expected a tensor or shape, got {}",
+            v.kind()
+        ))),
     }
 }
 
@@ -97,7 +101,9 @@ impl Heap<'_> {
             .0
             .ok_or_else(|| Error::Mismatch("symbolic shape without a shape heap".into()))?;
         if t.dtype() != DType::I64 || i < 0 || i as usize >= t.num_elements() {
-            return Err(Error::Mismatch(format!("shape heap index {i} out of range")));
+            return Err(Error::Mismatch(format!(
+                "shape heap index {i} out of range"
+            )));
         }
         Ok(t.data_ptr().cast::<i64>().wrapping_add(i as usize))
     }
@@ -121,14 +127,30 @@ fn heap_of(v: &Value) -> Result<Heap<'_>> {
 }
 
 /// One `match_shape`/`match_prim_value` step.
-fn match_dim(heap: &Heap, code: i64, v: i64, actual: i64, ctx: &str, what: &dyn Fn() -> String) -> Result<()> {
+fn match_dim(
+    heap: &Heap,
+    code: i64,
+    v: i64,
+    actual: i64,
+    ctx: &str,
+    what: &dyn Fn() -> String,
+) -> Result<()> {
     match code {
-        0 if actual != v => Err(mismatch(ctx, format!("{}: expected {v}, got {actual}", what()))),
+        0 if actual != v => Err(mismatch(
+            ctx,
+            format!("{}: expected {v}, got {actual}", what()),
+        )),
         1 => heap.set(v, actual),
         3 => {
             let expect = heap.get(v)?;
             if expect != actual {
-                Err(mismatch(ctx, format!("{}: expected {expect} (bound earlier), got {actual}", what())))
+                Err(mismatch(
+                    ctx,
+                    format!(
+                        "{}: expected {expect} (bound earlier), got {actual}",
+                        what()
+                    ),
+                ))
             } else {
                 Ok(())
             }
@@ -149,15 +171,26 @@ fn make_dim(heap: &Heap, code: i64, v: i64) -> Result<i64> {
 fn read_scalar_int(t: &Tensor) -> Result<i64> {
     let dt = t.dtype();
     if !matches!(dt.code, code::INT | code::UINT | code::BOOL) || t.num_elements() == 0 {
-        return Err(Error::Mismatch(format!("condition tensor of {dt} with {} elements", t.num_elements())));
+        return Err(Error::Mismatch(format!(
+            "condition tensor of {dt} with {} elements",
+            t.num_elements()
+        )));
     }
     let b = t.data();
     Ok(match dt.bits {
         1 | 8 => b[0] as i8 as i64,
         16 => i16::from_le_bytes([b[0], b[1]]) as i64,
         32 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
-        64 => i64::from_le_bytes(b[..8].try_into().map_err(|_| Error::Mismatch("short tensor".into()))?),
-        bits => return Err(Error::Mismatch(format!("condition tensor of {bits}-bit ints"))),
+        64 => i64::from_le_bytes(
+            b[..8]
+                .try_into()
+                .map_err(|_| Error::Mismatch("short tensor".into()))?,
+        ),
+        bits => {
+            return Err(Error::Mismatch(format!(
+                "condition tensor of {bits}-bit ints"
+            )))
+        }
     })
 }
 
@@ -170,16 +203,31 @@ impl Session {
                 let ctx = context(args.last());
                 let t = match a(0)? {
                     Value::Tensor(t) => t,
-                    v => return Err(mismatch(&ctx, format!("expected a tensor, got {}", v.kind()))),
+                    v => {
+                        return Err(mismatch(
+                            &ctx,
+                            format!("expected a tensor, got {}", v.kind()),
+                        ))
+                    }
                 };
                 let ndim = int(1)?;
                 if ndim != -1 && ndim != t.ndim() as i64 {
-                    return Err(mismatch(&ctx, format!("expected a tensor of rank {ndim}, got rank {} (shape {:?})", t.ndim(), t.shape())));
+                    return Err(mismatch(
+                        &ctx,
+                        format!(
+                            "expected a tensor of rank {ndim}, got rank {} (shape {:?})",
+                            t.ndim(),
+                            t.shape()
+                        ),
+                    ));
                 }
                 if args.len() == 4 {
                     if let Value::DType(d) = a(2)? {
                         if *d != t.dtype() {
-                            return Err(mismatch(&ctx, format!("expected dtype {d}, got {}", t.dtype())));
+                            return Err(mismatch(
+                                &ctx,
+                                format!("expected dtype {d}, got {}", t.dtype()),
+                            ));
                         }
                     }
                 }
@@ -189,11 +237,19 @@ impl Session {
                 let ctx = context(args.last());
                 let s = match a(0)? {
                     Value::Shape(s) => s,
-                    v => return Err(mismatch(&ctx, format!("expected a shape, got {}", v.kind()))),
+                    v => {
+                        return Err(mismatch(
+                            &ctx,
+                            format!("expected a shape, got {}", v.kind()),
+                        ))
+                    }
                 };
                 let ndim = int(1)?;
                 if ndim != -1 && ndim != s.len() as i64 {
-                    return Err(mismatch(&ctx, format!("expected a shape of {ndim} dims, got {}", s.len())));
+                    return Err(mismatch(
+                        &ctx,
+                        format!("expected a shape of {ndim} dims, got {}", s.len()),
+                    ));
                 }
                 Value::None
             }
@@ -202,18 +258,26 @@ impl Session {
                 let v = a(0)?;
                 let ok = match a(1)? {
                     Value::DType(d) if d.is_float() => matches!(v, Value::Float(_) | Value::Int(_)),
-                    Value::DType(d) if d.code == code::HANDLE => matches!(v, Value::OpaquePtr(_) | Value::None),
+                    Value::DType(d) if d.code == code::HANDLE => {
+                        matches!(v, Value::OpaquePtr(_) | Value::None)
+                    }
                     Value::DType(_) => matches!(v, Value::Int(_) | Value::Bool(_)),
                     _ => true,
                 };
                 if !ok {
-                    return Err(mismatch(&ctx, format!("expected a {:?} value, got {}", a(1)?, v.kind())));
+                    return Err(mismatch(
+                        &ctx,
+                        format!("expected a {:?} value, got {}", a(1)?, v.kind()),
+                    ));
                 }
                 Value::None
             }
             Builtin::CheckStringInfo => {
                 if !matches!(a(0)?, Value::Str(_)) {
-                    return Err(mismatch(&context(args.last()), format!("expected a string, got {}", a(0)?.kind())));
+                    return Err(mismatch(
+                        &context(args.last()),
+                        format!("expected a string, got {}", a(0)?.kind()),
+                    ));
                 }
                 Value::None
             }
@@ -222,28 +286,52 @@ impl Session {
                 let n = int(1)?;
                 match a(0)? {
                     Value::Tuple(t) if n == -1 || t.len() as i64 == n => Value::None,
-                    Value::Tuple(t) => return Err(mismatch(&ctx, format!("expected a tuple of {n}, got {}", t.len()))),
-                    v => return Err(mismatch(&ctx, format!("expected a tuple, got {}", v.kind()))),
+                    Value::Tuple(t) => {
+                        return Err(mismatch(
+                            &ctx,
+                            format!("expected a tuple of {n}, got {}", t.len()),
+                        ))
+                    }
+                    v => {
+                        return Err(mismatch(
+                            &ctx,
+                            format!("expected a tuple, got {}", v.kind()),
+                        ))
+                    }
                 }
             }
             Builtin::CheckFuncInfo => match a(0)? {
                 Value::Function(_) => Value::None,
-                v => return Err(mismatch(&context(args.last()), format!("expected a function, got {}", v.kind()))),
+                v => {
+                    return Err(mismatch(
+                        &context(args.last()),
+                        format!("expected a function, got {}", v.kind()),
+                    ))
+                }
             },
             Builtin::MatchShape => {
                 let ctx = context(args.last());
-                let shape = shape_of_value(a(0)?, "match_shape").map_err(|e| mismatch(&ctx, e.to_string()))?;
+                let shape = shape_of_value(a(0)?, "match_shape")
+                    .map_err(|e| mismatch(&ctx, e.to_string()))?;
                 let heap = heap_of(a(1)?)?;
                 let n = int(2)?;
                 if args.len() as i64 != 4 + 2 * n {
-                    return Err(Error::Mismatch(format!("match_shape: {} arguments for {n} dims", args.len())));
+                    return Err(Error::Mismatch(format!(
+                        "match_shape: {} arguments for {n} dims",
+                        args.len()
+                    )));
                 }
                 if shape.len() as i64 != n {
-                    return Err(mismatch(&ctx, format!("expected rank {n}, got shape {shape:?}")));
+                    return Err(mismatch(
+                        &ctx,
+                        format!("expected rank {n}, got shape {shape:?}"),
+                    ));
                 }
                 for (i, &dim) in shape.iter().enumerate() {
                     let (c, v) = (int(3 + 2 * i)?, int(4 + 2 * i)?);
-                    match_dim(&heap, c, v, dim, &ctx, &|| format!("dimension {i} of shape {shape:?}"))?;
+                    match_dim(&heap, c, v, dim, &ctx, &|| {
+                        format!("dimension {i} of shape {shape:?}")
+                    })?;
                 }
                 Value::None
             }
@@ -257,7 +345,10 @@ impl Session {
                 let heap = heap_of(a(0)?)?;
                 let n = int(1)?;
                 if args.len() as i64 != 2 + 2 * n {
-                    return Err(Error::Mismatch(format!("make_shape: {} arguments for {n} dims", args.len())));
+                    return Err(Error::Mismatch(format!(
+                        "make_shape: {} arguments for {n} dims",
+                        args.len()
+                    )));
                 }
                 let dims = (0..n as usize)
                     .map(|i| make_dim(&heap, int(2 + 2 * i)?, int(3 + 2 * i)?))
@@ -270,7 +361,9 @@ impl Session {
                 let size = a(1)?.expect_shape("alloc_storage size")?;
                 let dev = int(2)?;
                 if dev != 0 && dev != -1 {
-                    return Err(Error::Unsupported(format!("storage on device index {dev}; Mote runs on one CPU device")));
+                    return Err(Error::Unsupported(format!(
+                        "storage on device index {dev}; Mote runs on one CPU device"
+                    )));
                 }
                 let hint = match a(3)? {
                     Value::DType(d) => *d,
@@ -287,13 +380,24 @@ impl Session {
             Builtin::AllocTensor => {
                 let storage = match a(0)? {
                     Value::Storage(s) => s.clone(),
-                    v => return Err(Error::Mismatch(format!("alloc_tensor: expected a storage, got {}", v.kind()))),
+                    v => {
+                        return Err(Error::Mismatch(format!(
+                            "alloc_tensor: expected a storage, got {}",
+                            v.kind()
+                        )))
+                    }
                 };
-                let offset = usize::try_from(int(1)?).map_err(|_| Error::Mismatch("alloc_tensor: negative offset".into()))?;
+                let offset = usize::try_from(int(1)?)
+                    .map_err(|_| Error::Mismatch("alloc_tensor: negative offset".into()))?;
                 let shape = a(2)?.expect_shape("alloc_tensor shape")?;
                 let dtype = match a(3)? {
                     Value::DType(d) => *d,
-                    v => return Err(Error::Mismatch(format!("alloc_tensor: expected a dtype, got {}", v.kind()))),
+                    v => {
+                        return Err(Error::Mismatch(format!(
+                            "alloc_tensor: expected a dtype, got {}",
+                            v.kind()
+                        )))
+                    }
                 };
                 Value::Tensor(Tensor::view(storage, offset, shape.to_vec(), dtype)?)
             }
@@ -306,7 +410,9 @@ impl Session {
             Builtin::TensorToShape => {
                 let t = a(0)?.expect_tensor("tensor_to_shape")?;
                 if t.ndim() != 1 || t.dtype().code != code::INT {
-                    return Err(Error::Mismatch(format!("tensor_to_shape: expected a 1-D int tensor, got {t:?}")));
+                    return Err(Error::Mismatch(format!(
+                        "tensor_to_shape: expected a 1-D int tensor, got {t:?}"
+                    )));
                 }
                 let dims: Vec<i64> = match t.dtype().bits {
                     16 => t.as_slice::<i16>()?.iter().map(|&d| d as i64).collect(),
@@ -317,12 +423,16 @@ impl Session {
                 Value::Shape(Arc::from(dims))
             }
             // Mote folds offsets into the data pointer for every call: nothing to do.
-            Builtin::EnsureZeroOffset => Value::Tensor(a(0)?.expect_tensor("ensure_zero_offset")?.clone()),
+            Builtin::EnsureZeroOffset => {
+                Value::Tensor(a(0)?.expect_tensor("ensure_zero_offset")?.clone())
+            }
             Builtin::ToDevice => {
                 let t = a(0)?.expect_tensor("to_device")?;
                 let dev = int(1)?;
                 if dev != crate::abi::DEVICE_CPU as i64 {
-                    return Err(Error::Unsupported(format!("copy to device type {dev}; Mote runs on CPU")));
+                    return Err(Error::Unsupported(format!(
+                        "copy to device type {dev}; Mote runs on CPU"
+                    )));
                 }
                 Value::Tensor(t.deep_copy()?)
             }
@@ -335,7 +445,12 @@ impl Session {
                         .ok()
                         .and_then(|i| t.get(i))
                         .cloned()
-                        .ok_or_else(|| Error::Mismatch(format!("tuple index {i} out of range for {} items", t.len())))?,
+                        .ok_or_else(|| {
+                            Error::Mismatch(format!(
+                                "tuple index {i} out of range for {} items",
+                                t.len()
+                            ))
+                        })?,
                     v => return Err(Error::Mismatch(format!("tuple_getitem on a {}", v.kind()))),
                 }
             }
@@ -343,7 +458,11 @@ impl Session {
             Builtin::TupleResetItem => Value::None,
             Builtin::ReadIfCond => match a(0)? {
                 Value::Tensor(t) => Value::Bool(read_scalar_int(t)? != 0),
-                v => Value::Bool(v.as_int().ok_or_else(|| Error::Mismatch(format!("if condition is a {}", v.kind())))? != 0),
+                v => Value::Bool(
+                    v.as_int().ok_or_else(|| {
+                        Error::Mismatch(format!("if condition is a {}", v.kind()))
+                    })? != 0,
+                ),
             },
             Builtin::MakeClosure => {
                 let f = match a(0)? {

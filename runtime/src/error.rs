@@ -35,7 +35,10 @@ pub enum Error {
     MissingFunctions { names: Vec<String> },
     /// No function of that name in the model.
     #[error("no function named `{name}` in the model (available: {})", available.join(", "))]
-    UnknownFunction { name: String, available: Vec<String> },
+    UnknownFunction {
+        name: String,
+        available: Vec<String>,
+    },
     /// Wrong number of arguments for a function.
     #[error("`{function}` takes {expected} arguments ({}), but {given} were given", params.join(", "))]
     ArgumentCount {

@@ -73,7 +73,10 @@ impl<'a> Reader<'a> {
             .and_then(|n| n.checked_mul(min_size.max(1)))
             .is_some_and(|bytes| bytes <= self.remaining());
         if !fits {
-            return Err(self.err(format!("count {n} exceeds the remaining {} bytes", self.remaining())));
+            return Err(self.err(format!(
+                "count {n} exceeds the remaining {} bytes",
+                self.remaining()
+            )));
         }
         Ok(n as usize)
     }
@@ -137,10 +140,22 @@ pub type Dst = Option<u32>;
 
 #[derive(Clone, Copy, Debug)]
 pub enum Instr {
-    Call { dst: Dst, func: u32, args: u32, nargs: u32 },
-    Ret { reg: Arg },
-    Goto { target: usize },
-    If { cond: Arg, else_target: usize },
+    Call {
+        dst: Dst,
+        func: u32,
+        args: u32,
+        nargs: u32,
+    },
+    Ret {
+        reg: Arg,
+    },
+    Goto {
+        target: usize,
+    },
+    If {
+        cond: Arg,
+        else_target: usize,
+    },
 }
 
 /// A parsed, validated executable.
@@ -157,7 +172,9 @@ impl Executable {
         let mut r = Reader::new(bytes, "VM executable");
         let magic = r.u64()?;
         if magic != MAGIC_V1 && magic != MAGIC_V2 {
-            return Err(r.err(format!("bad magic {magic:#018x} (not a relax.VMExecutable)")));
+            return Err(r.err(format!(
+                "bad magic {magic:#018x} (not a relax.VMExecutable)"
+            )));
         }
         let version = r.str()?;
         if version != VM_VERSION {
@@ -228,7 +245,8 @@ impl Executable {
                     }
                     let start = self.args.len() as u32;
                     for k in 0..nargs as usize {
-                        self.args.push(decode_arg(word(4 + k)?).map_err(|m| bad(&m))?);
+                        self.args
+                            .push(decode_arg(word(4 + k)?).map_err(|m| bad(&m))?);
                     }
                     Instr::Call {
                         dst,
@@ -257,7 +275,9 @@ impl Executable {
     /// Check every index the interpreter will use, per VM function.
     fn validate(&self) -> Result<()> {
         for f in self.funcs.iter().filter(|f| f.kind == FuncKind::Vm) {
-            let bad = |pc: usize, m: String| Error::Format(format!("function `{}`, instruction {pc}: {m}", f.name));
+            let bad = |pc: usize, m: String| {
+                Error::Format(format!("function `{}`, instruction {pc}: {m}", f.name))
+            };
             if f.start >= f.end || f.end > self.instrs.len() {
                 return Err(Error::Format(format!(
                     "function `{}` spans instructions {}..{} of {}",
@@ -275,11 +295,16 @@ impl Executable {
             }
             let check_arg = |pc: usize, a: Arg| -> Result<()> {
                 match a {
-                    Arg::Reg(r) if r as usize >= f.register_file_size => {
-                        Err(bad(pc, format!("register {r} out of {}", f.register_file_size)))
+                    Arg::Reg(r) if r as usize >= f.register_file_size => Err(bad(
+                        pc,
+                        format!("register {r} out of {}", f.register_file_size),
+                    )),
+                    Arg::Const(c) if c as usize >= self.constants.len() => {
+                        Err(bad(pc, format!("constant {c} out of range")))
                     }
-                    Arg::Const(c) if c as usize >= self.constants.len() => Err(bad(pc, format!("constant {c} out of range"))),
-                    Arg::Func(i) if i as usize >= self.funcs.len() => Err(bad(pc, format!("function {i} out of range"))),
+                    Arg::Func(i) if i as usize >= self.funcs.len() => {
+                        Err(bad(pc, format!("function {i} out of range")))
+                    }
                     _ => Ok(()),
                 }
             };
@@ -292,7 +317,12 @@ impl Executable {
             };
             for pc in f.start..f.end {
                 match self.instrs[pc] {
-                    Instr::Call { dst, func, args, nargs } => {
+                    Instr::Call {
+                        dst,
+                        func,
+                        args,
+                        nargs,
+                    } => {
                         if dst.is_some_and(|d| d as usize >= f.register_file_size) {
                             return Err(bad(pc, "destination register out of range".into()));
                         }
@@ -336,7 +366,9 @@ fn decode_reg(w: i64) -> Result<Arg, String> {
     match w {
         VOID_REGISTER => Ok(Arg::Void),
         VM_REGISTER => Ok(Arg::Vm),
-        r => u32::try_from(r).map(Arg::Reg).map_err(|_| format!("bad register {r}")),
+        r => u32::try_from(r)
+            .map(Arg::Reg)
+            .map_err(|_| format!("bad register {r}")),
     }
 }
 
@@ -392,7 +424,9 @@ fn parse_func(r: &mut Reader) -> Result<FuncInfo> {
         (0, 0, 0, 0)
     };
     if register_file_size > 1 << 20 {
-        return Err(Error::Format(format!("function `{name}` asks for {register_file_size} registers")));
+        return Err(Error::Format(format!(
+            "function `{name}` asks for {register_file_size} registers"
+        )));
     }
     Ok(FuncInfo {
         kind,

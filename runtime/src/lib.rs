@@ -14,6 +14,7 @@
 mod abi;
 mod builtins;
 mod dtype;
+mod elf;
 mod error;
 mod executable;
 mod library;

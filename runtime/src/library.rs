@@ -48,29 +48,33 @@ fn live_libraries() -> &'static Mutex<HashMap<usize, Weak<Library>>> {
 impl Library {
     pub fn open(path: &Path) -> Result<Arc<Library>> {
         ensure_error_symbol_visible()?;
-        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-        let mut magic = [0u8; 4];
-        {
-            use std::io::Read;
-            let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-            f.read_exact(&mut magic).map_err(|_| Error::Load {
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let with_path = |e: Error| match e {
+            Error::Load { message, .. } => Error::Load {
                 path: path.into(),
-                message: format!("file is too short ({} bytes) to be a shared library", meta.len()),
-            })?;
-        }
-        if &magic != b"\x7fELF" && !is_macho(&magic) {
+                message,
+            },
+            e => e,
+        };
+        if bytes.starts_with(b"\x7fELF") {
+            crate::elf::check(&bytes).map_err(with_path)?;
+        } else if !(bytes.len() >= 4 && is_macho(&[bytes[0], bytes[1], bytes[2], bytes[3]])) {
             return Err(Error::Load {
                 path: path.into(),
                 message: "not a shared library (bad magic); export the model with export_library(\"model.so\")".into(),
             });
         }
+        drop(bytes);
         let flags = libc::RTLD_LAZY | libc::RTLD_LOCAL;
         // SAFETY: loading a model library runs its initializers: model files are code, and the
         // caller chose to trust this one (documented on `Model::load`).
-        let lib = unsafe { libloading::os::unix::Library::open(Some(path), flags) }.map_err(|e| Error::Load {
-            path: path.into(),
-            message: e.to_string(),
-        })?;
+        let lib =
+            unsafe { libloading::os::unix::Library::open(Some(path), flags) }.map_err(|e| {
+                Error::Load {
+                    path: path.into(),
+                    message: e.to_string(),
+                }
+            })?;
         let handle = lib.into_raw();
         // SAFETY: `handle` was just returned by dlopen.
         let lib = unsafe { libloading::os::unix::Library::from_raw(handle) };
@@ -108,14 +112,38 @@ impl Library {
     /// Write Mote's service functions into every context slot the library has.
     fn fill_context_slots(self: &Arc<Self>) {
         let slots: [(&str, usize); 8] = [
-            ("__TVMBackendAllocWorkspace", services::alloc_workspace as *const () as usize),
-            ("__TVMBackendFreeWorkspace", services::free_workspace as *const () as usize),
-            ("__TVMBackendParallelLaunch", crate::threadpool::parallel_launch as *const () as usize),
-            ("__TVMBackendParallelBarrier", crate::threadpool::parallel_barrier as *const () as usize),
-            ("__TVMFFIFunctionCall", services::function_call as *const () as usize),
-            ("__TVMFFIEnvModLookupFromImports", services::env_lookup as *const () as usize),
-            ("__TVMFFIHandleInitOnce", services::handle_init_once as *const () as usize),
-            ("__TVMFFIErrorSetRaisedFromCStr", services::error_set_raised_from_cstr as *const () as usize),
+            (
+                "__TVMBackendAllocWorkspace",
+                services::alloc_workspace as *const () as usize,
+            ),
+            (
+                "__TVMBackendFreeWorkspace",
+                services::free_workspace as *const () as usize,
+            ),
+            (
+                "__TVMBackendParallelLaunch",
+                crate::threadpool::parallel_launch as *const () as usize,
+            ),
+            (
+                "__TVMBackendParallelBarrier",
+                crate::threadpool::parallel_barrier as *const () as usize,
+            ),
+            (
+                "__TVMFFIFunctionCall",
+                services::function_call as *const () as usize,
+            ),
+            (
+                "__TVMFFIEnvModLookupFromImports",
+                services::env_lookup as *const () as usize,
+            ),
+            (
+                "__TVMFFIHandleInitOnce",
+                services::handle_init_once as *const () as usize,
+            ),
+            (
+                "__TVMFFIErrorSetRaisedFromCStr",
+                services::error_set_raised_from_cstr as *const () as usize,
+            ),
         ];
         for (name, f) in slots {
             if let Some(slot) = self.symbol(name) {
@@ -127,7 +155,10 @@ impl Library {
         if let Some(slot) = self.symbol(CTX_SYMBOL) {
             // SAFETY: as above; the pointer stays valid while this Library lives, and the slot
             // belongs to this mapping, which lives exactly as long.
-            unsafe { slot.cast::<usize>().write_unaligned(Arc::as_ptr(self) as usize) };
+            unsafe {
+                slot.cast::<usize>()
+                    .write_unaligned(Arc::as_ptr(self) as usize)
+            };
         }
     }
 
@@ -166,7 +197,9 @@ impl Library {
         };
         let p = p.cast::<u8>().cast_const();
         let bound = mapped_bytes_after(p).ok_or_else(|| {
-            Error::Format(format!("{BLOB_SYMBOL} does not point into the library's mapped data"))
+            Error::Format(format!(
+                "{BLOB_SYMBOL} does not point into the library's mapped data"
+            ))
         })?;
         if bound < 8 {
             return Err(Error::Format(format!("{BLOB_SYMBOL} is truncated")));
@@ -188,14 +221,20 @@ impl Library {
 }
 
 fn is_macho(m: &[u8; 4]) -> bool {
-    matches!(u32::from_le_bytes(*m), 0xfeed_facf | 0xfeed_face | 0xcafe_babe) || matches!(u32::from_be_bytes(*m), 0xcafe_babe)
+    matches!(
+        u32::from_le_bytes(*m),
+        0xfeed_facf | 0xfeed_face | 0xcafe_babe
+    ) || matches!(u32::from_be_bytes(*m), 0xcafe_babe)
 }
 
 pub(crate) fn parse_module_tree(blob: &[u8]) -> Result<ModuleTree> {
     let mut r = Reader::new(blob, "module blob");
     let indptr = r.i64_vec()?;
     let children = r.i64_vec()?;
-    let n = indptr.len().checked_sub(1).ok_or_else(|| r.err("empty import tree"))?;
+    let n = indptr
+        .len()
+        .checked_sub(1)
+        .ok_or_else(|| r.err("empty import tree"))?;
     let mut imports = Vec::with_capacity(n);
     for i in 0..n {
         let (a, b) = (indptr[i], indptr[i + 1]);
@@ -240,7 +279,11 @@ fn mapped_bytes_after(p: *const u8) -> Option<usize> {
         addr: usize,
         found: Option<usize>,
     }
-    unsafe extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: libc::size_t, data: *mut c_void) -> libc::c_int {
+    unsafe extern "C" fn visit(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut c_void,
+    ) -> libc::c_int {
         // SAFETY: dl_iterate_phdr passes valid info for each loaded object, and `data` is our
         // `Search`.
         let (info, s) = unsafe { (&*info, &mut *(data as *mut Search)) };
@@ -346,7 +389,11 @@ mod tests {
 
     #[test]
     fn parses_the_usual_tree() {
-        let b = blob(&[0, 1, 1], &[1], &[("relax.VMExecutable", b"abc"), ("_lib", b"")]);
+        let b = blob(
+            &[0, 1, 1],
+            &[1],
+            &[("relax.VMExecutable", b"abc"), ("_lib", b"")],
+        );
         let t = parse_module_tree(&b).unwrap();
         assert_eq!(t.kinds, ["relax.VMExecutable", "_lib"]);
         assert_eq!(t.imports, vec![vec![1], vec![]]);
@@ -355,9 +402,18 @@ mod tests {
 
     #[test]
     fn rejects_bad_trees() {
-        assert!(parse_module_tree(&blob(&[0, 1, 1], &[7], &[("relax.VMExecutable", b""), ("_lib", b"")])).is_err());
+        assert!(parse_module_tree(&blob(
+            &[0, 1, 1],
+            &[7],
+            &[("relax.VMExecutable", b""), ("_lib", b"")]
+        ))
+        .is_err());
         assert!(parse_module_tree(&blob(&[0, 2, 1], &[1], &[("a", b""), ("_lib", b"")])).is_err());
-        let b = blob(&[0, 1, 1], &[1], &[("relax.VMExecutable", b"abc"), ("_lib", b"")]);
+        let b = blob(
+            &[0, 1, 1],
+            &[1],
+            &[("relax.VMExecutable", b"abc"), ("_lib", b"")],
+        );
         for cut in 0..b.len() {
             assert!(parse_module_tree(&b[..cut]).is_err());
         }

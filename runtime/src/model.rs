@@ -99,7 +99,9 @@ impl Model {
         })?;
         let root = tree.kinds.first().map(String::as_str).unwrap_or("");
         if root != "relax.VMExecutable" {
-            return Err(Error::Unsupported(format!("root module of kind `{root}`; Mote runs relax.VMExecutable")));
+            return Err(Error::Unsupported(format!(
+                "root module of kind `{root}`; Mote runs relax.VMExecutable"
+            )));
         }
         for (i, kind) in tree.kinds.iter().enumerate().skip(1) {
             if kind != "_lib" {
@@ -109,7 +111,9 @@ impl Model {
             }
         }
         if !tree.imports[0].iter().any(|&i| tree.kinds[i] == "_lib") && tree.kinds.len() > 1 {
-            return Err(Error::Format("the executable does not import the kernel library".into()));
+            return Err(Error::Format(
+                "the executable does not import the kernel library".into(),
+            ));
         }
         let exe = Executable::parse(&tree.payloads[0])?;
         Self::from_parts(library, exe)
@@ -203,7 +207,13 @@ impl Model {
 
     /// Number and total bytes of tensor constants (bound weights).
     pub fn constant_bytes(&self) -> (usize, usize) {
-        let ts: Vec<_> = self.inner.exe.constants.iter().filter_map(Value::as_tensor).collect();
+        let ts: Vec<_> = self
+            .inner
+            .exe
+            .constants
+            .iter()
+            .filter_map(Value::as_tensor)
+            .collect();
         (ts.len(), ts.iter().map(|t| t.byte_len()).sum())
     }
 
@@ -229,9 +239,16 @@ impl Model {
             _ => None,
         };
         for pc in f.start..f.end {
-            let Instr::Call { func, args, nargs, .. } = m.exe.instrs[pc] else { continue };
+            let Instr::Call {
+                func, args, nargs, ..
+            } = m.exe.instrs[pc]
+            else {
+                continue;
+            };
             let args = m.exe.call_args(args, nargs);
-            let Some(p) = args.first().and_then(param_of) else { continue };
+            let Some(p) = args.first().and_then(param_of) else {
+                continue;
+            };
             match &m.callees[func as usize] {
                 Callee::Builtin(Builtin::CheckTensorInfo) => {
                     if let Some(Value::DType(d)) = args.get(2).and_then(konst) {
@@ -273,7 +290,12 @@ impl Model {
         // Parameters the function does not check (weights passed as arguments): ask the first
         // kernel that consumes them.
         for pc in f.start..f.end {
-            let Instr::Call { func, args, nargs, .. } = m.exe.instrs[pc] else { continue };
+            let Instr::Call {
+                func, args, nargs, ..
+            } = m.exe.instrs[pc]
+            else {
+                continue;
+            };
             if !matches!(m.callees[func as usize], Callee::Kernel(_)) {
                 continue;
             }
@@ -283,7 +305,9 @@ impl Model {
                 if params[p].shape.is_some() && params[p].dtype.is_some() {
                     continue;
                 }
-                let Some(sig) = self.kernel_signature(&m.exe.funcs[func as usize].name) else { continue };
+                let Some(sig) = self.kernel_signature(&m.exe.funcs[func as usize].name) else {
+                    continue;
+                };
                 if let Some((_, dt, shape)) = sig.params.get(k) {
                     params[p].dtype = params[p].dtype.or(*dt);
                     if params[p].shape.is_none() {
@@ -412,7 +436,10 @@ mod tests {
         let s = parse_signature("relu", msg).unwrap();
         assert_eq!(s.params.len(), 3);
         assert_eq!(s.params[0].0, "add");
-        assert_eq!(s.params[0].2, Some(vec![Dim::Fixed(1), Dim::Var("n".into())]));
+        assert_eq!(
+            s.params[0].2,
+            Some(vec![Dim::Fixed(1), Dim::Var("n".into())])
+        );
         assert_eq!(s.params[1].1, Some(DType::F16));
         assert_eq!(s.params[2], ("k".to_string(), None, None));
     }
@@ -420,6 +447,9 @@ mod tests {
     #[test]
     fn reads_symbolic_names_from_annotations() {
         let e = "ErrorContext(fn=forward, loc=param[0], param=x, annotation=R.Tensor((n, 16), dtype=\"float32\")) ";
-        assert_eq!(annotation_dims(e), Some(vec!["n".to_string(), "16".to_string()]));
+        assert_eq!(
+            annotation_dims(e),
+            Some(vec!["n".to_string(), "16".to_string()])
+        );
     }
 }

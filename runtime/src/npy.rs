@@ -69,7 +69,10 @@ struct Header {
 fn dict_value<'a>(header: &'a str, key: &str) -> Option<&'a str> {
     let k1 = format!("'{key}'");
     let k2 = format!("\"{key}\"");
-    let at = header.find(&k1).map(|i| i + k1.len()).or_else(|| header.find(&k2).map(|i| i + k2.len()))?;
+    let at = header
+        .find(&k1)
+        .map(|i| i + k1.len())
+        .or_else(|| header.find(&k2).map(|i| i + k2.len()))?;
     let rest = header[at..].trim_start().strip_prefix(':')?.trim_start();
     Some(rest)
 }
@@ -79,8 +82,14 @@ fn parse_header(h: &str, path: &str) -> Result<Header> {
     let quote = descr.chars().next().filter(|c| *c == '\'' || *c == '"');
     let descr = quote
         .and_then(|q| descr[1..].split(q).next())
-        .ok_or_else(|| npy_err(path, "unsupported dtype description (structured arrays are not tensors)"))?;
-    let dtype = dtype_for(descr).ok_or_else(|| npy_err(path, format!("unsupported dtype `{descr}`")))?;
+        .ok_or_else(|| {
+            npy_err(
+                path,
+                "unsupported dtype description (structured arrays are not tensors)",
+            )
+        })?;
+    let dtype =
+        dtype_for(descr).ok_or_else(|| npy_err(path, format!("unsupported dtype `{descr}`")))?;
     let fortran = dict_value(h, "fortran_order")
         .map(|v| v.starts_with("True"))
         .ok_or_else(|| npy_err(path, "header has no 'fortran_order'"))?;
@@ -99,7 +108,11 @@ fn parse_header(h: &str, path: &str) -> Result<Header> {
     if shape.iter().any(|&d| d < 0) {
         return Err(npy_err(path, "negative dimension"));
     }
-    Ok(Header { dtype, fortran, shape })
+    Ok(Header {
+        dtype,
+        fortran,
+        shape,
+    })
 }
 
 /// Parse the bytes of one `.npy` file. `name` is used in error messages.
@@ -114,19 +127,25 @@ pub fn parse_npy(bytes: &[u8], name: &str) -> Result<Tensor> {
             if bytes.len() < 12 {
                 return Err(npy_err(name, "truncated header"));
             }
-            (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12)
+            (
+                u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+                12,
+            )
         }
         v => return Err(npy_err(name, format!("unsupported .npy version {v}"))),
     };
     let header_bytes = bytes
         .get(start..start.saturating_add(hlen))
         .ok_or_else(|| npy_err(name, "truncated header"))?;
-    let header = std::str::from_utf8(header_bytes).map_err(|_| npy_err(name, "header is not text"))?;
+    let header =
+        std::str::from_utf8(header_bytes).map_err(|_| npy_err(name, "header is not text"))?;
     let h = parse_header(header, name)?;
     let data = &bytes[start + hlen..];
     let n = num_elements(&h.shape).map_err(|e| npy_err(name, e.to_string()))?;
     let esz = h.dtype.size_bytes();
-    let need = n.checked_mul(esz).ok_or_else(|| npy_err(name, "array too large"))?;
+    let need = n
+        .checked_mul(esz)
+        .ok_or_else(|| npy_err(name, "array too large"))?;
     if data.len() < need {
         return Err(npy_err(
             name,
@@ -147,7 +166,10 @@ pub fn parse_npy(bytes: &[u8], name: &str) -> Result<Tensor> {
             idx[k] = rem % d;
             rem /= d;
         }
-        let c_index = idx.iter().zip(&dims).fold(0usize, |acc, (&i, &d)| acc * d + i);
+        let c_index = idx
+            .iter()
+            .zip(&dims)
+            .fold(0usize, |acc, (&i, &d)| acc * d + i);
         out[c_index * esz..(c_index + 1) * esz].copy_from_slice(chunk);
     }
     Tensor::from_bytes(&h.shape, h.dtype, &out)
@@ -155,18 +177,26 @@ pub fn parse_npy(bytes: &[u8], name: &str) -> Result<Tensor> {
 
 /// The bytes of a `.npy` (version 1) file holding `t`.
 pub fn npy_bytes(t: &Tensor) -> Result<Vec<u8>> {
-    let descr = descr_for(t.dtype())
-        .ok_or_else(|| Error::Unsupported(format!("{} tensors cannot be saved as .npy", t.dtype())))?;
+    let descr = descr_for(t.dtype()).ok_or_else(|| {
+        Error::Unsupported(format!("{} tensors cannot be saved as .npy", t.dtype()))
+    })?;
     let shape = match t.shape() {
         [d] => format!("({d},)"),
-        s => format!("({})", s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+        s => format!(
+            "({})",
+            s.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
     let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
     // Pad so the data starts 64-byte aligned, header ends with '\n'.
     let unpadded = 10 + header.len() + 1;
     header.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));
     header.push('\n');
-    let hlen = u16::try_from(header.len()).map_err(|_| Error::Unsupported("tensor rank too large for .npy".into()))?;
+    let hlen = u16::try_from(header.len())
+        .map_err(|_| Error::Unsupported("tensor rank too large for .npy".into()))?;
     let mut out = Vec::with_capacity(10 + header.len() + t.byte_len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&[1, 0]);
@@ -194,10 +224,13 @@ pub fn read_npz(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
     let path = path.as_ref();
     let shown = path.display().to_string();
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut zip = zip::ZipArchive::new(file).map_err(|e| npy_err(&shown, format!("not a .npz archive: {e}")))?;
+    let mut zip = zip::ZipArchive::new(file)
+        .map_err(|e| npy_err(&shown, format!("not a .npz archive: {e}")))?;
     let mut out = Vec::with_capacity(zip.len());
     for i in 0..zip.len() {
-        let mut entry = zip.by_index(i).map_err(|e| npy_err(&shown, e.to_string()))?;
+        let mut entry = zip
+            .by_index(i)
+            .map_err(|e| npy_err(&shown, e.to_string()))?;
         let name = entry.name().to_string();
         let key = name.strip_suffix(".npy").unwrap_or(&name).to_string();
         let mut bytes = Vec::with_capacity(entry.size().min(1 << 30) as usize);
@@ -217,11 +250,16 @@ pub fn write_npz(path: impl AsRef<Path>, arrays: &[(String, Tensor)]) -> Result<
     let mut zip = zip::ZipWriter::new(file);
     let opts = zip::write::SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Stored)
-        .large_file(arrays.iter().any(|(_, t)| t.byte_len() >= u32::MAX as usize / 2));
+        .large_file(
+            arrays
+                .iter()
+                .any(|(_, t)| t.byte_len() >= u32::MAX as usize / 2),
+        );
     for (key, t) in arrays {
         zip.start_file(format!("{key}.npy"), opts)
             .map_err(|e| npy_err(&shown, e.to_string()))?;
-        zip.write_all(&npy_bytes(t)?).map_err(|e| Error::io(path, e))?;
+        zip.write_all(&npy_bytes(t)?)
+            .map_err(|e| Error::io(path, e))?;
     }
     zip.finish().map_err(|e| npy_err(&shown, e.to_string()))?;
     Ok(())
@@ -233,7 +271,18 @@ mod tests {
 
     #[test]
     fn npy_round_trip_every_dtype() {
-        for dt in [DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::U8, DType::I16, DType::I32, DType::I64, DType::BOOL] {
+        for dt in [
+            DType::F32,
+            DType::F16,
+            DType::BF16,
+            DType::F64,
+            DType::I8,
+            DType::U8,
+            DType::I16,
+            DType::I32,
+            DType::I64,
+            DType::BOOL,
+        ] {
             let bytes: Vec<u8> = (0..(6 * dt.size_bytes())).map(|i| (i % 2) as u8).collect();
             let t = Tensor::from_bytes(&[2, 3], dt, &bytes).unwrap();
             let back = parse_npy(&npy_bytes(&t).unwrap(), "x").unwrap();
@@ -257,7 +306,10 @@ mod tests {
         assert_eq!(t.as_slice::<i32>().unwrap(), &[0, 1, 2, 3, 4, 5]);
         assert!(parse_npy(&b[..b.len() - 1], "f").is_err());
         assert!(parse_npy(b"garbage", "g").is_err());
-        let bad = b.iter().map(|&c| if c == b'i' { b'c' } else { c }).collect::<Vec<_>>();
+        let bad = b
+            .iter()
+            .map(|&c| if c == b'i' { b'c' } else { c })
+            .collect::<Vec<_>>();
         assert!(parse_npy(&bad, "h").is_err());
     }
 

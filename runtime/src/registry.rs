@@ -27,7 +27,10 @@ pub fn register_function(name: &str, f: PackedFunc) {
 
 /// Remove a registration. Models that already resolved it keep their reference.
 pub fn unregister_function(name: &str) -> bool {
-    registry().write().map(|mut r| r.remove(name).is_some()).unwrap_or(false)
+    registry()
+        .write()
+        .map(|mut r| r.remove(name).is_some())
+        .unwrap_or(false)
 }
 
 /// Look a registered function up.

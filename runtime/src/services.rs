@@ -45,7 +45,11 @@ fn lossy(p: *const c_char) -> String {
 /// `kind` is NULL or a C string; `parts` is NULL or points to `num_parts` entries, each NULL or
 /// a C string.
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFIErrorSetRaisedFromCStrParts(kind: *const c_char, parts: *const *const c_char, num_parts: i32) {
+pub unsafe extern "C" fn TVMFFIErrorSetRaisedFromCStrParts(
+    kind: *const c_char,
+    parts: *const *const c_char,
+    num_parts: i32,
+) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         let mut msg = String::new();
         if !parts.is_null() {
@@ -59,7 +63,10 @@ pub unsafe extern "C" fn TVMFFIErrorSetRaisedFromCStrParts(kind: *const c_char, 
 }
 
 /// `TVMFFIErrorSetRaisedFromCStr`.
-pub(crate) unsafe extern "C" fn error_set_raised_from_cstr(kind: *const c_char, msg: *const c_char) {
+pub(crate) unsafe extern "C" fn error_set_raised_from_cstr(
+    kind: *const c_char,
+    msg: *const c_char,
+) {
     let _ = catch_unwind(|| set_error(&lossy(kind), &lossy(msg)));
 }
 
@@ -93,7 +100,13 @@ fn workspace_layout(total: usize) -> Option<std::alloc::Layout> {
 }
 
 /// `TVMBackendAllocWorkspace`.
-pub(crate) unsafe extern "C" fn alloc_workspace(_dev_type: i32, _dev_id: i32, nbytes: u64, _code: i32, _bits: i32) -> *mut c_void {
+pub(crate) unsafe extern "C" fn alloc_workspace(
+    _dev_type: i32,
+    _dev_id: i32,
+    nbytes: u64,
+    _code: i32,
+    _bits: i32,
+) -> *mut c_void {
     let r = catch_unwind(|| {
         let total = usize::try_from(nbytes).ok()?.checked_add(HEADER)?;
         let cached = WORKSPACE_CACHE.with(|c| {
@@ -118,14 +131,21 @@ pub(crate) unsafe extern "C" fn alloc_workspace(_dev_type: i32, _dev_id: i32, nb
     match r {
         Ok(Some(p)) => p,
         _ => {
-            set_error("MemoryError", &format!("cannot allocate a workspace of {nbytes} bytes"));
+            set_error(
+                "MemoryError",
+                &format!("cannot allocate a workspace of {nbytes} bytes"),
+            );
             std::ptr::null_mut()
         }
     }
 }
 
 /// `TVMBackendFreeWorkspace`.
-pub(crate) unsafe extern "C" fn free_workspace(_dev_type: i32, _dev_id: i32, ptr: *mut c_void) -> i32 {
+pub(crate) unsafe extern "C" fn free_workspace(
+    _dev_type: i32,
+    _dev_id: i32,
+    ptr: *mut c_void,
+) -> i32 {
     if ptr.is_null() {
         return 0;
     }
@@ -135,7 +155,10 @@ pub(crate) unsafe extern "C" fn free_workspace(_dev_type: i32, _dev_id: i32, ptr
         (base, base.cast::<usize>().read())
     };
     if workspace_layout(total).is_none() {
-        set_error("MemoryError", "TVMBackendFreeWorkspace: corrupted workspace block");
+        set_error(
+            "MemoryError",
+            "TVMBackendFreeWorkspace: corrupted workspace block",
+        );
         return -1;
     }
     let spilled = WORKSPACE_CACHE.with(|c| {
@@ -225,9 +248,17 @@ fn value_to_result(v: &Value) -> Result<FfiAny, String> {
 }
 
 /// `TVMFFIFunctionCall`.
-pub(crate) unsafe extern "C" fn function_call(handle: *mut c_void, args: *const FfiAny, n: i32, result: *mut FfiAny) -> i32 {
+pub(crate) unsafe extern "C" fn function_call(
+    handle: *mut c_void,
+    args: *const FfiAny,
+    n: i32,
+    result: *mut FfiAny,
+) -> i32 {
     if handle.is_null() || (n > 0 && args.is_null()) || result.is_null() {
-        set_error("ValueError", "TVMFFIFunctionCall: NULL handle, arguments or result");
+        set_error(
+            "ValueError",
+            "TVMFFIFunctionCall: NULL handle, arguments or result",
+        );
         return -1;
     }
     // SAFETY: handles are only made by `env_lookup`, and are leaked (never freed).
@@ -244,7 +275,10 @@ pub(crate) unsafe extern "C" fn function_call(handle: *mut c_void, args: *const 
                     &[]
                 };
                 // SAFETY: values come from generated code and follow the FFI conventions.
-                let vals = raw.iter().map(|a| unsafe { any_to_value(a) }).collect::<Result<Vec<_>, _>>()?;
+                let vals = raw
+                    .iter()
+                    .map(|a| unsafe { any_to_value(a) })
+                    .collect::<Result<Vec<_>, _>>()?;
                 let out = f(&vals).map_err(|e| e.to_string())?;
                 value_to_result(&out)
             }));
@@ -269,7 +303,11 @@ pub(crate) unsafe extern "C" fn function_call(handle: *mut c_void, args: *const 
 
 /// `TVMFFIEnvModLookupFromImports`: resolve `name` for a kernel of the library whose context
 /// pointer is `ctx` (a `Library`): the library's own kernels first, then registered functions.
-pub(crate) unsafe extern "C" fn env_lookup(ctx: *mut c_void, name: *const c_char, out: *mut *mut c_void) -> i32 {
+pub(crate) unsafe extern "C" fn env_lookup(
+    ctx: *mut c_void,
+    name: *const c_char,
+    out: *mut *mut c_void,
+) -> i32 {
     if ctx.is_null() || name.is_null() || out.is_null() {
         set_error("ValueError", "TVMFFIEnvModLookupFromImports: NULL argument");
         return -1;
@@ -287,7 +325,12 @@ pub(crate) unsafe extern "C" fn env_lookup(ctx: *mut c_void, name: *const c_char
             0
         }
         _ => {
-            set_error("RuntimeError", &format!("function `{name}` is neither in the model library nor registered with Mote"));
+            set_error(
+                "RuntimeError",
+                &format!(
+                    "function `{name}` is neither in the model library nor registered with Mote"
+                ),
+            );
             -1
         }
     }
@@ -296,7 +339,10 @@ pub(crate) unsafe extern "C" fn env_lookup(ctx: *mut c_void, name: *const c_char
 static INIT_ONCE: Mutex<()> = Mutex::new(());
 
 /// `TVMFFIHandleInitOnce`.
-pub(crate) unsafe extern "C" fn handle_init_once(handle: *mut *mut c_void, init: Option<unsafe extern "C" fn(*mut *mut c_void) -> i32>) -> i32 {
+pub(crate) unsafe extern "C" fn handle_init_once(
+    handle: *mut *mut c_void,
+    init: Option<unsafe extern "C" fn(*mut *mut c_void) -> i32>,
+) -> i32 {
     if handle.is_null() {
         set_error("ValueError", "TVMFFIHandleInitOnce: NULL handle");
         return -1;
@@ -321,7 +367,10 @@ pub(crate) unsafe extern "C" fn handle_init_once(handle: *mut *mut c_void, init:
         return -1;
     }
     if tmp.is_null() {
-        set_error("RuntimeError", "TVMFFIHandleInitOnce: init returned a NULL handle");
+        set_error(
+            "RuntimeError",
+            "TVMFFIHandleInitOnce: init returned a NULL handle",
+        );
         return -1;
     }
     slot.store(tmp, std::sync::atomic::Ordering::Release);
@@ -342,7 +391,10 @@ mod tests {
         unsafe { TVMFFIErrorSetRaisedFromCStrParts(kind.as_ptr(), parts.as_ptr(), 3) };
         assert_eq!(
             take_error(),
-            Some(("ValueError".to_string(), "Invalid x.shape[0], expected 4".to_string()))
+            Some((
+                "ValueError".to_string(),
+                "Invalid x.shape[0], expected 4".to_string()
+            ))
         );
         assert_eq!(take_error(), None);
     }

@@ -27,7 +27,8 @@ struct AlignedBuf {
 impl AlignedBuf {
     fn new(len: usize, zeroed: bool) -> Result<Self> {
         // Zero-sized requests still get a real, aligned pointer: kernels reject NULL data.
-        let layout = Layout::from_size_align(len.max(1), ALIGNMENT).map_err(|_| Error::OutOfMemory(len))?;
+        let layout =
+            Layout::from_size_align(len.max(1), ALIGNMENT).map_err(|_| Error::OutOfMemory(len))?;
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe {
             if zeroed {
@@ -65,7 +66,9 @@ struct PoolState {
 
 impl fmt::Debug for Pool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Pool").field("limit_bytes", &self.limit_bytes).finish()
+        f.debug_struct("Pool")
+            .field("limit_bytes", &self.limit_bytes)
+            .finish()
     }
 }
 
@@ -174,7 +177,11 @@ impl Storage {
     /// `ptr` must be valid for reads and writes of `len` bytes, and stay valid (and not be used
     /// in a conflicting way by others) until the returned storage and every tensor viewing it
     /// have been dropped. `owner` is dropped when the storage is, and may free the memory.
-    pub unsafe fn borrowed(ptr: NonNull<u8>, len: usize, owner: Option<Box<dyn Any + Send + Sync>>) -> Arc<Storage> {
+    pub unsafe fn borrowed(
+        ptr: NonNull<u8>,
+        len: usize,
+        owner: Option<Box<dyn Any + Send + Sync>>,
+    ) -> Arc<Storage> {
         Arc::new(Storage {
             mem: Memory::Borrowed { ptr, _owner: owner },
             len,
@@ -201,7 +208,11 @@ impl Storage {
 
 impl Drop for Storage {
     fn drop(&mut self) {
-        if let Memory::Owned { buf, pool: Some(pool) } = &mut self.mem {
+        if let Memory::Owned {
+            buf,
+            pool: Some(pool),
+        } = &mut self.mem
+        {
             if let Some(b) = buf.take() {
                 pool.give(b.layout.size(), b);
             }
@@ -232,7 +243,8 @@ impl fmt::Debug for Tensor {
 /// Number of elements of a shape; an error for negative dims or overflow.
 pub fn num_elements(shape: &[i64]) -> Result<usize> {
     shape.iter().try_fold(1usize, |acc, &d| {
-        let d = usize::try_from(d).map_err(|_| Error::Mismatch(format!("negative dimension {d} in shape {shape:?}")))?;
+        let d = usize::try_from(d)
+            .map_err(|_| Error::Mismatch(format!("negative dimension {d} in shape {shape:?}")))?;
         acc.checked_mul(d)
             .ok_or_else(|| Error::Mismatch(format!("shape {shape:?} is too large")))
     })
@@ -247,9 +259,17 @@ pub fn byte_size(shape: &[i64], dtype: DType) -> Result<usize> {
 
 impl Tensor {
     /// A view of `storage` at byte `offset`; checks that it fits.
-    pub fn view(storage: Arc<Storage>, offset: usize, shape: Vec<i64>, dtype: DType) -> Result<Tensor> {
+    pub fn view(
+        storage: Arc<Storage>,
+        offset: usize,
+        shape: Vec<i64>,
+        dtype: DType,
+    ) -> Result<Tensor> {
         let nbytes = byte_size(&shape, dtype)?;
-        if offset.checked_add(nbytes).is_none_or(|end| end > storage.len()) {
+        if offset
+            .checked_add(nbytes)
+            .is_none_or(|end| end > storage.len())
+        {
             return Err(Error::Mismatch(format!(
                 "a {dtype} tensor of shape {shape:?} at offset {offset} does not fit in a storage of {} bytes",
                 storage.len()
@@ -330,10 +350,13 @@ impl Tensor {
     pub fn data_mut(&mut self) -> Result<&mut [u8]> {
         let len = self.byte_len();
         let ptr = self.data_ptr();
-        let inner = Arc::get_mut(&mut self.0)
-            .ok_or_else(|| Error::InvalidArgument("tensor is shared; copy it before writing".into()))?;
+        let inner = Arc::get_mut(&mut self.0).ok_or_else(|| {
+            Error::InvalidArgument("tensor is shared; copy it before writing".into())
+        })?;
         if Arc::strong_count(&inner.storage) != 1 {
-            return Err(Error::InvalidArgument("tensor storage is shared; copy it before writing".into()));
+            return Err(Error::InvalidArgument(
+                "tensor storage is shared; copy it before writing".into(),
+            ));
         }
         // SAFETY: both the view and its storage are uniquely owned by `self`, borrowed mutably.
         Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
@@ -348,7 +371,12 @@ impl Tensor {
                 self.shape()
             )));
         }
-        Tensor::view(self.0.storage.clone(), self.0.offset, shape.to_vec(), self.0.dtype)
+        Tensor::view(
+            self.0.storage.clone(),
+            self.0.offset,
+            shape.to_vec(),
+            self.0.dtype,
+        )
     }
 
     /// A deep copy into fresh memory.
@@ -361,7 +389,9 @@ impl Tensor {
         self.check_element::<T>()?;
         let bytes = self.data();
         if (bytes.as_ptr() as usize) % std::mem::align_of::<T>() != 0 {
-            return Err(Error::Mismatch("tensor data is not aligned for its element type".into()));
+            return Err(Error::Mismatch(
+                "tensor data is not aligned for its element type".into(),
+            ));
         }
         // SAFETY: dtype matches T (same size, any bit pattern valid for these plain types), the
         // pointer is aligned for T and the length is a whole number of elements.
@@ -382,7 +412,9 @@ impl Tensor {
     /// Copy from a slice of elements.
     pub fn from_slice<T: Element>(shape: &[i64], data: &[T]) -> Result<Tensor> {
         // SAFETY: `Element` types are plain data without padding.
-        let bytes = unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) };
+        let bytes = unsafe {
+            std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data))
+        };
         Tensor::from_bytes(shape, T::DTYPE, bytes)
     }
 
@@ -412,7 +444,9 @@ impl Tensor {
 
     /// True when both handles view the same memory with the same layout.
     pub fn same_data(&self, other: &Tensor) -> bool {
-        self.data_ptr() == other.data_ptr() && self.shape() == other.shape() && self.dtype() == other.dtype()
+        self.data_ptr() == other.data_ptr()
+            && self.shape() == other.shape()
+            && self.dtype() == other.dtype()
     }
 }
 

@@ -189,7 +189,13 @@ fn run_tasks(s: &Shared, job: &Job) {
         }
         // SAFETY: `f`, `cdata` and `env` come from a kernel's ParallelLaunch call, which blocks
         // until `pending` reaches zero, so they outlive this call.
-        let rc = unsafe { (job.f)(task as i32, job.env as *mut ParallelGroupEnv, job.cdata as *mut c_void) };
+        let rc = unsafe {
+            (job.f)(
+                task as i32,
+                job.env as *mut ParallelGroupEnv,
+                job.cdata as *mut c_void,
+            )
+        };
         if rc != 0 {
             if let Some(e) = crate::services::take_error() {
                 if let Ok(mut slot) = s.error.lock() {
@@ -256,7 +262,11 @@ fn run_serial(f: ParallelLambda, cdata: *mut c_void, num_task: usize) -> i32 {
 }
 
 /// `TVMBackendParallelLaunch`.
-pub(crate) unsafe extern "C" fn parallel_launch(f: ParallelLambda, cdata: *mut c_void, num_task: i32) -> i32 {
+pub(crate) unsafe extern "C" fn parallel_launch(
+    f: ParallelLambda,
+    cdata: *mut c_void,
+    num_task: i32,
+) -> i32 {
     let pool = CURRENT.with(|c| c.get());
     let nested = IN_WORKER.with(|w| w.get());
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -266,7 +276,11 @@ pub(crate) unsafe extern "C" fn parallel_launch(f: ParallelLambda, cdata: *mut c
         }
         // SAFETY: CURRENT is only set by `install`, which keeps the pool alive meanwhile.
         let pool = unsafe { &*pool };
-        let n = if num_task > 0 { num_task as usize } else { pool.threads() };
+        let n = if num_task > 0 {
+            num_task as usize
+        } else {
+            pool.threads()
+        };
         if n == 1 || pool.threads() == 1 {
             run_serial(f, cdata, n)
         } else {
@@ -279,7 +293,10 @@ pub(crate) unsafe extern "C" fn parallel_launch(f: ParallelLambda, cdata: *mut c
 }
 
 /// `TVMBackendParallelBarrier`: a generation-counting spin barrier over the launch's tasks.
-pub(crate) unsafe extern "C" fn parallel_barrier(_task_id: i32, penv: *mut ParallelGroupEnv) -> i32 {
+pub(crate) unsafe extern "C" fn parallel_barrier(
+    _task_id: i32,
+    penv: *mut ParallelGroupEnv,
+) -> i32 {
     if penv.is_null() {
         return -1;
     }
@@ -341,14 +358,18 @@ mod tests {
         let pool = ThreadPool::new(3);
         for _ in 0..200 {
             let hits: [AtomicU32; 8] = Default::default();
-            let rc = pool.install(|| unsafe { parallel_launch(body, &hits as *const _ as *mut c_void, 0) });
+            let rc = pool
+                .install(|| unsafe { parallel_launch(body, &hits as *const _ as *mut c_void, 0) });
             assert_eq!(rc, 0);
             let counts: Vec<u32> = hits.iter().map(|h| h.load(Ordering::SeqCst)).collect();
             assert_eq!(&counts[..3], &[1, 1, 1]);
         }
         // Without an installed pool the launch runs serially with a single task.
         let hits: [AtomicU32; 8] = Default::default();
-        assert_eq!(unsafe { parallel_launch(body, &hits as *const _ as *mut c_void, 0) }, 0);
+        assert_eq!(
+            unsafe { parallel_launch(body, &hits as *const _ as *mut c_void, 0) },
+            0
+        );
         assert_eq!(hits[0].load(Ordering::SeqCst), 1);
     }
 }

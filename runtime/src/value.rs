@@ -103,8 +103,9 @@ impl Value {
     }
 
     pub(crate) fn expect_tensor(&self, what: &str) -> Result<&Tensor> {
-        self.as_tensor()
-            .ok_or_else(|| Error::Mismatch(format!("{what}: expected a tensor, got {}", self.kind())))
+        self.as_tensor().ok_or_else(|| {
+            Error::Mismatch(format!("{what}: expected a tensor, got {}", self.kind()))
+        })
     }
 
     pub(crate) fn expect_int(&self, what: &str) -> Result<i64> {
@@ -115,7 +116,10 @@ impl Value {
     pub(crate) fn expect_shape(&self, what: &str) -> Result<&Arc<[i64]>> {
         match self {
             Value::Shape(s) => Ok(s),
-            v => Err(Error::Mismatch(format!("{what}: expected a shape, got {}", v.kind()))),
+            v => Err(Error::Mismatch(format!(
+                "{what}: expected a shape, got {}",
+                v.kind()
+            ))),
         }
     }
 }

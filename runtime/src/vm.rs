@@ -40,8 +40,19 @@ impl Default for SessionOptions {
 pub fn default_threads() -> usize {
     ["MOTE_NUM_THREADS", "TVM_NUM_THREADS"]
         .iter()
-        .find_map(|v| std::env::var(v).ok()?.trim().parse::<usize>().ok().filter(|&n| n > 0))
-        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+        .find_map(|v| {
+            std::env::var(v)
+                .ok()?
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0)
+        })
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
 }
 
 /// What a profiled call was.
@@ -105,7 +116,9 @@ impl Session {
     pub(crate) fn new(model: Model, options: SessionOptions) -> Result<Session> {
         let threads = options.threads.unwrap_or_else(default_threads);
         if threads == 0 || threads > 1024 {
-            return Err(Error::InvalidArgument(format!("thread count {threads} (must be 1..=1024)")));
+            return Err(Error::InvalidArgument(format!(
+                "thread count {threads} (must be 1..=1024)"
+            )));
         }
         Ok(Session {
             model,
@@ -158,11 +171,10 @@ impl Session {
 
     /// Stateful API: run `name` on the inputs given to [`Session::set_input`].
     pub fn invoke_stateful(&mut self, name: &str) -> Result<()> {
-        let args = self
-            .inputs
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Error::InvalidArgument(format!("no inputs were set for `{name}`")))?;
+        let args =
+            self.inputs.get(name).cloned().ok_or_else(|| {
+                Error::InvalidArgument(format!("no inputs were set for `{name}`"))
+            })?;
         let out = self.call(name, &args)?;
         self.outputs.insert(name.to_string(), out);
         Ok(())
@@ -170,10 +182,9 @@ impl Session {
 
     /// Stateful API: the output of the last [`Session::invoke_stateful`] of `name`.
     pub fn get_output(&self, name: &str) -> Result<Value> {
-        self.outputs
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Error::InvalidArgument(format!("`{name}` has not been invoked statefully")))
+        self.outputs.get(name).cloned().ok_or_else(|| {
+            Error::InvalidArgument(format!("`{name}` has not been invoked statefully"))
+        })
     }
 
     /// Turn per-callee timing on or off (off by default; on costs two clock reads per call).
@@ -195,7 +206,9 @@ impl Session {
 
     /// Time per callee since profiling was turned on, slowest first; resets the counters.
     pub fn take_profile(&mut self) -> Vec<ProfileEntry> {
-        let Some(p) = &mut self.profiler else { return Vec::new() };
+        let Some(p) = &mut self.profiler else {
+            return Vec::new();
+        };
         let m = &self.model.inner;
         let mut out: Vec<ProfileEntry> = p
             .by_func
@@ -266,7 +279,12 @@ impl Session {
                 return Err(vm_err(pc, "ran past the end of the function".into()));
             }
             match model.exe.instrs[pc] {
-                Instr::Call { dst, func, args, nargs } => {
+                Instr::Call {
+                    dst,
+                    func,
+                    args,
+                    nargs,
+                } => {
                     let mut argv = std::mem::take(&mut self.argbuf);
                     let mark = argv.len();
                     for &a in model.exe.call_args(args, nargs) {
@@ -288,9 +306,9 @@ impl Session {
                 }
                 Instr::If { cond, else_target } => {
                     let c = self.read(base, cond);
-                    let c = c
-                        .as_int()
-                        .ok_or_else(|| vm_err(pc, format!("If condition is a {}, not an int", c.kind())))?;
+                    let c = c.as_int().ok_or_else(|| {
+                        vm_err(pc, format!("If condition is a {}, not an int", c.kind()))
+                    })?;
                     pc = if c != 0 { pc + 1 } else { else_target };
                     continue;
                 }
@@ -352,7 +370,9 @@ impl Session {
     /// Call a function value (a closure or function-table entry), appending its saved args.
     pub(crate) fn call_function(&mut self, f: &Function, args: &[Value]) -> Result<Value> {
         if f.model_id != self.model.inner.id {
-            return Err(Error::InvalidArgument("a function value from another model".into()));
+            return Err(Error::InvalidArgument(
+                "a function value from another model".into(),
+            ));
         }
         if f.saved.is_empty() {
             return self.call_index(f.index, args);
@@ -383,7 +403,17 @@ impl Session {
                     strides: std::ptr::null_mut(),
                     byte_offset: 0,
                 });
-            } else if bad.is_none() && !matches!(v, Value::None | Value::Int(_) | Value::Bool(_) | Value::Float(_) | Value::DType(_) | Value::OpaquePtr(_)) {
+            } else if bad.is_none()
+                && !matches!(
+                    v,
+                    Value::None
+                        | Value::Int(_)
+                        | Value::Bool(_)
+                        | Value::Float(_)
+                        | Value::DType(_)
+                        | Value::OpaquePtr(_)
+                )
+            {
                 bad = Some((i, v.kind()));
             }
         }
@@ -391,7 +421,10 @@ impl Session {
         if let Some((i, kind)) = bad {
             self.dl_scratch = dl;
             self.any_scratch = anys;
-            return Err(Error::Mismatch(format!("kernel `{}`: argument {i} is a {kind}, which kernels cannot take", name())));
+            return Err(Error::Mismatch(format!(
+                "kernel `{}`: argument {i} is a {kind}, which kernels cannot take",
+                name()
+            )));
         }
         // `dl` is complete and not resized below, so pointers into it stay valid.
         let mut next = 0;
@@ -418,8 +451,12 @@ impl Session {
         self.dl_scratch = dl;
         self.any_scratch = anys;
         if rc != 0 {
-            let (kind, message) = crate::services::take_error()
-                .unwrap_or_else(|| ("RuntimeError".into(), format!("returned {rc} without an error message")));
+            let (kind, message) = crate::services::take_error().unwrap_or_else(|| {
+                (
+                    "RuntimeError".into(),
+                    format!("returned {rc} without an error message"),
+                )
+            });
             return Err(Error::Kernel {
                 kernel: name(),
                 kind,

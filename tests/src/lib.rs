@@ -38,14 +38,22 @@ pub fn zoo_path(file: &str) -> PathBuf {
 /// Inputs of a case, in `arg0, arg1, ...` order.
 pub fn load_args(file: &str) -> Vec<Tensor> {
     let mut arrays = mote::npy::read_npz(zoo_path(file)).expect("inputs npz");
-    arrays.sort_by_key(|(k, _)| k.trim_start_matches("arg").parse::<usize>().unwrap_or(usize::MAX));
+    arrays.sort_by_key(|(k, _)| {
+        k.trim_start_matches("arg")
+            .parse::<usize>()
+            .unwrap_or(usize::MAX)
+    });
     arrays.into_iter().map(|(_, t)| t).collect()
 }
 
 /// Expected outputs, in `out0, out1, ...` order.
 pub fn load_outputs(file: &str) -> Vec<Tensor> {
     let mut arrays = mote::npy::read_npz(zoo_path(file)).expect("expected npz");
-    arrays.sort_by_key(|(k, _)| k.trim_start_matches("out").parse::<usize>().unwrap_or(usize::MAX));
+    arrays.sort_by_key(|(k, _)| {
+        k.trim_start_matches("out")
+            .parse::<usize>()
+            .unwrap_or(usize::MAX)
+    });
     arrays.into_iter().map(|(_, t)| t).collect()
 }
 
@@ -89,7 +97,10 @@ pub fn assert_close(what: &str, got: &Tensor, want: &Tensor, rtol: f64, atol: f6
         }
     }
     if let Some((i, _)) = worst {
-        panic!("{what}: element {i} is {} but TVM gives {} (rtol {rtol}, atol {atol})", g[i], w[i]);
+        panic!(
+            "{what}: element {i} is {} but TVM gives {} (rtol {rtol}, atol {atol})",
+            g[i], w[i]
+        );
     }
 }
 

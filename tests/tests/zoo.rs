@@ -5,7 +5,8 @@ use mote_tests::*;
 
 fn run_model(name: &str) {
     let entry = model_entry(name);
-    let model = Model::load(manifest_path_of(&entry)).unwrap_or_else(|e| panic!("{name}: load: {e}"));
+    let model =
+        Model::load(manifest_path_of(&entry)).unwrap_or_else(|e| panic!("{name}: load: {e}"));
     for threads in [1, 2] {
         let mut session = model
             .session_with(SessionOptions {
@@ -14,9 +15,15 @@ fn run_model(name: &str) {
             })
             .unwrap();
         for case in entry["cases"].as_array().expect("cases") {
-            let cname = format!("{name}.{} ({threads} threads)", case["case"].as_str().unwrap());
+            let cname = format!(
+                "{name}.{} ({threads} threads)",
+                case["case"].as_str().unwrap()
+            );
             let function = case["function"].as_str().unwrap();
-            let args: Vec<Value> = load_args(case["inputs"].as_str().unwrap()).into_iter().map(Value::Tensor).collect();
+            let args: Vec<Value> = load_args(case["inputs"].as_str().unwrap())
+                .into_iter()
+                .map(Value::Tensor)
+                .collect();
             let result = match case["mode"].as_str().unwrap() {
                 "stateful" => session
                     .set_input(function, args)
@@ -30,10 +37,15 @@ fn run_model(name: &str) {
                     err.to_string().contains(expected_error),
                     "{cname}: error `{err}` does not mention `{expected_error}`"
                 );
-                assert!(matches!(err, mote::Error::Kernel { .. }), "{cname}: {err:?} is not a kernel error");
+                assert!(
+                    matches!(err, mote::Error::Kernel { .. }),
+                    "{cname}: {err:?} is not a kernel error"
+                );
                 continue;
             }
-            let out = result.unwrap_or_else(|e| panic!("{cname}: {e}")).flatten_tensors();
+            let out = result
+                .unwrap_or_else(|e| panic!("{cname}: {e}"))
+                .flatten_tensors();
             let want = load_outputs(case["expected"].as_str().unwrap());
             assert_eq!(out.len(), want.len(), "{cname}: number of outputs");
             let tol = &case["tolerance"];
@@ -42,7 +54,13 @@ fn run_model(name: &str) {
                 assert_close(&format!("{cname} out{i}"), g, w, rtol, atol);
             }
             // Run again: reused storage must give the same answer.
-            let again = session.call(function, &load_args(case["inputs"].as_str().unwrap()).into_iter().map(Value::Tensor).collect::<Vec<_>>());
+            let again = session.call(
+                function,
+                &load_args(case["inputs"].as_str().unwrap())
+                    .into_iter()
+                    .map(Value::Tensor)
+                    .collect::<Vec<_>>(),
+            );
             if case["mode"] == "call" {
                 let again = again.unwrap().flatten_tensors();
                 for (g, w) in again.iter().zip(&want) {
@@ -68,4 +86,16 @@ macro_rules! zoo_tests {
     };
 }
 
-zoo_tests!(mlp, cnn, mobilenet_block, transformer, mlp_dyn, multi, ctrl, par, quant, half, raise);
+zoo_tests!(
+    mlp,
+    cnn,
+    mobilenet_block,
+    transformer,
+    mlp_dyn,
+    multi,
+    ctrl,
+    par,
+    quant,
+    half,
+    raise
+);
