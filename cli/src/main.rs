@@ -11,7 +11,11 @@ use mote::{DType, Dim, Model, Session, SessionOptions, Tensor, Value};
 use serde_json::json;
 
 #[derive(Parser)]
-#[command(name = "mote", version, about = "Run models compiled by Apache TVM 0.27")]
+#[command(
+    name = "mote",
+    version,
+    about = "Run models compiled by Apache TVM 0.27"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -106,7 +110,13 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 fn shape_text(shape: &Option<Vec<Dim>>) -> String {
     match shape {
-        Some(d) => format!("[{}]", d.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+        Some(d) => format!(
+            "[{}]",
+            d.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         None => "[?]".into(),
     }
 }
@@ -181,7 +191,11 @@ fn inspect(path: &std::path::Path, as_json: bool) -> Res<()> {
         }
     }
     println!("constants: {nconst} tensors, {const_bytes} bytes");
-    println!("builtins ({}): {}", model.builtins().len(), model.builtins().join(", "));
+    println!(
+        "builtins ({}): {}",
+        model.builtins().len(),
+        model.builtins().join(", ")
+    );
     let reg = model.registered_functions();
     if !reg.is_empty() {
         println!("registered functions: {}", reg.join(", "));
@@ -257,19 +271,34 @@ fn gather_inputs(model: &Model, io: &InputArgs) -> Res<Vec<Value>> {
     let mut dims: HashMap<String, i64> = HashMap::new();
     for s in &io.dims {
         let (k, v) = parse_kv(s, "--dim")?;
-        dims.insert(k, v.parse().map_err(|_| format!("--dim {s}: not an integer"))?);
+        dims.insert(
+            k,
+            v.parse()
+                .map_err(|_| format!("--dim {s}: not an integer"))?,
+        );
     }
     let names: Vec<&str> = info.params.iter().map(|p| p.name.as_str()).collect();
     for k in given.keys() {
-        let is_index = k.strip_prefix("arg").and_then(|i| i.parse::<usize>().ok()).is_some_and(|i| i < names.len());
+        let is_index = k
+            .strip_prefix("arg")
+            .and_then(|i| i.parse::<usize>().ok())
+            .is_some_and(|i| i < names.len());
         if !names.contains(&k.as_str()) && !is_index {
-            return Err(format!("`{}` has no parameter `{k}` (parameters: {})", io.function, names.join(", ")).into());
+            return Err(format!(
+                "`{}` has no parameter `{k}` (parameters: {})",
+                io.function,
+                names.join(", ")
+            )
+            .into());
         }
     }
     let mut rng = Rng(io.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut args = Vec::with_capacity(info.params.len());
     for (i, p) in info.params.iter().enumerate() {
-        if let Some(t) = given.remove(&p.name).or_else(|| given.remove(&format!("arg{i}"))) {
+        if let Some(t) = given
+            .remove(&p.name)
+            .or_else(|| given.remove(&format!("arg{i}")))
+        {
             args.push(Value::Tensor(t));
             continue;
         }
@@ -302,13 +331,31 @@ fn session(model: &Model, io: &InputArgs) -> Res<Session> {
 fn preview(t: &Tensor) -> String {
     const N: usize = 6;
     let vals: Vec<String> = match t.dtype() {
-        DType::F32 => t.as_slice::<f32>().map(|s| s.iter().take(N).map(|v| format!("{v:.6}")).collect()).unwrap_or_default(),
-        DType::F64 => t.as_slice::<f64>().map(|s| s.iter().take(N).map(|v| format!("{v:.6}")).collect()).unwrap_or_default(),
-        DType::F16 => t.as_slice::<half::f16>().map(|s| s.iter().take(N).map(|v| format!("{v:.4}")).collect()).unwrap_or_default(),
-        DType::I8 => t.as_slice::<i8>().map(|s| s.iter().take(N).map(|v| v.to_string()).collect()).unwrap_or_default(),
+        DType::F32 => t
+            .as_slice::<f32>()
+            .map(|s| s.iter().take(N).map(|v| format!("{v:.6}")).collect())
+            .unwrap_or_default(),
+        DType::F64 => t
+            .as_slice::<f64>()
+            .map(|s| s.iter().take(N).map(|v| format!("{v:.6}")).collect())
+            .unwrap_or_default(),
+        DType::F16 => t
+            .as_slice::<half::f16>()
+            .map(|s| s.iter().take(N).map(|v| format!("{v:.4}")).collect())
+            .unwrap_or_default(),
+        DType::I8 => t
+            .as_slice::<i8>()
+            .map(|s| s.iter().take(N).map(|v| v.to_string()).collect())
+            .unwrap_or_default(),
         DType::U8 | DType::BOOL => t.data().iter().take(N).map(|v| v.to_string()).collect(),
-        DType::I32 => t.as_slice::<i32>().map(|s| s.iter().take(N).map(|v| v.to_string()).collect()).unwrap_or_default(),
-        DType::I64 => t.as_slice::<i64>().map(|s| s.iter().take(N).map(|v| v.to_string()).collect()).unwrap_or_default(),
+        DType::I32 => t
+            .as_slice::<i32>()
+            .map(|s| s.iter().take(N).map(|v| v.to_string()).collect())
+            .unwrap_or_default(),
+        DType::I64 => t
+            .as_slice::<i64>()
+            .map(|s| s.iter().take(N).map(|v| v.to_string()).collect())
+            .unwrap_or_default(),
         _ => Vec::new(),
     };
     let more = if t.num_elements() > N { ", ..." } else { "" };
@@ -329,9 +376,17 @@ fn run(path: &std::path::Path, io: &InputArgs, output: Option<&std::path::Path>)
     if tensors.is_empty() {
         println!("result: {out:?}");
     }
-    println!("time: {:.3} ms (first call, {} threads)", elapsed.as_secs_f64() * 1e3, s.threads());
+    println!(
+        "time: {:.3} ms (first call, {} threads)",
+        elapsed.as_secs_f64() * 1e3,
+        s.threads()
+    );
     if let Some(p) = output {
-        let named: Vec<(String, Tensor)> = tensors.into_iter().enumerate().map(|(i, t)| (format!("out{i}"), t)).collect();
+        let named: Vec<(String, Tensor)> = tensors
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| (format!("out{i}"), t))
+            .collect();
         mote::npy::write_npz(p, &named)?;
         println!("wrote {}", p.display());
     }
@@ -422,7 +477,10 @@ fn bench(
                 })
             })
             .collect();
-        std::fs::write(trace_path, serde_json::to_string(&json!({"traceEvents": evs, "displayTimeUnit": "ms"}))?)?;
+        std::fs::write(
+            trace_path,
+            serde_json::to_string(&json!({"traceEvents": evs, "displayTimeUnit": "ms"}))?,
+        )?;
     }
     if as_json {
         let j = json!({
@@ -449,9 +507,16 @@ fn bench(
         st.min, st.median, st.p90, st.max, st.mean
     );
     if profile {
-        let total: Duration = profile_rows.iter().filter(|r| r.kind != mote::CallKind::Function).map(|r| r.total).sum();
+        let total: Duration = profile_rows
+            .iter()
+            .filter(|r| r.kind != mote::CallKind::Function)
+            .map(|r| r.total)
+            .sum();
         println!("\nper call site over {profiled_runs} runs:");
-        println!("{:<40} {:>9} {:>7} {:>12} {:>7}", "name", "kind", "calls", "ms/run", "%");
+        println!(
+            "{:<40} {:>9} {:>7} {:>12} {:>7}",
+            "name", "kind", "calls", "ms/run", "%"
+        );
         for r in &profile_rows {
             let pct = if r.kind == mote::CallKind::Function || total.is_zero() {
                 String::new()

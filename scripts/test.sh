@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run):
+#   1. formatting and clippy (-D warnings) on the host's stable Rust;
+#   2. the x86_64 model zoo built with TVM 0.27, then every Rust test on the host;
+#   3. the aarch64 zoo, and the same tests cross-built with trixie's Rust 1.85 under qemu;
+#   4. check builds for iOS, macOS and Android.
+# Tools that are missing are installed (venv, trixie chroot) or the run fails: nothing is
+# skipped. Expensive things are cached under ${MOTE_CACHE:-$HOME/.cache/mote}.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+export MOTE_CACHE="${MOTE_CACHE:-$HOME/.cache/mote}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+step() { printf '\n=== %s (%ss) ===\n' "$1" "$SECONDS" >&2; }
+fail() { echo "test.sh: FAILED: $*" >&2; exit 1; }
+
+results=()
+record() { results+=("$1"); }
+
+step "formatting and lints"
+cargo fmt --all --check || fail "cargo fmt --check (run cargo fmt --all)"
+cargo clippy --workspace --all-targets --locked -- -D warnings || fail "clippy"
+record "fmt+clippy: ok"
+
+step "x86_64 model zoo (TVM 0.27)"
+MOTE_ZOO_DIR="$(scripts/zoo.sh --target x86_64 | tail -n 1)"
+export MOTE_ZOO_DIR
+[ -f "$MOTE_ZOO_DIR/manifest.json" ] || fail "no x86_64 zoo"
+
+step "host tests (x86_64)"
+cargo test --workspace --locked 2>&1 | tee "$MOTE_CACHE/last-host-tests.log"
+[ "${PIPESTATUS[0]}" = 0 ] || fail "host tests"
+record "host tests: $(grep -E '^test result:' "$MOTE_CACHE/last-host-tests.log" | awk '{p+=$4; f+=$6} END {print p " passed, " f " failed"}')"
+
+step "aarch64 tests under qemu (trixie Rust 1.85)"
+scripts/test-aarch64.sh 2>&1 | tee "$MOTE_CACHE/last-aarch64-tests.log"
+[ "${PIPESTATUS[0]}" = 0 ] || fail "aarch64 tests"
+record "aarch64 tests: $(grep -E '^test result:' "$MOTE_CACHE/last-aarch64-tests.log" | awk '{p+=$4; f+=$6} END {print p " passed, " f " failed"}')"
+
+step "check builds for iOS, macOS, Android"
+scripts/check-mobile.sh || fail "mobile check builds"
+record "check builds: ok"
+
+step "summary"
+printf '%s\n' "${results[@]}"
+total_p=0; total_f=0
+for log in "$MOTE_CACHE/last-host-tests.log" "$MOTE_CACHE/last-aarch64-tests.log"; do
+    read -r p f < <(grep -E '^test result:' "$log" | awk '{p+=$4; f+=$6} END {print p+0, f+0}')
+    total_p=$((total_p + p)); total_f=$((total_f + f))
+done
+echo "all suites passed in ${SECONDS}s"
+echo "$total_p passed, $total_f failed"
