@@ -5,7 +5,10 @@ use std::process::Command;
 use mote_tests::*;
 
 fn mote(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mote")).args(args).output().expect("run mote");
+    let out = Command::new(env!("CARGO_BIN_EXE_mote"))
+        .args(args)
+        .output()
+        .expect("run mote");
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -21,14 +24,25 @@ fn zoo(file: &str) -> String {
 fn inspect_lists_functions_kernels_and_builtins() {
     let (ok, out, err) = mote(&["inspect", &zoo("mlp.so")]);
     assert!(ok, "{err}");
-    assert!(out.contains("forward(x: float32[2, 16], fc1.weight: float32[32, 16], fc1.bias: float32[32]"), "{out}");
-    assert!(out.contains("relu(add: float32[2, 32], compute: float32[2, 32])"), "{out}");
+    assert!(
+        out.contains(
+            "forward(x: float32[2, 16], fc1.weight: float32[32, 16], fc1.bias: float32[32]"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("relu(add: float32[2, 32], compute: float32[2, 32])"),
+        "{out}"
+    );
     assert!(out.contains("vm.builtin.alloc_storage"), "{out}");
 
     let (ok, out, _) = mote(&["inspect", &zoo("mlp_dyn.so"), "--json"]);
     assert!(ok);
     let j: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(j["functions"][0]["params"][0]["shape"], serde_json::json!(["n", 16]));
+    assert_eq!(
+        j["functions"][0]["params"][0]["shape"],
+        serde_json::json!(["n", 16])
+    );
     assert_eq!(j["functions"][0]["params"][0]["dtype"], "float32");
 
     let (ok, out, _) = mote(&["inspect", &zoo("cnn.so"), "--json"]);
@@ -42,7 +56,11 @@ fn inspect_lists_functions_kernels_and_builtins() {
 fn run_writes_outputs_that_match_tvm() {
     let dir = std::env::temp_dir().join(format!("mote-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for (model, case, function) in [("mlp", "mlp.forward", "forward"), ("multi", "multi.embed", "embed"), ("quant", "quant.main", "main")] {
+    for (model, case, function) in [
+        ("mlp", "mlp.forward", "forward"),
+        ("multi", "multi.embed", "embed"),
+        ("quant", "quant.main", "main"),
+    ] {
         let out_file = dir.join(format!("{case}.npz"));
         let (ok, stdout, err) = mote(&[
             "run",
@@ -68,13 +86,29 @@ fn run_writes_outputs_that_match_tvm() {
     }
     // Missing inputs are generated: weights too (their shapes come from kernel signatures),
     // and symbolic dims from --dim.
-    let (ok, stdout, err) = mote(&["run", &zoo("mlp_dyn.so"), "-f", "forward", "--dim", "n=3", "--seed", "7"]);
+    let (ok, stdout, err) = mote(&[
+        "run",
+        &zoo("mlp_dyn.so"),
+        "-f",
+        "forward",
+        "--dim",
+        "n=3",
+        "--seed",
+        "7",
+    ]);
     assert!(ok, "{err}");
     assert!(stdout.contains("out0: float32 [3, 8]"), "{stdout}");
     // A given input by name, the rest generated.
     let x = dir.join("x.npy");
     mote::npy::write_npy(&x, &load_args("mlp.forward.inputs.npz")[0]).unwrap();
-    let (ok, _, err) = mote(&["run", &zoo("mlp.so"), "-f", "forward", "--input", &format!("x={}", x.display())]);
+    let (ok, _, err) = mote(&[
+        "run",
+        &zoo("mlp.so"),
+        "-f",
+        "forward",
+        "--input",
+        &format!("x={}", x.display()),
+    ]);
     assert!(ok, "{err}");
 }
 
@@ -101,14 +135,39 @@ fn bench_reports_latency_profile_and_trace() {
         assert!(j[k].as_f64().unwrap() > 0.0, "{k} in {j}");
     }
     assert_eq!(j["runs"], 20);
-    assert!(j["min_ms"].as_f64() <= j["median_ms"].as_f64() && j["median_ms"].as_f64() <= j["max_ms"].as_f64());
-    let names: Vec<&str> = j["profile"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
-    assert!(names.contains(&"conv2d") || names.iter().any(|n| n.contains("conv")), "{names:?}");
-    let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    assert!(
+        j["min_ms"].as_f64() <= j["median_ms"].as_f64()
+            && j["median_ms"].as_f64() <= j["max_ms"].as_f64()
+    );
+    let names: Vec<&str> = j["profile"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"conv2d") || names.iter().any(|n| n.contains("conv")),
+        "{names:?}"
+    );
+    let t: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
     let events = t["traceEvents"].as_array().unwrap();
-    assert!(events.len() > 10 && events.iter().all(|e| e["ph"] == "X" && e["dur"].as_f64().is_some()));
+    assert!(
+        events.len() > 10
+            && events
+                .iter()
+                .all(|e| e["ph"] == "X" && e["dur"].as_f64().is_some())
+    );
 
-    let (ok, out, _) = mote(&["bench", &zoo("mlp.so"), "-f", "forward", "--runs", "5", "--profile"]);
+    let (ok, out, _) = mote(&[
+        "bench",
+        &zoo("mlp.so"),
+        "-f",
+        "forward",
+        "--runs",
+        "5",
+        "--profile",
+    ]);
     assert!(ok);
     assert!(out.contains("median") && out.contains("matmul"), "{out}");
 }
@@ -117,8 +176,18 @@ fn bench_reports_latency_profile_and_trace() {
 fn errors_are_reported_not_panicked() {
     let (ok, _, err) = mote(&["run", &zoo("mlp.so"), "-f", "nope"]);
     assert!(!ok);
-    assert!(err.contains("no function named `nope`") && !err.contains("panicked"), "{err}");
-    let (ok, _, err) = mote(&["run", &zoo("mlp.so"), "-f", "forward", "--input", "bogus=/nonexistent.npy"]);
+    assert!(
+        err.contains("no function named `nope`") && !err.contains("panicked"),
+        "{err}"
+    );
+    let (ok, _, err) = mote(&[
+        "run",
+        &zoo("mlp.so"),
+        "-f",
+        "forward",
+        "--input",
+        "bogus=/nonexistent.npy",
+    ]);
     assert!(!ok && !err.contains("panicked"), "{err}");
     let (ok, _, err) = mote(&["inspect", "/nonexistent.so"]);
     assert!(!ok && err.contains("error:"), "{err}");

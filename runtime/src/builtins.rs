@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::dtype::{code, DType};
 use crate::error::{Error, Result};
+use crate::model::ModelInner;
 use crate::tensor::{byte_size, Storage, Tensor};
 use crate::value::{Function, Value};
 use crate::vm::Session;
@@ -75,7 +76,7 @@ fn mismatch(ctx: &str, what: String) -> Error {
     }
 }
 
-fn arg<'a>(b: Builtin, args: &'a [Value], i: usize) -> Result<&'a Value> {
+fn arg(b: Builtin, args: &[Value], i: usize) -> Result<&Value> {
     args.get(i).ok_or_else(|| {
         Error::Mismatch(format!("{} called with {} arguments", b.name(), args.len()))
     })
@@ -195,7 +196,7 @@ fn read_scalar_int(t: &Tensor) -> Result<i64> {
 }
 
 impl Session {
-    pub(crate) fn builtin(&mut self, b: Builtin, args: &[Value]) -> Result<Value> {
+    pub(crate) fn builtin(&mut self, m: &ModelInner, b: Builtin, args: &[Value]) -> Result<Value> {
         let a = |i| arg(b, args, i);
         let int = |i: usize| -> Result<i64> { a(i)?.expect_int(b.name()) };
         Ok(match b {
@@ -399,14 +400,26 @@ impl Session {
                         )))
                     }
                 };
-                Value::Tensor(Tensor::view(storage, offset, shape.to_vec(), dtype)?)
+                Value::Tensor(Tensor::view(storage, offset, shape.clone(), dtype)?)
             }
             Builtin::NullValue => Value::None,
             Builtin::Reshape => {
                 let t = a(0)?.expect_tensor("reshape")?;
-                Value::Tensor(t.reshape(a(1)?.expect_shape("reshape")?)?)
+                let shape = a(1)?.expect_shape("reshape")?;
+                if crate::tensor::num_elements(shape)? != t.num_elements() {
+                    return Err(Error::Mismatch(format!(
+                        "cannot reshape a tensor of shape {:?} into {shape:?}",
+                        t.shape()
+                    )));
+                }
+                Value::Tensor(Tensor::view(
+                    t.storage().clone(),
+                    t.byte_offset(),
+                    shape.clone(),
+                    t.dtype(),
+                )?)
             }
-            Builtin::ShapeOf => Value::Shape(Arc::from(a(0)?.expect_tensor("shape_of")?.shape())),
+            Builtin::ShapeOf => Value::Shape(a(0)?.expect_tensor("shape_of")?.shape_arc().clone()),
             Builtin::TensorToShape => {
                 let t = a(0)?.expect_tensor("tensor_to_shape")?;
                 if t.ndim() != 1 || t.dtype().code != code::INT {
@@ -482,7 +495,7 @@ impl Session {
                     Value::Function(f) => f.clone(),
                     v => return Err(Error::Mismatch(format!("invoke_closure on a {}", v.kind()))),
                 };
-                self.call_function(&f, &args[2..])?
+                self.call_function(m, &f, &args[2..])?
             }
             Builtin::CallTirDyn => {
                 let f = match a(0)? {
@@ -495,7 +508,7 @@ impl Session {
                     .expect_shape("call_tir_dyn")?;
                 let mut all: Vec<Value> = args[1..args.len() - 1].to_vec();
                 all.extend(extra.iter().map(|&d| Value::Int(d)));
-                self.call_function(&f, &all)?
+                self.call_function(m, &f, &all)?
             }
             Builtin::MemoryManagerClear => {
                 self.pool().clear();

@@ -7,7 +7,6 @@
 
 use std::alloc::Layout;
 use std::any::Any;
-use std::collections::HashMap;
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
@@ -42,6 +41,11 @@ impl AlignedBuf {
     }
 }
 
+// SAFETY: AlignedBuf uniquely owns its allocation; moving it between threads moves ownership.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared references to an AlignedBuf expose no access to the memory.
+unsafe impl Sync for AlignedBuf {}
+
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
         // SAFETY: `ptr` was allocated with exactly this layout in `AlignedBuf::new`.
@@ -58,9 +62,11 @@ pub struct Pool {
     limit_bytes: usize,
 }
 
+/// Free buffers by size. A model uses a handful of distinct sizes, so a linear list beats
+/// hashing on the hot path.
 #[derive(Default)]
 struct PoolState {
-    by_size: HashMap<usize, Vec<AlignedBuf>>,
+    by_size: Vec<(usize, Vec<AlignedBuf>)>,
     cached_bytes: usize,
 }
 
@@ -83,7 +89,7 @@ impl Pool {
 
     fn take(&self, size: usize) -> Option<AlignedBuf> {
         let mut st = self.free.lock().ok()?;
-        let buf = st.by_size.get_mut(&size)?.pop()?;
+        let buf = st.by_size.iter_mut().find(|(s, _)| *s == size)?.1.pop()?;
         st.cached_bytes -= size;
         Some(buf)
     }
@@ -92,7 +98,10 @@ impl Pool {
         if let Ok(mut st) = self.free.lock() {
             if st.cached_bytes + size <= self.limit_bytes {
                 st.cached_bytes += size;
-                st.by_size.entry(size).or_default().push(buf);
+                match st.by_size.iter_mut().find(|(s, _)| *s == size) {
+                    Some((_, list)) => list.push(buf),
+                    None => st.by_size.push((size, vec![buf])),
+                }
             }
         }
     }
@@ -223,7 +232,7 @@ impl Drop for Storage {
 struct TensorInner {
     storage: Arc<Storage>,
     offset: usize,
-    shape: Vec<i64>,
+    shape: Arc<[i64]>,
     dtype: DType,
 }
 
@@ -262,9 +271,10 @@ impl Tensor {
     pub fn view(
         storage: Arc<Storage>,
         offset: usize,
-        shape: Vec<i64>,
+        shape: impl Into<Arc<[i64]>>,
         dtype: DType,
     ) -> Result<Tensor> {
+        let shape: Arc<[i64]> = shape.into();
         let nbytes = byte_size(&shape, dtype)?;
         if offset
             .checked_add(nbytes)
@@ -286,7 +296,7 @@ impl Tensor {
     /// A new zero-filled tensor.
     pub fn zeros(shape: &[i64], dtype: DType) -> Result<Tensor> {
         let storage = Storage::zeroed(byte_size(shape, dtype)?)?;
-        Tensor::view(storage, 0, shape.to_vec(), dtype)
+        Tensor::view(storage, 0, shape, dtype)
     }
 
     /// A new tensor holding a copy of `bytes` (row-major, little-endian elements).
@@ -301,10 +311,15 @@ impl Tensor {
         let storage = Storage::alloc(n, None)?;
         // SAFETY: the storage was just allocated with at least `n` bytes and is not shared.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), storage.as_ptr(), n) };
-        Tensor::view(storage, 0, shape.to_vec(), dtype)
+        Tensor::view(storage, 0, shape, dtype)
     }
 
     pub fn shape(&self) -> &[i64] {
+        &self.0.shape
+    }
+
+    /// The shape, shared (no copy).
+    pub fn shape_arc(&self) -> &Arc<[i64]> {
         &self.0.shape
     }
 

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::abi::{type_index as ti, DLDevice, DLTensor, FfiAny, SafeCallFn, DEVICE_CPU};
+use crate::builtins::Builtin;
 use crate::error::{Error, Result};
 use crate::executable::{Arg, Instr};
-use crate::model::{Callee, Model};
+use crate::model::{Callee, Model, ModelInner};
 use crate::tensor::Pool;
 use crate::threadpool::ThreadPool;
 use crate::value::{Function, Value};
@@ -152,7 +153,8 @@ impl Session {
     pub fn call(&mut self, name: &str, args: &[Value]) -> Result<Value> {
         let fidx = self.model.vm_function(name)?;
         let threads = self.threads.clone();
-        threads.install(|| self.invoke_vm(fidx, args))
+        let model = self.model.inner.clone();
+        threads.install(|| self.invoke_vm(&model, fidx, args))
     }
 
     /// Call with tensors, returning the output tensors (tuples flattened).
@@ -220,7 +222,7 @@ impl Session {
                 total,
             })
             .collect();
-        out.sort_by(|a, b| b.total.cmp(&a.total));
+        out.sort_by_key(|e| std::cmp::Reverse(e.total));
         out
     }
 
@@ -245,29 +247,33 @@ impl Session {
         Ok(())
     }
 
-    pub(crate) fn invoke_vm(&mut self, fidx: usize, args: &[Value]) -> Result<Value> {
+    pub(crate) fn invoke_vm(
+        &mut self,
+        m: &ModelInner,
+        fidx: usize,
+        args: &[Value],
+    ) -> Result<Value> {
         self.check_arity(fidx, args.len())?;
         if self.depth >= MAX_DEPTH {
             return Err(Error::Vm {
-                function: self.model.inner.exe.funcs[fidx].name.clone(),
+                function: m.exe.funcs[fidx].name.clone(),
                 pc: 0,
                 message: format!("calls nested deeper than {MAX_DEPTH}"),
             });
         }
         let base = self.regs.len();
-        let rfs = self.model.inner.exe.funcs[fidx].register_file_size;
+        let rfs = m.exe.funcs[fidx].register_file_size;
         self.regs.resize(base + rfs, Value::None);
         self.regs[base..base + args.len()].clone_from_slice(args);
         self.depth += 1;
-        let r = self.run_frame(fidx, base);
+        let r = self.run_frame(m, fidx, base);
         self.depth -= 1;
         self.regs.truncate(base);
         r
     }
 
-    fn run_frame(&mut self, fidx: usize, base: usize) -> Result<Value> {
-        let model = self.model.inner.clone();
-        let f = &model.exe.funcs[fidx];
+    fn run_frame(&mut self, m: &ModelInner, fidx: usize, base: usize) -> Result<Value> {
+        let f = &m.exe.funcs[fidx];
         let mut pc = f.start;
         loop {
             let vm_err = |pc: usize, message: String| Error::Vm {
@@ -278,20 +284,34 @@ impl Session {
             if pc >= f.end {
                 return Err(vm_err(pc, "ran past the end of the function".into()));
             }
-            match model.exe.instrs[pc] {
+            match m.exe.instrs[pc] {
                 Instr::Call {
                     dst,
                     func,
                     args,
                     nargs,
                 } => {
+                    // `null_value` only drops a register (the compiler's early frees).
+                    if nargs == 0
+                        && self.profiler.is_none()
+                        && matches!(
+                            m.callees[func as usize],
+                            Callee::Builtin(Builtin::NullValue)
+                        )
+                    {
+                        if let Some(d) = dst {
+                            self.regs[base + d as usize] = Value::None;
+                        }
+                        pc += 1;
+                        continue;
+                    }
                     let mut argv = std::mem::take(&mut self.argbuf);
                     let mark = argv.len();
-                    for &a in model.exe.call_args(args, nargs) {
-                        let v = self.read(base, a);
+                    for &a in m.exe.call_args(args, nargs) {
+                        let v = self.read(m, base, a);
                         argv.push(v);
                     }
-                    let r = self.call_index(func, &argv[mark..]);
+                    let r = self.call_index(m, func, &argv[mark..]);
                     argv.truncate(mark);
                     self.argbuf = argv;
                     let v = r?;
@@ -299,13 +319,13 @@ impl Session {
                         self.regs[base + d as usize] = v;
                     }
                 }
-                Instr::Ret { reg } => return Ok(self.read(base, reg)),
+                Instr::Ret { reg } => return Ok(self.read(m, base, reg)),
                 Instr::Goto { target } => {
                     pc = target;
                     continue;
                 }
                 Instr::If { cond, else_target } => {
-                    let c = self.read(base, cond);
+                    let c = self.read(m, base, cond);
                     let c = c.as_int().ok_or_else(|| {
                         vm_err(pc, format!("If condition is a {}, not an int", c.kind()))
                     })?;
@@ -318,15 +338,15 @@ impl Session {
     }
 
     #[inline]
-    fn read(&self, base: usize, a: Arg) -> Value {
+    fn read(&self, m: &ModelInner, base: usize, a: Arg) -> Value {
         match a {
             Arg::Reg(r) => self.regs[base + r as usize].clone(),
             Arg::Void => Value::None,
             Arg::Vm => Value::OpaquePtr(0),
             Arg::Imm(i) => Value::Int(i),
-            Arg::Const(c) => self.model.inner.exe.constants[c as usize].clone(),
+            Arg::Const(c) => m.exe.constants[c as usize].clone(),
             Arg::Func(f) => Value::Function(Function {
-                model_id: self.model.inner.id,
+                model_id: m.id,
                 index: f,
                 saved: Arc::from([]),
             }),
@@ -334,13 +354,18 @@ impl Session {
     }
 
     /// Call function-table entry `func` with `args`.
-    pub(crate) fn call_index(&mut self, func: u32, args: &[Value]) -> Result<Value> {
+    pub(crate) fn call_index(
+        &mut self,
+        m: &ModelInner,
+        func: u32,
+        args: &[Value],
+    ) -> Result<Value> {
         let start = self.profiler.is_some().then(Instant::now);
-        let model = self.model.inner.clone();
+        let model = m;
         let r = match &model.callees[func as usize] {
-            Callee::Vm(i) => self.invoke_vm(*i as usize, args),
-            Callee::Kernel(k) => self.call_kernel(func, *k, args),
-            Callee::Builtin(b) => self.builtin(*b, args),
+            Callee::Vm(i) => self.invoke_vm(m, *i as usize, args),
+            Callee::Kernel(k) => self.call_kernel(m, func, *k, args),
+            Callee::Builtin(b) => self.builtin(m, *b, args),
             Callee::Registered(f) => f(args).map_err(|e| match e {
                 e @ Error::Callback { .. } => e,
                 e => Error::Callback {
@@ -368,21 +393,32 @@ impl Session {
     }
 
     /// Call a function value (a closure or function-table entry), appending its saved args.
-    pub(crate) fn call_function(&mut self, f: &Function, args: &[Value]) -> Result<Value> {
-        if f.model_id != self.model.inner.id {
+    pub(crate) fn call_function(
+        &mut self,
+        m: &ModelInner,
+        f: &Function,
+        args: &[Value],
+    ) -> Result<Value> {
+        if f.model_id != m.id {
             return Err(Error::InvalidArgument(
                 "a function value from another model".into(),
             ));
         }
         if f.saved.is_empty() {
-            return self.call_index(f.index, args);
+            return self.call_index(m, f.index, args);
         }
         let mut all = args.to_vec();
         all.extend(f.saved.iter().cloned());
-        self.call_index(f.index, &all)
+        self.call_index(m, f.index, &all)
     }
 
-    fn call_kernel(&mut self, func: u32, k: SafeCallFn, args: &[Value]) -> Result<Value> {
+    fn call_kernel(
+        &mut self,
+        m: &ModelInner,
+        func: u32,
+        k: SafeCallFn,
+        args: &[Value],
+    ) -> Result<Value> {
         let n = args.len();
         let mut dl = std::mem::take(&mut self.dl_scratch);
         let mut anys = std::mem::take(&mut self.any_scratch);
@@ -417,7 +453,7 @@ impl Session {
                 bad = Some((i, v.kind()));
             }
         }
-        let name = || self.model.inner.exe.funcs[func as usize].name.clone();
+        let name = || m.exe.funcs[func as usize].name.clone();
         if let Some((i, kind)) = bad {
             self.dl_scratch = dl;
             self.any_scratch = anys;

@@ -1,7 +1,7 @@
 //! Shared helpers for the conformance tests: the zoo built by `scripts/zoo.sh`, its manifest,
 //! and comparison against TVM's reference outputs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use mote::{DType, Tensor};
 use serde_json::Value as Json;
@@ -90,10 +90,8 @@ pub fn assert_close(what: &str, got: &Tensor, want: &Tensor, rtol: f64, atol: f6
     let mut worst: Option<(usize, f64)> = None;
     for (i, (a, b)) in g.iter().zip(&w).enumerate() {
         let excess = (a - b).abs() - (atol + rtol * b.abs());
-        if excess > 0.0 || a.is_nan() != b.is_nan() {
-            if worst.is_none_or(|(_, e)| excess > e) {
-                worst = Some((i, excess));
-            }
+        if (excess > 0.0 || a.is_nan() != b.is_nan()) && worst.is_none_or(|(_, e)| excess > e) {
+            worst = Some((i, excess));
         }
     }
     if let Some((i, _)) = worst {
@@ -106,8 +104,4 @@ pub fn assert_close(what: &str, got: &Tensor, want: &Tensor, rtol: f64, atol: f6
 
 pub fn manifest_path_of(model: &Json) -> PathBuf {
     zoo_path(model["file"].as_str().expect("file"))
-}
-
-pub fn exists(p: &Path) -> bool {
-    p.exists()
 }
