@@ -345,16 +345,25 @@ impl Session {
             Builtin::MakeShape => {
                 let heap = heap_of(a(0)?)?;
                 let n = int(1)?;
-                if args.len() as i64 != 2 + 2 * n {
+                if n < 0 || args.len() as i64 != 2 + 2 * n {
                     return Err(Error::Mismatch(format!(
                         "make_shape: {} arguments for {n} dims",
                         args.len()
                     )));
                 }
-                let dims = (0..n as usize)
-                    .map(|i| make_dim(&heap, int(2 + 2 * i)?, int(3 + 2 * i)?))
-                    .collect::<Result<Vec<_>>>()?;
-                Value::Shape(Arc::from(dims))
+                // Shapes are short: build on the stack, allocate once.
+                let mut small = [0i64; 8];
+                let mut large = Vec::new();
+                let dims: &mut [i64] = if n as usize <= small.len() {
+                    &mut small[..n as usize]
+                } else {
+                    large.resize(n as usize, 0);
+                    &mut large
+                };
+                for (i, d) in dims.iter_mut().enumerate() {
+                    *d = make_dim(&heap, int(2 + 2 * i)?, int(3 + 2 * i)?)?;
+                }
+                Value::Shape(Arc::from(&*dims))
             }
             Builtin::MakePrimValue => Value::Int(make_dim(&heap_of(a(0)?)?, int(1)?, int(2)?)?),
             Builtin::AllocShapeHeap => Value::Tensor(Tensor::zeros(&[int(1)?], DType::I64)?),

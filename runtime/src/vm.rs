@@ -305,6 +305,20 @@ impl Session {
                         pc += 1;
                         continue;
                     }
+                    if let Callee::Kernel(k) = m.callees[func as usize] {
+                        let v = self.call_kernel_in_place(
+                            m,
+                            func,
+                            k,
+                            base,
+                            m.exe.call_args(args, nargs),
+                        )?;
+                        if let Some(d) = dst {
+                            self.regs[base + d as usize] = v;
+                        }
+                        pc += 1;
+                        continue;
+                    }
                     let mut argv = std::mem::take(&mut self.argbuf);
                     let mark = argv.len();
                     for &a in m.exe.call_args(args, nargs) {
@@ -374,22 +388,30 @@ impl Session {
                 },
             }),
         };
-        if let (Some(start), Some(p)) = (start, self.profiler.as_mut()) {
-            let d = start.elapsed();
-            let e = p.by_func.entry(func).or_default();
-            e.0 += 1;
-            e.1 += d;
-            if let Some((t0, events)) = &mut p.trace {
-                events.push(TraceEvent {
-                    name: model.exe.funcs[func as usize].name.clone(),
-                    kind: kind_of(&model.callees[func as usize]),
-                    start: start.saturating_duration_since(*t0),
-                    duration: d,
-                    depth: self.depth,
-                });
-            }
+        if let Some(start) = start {
+            self.record(m, func, start);
         }
         r
+    }
+
+    fn record(&mut self, m: &ModelInner, func: u32, start: Instant) {
+        let depth = self.depth;
+        let Some(p) = self.profiler.as_mut() else {
+            return;
+        };
+        let d = start.elapsed();
+        let e = p.by_func.entry(func).or_default();
+        e.0 += 1;
+        e.1 += d;
+        if let Some((t0, events)) = &mut p.trace {
+            events.push(TraceEvent {
+                name: m.exe.funcs[func as usize].name.clone(),
+                kind: kind_of(&m.callees[func as usize]),
+                start: start.saturating_duration_since(*t0),
+                duration: d,
+                depth,
+            });
+        }
     }
 
     /// Call a function value (a closure or function-table entry), appending its saved args.
@@ -419,92 +441,42 @@ impl Session {
         k: SafeCallFn,
         args: &[Value],
     ) -> Result<Value> {
-        let n = args.len();
         let mut dl = std::mem::take(&mut self.dl_scratch);
         let mut anys = std::mem::take(&mut self.any_scratch);
-        dl.clear();
-        anys.clear();
-        let mut bad = None;
-        for (i, v) in args.iter().enumerate() {
-            if let Value::Tensor(t) = v {
-                dl.push(DLTensor {
-                    data: t.data_ptr().cast(),
-                    device: DLDevice {
-                        device_type: DEVICE_CPU,
-                        device_id: 0,
-                    },
-                    ndim: t.ndim() as i32,
-                    dtype: t.dtype(),
-                    shape: t.shape().as_ptr().cast_mut(),
-                    strides: std::ptr::null_mut(),
-                    byte_offset: 0,
-                });
-            } else if bad.is_none()
-                && !matches!(
-                    v,
-                    Value::None
-                        | Value::Int(_)
-                        | Value::Bool(_)
-                        | Value::Float(_)
-                        | Value::DType(_)
-                        | Value::OpaquePtr(_)
-                )
-            {
-                bad = Some((i, v.kind()));
-            }
-        }
-        let name = || m.exe.funcs[func as usize].name.clone();
-        if let Some((i, kind)) = bad {
-            self.dl_scratch = dl;
-            self.any_scratch = anys;
-            return Err(Error::Mismatch(format!(
-                "kernel `{}`: argument {i} is a {kind}, which kernels cannot take",
-                name()
-            )));
-        }
-        // `dl` is complete and not resized below, so pointers into it stay valid.
-        let mut next = 0;
-        for v in args {
-            anys.push(match *v {
-                Value::Tensor(_) => {
-                    let p = &dl[next] as *const DLTensor;
-                    next += 1;
-                    FfiAny::ptr(ti::DL_TENSOR_PTR, p.cast())
-                }
-                Value::Int(i) => FfiAny::int(i),
-                Value::Bool(b) => FfiAny::bool(b),
-                Value::Float(f) => FfiAny::float(f),
-                Value::DType(d) => FfiAny::dtype(d),
-                Value::OpaquePtr(p) => FfiAny::ptr(ti::OPAQUE_PTR, p as *const _),
-                _ => FfiAny::NONE,
-            });
-        }
-        let mut result = FfiAny::NONE;
-        // SAFETY: `k` is a safe-call kernel of the model's library (kept alive by the model);
-        // every tensor argument points at a DLTensor in `dl` whose data, shape and storage are
-        // owned by values in `args`, alive for the call.
-        let rc = unsafe { k(std::ptr::null_mut(), anys.as_ptr(), n as i32, &mut result) };
+        let r = invoke_kernel(&mut dl, &mut anys, k, args.len(), |i| {
+            ArgView::Val(&args[i])
+        });
         self.dl_scratch = dl;
         self.any_scratch = anys;
-        if rc != 0 {
-            let (kind, message) = crate::services::take_error().unwrap_or_else(|| {
-                (
-                    "RuntimeError".into(),
-                    format!("returned {rc} without an error message"),
-                )
-            });
-            return Err(Error::Kernel {
-                kernel: name(),
-                kind,
-                message,
-            });
+        r.map_err(|e| e.into_error(&m.exe.funcs[func as usize].name))
+    }
+
+    /// A kernel call straight from the instruction's argument words: registers and constants
+    /// are read in place, without the reference-count traffic of cloning them into values.
+    fn call_kernel_in_place(
+        &mut self,
+        m: &ModelInner,
+        func: u32,
+        k: SafeCallFn,
+        base: usize,
+        words: &[Arg],
+    ) -> Result<Value> {
+        let start = self.profiler.is_some().then(Instant::now);
+        let mut dl = std::mem::take(&mut self.dl_scratch);
+        let mut anys = std::mem::take(&mut self.any_scratch);
+        let regs = &self.regs;
+        let r = invoke_kernel(&mut dl, &mut anys, k, words.len(), |i| match words[i] {
+            Arg::Reg(r) => ArgView::Val(&regs[base + r as usize]),
+            Arg::Const(c) => ArgView::Val(&m.exe.constants[c as usize]),
+            Arg::Imm(v) => ArgView::Int(v),
+            Arg::Void | Arg::Vm | Arg::Func(_) => ArgView::Other("special register or function"),
+        });
+        self.dl_scratch = dl;
+        self.any_scratch = anys;
+        if let Some(start) = start {
+            self.record(m, func, start);
         }
-        Ok(match result.type_index {
-            ti::INT => Value::Int(result.value as i64),
-            ti::BOOL => Value::Bool(result.value != 0),
-            ti::FLOAT => Value::Float(f64::from_bits(result.value)),
-            _ => Value::None,
-        })
+        r.map_err(|e| e.into_error(&m.exe.funcs[func as usize].name))
     }
 }
 
@@ -515,4 +487,109 @@ fn kind_of(c: &Callee) -> CallKind {
         Callee::Builtin(_) => CallKind::Builtin,
         Callee::Registered(_) => CallKind::Registered,
     }
+}
+
+/// A kernel argument as seen without cloning it.
+enum ArgView<'a> {
+    Val(&'a Value),
+    Int(i64),
+    Other(&'static str),
+}
+
+enum KernelFailure {
+    BadArgument(usize, &'static str),
+    Raised { kind: String, message: String },
+}
+
+impl KernelFailure {
+    fn into_error(self, kernel: &str) -> Error {
+        match self {
+            KernelFailure::BadArgument(i, kind) => Error::Mismatch(format!(
+                "kernel `{kernel}`: argument {i} is a {kind}, which kernels cannot take"
+            )),
+            KernelFailure::Raised { kind, message } => Error::Kernel {
+                kernel: kernel.to_string(),
+                kind,
+                message,
+            },
+        }
+    }
+}
+
+/// Call kernel `k` with `n` arguments: tensors as `DLTensor*` (type 7, offset folded into
+/// `data`), scalars by value.
+fn invoke_kernel<'a>(
+    dl: &mut Vec<DLTensor>,
+    anys: &mut Vec<FfiAny>,
+    k: SafeCallFn,
+    n: usize,
+    get: impl Fn(usize) -> ArgView<'a>,
+) -> Result<Value, KernelFailure> {
+    dl.clear();
+    anys.clear();
+    for i in 0..n {
+        match get(i) {
+            ArgView::Val(Value::Tensor(t)) => dl.push(DLTensor {
+                data: t.data_ptr().cast(),
+                device: DLDevice {
+                    device_type: DEVICE_CPU,
+                    device_id: 0,
+                },
+                ndim: t.ndim() as i32,
+                dtype: t.dtype(),
+                shape: t.shape().as_ptr().cast_mut(),
+                strides: std::ptr::null_mut(),
+                byte_offset: 0,
+            }),
+            ArgView::Val(
+                Value::None
+                | Value::Int(_)
+                | Value::Bool(_)
+                | Value::Float(_)
+                | Value::DType(_)
+                | Value::OpaquePtr(_),
+            )
+            | ArgView::Int(_) => {}
+            ArgView::Val(v) => return Err(KernelFailure::BadArgument(i, v.kind())),
+            ArgView::Other(what) => return Err(KernelFailure::BadArgument(i, what)),
+        }
+    }
+    // `dl` is complete and not resized below, so pointers into it stay valid.
+    let mut next = 0;
+    for i in 0..n {
+        anys.push(match get(i) {
+            ArgView::Val(Value::Tensor(_)) => {
+                let p = &dl[next] as *const DLTensor;
+                next += 1;
+                FfiAny::ptr(ti::DL_TENSOR_PTR, p.cast())
+            }
+            ArgView::Val(Value::Int(i)) => FfiAny::int(*i),
+            ArgView::Int(i) => FfiAny::int(i),
+            ArgView::Val(Value::Bool(b)) => FfiAny::bool(*b),
+            ArgView::Val(Value::Float(f)) => FfiAny::float(*f),
+            ArgView::Val(Value::DType(d)) => FfiAny::dtype(*d),
+            ArgView::Val(Value::OpaquePtr(p)) => FfiAny::ptr(ti::OPAQUE_PTR, *p as *const _),
+            _ => FfiAny::NONE,
+        });
+    }
+    let mut result = FfiAny::NONE;
+    // SAFETY: `k` is a safe-call kernel of the model's library (kept alive by the model); every
+    // tensor argument points at a DLTensor in `dl` whose data and shape belong to values the
+    // caller keeps alive for the duration of the call.
+    let rc = unsafe { k(std::ptr::null_mut(), anys.as_ptr(), n as i32, &mut result) };
+    if rc != 0 {
+        let (kind, message) = crate::services::take_error().unwrap_or_else(|| {
+            (
+                "RuntimeError".into(),
+                format!("returned {rc} without an error message"),
+            )
+        });
+        return Err(KernelFailure::Raised { kind, message });
+    }
+    Ok(match result.type_index {
+        ti::INT => Value::Int(result.value as i64),
+        ti::BOOL => Value::Bool(result.value != 0),
+        ti::FLOAT => Value::Float(f64::from_bits(result.value)),
+        _ => Value::None,
+    })
 }
