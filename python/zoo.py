@@ -21,6 +21,7 @@ Progress goes to stderr, one summary line per model.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import math
 import os
@@ -636,6 +637,47 @@ def model_raise() -> Model:
     )
 
 
+PACKED_FN = "mote.zoo.scale_shift"
+
+
+@tvm.register_global_func(PACKED_FN)
+def _scale_shift(src, dst, n):
+    """dst[i] = 2 * src[i] + 1 on raw float32 pointers (what the kernel passes). Mote's tests
+    register their own implementation under the same name."""
+    addr = lambda p: p if isinstance(p, int) else (p.value or 0)  # noqa: E731
+    a = (ctypes.c_float * n).from_address(addr(src))
+    b = (ctypes.c_float * n).from_address(addr(dst))
+    for i in range(n):
+        b[i] = a[i] * 2.0 + 1.0
+
+
+@I.ir_module
+class _Packed:
+    @T.prim_func(private=True)
+    def via_packed(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+        T.func_attr({"tir.noalias": True})
+        T.evaluate(T.call_packed("mote.zoo.scale_shift", A.data, B.data, 8))
+
+    @R.function
+    def main(x: R.Tensor((8,), "float32")) -> R.Tensor((8,), "float32"):
+        cls = _Packed
+        y = R.call_tir(cls.via_packed, (x,), out_ty=R.Tensor((8,), "float32"))
+        return y
+
+
+def model_packed() -> Model:
+    x = rng_for(121, 1).standard_normal(8).astype("float32")
+    return Model(
+        name="packed",
+        description=f"TIR kernel 'via_packed' calling the global function '{PACKED_FN}' through "
+        "T.call_packed (env-function lookup, HandleInitOnce, FunctionCall): main(x[8] f32) -> 2x+1; "
+        "the runtime must provide the function (Python here, registered in Rust by Mote's tests)",
+        mod=_Packed,
+        cases=[Case("main", "main", [x])],
+        numpy_ref=lambda c: [2.0 * c.inputs[0].astype(np.float64) + 1.0],
+    )
+
+
 MODELS: list[Callable[[], Model]] = [
     model_mlp,
     model_cnn,
@@ -648,6 +690,7 @@ MODELS: list[Callable[[], Model]] = [
     model_quant,
     model_half,
     model_raise,
+    model_packed,
 ]
 
 # --------------------------------------------------------------------------------------

@@ -3,7 +3,33 @@
 use mote::{Model, SessionOptions, Value};
 use mote_tests::*;
 
+/// The function the `packed` model's kernel calls by name: dst[i] = 2 * src[i] + 1 on raw
+/// float32 pointers (the same contract as the Python version the zoo registers with TVM).
+fn register_scale_shift() {
+    mote::register_function(
+        "mote.zoo.scale_shift",
+        std::sync::Arc::new(|args: &[Value]| {
+            let (Some(Value::OpaquePtr(src)), Some(Value::OpaquePtr(dst)), Some(Value::Int(n))) =
+                (args.first(), args.get(1), args.get(2))
+            else {
+                return Err(mote::Error::InvalidArgument(format!(
+                    "unexpected arguments {args:?}"
+                )));
+            };
+            for i in 0..*n as usize {
+                // SAFETY: the kernel passes the data pointers of its two float32[8] buffers and 8.
+                unsafe {
+                    let v = *(*src as *const f32).add(i);
+                    *(*dst as *mut f32).add(i) = 2.0 * v + 1.0;
+                }
+            }
+            Ok(Value::None)
+        }),
+    );
+}
+
 fn run_model(name: &str) {
+    register_scale_shift();
     let entry = model_entry(name);
     let model =
         Model::load(manifest_path_of(&entry)).unwrap_or_else(|e| panic!("{name}: load: {e}"));
@@ -97,5 +123,6 @@ zoo_tests!(
     par,
     quant,
     half,
-    raise
+    raise,
+    packed
 );
