@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Run the workspace's tests for aarch64 Linux under qemu-aarch64, inside the trixie chroot.
+#
+#   scripts/test-aarch64.sh [EXTRA CARGO TEST ARGS...]   (e.g. -- --nocapture)
+#
+# 1. Builds (or reuses) the aarch64 model zoo: TVM cross-compiles on the host (scripts/zoo.sh),
+#    the chroot's aarch64-linux-gnu-gcc links the libraries.
+# 2. In the chroot (scripts/in-trixie.sh): cargo test $CARGO_ARGS with MOTE_ZOO_DIR set; cargo
+#    runs the test binaries with qemu-aarch64 (CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER).
+# Exits non-zero on failure.
+set -euo pipefail
+
+CARGO_ARGS=${MOTE_AARCH64_CARGO_ARGS:-"--target aarch64-unknown-linux-gnu --workspace --exclude mote-cli"}
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+ROOT=$(git -C "$HERE" rev-parse --show-toplevel 2>/dev/null || (cd "$HERE/.." && pwd -P))
+cd "$ROOT"
+
+log() { echo "test-aarch64: $*" >&2; }
+
+"$HERE/trixie.sh" >/dev/null
+
+if [ -n "${MOTE_ZOO_DIR_AARCH64:-}" ]; then
+  ZOO=$MOTE_ZOO_DIR_AARCH64
+else
+  log "building/reusing the aarch64 zoo"
+  ZOO=$(MOTE_AARCH64_LINK="$ROOT/scripts/in-trixie.sh aarch64-linux-gnu-gcc" \
+        "$ROOT/scripts/zoo.sh" --target aarch64 | tail -n 1)
+fi
+[ -d "$ZOO" ] || { log "zoo dir '$ZOO' does not exist"; exit 1; }
+log "zoo: $ZOO"
+
+export MOTE_ZOO_DIR=$ZOO
+log "cargo test $CARGO_ARGS $*"
+# shellcheck disable=SC2086
+"$HERE/in-trixie.sh" cargo test $CARGO_ARGS "$@"
