@@ -257,7 +257,10 @@ fn an_unregistered_packed_function_is_a_kernel_error_naming_it() {
     // This test binary never registers `mote.zoo.scale_shift`.
     let m = Model::load(zoo_path("packed.so")).unwrap();
     let mut s = m.session().unwrap();
-    let args: Vec<Value> = load_args("packed.main.inputs.npz").into_iter().map(Value::Tensor).collect();
+    let args: Vec<Value> = load_args("packed.main.inputs.npz")
+        .into_iter()
+        .map(Value::Tensor)
+        .collect();
     let e = s.call("main", &args).err().unwrap();
     assert!(matches!(e, Error::Kernel { .. }), "{e:?}");
     assert!(e.to_string().contains("mote.zoo.scale_shift"), "{e}");
