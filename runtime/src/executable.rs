@@ -352,6 +352,18 @@ impl Executable {
         &self.args[args as usize..(args + nargs) as usize]
     }
 
+    /// The calls of a VM function, in order: `(callee index, arguments)`.
+    pub fn calls<'a>(&'a self, f: &FuncInfo) -> impl Iterator<Item = (u32, &'a [Arg])> + 'a {
+        self.instrs[f.start..f.end]
+            .iter()
+            .filter_map(move |i| match *i {
+                Instr::Call {
+                    func, args, nargs, ..
+                } => Some((func, self.call_args(args, nargs))),
+                _ => None,
+            })
+    }
+
     /// Index of a function by name.
     pub fn find(&self, name: &str) -> Option<usize> {
         self.funcs.iter().position(|f| f.name == name)

@@ -9,7 +9,7 @@ use crate::abi::{FfiAny, SafeCallFn};
 use crate::builtins::Builtin;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::executable::{Arg, Executable, FuncKind, Instr};
+use crate::executable::{Arg, Executable, FuncKind};
 use crate::library::Library;
 use crate::registry::PackedFunc;
 use crate::value::Value;
@@ -238,14 +238,7 @@ impl Model {
             Arg::Reg(r) if (*r as usize) < f.num_args => Some(*r as usize),
             _ => None,
         };
-        for pc in f.start..f.end {
-            let Instr::Call {
-                func, args, nargs, ..
-            } = m.exe.instrs[pc]
-            else {
-                continue;
-            };
-            let args = m.exe.call_args(args, nargs);
+        for (func, args) in m.exe.calls(f) {
             let Some(p) = args.first().and_then(param_of) else {
                 continue;
             };
@@ -289,17 +282,10 @@ impl Model {
         }
         // Parameters the function does not check (weights passed as arguments): ask the first
         // kernel that consumes them.
-        for pc in f.start..f.end {
-            let Instr::Call {
-                func, args, nargs, ..
-            } = m.exe.instrs[pc]
-            else {
-                continue;
-            };
+        for (func, args) in m.exe.calls(f) {
             if !matches!(m.callees[func as usize], Callee::Kernel(_)) {
                 continue;
             }
-            let args = m.exe.call_args(args, nargs);
             for (k, a) in args.iter().enumerate() {
                 let Some(p) = param_of(a) else { continue };
                 if params[p].shape.is_some() && params[p].dtype.is_some() {
