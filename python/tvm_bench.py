@@ -43,6 +43,10 @@ def main(argv=None) -> int:
 
     import numpy as np
     import tvm
+
+    # The zoo registers the global functions its models call by name (e.g. the 'packed' model).
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import zoo  # noqa: F401
     from tvm import relax
 
     with open(os.path.join(args.zoo, "manifest.json")) as f:
