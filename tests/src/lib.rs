@@ -35,26 +35,25 @@ pub fn zoo_path(file: &str) -> PathBuf {
     zoo_dir().join(file)
 }
 
-/// Inputs of a case, in `arg0, arg1, ...` order.
-pub fn load_args(file: &str) -> Vec<Tensor> {
-    let mut arrays = mote::npy::read_npz(zoo_path(file)).expect("inputs npz");
+/// The arrays of a zoo `.npz` whose keys are `<prefix>0, <prefix>1, ...`, in index order.
+fn load_indexed(file: &str, prefix: &str) -> Vec<Tensor> {
+    let mut arrays = mote::npy::read_npz(zoo_path(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
     arrays.sort_by_key(|(k, _)| {
-        k.trim_start_matches("arg")
+        k.trim_start_matches(prefix)
             .parse::<usize>()
             .unwrap_or(usize::MAX)
     });
     arrays.into_iter().map(|(_, t)| t).collect()
 }
 
+/// Inputs of a case, in `arg0, arg1, ...` order.
+pub fn load_args(file: &str) -> Vec<Tensor> {
+    load_indexed(file, "arg")
+}
+
 /// Expected outputs, in `out0, out1, ...` order.
 pub fn load_outputs(file: &str) -> Vec<Tensor> {
-    let mut arrays = mote::npy::read_npz(zoo_path(file)).expect("expected npz");
-    arrays.sort_by_key(|(k, _)| {
-        k.trim_start_matches("out")
-            .parse::<usize>()
-            .unwrap_or(usize::MAX)
-    });
-    arrays.into_iter().map(|(_, t)| t).collect()
+    load_indexed(file, "out")
 }
 
 /// Elements as f64, for comparison across dtypes.
