@@ -26,6 +26,10 @@ pub struct SessionOptions {
     pub threads: Option<usize>,
     /// Keep up to this many bytes of freed intermediate buffers for reuse.
     pub pool_limit_bytes: usize,
+    /// Backends that may run offloaded subgraphs, in order of preference, by name
+    /// (`"acl"`, `"bnns"`, `"cpu"`, or a plug-in's name). Empty: every backend available
+    /// here, vendor libraries first and the built-in CPU backend last.
+    pub backends: Vec<String>,
 }
 
 impl Default for SessionOptions {
@@ -33,6 +37,7 @@ impl Default for SessionOptions {
         SessionOptions {
             threads: None,
             pool_limit_bytes: 256 << 20,
+            backends: Vec::new(),
         }
     }
 }
