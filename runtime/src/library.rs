@@ -23,6 +23,8 @@ pub(crate) struct Library {
     path: PathBuf,
     /// Handles given to kernels by `env_lookup`; leaked on purpose (see `env_function`).
     env_cache: Mutex<HashMap<String, &'static EnvFunction>>,
+    /// The memory file a library loaded from bytes lives in (see `open_memory`).
+    _memfd: Option<std::os::fd::OwnedFd>,
 }
 
 // SAFETY: a dlopen handle may be used from any thread; the cache is behind a mutex.
@@ -49,6 +51,44 @@ impl Library {
     pub fn open(path: &Path) -> Result<Arc<Library>> {
         ensure_error_symbol_visible()?;
         let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        Self::open_checked(path, &bytes, None)
+    }
+
+    /// Load from bytes through an anonymous memory file. The descriptor stays open as long as
+    /// the library: its `/proc/self/fd/N` name is what the system loader knows the library by,
+    /// and a reused number must never alias a live library.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    pub fn open_memory(bytes: &[u8]) -> Result<Arc<Library>> {
+        use std::io::Write;
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        ensure_error_symbol_visible()?;
+        let label = Path::new("<memory>");
+        // SAFETY: the name is a NUL-terminated literal; the flags are valid.
+        let fd = unsafe { libc::memfd_create(c"mote-model".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(Error::io(label, std::io::Error::last_os_error()));
+        }
+        // SAFETY: `fd` was just created and is owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut file = std::fs::File::from(fd.try_clone().map_err(|e| Error::io(label, e))?);
+        file.write_all(bytes).map_err(|e| Error::io(label, e))?;
+        drop(file);
+        let path = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        Self::open_checked(&path, bytes, Some(fd))
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    pub fn open_memory(_bytes: &[u8]) -> Result<Arc<Library>> {
+        Err(Error::Unsupported(
+            "loading a model from memory needs memfd (Linux, Android); write it to a file and load that".into(),
+        ))
+    }
+
+    fn open_checked(
+        path: &Path,
+        bytes: &[u8],
+        memfd: Option<std::os::fd::OwnedFd>,
+    ) -> Result<Arc<Library>> {
         let with_path = |e: Error| match e {
             Error::Load { message, .. } => Error::Load {
                 path: path.into(),
@@ -57,14 +97,13 @@ impl Library {
             e => e,
         };
         if bytes.starts_with(b"\x7fELF") {
-            crate::elf::check(&bytes).map_err(with_path)?;
+            crate::elf::check(bytes).map_err(with_path)?;
         } else if !(bytes.len() >= 4 && is_macho(&[bytes[0], bytes[1], bytes[2], bytes[3]])) {
             return Err(Error::Load {
                 path: path.into(),
                 message: "not a shared library (bad magic); export the model with export_library(\"model.so\")".into(),
             });
         }
-        drop(bytes);
         let flags = libc::RTLD_LAZY | libc::RTLD_LOCAL;
         // SAFETY: loading a model library runs its initializers: model files are code, and the
         // caller chose to trust this one (documented on `Model::load`).
@@ -90,6 +129,7 @@ impl Library {
             lib,
             path: path.into(),
             env_cache: Mutex::new(HashMap::new()),
+            _memfd: memfd,
         });
         library.fill_context_slots();
         live.retain(|_, w| w.strong_count() > 0);

@@ -89,8 +89,19 @@ impl Model {
     /// native library. Every name the bytecode calls is resolved now; anything Mote cannot
     /// provide is reported as [`Error::MissingFunctions`].
     pub fn load(path: impl AsRef<Path>) -> Result<Model> {
-        let path = path.as_ref();
-        let library = Library::open(path)?;
+        Self::from_library(Library::open(path.as_ref())?)
+    }
+
+    /// Load a model library from bytes in memory (a downloaded model, an asset), without a
+    /// file the caller has to manage. Linux and Android only (the bytes go to an anonymous
+    /// `memfd`); elsewhere this is [`Error::Unsupported`]. The same trust rule as
+    /// [`Model::load`] applies: the bytes are native code.
+    pub fn load_from_memory(bytes: &[u8]) -> Result<Model> {
+        Self::from_library(Library::open_memory(bytes)?)
+    }
+
+    fn from_library(library: Arc<Library>) -> Result<Model> {
+        let path = library.path().to_path_buf();
         let tree = library.module_tree()?.ok_or_else(|| {
             Error::Unsupported(format!(
                 "{} has no __tvm_ffi__library_bin: it is not a Relax VM export (compile a Relax module with tvm.compile)",

@@ -1,0 +1,192 @@
+//! The one error transport: fallible functions return `MoteError*`, NULL on success.
+
+use std::ffi::{c_char, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+
+/// Why a call failed. Values are stable across releases and never reused; codes below 64 are
+/// the runtime's (`mote::ErrorCode`), 64 and up belong to the C ABI. A newer library may
+/// return a code this header does not list: treat it like `MOTE_ERROR_CODE_INTERNAL`.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MoteErrorCode {
+    /// A file could not be read.
+    Io = 1,
+    /// A model library could not be loaded (not a shared library, wrong architecture,
+    /// truncated, unresolved symbols).
+    Load = 2,
+    /// A model file is malformed (executable bytes, module tree).
+    Format = 3,
+    /// Something valid that Mote does not support (an op, a module kind, a platform feature).
+    Unsupported = 4,
+    /// The model calls functions Mote cannot provide; the message lists them.
+    MissingFunctions = 5,
+    /// No function of that name in the model.
+    UnknownFunction = 6,
+    /// Wrong number of arguments.
+    ArgumentCount = 7,
+    /// Wrong shape, dtype or kind of an argument.
+    Mismatch = 8,
+    /// A model kernel reported an error; the message is the kernel's.
+    Kernel = 9,
+    /// A registered function (for example a C callback) reported an error.
+    Callback = 10,
+    /// An argument is invalid (bad option, index out of range, unaligned data...).
+    InvalidArgument = 11,
+    /// A `.npy`/`.npz` file is malformed.
+    Npy = 12,
+    /// The VM hit an inconsistency in the bytecode.
+    Vm = 13,
+    /// An allocation failed.
+    OutOfMemory = 14,
+    /// A handle is not a live handle of the expected type (already freed, or of another type).
+    InvalidHandle = 64,
+    /// A required pointer argument is NULL.
+    NullArgument = 65,
+    /// A string argument is not valid UTF-8.
+    InvalidUtf8 = 66,
+    /// A bug in Mote (a caught panic). Please report it with the message.
+    Internal = 67,
+}
+
+/// An error: a stable code and a message. Owned by the caller, freed with `mote_error_free`.
+pub struct MoteError {
+    pub(crate) code: u32,
+    pub(crate) message: CString,
+}
+
+impl MoteError {
+    pub(crate) fn new(code: MoteErrorCode, message: impl Into<String>) -> MoteError {
+        Self::with_raw_code(code as u32, message.into())
+    }
+
+    fn with_raw_code(code: u32, message: String) -> MoteError {
+        let message = CString::new(message.replace('\0', "\\0"))
+            .unwrap_or_else(|_| CString::from(c"(unprintable message)"));
+        MoteError { code, message }
+    }
+
+    /// The same error with `prefix: ` in front of its message.
+    pub(crate) fn context(self, prefix: impl std::fmt::Display) -> MoteError {
+        let message = format!("{prefix}: {}", self.message.to_string_lossy());
+        Self::with_raw_code(self.code, message)
+    }
+
+    pub(crate) fn null(what: &str) -> MoteError {
+        Self::new(MoteErrorCode::NullArgument, format!("`{what}` is NULL"))
+    }
+
+    pub(crate) fn into_raw(self) -> *mut MoteError {
+        Box::into_raw(Box::new(self))
+    }
+}
+
+impl From<mote::Error> for MoteError {
+    fn from(e: mote::Error) -> Self {
+        Self::with_raw_code(e.code() as u32, e.to_string())
+    }
+}
+
+pub(crate) type Result<T> = std::result::Result<T, MoteError>;
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    let text = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    format!("internal error (panic caught at the C boundary): {text}")
+}
+
+/// Run the body of an `extern "C"` function: its error or a caught panic becomes the returned
+/// `MoteError*`; success is NULL.
+pub(crate) fn guard(body: impl FnOnce() -> Result<()>) -> *mut MoteError {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => ptr::null_mut(),
+        Ok(Err(e)) => e.into_raw(),
+        Err(p) => MoteError::new(MoteErrorCode::Internal, panic_message(p.as_ref())).into_raw(),
+    }
+}
+
+/// Like [`guard`] for functions that cannot report errors (`_free`, plain getters).
+pub(crate) fn guard_value<T>(fallback: T, body: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or(fallback)
+}
+
+/// Write `value` through `out` (already checked non-NULL): the last step of a successful call.
+pub(crate) fn write_out<T>(out: *mut T, value: T) {
+    // SAFETY: callers check `out` for NULL before doing any work; the contract (README) makes
+    // the caller responsible for `out` pointing at writable memory for a `T`.
+    unsafe { out.write(value) }
+}
+
+pub(crate) fn check_out<T>(out: *mut T, what: &str) -> Result<()> {
+    if out.is_null() {
+        Err(MoteError::null(what))
+    } else {
+        Ok(())
+    }
+}
+
+/// A borrowed C string argument as `&str`.
+pub(crate) fn str_arg<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
+    if p.is_null() {
+        return Err(MoteError::null(what));
+    }
+    // SAFETY: non-NULL; the contract requires a NUL-terminated string valid for the call.
+    let c = unsafe { CStr::from_ptr(p) };
+    c.to_str().map_err(|_| {
+        MoteError::new(
+            MoteErrorCode::InvalidUtf8,
+            format!("`{what}` is not valid UTF-8"),
+        )
+    })
+}
+
+/// The error's code (a `MoteErrorCode` value). 0 for a NULL error.
+#[no_mangle]
+pub unsafe extern "C" fn mote_error_code(error: *const MoteError) -> u32 {
+    guard_value(0, || {
+        // SAFETY: the caller passes NULL or an error returned by Mote and not yet freed.
+        unsafe { error.as_ref() }.map_or(0, |e| e.code)
+    })
+}
+
+/// The error's message, UTF-8 and NUL-terminated, borrowed from the error: valid until
+/// `mote_error_free(error)`. "" for a NULL error.
+#[no_mangle]
+pub unsafe extern "C" fn mote_error_message(error: *const MoteError) -> *const c_char {
+    guard_value(c"".as_ptr(), || {
+        // SAFETY: as in `mote_error_code`.
+        unsafe { error.as_ref() }.map_or(c"".as_ptr(), |e| e.message.as_ptr())
+    })
+}
+
+/// Free an error. NULL is a no-op.
+#[no_mangle]
+pub unsafe extern "C" fn mote_error_free(error: *mut MoteError) {
+    guard_value((), || {
+        if !error.is_null() {
+            // SAFETY: a non-NULL error was made by `Box::into_raw` in this library and the
+            // caller gives up its ownership here.
+            drop(unsafe { Box::from_raw(error) });
+        }
+    })
+}
+
+/// A new error, for C callbacks to return (see `MoteFunctionCallback`). `message` may be NULL.
+/// Returns NULL only if allocation fails.
+#[no_mangle]
+pub unsafe extern "C" fn mote_error_new(code: u32, message: *const c_char) -> *mut MoteError {
+    guard_value(ptr::null_mut(), || {
+        let text = if message.is_null() {
+            String::new()
+        } else {
+            // SAFETY: non-NULL and NUL-terminated per the contract.
+            unsafe { CStr::from_ptr(message) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        MoteError::with_raw_code(code, text).into_raw()
+    })
+}

@@ -1,0 +1,234 @@
+//! Models: loading, and what their functions take.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, CString};
+use std::sync::{Arc, Mutex};
+
+use mote::{Dim, Model};
+
+use crate::error::{check_out, guard, str_arg, write_out, MoteError, MoteErrorCode, Result};
+use crate::handle::Table;
+use crate::tensor::MoteDtype;
+
+/// A loaded model (opaque handle). Thread-safe: one model may be used from any number of
+/// threads at once (typically one session per thread). Sessions keep their model alive, so a
+/// model may be freed while sessions made from it are still in use.
+pub struct MoteModel {
+    _private: [u8; 0],
+}
+
+/// One parameter of a model function. Pointers are borrowed from the model and valid until it
+/// is freed.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct MoteParamInfo {
+    /// The parameter's name in the Relax function, UTF-8.
+    pub name: *const c_char,
+    /// Its dtype; all fields 0 when the model does not say.
+    pub dtype: MoteDtype,
+    /// Number of dimensions, or -1 when the model does not say.
+    pub ndim: i32,
+    /// `ndim` dimensions (NULL when `ndim` is -1); -1 marks a symbolic dimension (any size).
+    pub shape: *const i64,
+}
+
+pub(crate) struct FfiModel {
+    pub(crate) model: Model,
+    names: Vec<CString>,
+    params: Mutex<HashMap<String, Arc<Vec<Param>>>>,
+}
+
+struct Param {
+    name: CString,
+    dtype: MoteDtype,
+    shape: Option<Vec<i64>>,
+}
+
+pub(crate) static MODELS: Table<FfiModel> = Table::new(0x4d, "MoteModel");
+
+fn cstring(s: &str) -> CString {
+    CString::new(s.replace('\0', "")).unwrap_or_default()
+}
+
+impl FfiModel {
+    fn new(model: Model) -> FfiModel {
+        let names = model.function_names().iter().map(|n| cstring(n)).collect();
+        FfiModel {
+            model,
+            names,
+            params: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Parameters of `function`, computed once and kept for the model's lifetime (the C side
+    /// holds pointers into them).
+    fn params(&self, function: &str) -> Result<Arc<Vec<Param>>> {
+        let mut cache = self.params.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = cache.get(function) {
+            return Ok(Arc::clone(p));
+        }
+        let info = self.model.function_info(function)?;
+        let params: Vec<Param> = info
+            .params
+            .iter()
+            .map(|p| Param {
+                name: cstring(&p.name),
+                dtype: p.dtype.map_or(
+                    MoteDtype {
+                        code: 0,
+                        bits: 0,
+                        lanes: 0,
+                    },
+                    Into::into,
+                ),
+                shape: p.shape.as_ref().map(|dims| {
+                    dims.iter()
+                        .map(|d| match d {
+                            Dim::Fixed(v) => *v,
+                            Dim::Var(_) => -1,
+                        })
+                        .collect()
+                }),
+            })
+            .collect();
+        let params = Arc::new(params);
+        cache.insert(function.to_string(), Arc::clone(&params));
+        Ok(params)
+    }
+}
+
+fn finish_load(result: mote::Result<Model>, out: *mut *mut MoteModel) -> Result<()> {
+    let model = result?;
+    let h = MODELS.insert(FfiModel::new(model))?;
+    write_out(out, h.cast());
+    Ok(())
+}
+
+/// Load a model library made by TVM 0.27's `export_library`. Loading runs the library's code:
+/// only load files you trust as you would a native library.
+#[no_mangle]
+pub unsafe extern "C" fn mote_model_load(
+    path: *const c_char,
+    out: *mut *mut MoteModel,
+) -> *mut MoteError {
+    guard(|| {
+        check_out(out, "out")?;
+        let path = str_arg(path, "path")?;
+        finish_load(Model::load(path), out)
+    })
+}
+
+/// Load a model library from `size` bytes in memory (Linux and Android; elsewhere
+/// `MOTE_ERROR_CODE_UNSUPPORTED`). The bytes are copied; the caller may free them at once.
+#[no_mangle]
+pub unsafe extern "C" fn mote_model_load_from_memory(
+    data: *const u8,
+    size: usize,
+    out: *mut *mut MoteModel,
+) -> *mut MoteError {
+    guard(|| {
+        check_out(out, "out")?;
+        if data.is_null() {
+            return Err(MoteError::null("data"));
+        }
+        // SAFETY: non-NULL; the contract requires `size` readable bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(data, size) };
+        finish_load(Model::load_from_memory(bytes), out)
+    })
+}
+
+/// Free a model. NULL is a no-op. Sessions made from it keep working.
+#[no_mangle]
+pub unsafe extern "C" fn mote_model_free(model: *mut MoteModel) {
+    crate::error::guard_value((), || MODELS.free(model))
+}
+
+/// Number of functions the model exports (Relax functions callable by name).
+#[no_mangle]
+pub unsafe extern "C" fn mote_model_function_count(
+    model: *const MoteModel,
+    out: *mut usize,
+) -> *mut MoteError {
+    guard(|| {
+        check_out(out, "out")?;
+        write_out(out, MODELS.get(model)?.names.len());
+        Ok(())
+    })
+}
+
+/// Name of function `index` (0-based, in a stable order). Borrowed: valid until the model is
+/// freed.
+#[no_mangle]
+pub unsafe extern "C" fn mote_model_function_name(
+    model: *const MoteModel,
+    index: usize,
+    out: *mut *const c_char,
+) -> *mut MoteError {
+    guard(|| {
+        check_out(out, "out")?;
+        let m = MODELS.get(model)?;
+        let name = m.names.get(index).ok_or_else(|| {
+            MoteError::new(
+                MoteErrorCode::InvalidArgument,
+                format!(
+                    "function index {index} out of range ({} functions)",
+                    m.names.len()
+                ),
+            )
+        })?;
+        write_out(out, name.as_ptr());
+        Ok(())
+    })
+}
+
+/// Number of parameters of `function`.
+#[no_mangle]
+pub unsafe extern "C" fn mote_model_param_count(
+    model: *const MoteModel,
+    function: *const c_char,
+    out: *mut usize,
+) -> *mut MoteError {
+    guard(|| {
+        check_out(out, "out")?;
+        let m = MODELS.get(model)?;
+        let n = m.params(str_arg(function, "function")?)?.len();
+        write_out(out, n);
+        Ok(())
+    })
+}
+
+/// Name, dtype and shape of parameter `index` of `function`, as far as the model records them.
+#[no_mangle]
+pub unsafe extern "C" fn mote_model_param_info(
+    model: *const MoteModel,
+    function: *const c_char,
+    index: usize,
+    out: *mut MoteParamInfo,
+) -> *mut MoteError {
+    guard(|| {
+        check_out(out, "out")?;
+        let m = MODELS.get(model)?;
+        let function = str_arg(function, "function")?;
+        let params = m.params(function)?;
+        let p = params.get(index).ok_or_else(|| {
+            MoteError::new(
+                MoteErrorCode::InvalidArgument,
+                format!(
+                    "parameter index {index} out of range: `{function}` has {}",
+                    params.len()
+                ),
+            )
+        })?;
+        // The pointers stay valid: `params` is cached in the model until it is dropped.
+        write_out(
+            out,
+            MoteParamInfo {
+                name: p.name.as_ptr(),
+                dtype: p.dtype,
+                ndim: p.shape.as_ref().map_or(-1, |s| s.len() as i32),
+                shape: p.shape.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            },
+        );
+        Ok(())
+    })
+}
