@@ -19,7 +19,8 @@ const ERROR_SYMBOL: &str = "TVMFFIErrorSetRaisedFromCStrParts";
 /// A loaded model library. One per mapped file: loading the same file twice shares it, because
 /// the system loader maps it once and its context slots are global to the mapping.
 pub(crate) struct Library {
-    lib: libloading::os::unix::Library,
+    /// Closed by hand in `Drop`, before the function handles kernels may have cached.
+    lib: std::mem::ManuallyDrop<libloading::os::unix::Library>,
     path: PathBuf,
     /// Handles given to kernels by `env_lookup`; leaked on purpose (see `env_function`).
     env_cache: Mutex<HashMap<String, &'static EnvFunction>>,
@@ -45,6 +46,38 @@ pub(crate) struct ModuleTree {
 fn live_libraries() -> &'static Mutex<HashMap<usize, Weak<Library>>> {
     static LIVE: OnceLock<Mutex<HashMap<usize, Weak<Library>>>> = OnceLock::new();
     LIVE.get_or_init(Default::default)
+}
+
+impl Drop for Library {
+    fn drop(&mut self) {
+        // SAFETY: `lib` is not used again; this is the only place it is taken.
+        let lib = unsafe { std::mem::ManuallyDrop::take(&mut self.lib) };
+        let closed = lib.close().is_ok();
+        let cache = std::mem::take(self.env_cache.get_mut().unwrap_or_else(|p| p.into_inner()));
+        if cache.is_empty() {
+            return;
+        }
+        // The handles may only go once no code of the library can run any more: it is
+        // unmapped unless another dlopen of the same file (outside Mote) keeps it alive.
+        let still_mapped = !closed
+            || CString::new(self.path.as_os_str().as_encoded_bytes()).map_or(true, |p| {
+                // SAFETY: RTLD_NOLOAD only queries; a handle it returns is released at once.
+                unsafe {
+                    let h = libc::dlopen(p.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+                    if !h.is_null() {
+                        libc::dlclose(h);
+                    }
+                    !h.is_null()
+                }
+            });
+        if !still_mapped {
+            for f in cache.into_values() {
+                // SAFETY: every handle in the cache came from `Box::leak` in `env_function`,
+                // and the library that could use it is gone.
+                drop(unsafe { Box::from_raw(f as *const EnvFunction as *mut EnvFunction) });
+            }
+        }
+    }
 }
 
 impl Library {
@@ -126,7 +159,7 @@ impl Library {
             return Ok(existing);
         }
         let library = Arc::new(Library {
-            lib,
+            lib: std::mem::ManuallyDrop::new(lib),
             path: path.into(),
             env_cache: Mutex::new(HashMap::new()),
             _memfd: memfd,
@@ -209,9 +242,9 @@ impl Library {
         Some(unsafe { std::mem::transmute::<*mut c_void, SafeCallFn>(p) })
     }
 
-    /// A handle for `name` as kernels look it up. Handles are leaked: generated code caches
-    /// them in the library's static data, which may outlive this object if the embedder keeps
-    /// the library mapped; there is one small allocation per distinct name.
+    /// A handle for `name` as kernels look it up. Generated code caches handles in the
+    /// library's static data, so they live as long as the mapping: they are freed when this
+    /// object unmaps the library, and deliberately leaked if someone else keeps it mapped.
     pub fn env_function(&self, name: &str) -> Option<&'static EnvFunction> {
         let mut cache = self.env_cache.lock().ok()?;
         if let Some(f) = cache.get(name) {
@@ -220,9 +253,9 @@ impl Library {
         let f = if let Some(k) = self.kernel(name) {
             EnvFunction::Kernel(k)
         } else {
+            crate::registry::lookup_function(name)?;
             EnvFunction::Registered {
                 name: name.to_string(),
-                f: crate::registry::lookup_function(name)?,
             }
         };
         let leaked: &'static EnvFunction = Box::leak(Box::new(f));
@@ -371,9 +404,21 @@ fn ensure_error_symbol_visible() -> Result<()> {
         .get_or_init(|| {
             let ours = services::TVMFFIErrorSetRaisedFromCStrParts as *const c_void;
             let name = CString::new(ERROR_SYMBOL).map_err(|e| e.to_string())?;
+            // What model libraries see is the global scope, which is what a lookup through the
+            // main program's handle searches. (`RTLD_DEFAULT` would not do: called from inside
+            // a library loaded with RTLD_LOCAL, it also searches that library itself.)
             let global = || {
-                // SAFETY: dlsym with RTLD_DEFAULT and a valid C string.
-                unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) }
+                // SAFETY: dlopen(NULL) returns the main program's handle; dlsym gets a valid C
+                // string; the handle is closed again (it only drops a reference count).
+                unsafe {
+                    let main = libc::dlopen(std::ptr::null(), libc::RTLD_LAZY);
+                    if main.is_null() {
+                        return std::ptr::null_mut();
+                    }
+                    let p = libc::dlsym(main, name.as_ptr());
+                    libc::dlclose(main);
+                    p
+                }
             };
             let found = global();
             if !found.is_null() {

@@ -12,7 +12,6 @@ use std::sync::Mutex;
 
 use crate::abi::{type_index as ti, DLTensor, FfiAny, SafeCallFn};
 use crate::dtype::DType;
-use crate::registry::PackedFunc;
 use crate::tensor::{Storage, Tensor, ALIGNMENT};
 use crate::value::Value;
 
@@ -186,7 +185,12 @@ pub(crate) unsafe extern "C" fn free_workspace(
 /// passes to `TVMFFIFunctionCall`.
 pub(crate) enum EnvFunction {
     Kernel(SafeCallFn),
-    Registered { name: String, f: PackedFunc },
+    /// Bound late, by name, at every call: re-registering a function takes effect at once and
+    /// a replaced registration is released (the handle itself is never freed, see
+    /// `Library::env_function`).
+    Registered {
+        name: String,
+    },
 }
 
 /// Convert one kernel-side argument into a value. Tensors become borrowed views valid for the
@@ -266,8 +270,10 @@ pub(crate) unsafe extern "C" fn function_call(
     match f {
         // SAFETY: forwarding the kernel's own arguments to another kernel of the same library.
         EnvFunction::Kernel(k) => unsafe { k(std::ptr::null_mut(), args, n, result) },
-        EnvFunction::Registered { name, f } => {
+        EnvFunction::Registered { name } => {
             let r = catch_unwind(AssertUnwindSafe(|| -> Result<FfiAny, String> {
+                let f = crate::registry::lookup_function(name)
+                    .ok_or_else(|| "the function is no longer registered".to_string())?;
                 let raw = if n > 0 {
                     // SAFETY: checked non-NULL above; the caller passes `n` values.
                     unsafe { std::slice::from_raw_parts(args, n as usize) }

@@ -1,0 +1,214 @@
+/* Runs every case of the model zoo through the C ABI and compares with TVM's outputs.
+ *
+ *   test_zoo CASES_DIR      (made by ffi/tests/zoo_cases.py)
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include "mote.h"
+#include "check.h"
+
+typedef struct {
+    MoteDtype dtype;
+    int ndim;
+    int64_t dims[8];
+    char file[1024];
+} Desc;
+
+static int read_desc(FILE *f, const char *kind, Desc *d) {
+    char k[8];
+    int code, bits;
+    if (fscanf(f, "%7s %d %d %d", k, &code, &bits, &d->ndim) != 4 || strcmp(k, kind) != 0 ||
+        d->ndim < 0 || d->ndim > 8)
+        return 0;
+    for (int i = 0; i < d->ndim; i++)
+        if (fscanf(f, "%lld", (long long *)&d->dims[i]) != 1) return 0;
+    d->dtype.code = (uint8_t)code;
+    d->dtype.bits = (uint8_t)bits;
+    d->dtype.lanes = 1;
+    return fscanf(f, "%1023s", d->file) == 1;
+}
+
+static void *read_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *buf = malloc(n > 0 ? (size_t)n : 1);
+    if (buf && n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *size = (size_t)n;
+    return buf;
+}
+
+/* Element `i` as a double (the oracle comparison is done in double). */
+static double element(MoteDtype t, const void *data, size_t i) {
+    switch (t.code * 100 + t.bits) {
+    case 232: return ((const float *)data)[i];
+    case 264: return ((const double *)data)[i];
+    case 216: { /* IEEE half */
+        uint16_t h = ((const uint16_t *)data)[i];
+        int e = (h >> 10) & 31, m = h & 1023;
+        double v = e == 0 ? ldexp(m, -24) : e == 31 ? INFINITY : ldexp(m + 1024, e - 25);
+        return (h & 0x8000) ? -v : v;
+    }
+    case 416: { /* bfloat16: the high half of a float */
+        uint32_t bits32 = (uint32_t)((const uint16_t *)data)[i] << 16;
+        float f;
+        memcpy(&f, &bits32, 4);
+        return f;
+    }
+    case 8: return ((const int8_t *)data)[i];
+    case 16: return ((const int16_t *)data)[i];
+    case 32: return ((const int32_t *)data)[i];
+    case 64: return (double)((const int64_t *)data)[i];
+    case 108: return ((const uint8_t *)data)[i];
+    case 608: return ((const uint8_t *)data)[i];
+    default: return NAN;
+    }
+}
+
+/* The zoo's `packed` model calls this by name: dst[i] = 2 * src[i] + 1 over n floats. */
+static MoteError *scale_shift(void *user_data, const MoteArg *args, size_t n, MoteTensor **result) {
+    (void)user_data;
+    (void)result;
+    if (n != 3 || args[0].kind != MOTE_ARG_KIND_POINTER || args[1].kind != MOTE_ARG_KIND_POINTER ||
+        args[2].kind != MOTE_ARG_KIND_INT)
+        return mote_error_new(MOTE_ERROR_CODE_MISMATCH, "scale_shift(src, dst, n) expected");
+    const float *src = args[0].pointer;
+    float *dst = args[1].pointer;
+    for (int64_t i = 0; i < args[2].int_value; i++) dst[i] = 2.0f * src[i] + 1.0f;
+    return NULL;
+}
+
+static int run_case(FILE *f, const char *header) {
+    char stem[256], lib[1024], function[128], mode[16];
+    double rtol, atol;
+    int n_in, n_out, consumed = 0;
+    if (sscanf(header, "case %255s %1023s %127s %15s %lf %lf %d %d %n", stem, lib, function, mode,
+               &rtol, &atol, &n_in, &n_out, &consumed) < 8) {
+        fprintf(stderr, "bad case line: %s\n", header);
+        return 0;
+    }
+    char expect_error[512];
+    snprintf(expect_error, sizeof expect_error, "%s", header + consumed);
+    expect_error[strcspn(expect_error, "\n")] = 0;
+    int want_error = strcmp(expect_error, "-") != 0;
+
+    MoteTensor *inputs[16] = {0};
+    Desc outs[16];
+    if (n_in > 16 || n_out > 16) return 0;
+    for (int i = 0; i < n_in; i++) {
+        Desc d;
+        size_t size;
+        if (!read_desc(f, "in", &d)) return 0;
+        void *bytes = read_file(d.file, &size);
+        if (!bytes) return 0;
+        OK(mote_tensor_from_copy(d.dtype, d.dims, (size_t)d.ndim, bytes, size, &inputs[i]));
+        free(bytes);
+    }
+    for (int i = 0; i < n_out; i++)
+        if (!read_desc(f, "out", &outs[i])) return 0;
+
+    int ok = 1;
+    MoteModel *model = NULL;
+    OK(mote_model_load(lib, &model));
+    for (uint32_t threads = 1; threads <= 2; threads++) {
+        MoteSessionOptions *opts = NULL;
+        MoteSession *session = NULL;
+        MoteTensorList *results = NULL;
+        OK(mote_session_options_new(&opts));
+        OK(mote_session_options_set_threads(opts, threads));
+        OK(mote_session_new(model, opts, &session));
+        mote_session_options_free(opts);
+        MoteError *err;
+        const MoteTensor *const *in = (const MoteTensor *const *)inputs;
+        if (strcmp(mode, "stateful") == 0) {
+            err = mote_session_set_input(session, function, in, (size_t)n_in);
+            if (!err) err = mote_session_invoke_stateful(session, function);
+            if (!err) err = mote_session_get_output(session, function, &results);
+        } else {
+            err = mote_session_run(session, function, in, (size_t)n_in, &results);
+        }
+        if (want_error) {
+            if (!err || mote_error_code(err) != MOTE_ERROR_CODE_KERNEL ||
+                !strstr(mote_error_message(err), expect_error)) {
+                fprintf(stderr, "%s: expected a kernel error containing \"%s\", got \"%s\"\n", stem,
+                        expect_error, err ? mote_error_message(err) : "success");
+                ok = 0;
+            }
+        } else if (err) {
+            fprintf(stderr, "%s: [%u] %s\n", stem, mote_error_code(err), mote_error_message(err));
+            ok = 0;
+        } else {
+            size_t count = 0;
+            OK(mote_tensor_list_len(results, &count));
+            if (count != (size_t)n_out) {
+                fprintf(stderr, "%s: %zu outputs, TVM gives %d\n", stem, count, n_out);
+                ok = 0;
+            }
+            for (size_t o = 0; ok && o < count; o++) {
+                MoteTensor *t = NULL;
+                MoteTensorInfo info;
+                size_t size;
+                OK(mote_tensor_list_get(results, o, &t));
+                OK(mote_tensor_info(t, &info));
+                void *expected = read_file(outs[o].file, &size);
+                if (!expected || size != info.byte_size || info.ndim != (size_t)outs[o].ndim ||
+                    info.dtype.code != outs[o].dtype.code || info.dtype.bits != outs[o].dtype.bits) {
+                    fprintf(stderr, "%s: out%zu has the wrong dtype, shape or size\n", stem, o);
+                    ok = 0;
+                }
+                for (size_t d = 0; ok && d < info.ndim; d++)
+                    if (info.shape[d] != outs[o].dims[d]) ok = 0;
+                size_t n = info.dtype.bits ? info.byte_size / (info.dtype.bits / 8) : 0;
+                for (size_t i = 0; ok && i < n; i++) {
+                    double a = element(info.dtype, info.data, i), b = element(info.dtype, expected, i);
+                    if (!(fabs(a - b) <= atol + rtol * fabs(b))) {
+                        fprintf(stderr, "%s: out%zu[%zu] is %.9g but TVM gives %.9g\n", stem, o, i, a, b);
+                        ok = 0;
+                    }
+                }
+                free(expected);
+                mote_tensor_free(t);
+            }
+        }
+        mote_error_free(err);
+        mote_tensor_list_free(results);
+        mote_session_free(session);
+    }
+    mote_model_free(model);
+    for (int i = 0; i < n_in; i++) mote_tensor_free(inputs[i]);
+    fprintf(stderr, "  %-28s %s\n", stem, ok ? "ok" : "FAILED");
+    return ok;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s CASES_DIR\n", argv[0]);
+        return 2;
+    }
+    OK(mote_function_register("mote.zoo.scale_shift", scale_shift, NULL, NULL));
+    char path[1200], line[2048];
+    snprintf(path, sizeof path, "%s/cases.txt", argv[1]);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", path);
+        return 2;
+    }
+    int cases = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "case ", 5) != 0) continue;
+        cases++;
+        if (!run_case(f, line)) failures++;
+    }
+    fclose(f);
+    CHECK(cases >= 10);
+    OK(mote_function_unregister("mote.zoo.scale_shift", NULL));
+    fprintf(stderr, "test_zoo: %d cases\n", cases);
+    return finish("test_zoo");
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Flatten the model zoo's manifest and .npz files into what a C test can read without a JSON
+or .npy parser: raw little-endian tensor files plus one text file of cases.
+
+    python zoo_cases.py ZOO_DIR OUT_DIR      -> OUT_DIR/cases.txt, OUT_DIR/*.bin
+
+cases.txt, one block per case:
+    case <model>.<case> <library path> <function> <call|stateful> <rtol> <atol> <n_in> <n_out> <expected error text, to the end of the line, or ->
+    in  <dtype code> <bits> <ndim> <dims...> <file>          (n_in lines)
+    out <dtype code> <bits> <ndim> <dims...> <file>          (n_out lines)
+The expected outputs are TVM's (the zoo's oracle); the C test never sees Mote's own results.
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+CODES = {"i": 0, "u": 1, "f": 2, "b": 6}
+
+
+def describe(arr: np.ndarray, path: str) -> str:
+    if arr.dtype.kind == "V" and arr.dtype.itemsize == 2:  # bfloat16 stored as <V2
+        code, bits = 4, 16
+    else:
+        code, bits = CODES[arr.dtype.kind], arr.dtype.itemsize * 8
+    np.ascontiguousarray(arr).tofile(path)
+    dims = " ".join(str(d) for d in arr.shape)
+    return f"{code} {bits} {arr.ndim} {dims} {path}".replace("  ", " ")
+
+
+def main() -> None:
+    zoo, out = sys.argv[1], sys.argv[2]
+    os.makedirs(out, exist_ok=True)
+    manifest = json.load(open(os.path.join(zoo, "manifest.json")))
+    lines = []
+    for model in manifest["models"]:
+        for case in model["cases"]:
+            stem = f"{model['name']}.{case['case']}"
+            ins = np.load(os.path.join(zoo, case["inputs"]))
+            ins = [ins[f"arg{i}"] for i in range(len(ins.files))]
+            outs = []
+            if case["expected"]:
+                e = np.load(os.path.join(zoo, case["expected"]))
+                outs = [e[f"out{i}"] for i in range(len(e.files))]
+            tol = case.get("tolerance") or {"rtol": 0, "atol": 0}
+            err = case["expect_error"] or "-"
+            lines.append(
+                f"case {stem} {os.path.join(zoo, model['file'])} {case['function']} {case['mode']} "
+                f"{tol['rtol']} {tol['atol']} {len(ins)} {len(outs)} {err}"
+            )
+            for i, a in enumerate(ins):
+                lines.append("in " + describe(a, os.path.join(out, f"{stem}.in{i}.bin")))
+            for i, a in enumerate(outs):
+                lines.append("out " + describe(a, os.path.join(out, f"{stem}.out{i}.bin")))
+    with open(os.path.join(out, "cases.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"zoo_cases: {sum(1 for l in lines if l.startswith('case'))} cases -> {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
