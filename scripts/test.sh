@@ -2,8 +2,9 @@
 # The whole test suite, as CI runs it (.ci/run):
 #   1. formatting and clippy (-D warnings) on the host's stable Rust;
 #   2. the x86_64 model zoo built with TVM 0.27, then every Rust test on the host;
-#   3. the aarch64 zoo, and the same tests cross-built with trixie's Rust 1.85 under qemu;
-#   4. check builds for iOS, macOS and Android.
+#   3. the C ABI: header drift and hygiene, ABI baseline, C tests under valgrind, CMake example;
+#   4. the aarch64 zoo, and the same tests cross-built with trixie's Rust 1.85 under qemu;
+#   5. check builds for iOS, macOS and Android.
 # Tools that are missing are installed (venv, trixie chroot) or the run fails: nothing is
 # skipped. Expensive things are cached under ${MOTE_CACHE:-$HOME/.cache/mote}.
 set -euo pipefail
@@ -34,6 +35,12 @@ cargo test --workspace --locked 2>&1 | tee "$MOTE_CACHE/last-host-tests.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "host tests"
 record "host tests: $(grep -E '^test result:' "$MOTE_CACHE/last-host-tests.log" | awk '{p+=$4; f+=$6} END {print p " passed, " f " failed"}')"
 
+step "C ABI (header, ABI baseline, C tests under valgrind, CMake)"
+scripts/test-ffi.sh 2>&1 | tee "$MOTE_CACHE/last-ffi-tests.log"
+[ "${PIPESTATUS[0]}" = 0 ] || fail "C ABI tests"
+ffi_line="$(grep -E '^ffi checks:' "$MOTE_CACHE/last-ffi-tests.log" | tail -n 1)"
+record "$ffi_line"
+
 step "aarch64 tests under qemu (trixie Rust 1.85)"
 scripts/test-aarch64.sh 2>&1 | tee "$MOTE_CACHE/last-aarch64-tests.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "aarch64 tests"
@@ -50,5 +57,7 @@ for log in "$MOTE_CACHE/last-host-tests.log" "$MOTE_CACHE/last-aarch64-tests.log
     read -r p f < <(grep -E '^test result:' "$log" | awk '{p+=$4; f+=$6} END {print p+0, f+0}')
     total_p=$((total_p + p)); total_f=$((total_f + f))
 done
+read -r p f < <(echo "$ffi_line" | awk '{print $3, $5}')
+total_p=$((total_p + p)); total_f=$((total_f + f))
 echo "all suites passed in ${SECONDS}s"
 echo "$total_p passed, $total_f failed"

@@ -127,7 +127,14 @@ impl Model {
             ));
         }
         let exe = Executable::parse(&tree.payloads[0])?;
-        Self::from_parts(library, exe)
+        let model = Self::from_parts(library, exe)?;
+        log::debug!(
+            "loaded {}: {} functions, {} kernels",
+            path.display(),
+            model.function_names().len(),
+            model.kernels().len()
+        );
+        Ok(model)
     }
 
     fn from_parts(library: Arc<Library>, exe: Executable) -> Result<Model> {

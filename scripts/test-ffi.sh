@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The C ABI suite: header drift, header hygiene, ABI baseline, C tests under valgrind, and the
+# CMake example. Needs MOTE_ZOO_DIR (the x86_64 zoo from scripts/zoo.sh).
+#
+#   scripts/test-ffi.sh                 run everything
+#   scripts/test-ffi.sh --update-abi    rewrite ffi/abi/{symbols,layout}.txt from this build
+#                                       (only for a deliberate, reviewed ABI change)
+#
+# Prints one line per check and, last, "ffi checks: N passed, M failed".
+set -uo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+die() { echo "test-ffi.sh: error: $*" >&2; exit 1; }
+[ -n "${MOTE_ZOO_DIR:-}" ] || die "MOTE_ZOO_DIR is not set (run scripts/zoo.sh)"
+for tool in gcc g++ cmake valgrind pkg-config nm; do
+    command -v "$tool" >/dev/null || die "$tool is required and missing"
+done
+venv="$(scripts/venv.sh | tail -n 1)" || die "no Python venv"
+
+out="${CARGO_TARGET_DIR:-$root/target}/ffi-tests"
+rm -rf "$out"; mkdir -p "$out/scratch"
+passed=0; failed=0
+check() { # check NAME COMMAND...: run, log to $out/NAME.log, count
+    local name="$1"; shift
+    if "$@" >"$out/$name.log" 2>&1; then
+        passed=$((passed + 1)); echo "ffi check: $name ok"
+    else
+        failed=$((failed + 1)); echo "ffi check: $name FAILED"; tail -n 40 "$out/$name.log" | sed 's/^/    /'
+    fi
+}
+
+scripts/cbindgen.sh --check >"$out/header-drift.log" 2>&1 \
+    && { passed=$((passed + 1)); echo "ffi check: header-drift ok"; } \
+    || { failed=$((failed + 1)); echo "ffi check: header-drift FAILED"; cat "$out/header-drift.log"; }
+
+prefix="$(scripts/ffi-install.sh "$out/prefix" --debug | tail -n 1)" || die "ffi-install.sh failed"
+inc="$prefix/include"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+
+# The header is self-contained, idempotent, and valid C and C++.
+warn=(-Wall -Wextra -Werror -pedantic)
+check header-alone-c99 gcc -std=c99 "${warn[@]}" -fsyntax-only -x c "$inc/mote.h"
+check header-alone-cxx11 g++ -std=c++11 "${warn[@]}" -fsyntax-only -x c++ "$inc/mote.h"
+check header-twice-c11 gcc -std=c11 "${warn[@]}" -I"$inc" -c ffi/tests/c/header_twice.c -o "$out/h.o"
+check header-twice-cxx17 g++ -std=c++17 "${warn[@]}" -I"$inc" -x c++ -c ffi/tests/c/header_twice.c -o "$out/hpp.o"
+
+# ABI baseline: exported symbols, struct layouts and enum values.
+abi_now="$out/abi"; mkdir -p "$abi_now"
+nm -D --defined-only "$prefix/lib/libmote.so" | awk '$2 == "T" {print $3}' | grep -E '^(mote_|TVMFFI)' | sort \
+    > "$abi_now/symbols.txt"
+grep -oE '^  MOTE_[A-Z0-9_]+ = ' "$inc/mote.h" | awk '{print "E(" $1 ");"}' > "$out/abi_enums.inc"
+gcc -std=c11 -I"$inc" -I"$out" ffi/tests/c/abi_layout.c -o "$out/abi_layout" && "$out/abi_layout" > "$abi_now/layout.txt" \
+    || die "abi_layout did not build"
+# Every struct with a body in the header must be in abi_layout.c.
+missing_structs=""
+for s in $(awk '/^typedef struct \{/ {inbody=1; next} inbody && /^\} [A-Za-z]+;/ {gsub(/[};]/,""); print $1; inbody=0}' "$inc/mote.h"); do
+    grep -q "S($s)" ffi/tests/c/abi_layout.c || missing_structs="$missing_structs $s"
+done
+if [ "${1:-}" = "--update-abi" ]; then
+    cp "$abi_now/symbols.txt" "$abi_now/layout.txt" ffi/abi/
+    echo "test-ffi.sh: rewrote ffi/abi/symbols.txt and ffi/abi/layout.txt" >&2
+fi
+check abi-symbols diff -u ffi/abi/symbols.txt "$abi_now/symbols.txt"
+check abi-layout diff -u ffi/abi/layout.txt "$abi_now/layout.txt"
+check abi-structs-covered test -z "$missing_structs"
+
+# C tests, built against the installed header and library, run under valgrind memcheck.
+cflags=(-std=c11 -D_GNU_SOURCE "${warn[@]}" -Wno-pedantic -g -O1)
+for t in test_api test_zoo; do
+    gcc "${cflags[@]}" "ffi/tests/c/$t.c" -o "$out/$t" $(pkg-config --cflags --libs mote) -lpthread -lm \
+        || die "$t did not build"
+done
+gcc -std=gnu11 -Wall -Wextra -Werror -g ffi/tests/c/test_dlopen.c -I"$inc" -o "$out/test_dlopen" -ldl \
+    || die "test_dlopen did not build"
+"$venv/bin/python" ffi/tests/zoo_cases.py "$MOTE_ZOO_DIR" "$out/cases" 2>/dev/null || die "zoo_cases.py failed"
+vg=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect
+    --show-leak-kinds=definite,indirect)
+check c-api-valgrind "${vg[@]}" "$out/test_api" "$MOTE_ZOO_DIR" "$out/scratch"
+check c-zoo-valgrind "${vg[@]}" "$out/test_zoo" "$out/cases"
+check c-dlopen-local-valgrind "${vg[@]}" "$out/test_dlopen" "$prefix/lib/libmote.so" "$MOTE_ZOO_DIR"
+
+# The README's C program, linked through pkg-config, shared and static: raise.so computes 3 * x.
+c_example_ok() {
+    gcc -std=c11 "${warn[@]}" ffi/examples/c/run.c -o "$out/run_c" $(pkg-config --cflags --libs "$1") \
+        && "$out/run_c" "$MOTE_ZOO_DIR/raise.so" | tee /dev/stderr | grep -qx 'y\[0\] = 3'
+}
+check c-example-pkg-config c_example_ok mote
+check c-example-pkg-config-static c_example_ok mote-static
+
+# A C++ program built with CMake's find_package, shared and static.
+cmake_ok() {
+    cmake -S ffi/examples/cpp -B "$out/cmake" -DCMAKE_PREFIX_PATH="$prefix" \
+        && cmake --build "$out/cmake" -j 2 \
+        && "$out/cmake/run_model" "$MOTE_ZOO_DIR/mlp.so" forward | tee /dev/stderr | grep -q 'out0: shape \[2, 8\]' \
+        && "$out/cmake/run_model_static" "$MOTE_ZOO_DIR/raise.so" main | grep -q 'out0: shape \[8\]'
+}
+check cmake-example cmake_ok
+
+echo "ffi checks: $passed passed, $failed failed"
+[ "$failed" = 0 ]
