@@ -4,7 +4,8 @@
 #   scripts/test-aarch64.sh [EXTRA CARGO TEST ARGS...]   (e.g. -- --nocapture)
 #
 # 1. Builds (or reuses) the aarch64 model zoo: TVM cross-compiles on the host (scripts/zoo.sh),
-#    the chroot's aarch64-linux-gnu-gcc links the libraries.
+#    the chroot's aarch64-linux-gnu-gcc links the libraries. Likewise the offload zoo
+#    (partitioned models, scripts/offload-zoo.sh).
 # 2. In the chroot (scripts/in-trixie.sh): cargo test $CARGO_ARGS with MOTE_ZOO_DIR set; cargo
 #    runs the test binaries with qemu-aarch64 (CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER).
 # Exits non-zero on failure.
@@ -30,7 +31,18 @@ fi
 [ -d "$ZOO" ] || { log "zoo dir '$ZOO' does not exist"; exit 1; }
 log "zoo: $ZOO"
 
+if [ -n "${MOTE_OFFLOAD_ZOO_DIR_AARCH64:-}" ]; then
+  OZOO=$MOTE_OFFLOAD_ZOO_DIR_AARCH64
+else
+  log "building/reusing the aarch64 offload zoo"
+  OZOO=$(MOTE_AARCH64_LINK="$ROOT/scripts/in-trixie.sh aarch64-linux-gnu-gcc" \
+         "$ROOT/scripts/offload-zoo.sh" --target aarch64 | tail -n 1)
+fi
+[ -d "$OZOO" ] || { log "offload zoo dir '$OZOO' does not exist"; exit 1; }
+log "offload zoo: $OZOO"
+
 export MOTE_ZOO_DIR=$ZOO
+export MOTE_OFFLOAD_ZOO_DIR=$OZOO
 log "cargo test $CARGO_ARGS $*"
 # shellcheck disable=SC2086
 "$HERE/in-trixie.sh" cargo test $CARGO_ARGS "$@"

@@ -25,10 +25,13 @@ cargo fmt --all --check || fail "cargo fmt --check (run cargo fmt --all)"
 cargo clippy --workspace --all-targets --locked -- -D warnings || fail "clippy"
 record "fmt+clippy: ok"
 
-step "x86_64 model zoo (TVM 0.27)"
+step "x86_64 model zoo and offload zoo (TVM 0.27)"
 MOTE_ZOO_DIR="$(scripts/zoo.sh --target x86_64 | tail -n 1)"
 export MOTE_ZOO_DIR
 [ -f "$MOTE_ZOO_DIR/manifest.json" ] || fail "no x86_64 zoo"
+MOTE_OFFLOAD_ZOO_DIR="$(scripts/offload-zoo.sh --target x86_64 | tail -n 1)"
+export MOTE_OFFLOAD_ZOO_DIR
+[ -f "$MOTE_OFFLOAD_ZOO_DIR/manifest.json" ] || fail "no x86_64 offload zoo"
 
 step "host tests (x86_64)"
 cargo test --workspace --locked 2>&1 | tee "$MOTE_CACHE/last-host-tests.log"

@@ -5,4 +5,57 @@ fn main() {
     if os == "linux" || os == "android" {
         println!("cargo:rustc-link-arg-tests=-Wl,--export-dynamic-symbol=TVMFFIErrorSetRaisedFromCStrParts");
     }
+    build_test_plugins(&os);
+}
+
+/// Compile tests/plugins/test_plugin.c into two shared libraries (the right ABI version and a
+/// wrong one) with the system C compiler, and tell the tests where they are through
+/// MOTE_TEST_PLUGIN and MOTE_TEST_PLUGIN_BAD_ABI. A build without a C compiler fails loudly:
+/// the plug-in tests must not silently disappear.
+fn build_test_plugins(os: &str) {
+    use std::path::PathBuf;
+    println!("cargo:rerun-if-changed=plugins/test_plugin.c");
+    println!("cargo:rerun-if-changed=../runtime/include/mote_backend.h");
+    let host = std::env::var("HOST").unwrap_or_default();
+    let target = std::env::var("TARGET").unwrap_or_default();
+    if host != target || !(os == "linux" || os == "macos") {
+        // Cross builds run no tests here; the plug-in tests need a host-built library.
+        println!("cargo:rustc-env=MOTE_TEST_PLUGIN=");
+        println!("cargo:rustc-env=MOTE_TEST_PLUGIN_BAD_ABI=");
+        return;
+    }
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let manifest =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let src = manifest.join("plugins/test_plugin.c");
+    let include = manifest.join("../runtime/include");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let ext = if os == "macos" { "dylib" } else { "so" };
+    for (name, env, extra) in [
+        ("libmote_test_plugin", "MOTE_TEST_PLUGIN", None),
+        (
+            "libmote_test_plugin_bad_abi",
+            "MOTE_TEST_PLUGIN_BAD_ABI",
+            Some("-DTEST_PLUGIN_ABI_VERSION=99"),
+        ),
+    ] {
+        let lib = out.join(format!("{name}.{ext}"));
+        let mut cmd = std::process::Command::new(&cc);
+        cmd.args([
+            "-shared", "-fPIC", "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror",
+        ])
+        .arg("-I")
+        .arg(&include)
+        .arg(&src)
+        .arg("-o")
+        .arg(&lib);
+        if let Some(e) = extra {
+            cmd.arg(e);
+        }
+        let status = cmd
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}`: {e}"));
+        assert!(status.success(), "compiling {} failed", src.display());
+        println!("cargo:rustc-env={env}={}", lib.display());
+    }
 }

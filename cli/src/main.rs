@@ -129,6 +129,8 @@ fn inspect(path: &std::path::Path, as_json: bool) -> Res<()> {
     }
     let kernels = model.kernels();
     let (nconst, const_bytes) = model.constant_bytes();
+    // The partition plan of offloaded subgraphs, for the default backend order.
+    let plan = model.partition_plan(&[]);
     if as_json {
         let j = json!({
             "path": path.display().to_string(),
@@ -152,6 +154,21 @@ fn inspect(path: &std::path::Path, as_json: bool) -> Res<()> {
             "builtins": model.builtins(),
             "registered_functions": model.registered_functions(),
             "constants": {"tensors": nconst, "bytes": const_bytes},
+            "subgraphs": plan.iter().map(|s| json!({
+                "function": s.function,
+                "name": s.name,
+                "target": s.target,
+                "backends": s.backends,
+                "nodes": s.nodes.iter().map(|n| json!({
+                    "name": n.name,
+                    "op": n.op,
+                    "backend": n.backend,
+                    "fallback_reasons": n.fallback_reasons,
+                })).collect::<Vec<_>>(),
+                "segments": s.segments.iter().map(|(b, start, len)| json!({
+                    "backend": b, "first_node": start, "nodes": len,
+                })).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&j)?);
         return Ok(());
@@ -199,6 +216,24 @@ fn inspect(path: &std::path::Path, as_json: bool) -> Res<()> {
     let reg = model.registered_functions();
     if !reg.is_empty() {
         println!("registered functions: {}", reg.join(", "));
+    }
+    if !plan.is_empty() {
+        println!("offloaded subgraphs ({}):", plan.len());
+        for s in &plan {
+            println!(
+                "  {} in {} (target {}, backends {}):",
+                s.name,
+                s.function,
+                if s.target.is_empty() { "?" } else { &s.target },
+                s.backends.join(" > ")
+            );
+            for n in &s.nodes {
+                println!("    {:<24} {:<18} -> {}", n.name, n.op, n.backend);
+                for r in &n.fallback_reasons {
+                    println!("      fallback: {r}");
+                }
+            }
+        }
     }
     Ok(())
 }

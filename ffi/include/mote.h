@@ -95,6 +95,11 @@ enum MoteErrorCode
   MOTE_ERROR_CODE_VM = 13,
   // An allocation failed.
   MOTE_ERROR_CODE_OUT_OF_MEMORY = 14,
+  // An offloaded subgraph's description is malformed or does not match its call; the
+  // message names the region and the node.
+  MOTE_ERROR_CODE_SUBGRAPH = 15,
+  // A backend (built-in or plug-in) failed to load, prepare or run a subgraph.
+  MOTE_ERROR_CODE_BACKEND = 16,
   // A handle is not a live handle of the expected type (already freed, or of another type).
   MOTE_ERROR_CODE_INVALID_HANDLE = 64,
   // A required pointer argument is NULL.

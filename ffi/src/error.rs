@@ -39,6 +39,11 @@ pub enum MoteErrorCode {
     Vm = 13,
     /// An allocation failed.
     OutOfMemory = 14,
+    /// An offloaded subgraph's description is malformed or does not match its call; the
+    /// message names the region and the node.
+    Subgraph = 15,
+    /// A backend (built-in or plug-in) failed to load, prepare or run a subgraph.
+    Backend = 16,
     /// A handle is not a live handle of the expected type (already freed, or of another type).
     InvalidHandle = 64,
     /// A required pointer argument is NULL.
@@ -70,6 +75,18 @@ impl MoteError {
     pub(crate) fn context(self, prefix: impl std::fmt::Display) -> MoteError {
         let message = format!("{prefix}: {}", self.message.to_string_lossy());
         Self::with_raw_code(self.code, message)
+    }
+
+    /// `index` is not below `len`; `what` names the collection ("functions", "rows"...).
+    pub(crate) fn out_of_range(
+        index: usize,
+        len: usize,
+        what: impl std::fmt::Display,
+    ) -> MoteError {
+        Self::new(
+            MoteErrorCode::InvalidArgument,
+            format!("index {index} out of range: {len} {what}"),
+        )
     }
 
     pub(crate) fn null(what: &str) -> MoteError {

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use mote::{Dim, Model};
 
-use crate::error::{check_out, guard, str_arg, write_out, MoteError, MoteErrorCode, Result};
+use crate::error::{check_out, guard, str_arg, write_out, MoteError, Result};
 use crate::handle::Table;
 use crate::tensor::MoteDtype;
 
@@ -167,15 +167,10 @@ pub unsafe extern "C" fn mote_model_function_name(
     guard(|| {
         check_out(out, "out")?;
         let m = MODELS.get(model)?;
-        let name = m.names.get(index).ok_or_else(|| {
-            MoteError::new(
-                MoteErrorCode::InvalidArgument,
-                format!(
-                    "function index {index} out of range ({} functions)",
-                    m.names.len()
-                ),
-            )
-        })?;
+        let name = m
+            .names
+            .get(index)
+            .ok_or_else(|| MoteError::out_of_range(index, m.names.len(), "functions"))?;
         write_out(out, name.as_ptr());
         Ok(())
     })
@@ -211,12 +206,10 @@ pub unsafe extern "C" fn mote_model_param_info(
         let function = str_arg(function, "function")?;
         let params = m.params(function)?;
         let p = params.get(index).ok_or_else(|| {
-            MoteError::new(
-                MoteErrorCode::InvalidArgument,
-                format!(
-                    "parameter index {index} out of range: `{function}` has {}",
-                    params.len()
-                ),
+            MoteError::out_of_range(
+                index,
+                params.len(),
+                format_args!("parameters of `{function}`"),
             )
         })?;
         // The pointers stay valid: `params` is cached in the model until it is dropped.

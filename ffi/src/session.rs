@@ -336,12 +336,10 @@ pub unsafe extern "C" fn mote_profile_get(
     guard(|| {
         check_out(out, "out")?;
         let p = PROFILES.get(profile)?;
-        let (name, kind, calls, ns) = p.rows.get(index).ok_or_else(|| {
-            MoteError::new(
-                MoteErrorCode::InvalidArgument,
-                format!("index {index} out of range ({} rows)", p.rows.len()),
-            )
-        })?;
+        let (name, kind, calls, ns) = p
+            .rows
+            .get(index)
+            .ok_or_else(|| MoteError::out_of_range(index, p.rows.len(), "rows"))?;
         // The strings live as long as the profile (kept alive by its table entry).
         write_out(
             out,

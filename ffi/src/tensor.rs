@@ -316,12 +316,10 @@ pub unsafe extern "C" fn mote_tensor_list_get(
     guard(|| {
         check_out(out, "out")?;
         let l = TENSOR_LISTS.get(list)?;
-        let t = l.get(index).cloned().ok_or_else(|| {
-            MoteError::new(
-                MoteErrorCode::InvalidArgument,
-                format!("index {index} out of range for a list of {}", l.len()),
-            )
-        })?;
+        let t = l
+            .get(index)
+            .cloned()
+            .ok_or_else(|| MoteError::out_of_range(index, l.len(), "tensors in the list"))?;
         write_out(out, new_handle(t)?);
         Ok(())
     })

@@ -76,6 +76,17 @@ pub enum Error {
     /// Memory could not be allocated.
     #[error("out of memory allocating {0} bytes")]
     OutOfMemory(usize),
+    /// An offloaded subgraph description (`mote.subgraph`) is malformed, or its call does not
+    /// match it. `subgraph` names the region (and its call site), `node` the offending node.
+    #[error("subgraph `{subgraph}`{}: {message}", node.as_ref().map(|n| format!(", node `{n}`")).unwrap_or_default())]
+    Subgraph {
+        subgraph: String,
+        node: Option<String>,
+        message: String,
+    },
+    /// A backend (built-in or plug-in) failed to load, prepare or run.
+    #[error("backend `{backend}`: {message}")]
+    Backend { backend: String, message: String },
 }
 
 /// Stable numeric error codes, shared by every binding. Values are never reused.
@@ -96,6 +107,8 @@ pub enum ErrorCode {
     Npy = 12,
     Vm = 13,
     OutOfMemory = 14,
+    Subgraph = 15,
+    Backend = 16,
 }
 
 impl Error {
@@ -116,6 +129,8 @@ impl Error {
             Error::Npy { .. } => ErrorCode::Npy,
             Error::Vm { .. } => ErrorCode::Vm,
             Error::OutOfMemory(_) => ErrorCode::OutOfMemory,
+            Error::Subgraph { .. } => ErrorCode::Subgraph,
+            Error::Backend { .. } => ErrorCode::Backend,
         }
     }
 

@@ -12,6 +12,7 @@
 //! A [`Model`] is `Send + Sync`; a [`Session`] runs it on one thread at a time.
 
 mod abi;
+pub mod backend;
 mod builtins;
 mod dtype;
 mod elf;
@@ -22,11 +23,13 @@ mod model;
 pub mod npy;
 mod registry;
 mod services;
+pub mod subgraph;
 mod tensor;
 mod threadpool;
 mod value;
 mod vm;
 
+pub use backend::{NodePlan, SubgraphPlan};
 pub use builtins::BUILTIN_NAMES;
 pub use dtype::DType;
 pub use error::{Error, ErrorCode, Result};

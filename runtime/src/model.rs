@@ -22,6 +22,8 @@ pub(crate) enum Callee {
     Kernel(SafeCallFn),
     Builtin(Builtin),
     Registered(PackedFunc),
+    /// `mote.subgraph`: an offloaded region, run by Mote's backends.
+    Subgraph,
 }
 
 pub(crate) struct ModelInner {
@@ -29,6 +31,8 @@ pub(crate) struct ModelInner {
     pub library: Arc<Library>,
     pub exe: Executable,
     pub callees: Vec<Callee>,
+    /// Every `mote.subgraph` call site, parsed and checked at load.
+    pub subgraphs: Vec<crate::backend::Site>,
 }
 
 /// A loaded model: the library, its executable and resolved functions.
@@ -139,14 +143,16 @@ impl Model {
 
     fn from_parts(library: Arc<Library>, exe: Executable) -> Result<Model> {
         let mut missing = Vec::new();
-        let callees = exe
+        let callees: Vec<Callee> = exe
             .funcs
             .iter()
             .enumerate()
             .map(|(i, f)| match f.kind {
                 FuncKind::Vm => Callee::Vm(i as u32),
                 FuncKind::Packed => {
-                    if let Some(k) = library.kernel(&f.name) {
+                    if f.name == SUBGRAPH_FUNCTION {
+                        Callee::Subgraph
+                    } else if let Some(k) = library.kernel(&f.name) {
                         Callee::Kernel(k)
                     } else if let Some(b) = Builtin::from_name(&f.name) {
                         Callee::Builtin(b)
@@ -162,14 +168,28 @@ impl Model {
         if !missing.is_empty() {
             return Err(Error::MissingFunctions { names: missing });
         }
+        let subgraphs = subgraph_sites(&exe, &callees)?;
         Ok(Model {
             inner: Arc::new(ModelInner {
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 library,
                 exe,
                 callees,
+                subgraphs,
             }),
         })
+    }
+
+    /// How every `mote.subgraph` call would be split between backends for a session preference
+    /// order (`SessionOptions::backends`; empty: the default order). Plans only; nothing is
+    /// prepared.
+    pub fn partition_plan(&self, backends: &[String]) -> Vec<crate::backend::SubgraphPlan> {
+        let order = crate::backend::resolve(backends);
+        self.inner
+            .subgraphs
+            .iter()
+            .map(|s| crate::backend::plan_site(&s.function, &s.graph, &s.constants, &order))
+            .collect()
     }
 
     /// A session with default options.
@@ -353,6 +373,82 @@ impl Model {
         }
         parse_signature(name, &msg)
     }
+}
+
+/// The packed function name of offloaded regions (docs/subgraph-format.md).
+pub(crate) const SUBGRAPH_FUNCTION: &str = "mote.subgraph";
+
+/// Find, parse and check every `mote.subgraph` call: `(desc, inputs..., constants...,
+/// outputs...)` with the description and the constants taken from the VM's constant pool.
+fn subgraph_sites(exe: &Executable, callees: &[Callee]) -> Result<Vec<crate::backend::Site>> {
+    let mut sites = Vec::new();
+    for f in exe.funcs.iter().filter(|f| f.kind == FuncKind::Vm) {
+        for (i, (func, args)) in exe
+            .calls(f)
+            .filter(|(func, _)| matches!(callees.get(*func as usize), Some(Callee::Subgraph)))
+            .enumerate()
+        {
+            let _ = func;
+            let context = format!("{}: {SUBGRAPH_FUNCTION} call #{i}", f.name);
+            let bad = |m: String| Error::Subgraph {
+                subgraph: context.clone(),
+                node: None,
+                message: m,
+            };
+            let konst = |a: Option<&Arg>| match a {
+                Some(Arg::Const(c)) => exe.constants.get(*c as usize),
+                _ => None,
+            };
+            let desc: Arc<str> = match konst(args.first()) {
+                Some(Value::Str(s)) => s.clone(),
+                _ => {
+                    return Err(bad(
+                        "the first argument is not a constant string (the JSON description)".into(),
+                    ))
+                }
+            };
+            let graph = crate::subgraph::Graph::parse(&desc, &context)?;
+            let (ni, nc, no) = (
+                graph.inputs.len(),
+                graph.constants.len(),
+                graph.outputs.len(),
+            );
+            if args.len() != 1 + ni + nc + no {
+                return Err(bad(format!(
+                    "the call passes {} arguments, but its description needs 1 + {ni} inputs + {nc} constants + {no} outputs",
+                    args.len()
+                )));
+            }
+            let mut constants = Vec::with_capacity(nc);
+            for (k, &t) in graph.constants.iter().enumerate() {
+                let Some(Value::Tensor(c)) = konst(args.get(1 + ni + k)) else {
+                    return Err(bad(format!(
+                        "argument {} (constant {k}) is not a tensor constant of the model",
+                        1 + ni + k
+                    )));
+                };
+                let d = &graph.tensors[t];
+                if c.shape() != d.shape.as_slice() || c.dtype() != d.dtype {
+                    return Err(bad(format!(
+                        "constant {k} is a {} tensor of shape {:?}, the description says {} {:?}",
+                        c.dtype(),
+                        c.shape(),
+                        d.dtype,
+                        d.shape
+                    )));
+                }
+                constants.push(c.clone());
+            }
+            sites.push(crate::backend::Site {
+                function: f.name.clone(),
+                desc,
+                graph: Arc::new(graph),
+                constants,
+                prepared: Default::default(),
+            });
+        }
+    }
+    Ok(sites)
 }
 
 /// Dims from an error context's `annotation=R.Tensor((n, 16), dtype=...)`.

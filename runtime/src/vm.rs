@@ -112,6 +112,9 @@ pub struct Session {
     inputs: HashMap<String, Vec<Value>>,
     outputs: HashMap<String, Value>,
     profiler: Option<Box<Profiler>>,
+    /// `SessionOptions::backends`, resolved to backends on the first subgraph call.
+    backend_names: Vec<String>,
+    backends: Option<Vec<Arc<dyn crate::backend::Backend>>>,
 }
 
 // SAFETY: the raw pointers in the scratch vectors are only meaningful during a kernel call made
@@ -138,6 +141,8 @@ impl Session {
             inputs: HashMap::new(),
             outputs: HashMap::new(),
             profiler: None,
+            backend_names: options.backends.clone(),
+            backends: None,
         })
     }
 
@@ -385,6 +390,7 @@ impl Session {
             Callee::Vm(i) => self.invoke_vm(m, *i as usize, args),
             Callee::Kernel(k) => self.call_kernel(m, func, *k, args),
             Callee::Builtin(b) => self.builtin(m, *b, args),
+            Callee::Subgraph => self.run_subgraph(m, args),
             Callee::Registered(f) => f(args).map_err(|e| match e {
                 e @ Error::Callback { .. } => e,
                 e => Error::Callback {
@@ -485,12 +491,93 @@ impl Session {
     }
 }
 
+impl Session {
+    /// A `mote.subgraph` call: `(desc, inputs..., constants..., outputs...)`.
+    fn run_subgraph(&mut self, m: &ModelInner, args: &[Value]) -> Result<Value> {
+        let desc = match args.first() {
+            Some(Value::Str(s)) => s,
+            _ => {
+                return Err(Error::Subgraph {
+                    subgraph: crate::model::SUBGRAPH_FUNCTION.into(),
+                    node: None,
+                    message: "the first argument is not the description string".into(),
+                })
+            }
+        };
+        // The call site: the same description constant and the same weights.
+        let site = m
+            .subgraphs
+            .iter()
+            .filter(|s| Arc::ptr_eq(&s.desc, desc) || *s.desc == **desc)
+            .find(|s| {
+                let ni = s.graph.inputs.len();
+                s.constants.iter().enumerate().all(|(k, c)| {
+                    matches!(args.get(1 + ni + k), Some(Value::Tensor(t)) if t.same_data(c))
+                })
+            })
+            .ok_or_else(|| Error::Subgraph {
+                subgraph: crate::model::SUBGRAPH_FUNCTION.into(),
+                node: None,
+                message: "a call that does not match any call site checked at load (description or weights differ)".into(),
+            })?;
+        let g = &site.graph;
+        let (ni, nc, no) = (g.inputs.len(), g.constants.len(), g.outputs.len());
+        let bad = |message: String| Error::Subgraph {
+            subgraph: g.name.clone(),
+            node: None,
+            message,
+        };
+        if args.len() != 1 + ni + nc + no {
+            return Err(bad(format!(
+                "called with {} arguments, the description needs 1 + {ni} inputs + {nc} constants + {no} outputs",
+                args.len()
+            )));
+        }
+        let tensor_at = |k: usize, what: &str, t: usize| -> Result<crate::Tensor> {
+            let d = &g.tensors[t];
+            match &args[k] {
+                Value::Tensor(x) if x.shape() == d.shape.as_slice() && x.dtype() == d.dtype => {
+                    Ok(x.clone())
+                }
+                Value::Tensor(x) => Err(bad(format!(
+                    "{what} is a {} tensor of shape {:?}, the description says {} {:?}",
+                    x.dtype(),
+                    x.shape(),
+                    d.dtype,
+                    d.shape
+                ))),
+                v => Err(bad(format!("{what} is a {}, not a tensor", v.kind()))),
+            }
+        };
+        let inputs = g
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(k, &t)| tensor_at(1 + k, &format!("input {k}"), t))
+            .collect::<Result<Vec<_>>>()?;
+        let outputs = g
+            .outputs
+            .iter()
+            .enumerate()
+            .map(|(k, &t)| tensor_at(1 + ni + nc + k, &format!("output {k}"), t))
+            .collect::<Result<Vec<_>>>()?;
+        if self.backends.is_none() {
+            self.backends = Some(crate::backend::resolve(&self.backend_names));
+        }
+        let backends = self.backends.as_deref().unwrap_or(&[]);
+        let exec = site.executor(backends)?;
+        exec.run(&inputs, &site.constants, &outputs)?;
+        Ok(Value::None)
+    }
+}
+
 fn kind_of(c: &Callee) -> CallKind {
     match c {
         Callee::Vm(_) => CallKind::Function,
         Callee::Kernel(_) => CallKind::Kernel,
         Callee::Builtin(_) => CallKind::Builtin,
         Callee::Registered(_) => CallKind::Registered,
+        Callee::Subgraph => CallKind::Builtin,
     }
 }
 

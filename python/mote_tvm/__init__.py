@@ -1,0 +1,30 @@
+"""Compile-side plug-in for stock Apache TVM 0.27: offload regions of a Relax module to Mote.
+
+``partition_for_acl`` / ``partition_for_bnns`` replace every region they can offload with one
+``R.call_dps_packed("mote.subgraph", (R.str(desc), inputs..., constants...), out_ty=...)``
+call whose description follows ``docs/subgraph-format.md`` (format version 1).  Everything
+else stays a TVM op and is compiled by TVM as usual.
+
+``mote_tvm.reference`` holds a numpy implementation of the whole format;
+``register_reference()`` registers it under ``mote.subgraph`` so that TVM's own VM can run a
+partitioned module (a second oracle next to the unpartitioned model).
+"""
+
+from .partition import (  # noqa: F401
+    FORMAT_VERSION,
+    SUBGRAPH_FUNC,
+    partition_for_acl,
+    partition_for_bnns,
+    subgraph_descriptions,
+)
+from .reference import register_reference, run_description  # noqa: F401
+
+__all__ = [
+    "FORMAT_VERSION",
+    "SUBGRAPH_FUNC",
+    "partition_for_acl",
+    "partition_for_bnns",
+    "subgraph_descriptions",
+    "register_reference",
+    "run_description",
+]

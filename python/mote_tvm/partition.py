@@ -1,0 +1,1292 @@
+"""Partition a Relax module for Mote's offload backends (ACL, BNNS).
+
+The partitioner is a small rewriter of its own rather than ``FuseOpsByPattern``: it walks the
+dataflow blocks of every Relax function in binding order, recognises *units* (one subgraph node,
+e.g. pad? -> conv2d -> bias? -> relu/clip?, or dequantize -> conv2d -> bias? -> act? ->
+quantize) and merges runs of consecutive units into *regions*.  A run of consecutive bindings is
+a contiguous segment of a topological order, so replacing it by one call can never create a
+cycle; that is why regions are formed from consecutive units only.
+
+Each region becomes
+
+    R.call_dps_packed("mote.subgraph", (R.str(desc), inputs..., constants...), out_ty=...)
+
+with ``desc`` the JSON description of ``docs/subgraph-format.md`` (version 1).  Bindings that
+the regions no longer need (pads, dequantizes, weight transposes) are removed by dead-code
+elimination; everything that is not offloaded stays a TVM op.
+
+Layouts: BNNS takes NCHW data / OIHW weights as they come.  ACL wants NHWC / OHWI: a region whose
+4-D ops are NCHW is converted as a whole -- every 4-D tensor inside the region is described in
+NHWC (constants transposed here, in numpy), and TVM ``permute_dims`` ops are inserted at the
+region boundary for 4-D data inputs and outputs.  Ops whose meaning depends on the element
+order (reshape of a 4-D tensor with C > 1 and H*W > 1, dense/matmul on 4-D tensors, broadcasts
+of a lower-rank non-constant operand) cannot be converted and end such a region.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import tvm
+from tvm import relax
+
+FORMAT_VERSION = 1
+SUBGRAPH_FUNC = "mote.subgraph"
+
+_QDTYPES = ("int8", "uint8")
+_NCHW_TO_NHWC = (0, 2, 3, 1)
+_NHWC_TO_NCHW = (0, 3, 1, 2)
+_F32_MAX = 3.0e38  # a clip bound at least this large is no bound
+_F32_LIMIT = 3.4028234663852886e38
+
+
+@dataclass(frozen=True)
+class _Target:
+    name: str
+    quantized: bool  # takes int8/uint8 conv2d/dense (QDQ patterns)
+    concat: bool  # takes concatenate
+    any_groups: bool  # grouped (not only depthwise) convolutions
+    layout: str  # the 4-D layout the backend wants
+
+
+_ACL = _Target("acl", quantized=True, concat=True, any_groups=False, layout="NHWC")
+# BNNS has no concatenation layer and no requantising int8 conv (spec/acl-bnns.md section 5).
+_BNNS = _Target("bnns", quantized=False, concat=False, any_groups=True, layout="NCHW")
+
+
+# --------------------------------------------------------------------------------------------
+# Small helpers on Relax IR
+# --------------------------------------------------------------------------------------------
+
+
+def _op_name(expr) -> str | None:
+    if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
+        return expr.op.name
+    return None
+
+
+def _static_shape(ty) -> tuple[int, ...] | None:
+    """The shape of a tensor type as ints, or None when it is unknown or symbolic."""
+    if not isinstance(ty, relax.TensorType) or ty.shape is None:
+        return None
+    shape = ty.shape
+    if not isinstance(shape, relax.ShapeExpr):
+        return None
+    out = []
+    for v in shape.values:
+        if type(v).__name__ != "IntImm":  # a symbolic dimension (tirx.Var or an expression)
+            return None
+        out.append(int(v.value))
+    return tuple(out)
+
+
+def _dtype(ty) -> str | None:
+    return str(ty.dtype) if isinstance(ty, relax.TensorType) else None
+
+
+def _ints(arr) -> list[int]:
+    return [int(v) for v in arr]
+
+
+def _scalar(expr) -> float | None:
+    """A clip bound: a PrimValue / IntImm / FloatImm argument as a Python float."""
+    v = getattr(expr, "value", None)
+    if v is None:
+        return None
+    v = getattr(v, "value", v)  # PrimValue wraps a PrimExpr
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _norm_axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+def _layout_perm(src: str, dst: str) -> tuple[int, ...]:
+    return tuple(src.index(c) for c in dst)
+
+
+class _FuncInfo:
+    """Definitions, users and constant values of one Relax function."""
+
+    def __init__(self, func: relax.Function, mod: tvm.IRModule | None = None):
+        self.func = func
+        self.mod = mod
+        self._block_names: dict = {}
+        self.defs: dict = {}
+        self.block_of: dict = {}
+        self.users: dict = {}
+        self.escapes: set = set()
+        self._const_cache: dict = {}
+        for bi, block in enumerate(func.body.blocks):
+            for b in block.bindings:
+                if isinstance(b, relax.VarBinding):
+                    self.defs[b.var] = b.value
+                self.block_of[b.var] = bi
+                for v in relax.analysis.free_vars(b.value):  # VarBinding or MatchCast
+                    self.users.setdefault(v, []).append(b.var)
+        for v in relax.analysis.free_vars(func.body.body):
+            self.escapes.add(v)
+
+    def prim_has_block(self, gv, block: str) -> bool:
+        """Whether the PrimFunc `gv` computes a block named `block` (how topi names its ops)."""
+        key = (gv.name_hint, block)
+        if key not in self._block_names:
+            ok = False
+            if self.mod is not None and gv in self.mod.functions:
+                ok = f'T.sblock("{block}")' in self.mod[gv].script()
+            self._block_names[key] = ok
+        return self._block_names[key]
+
+    def single_user(self, var):
+        """The binding var of the only user of `var` in the same block, if there is exactly one."""
+        if var in self.escapes or not isinstance(var, relax.DataflowVar):
+            return None
+        users = self.users.get(var, [])
+        if len(users) != 1 or self.block_of.get(users[0]) != self.block_of.get(var):
+            return None
+        return users[0]
+
+    def value_of(self, expr):
+        """Follow a Var to the expression bound to it (once)."""
+        if isinstance(expr, relax.Var) and expr in self.defs:
+            return self.defs[expr]
+        return expr
+
+    def const_value(self, expr) -> np.ndarray | None:
+        """Numpy value of `expr` if it is a constant or computed from constants only.
+
+        Evaluated here, not by FoldConstant, so that ``dequantize(int8 constant)`` weights
+        keep their integer form for the quantized patterns.
+        """
+        key = expr
+        if key in self._const_cache:
+            return self._const_cache[key]
+        val = self._const_value(expr)
+        self._const_cache[key] = val
+        return val
+
+    def _const_value(self, expr):
+        if isinstance(expr, tvm.ir.expr.Constant):
+            return expr.value.numpy()
+        if isinstance(expr, relax.Var):
+            if expr not in self.defs:
+                return None
+            return self.const_value(self.defs[expr])
+        name = _op_name(expr)
+        if name is None:
+            return None
+        a = expr.attrs
+        if name == "relax.permute_dims":
+            x = self.const_value(expr.args[0])
+            if x is None:
+                return None
+            axes = None if a.axes is None else _ints(a.axes)
+            return np.transpose(x, axes)
+        if name == "relax.reshape":
+            x = self.const_value(expr.args[0])
+            shape = _static_shape(expr.ty) if hasattr(expr, "ty") else None
+            if x is None or shape is None:
+                return None
+            return x.reshape(shape)
+        if name == "relax.astype":
+            x = self.const_value(expr.args[0])
+            return None if x is None else x.astype(str(a.dtype))
+        if name in ("relax.expand_dims", "relax.squeeze"):
+            x = self.const_value(expr.args[0])
+            shape = _static_shape(expr.ty)
+            return None if x is None or shape is None else x.reshape(shape)
+        if name in ("relax.add", "relax.subtract", "relax.multiply", "relax.divide"):
+            x, y = (self.const_value(e) for e in expr.args)
+            if x is None or y is None:
+                return None
+            fn = {"relax.add": np.add, "relax.subtract": np.subtract, "relax.multiply": np.multiply,
+                  "relax.divide": np.divide}[name]
+            return fn(x, y).astype(np.result_type(x, y))
+        if name == "relax.isnan":
+            x = self.const_value(expr.args[0])
+            return None if x is None else np.isnan(x)
+        if name == "relax.where":
+            c, x, y = (self.const_value(e) for e in expr.args)
+            if c is None or x is None or y is None:
+                return None
+            return np.where(c, x, y).astype(np.result_type(x, y))
+        if name == "relax.dequantize":
+            q = self.dq_const(expr)
+            if q is None:
+                return None
+            data, scale, zp, axis = q
+            return _dequantize_np(data, scale, zp, axis).astype(str(a.out_dtype))
+        return None
+
+    def dq_const(self, expr):
+        """(int data, scale[], zero_point[], axis) if `expr` is dequantize(constant), possibly
+        behind permute_dims (the axis follows the permutation)."""
+        expr = self.value_of(expr)
+        name = _op_name(expr)
+        if name == "relax.permute_dims":
+            inner = self.dq_const(expr.args[0])
+            if inner is None:
+                return None
+            data, scale, zp, axis = inner
+            axes = list(range(data.ndim))[::-1] if expr.attrs.axes is None else _ints(expr.attrs.axes)
+            return np.transpose(data, axes), scale, zp, axes.index(axis)
+        if name != "relax.dequantize":
+            return None
+        data = self.const_value(expr.args[0])
+        scale = self.const_value(expr.args[1])
+        zp = self.const_value(expr.args[2])
+        if data is None or scale is None or zp is None or data.dtype.kind not in "iu":
+            return None
+        axis = _norm_axis(int(expr.attrs.axis), data.ndim)
+        return data, np.atleast_1d(scale).astype(np.float64), np.atleast_1d(zp).astype(np.int64), axis
+
+
+def _dequantize_np(data, scale, zp, axis):
+    shape = [1] * data.ndim
+    if scale.size > 1 or zp.size > 1:
+        shape[axis] = -1
+    s = scale.reshape(shape) if scale.size > 1 else scale.reshape(())
+    z = zp.reshape(shape) if zp.size > 1 else zp.reshape(())
+    return s * (data.astype(np.float64) - z)
+
+
+def _quant(scale, zp, axis) -> dict:
+    scale = np.atleast_1d(np.asarray(scale, dtype=np.float64))
+    zp = np.atleast_1d(np.asarray(zp, dtype=np.int64))
+    if scale.size > 1 and zp.size == 1:
+        zp = np.repeat(zp, scale.size)  # per-channel: one entry per channel in both lists
+    return {"scale": [float(s) for s in scale], "zero_point": [int(z) for z in zp], "axis": int(axis)}
+
+
+# --------------------------------------------------------------------------------------------
+# Units: one subgraph node (sometimes two) built from one or more bindings
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Tensor:
+    shape: tuple
+    dtype: str
+    quant: dict | None = None
+    const: np.ndarray | None = None
+
+
+@dataclass
+class _Unit:
+    out_var: object  # the binding var whose value the unit computes
+    absorbed: list  # binding vars the unit replaces (chain intermediates + out_var)
+    nodes: list = field(default_factory=list)  # dicts: op, inputs, outputs, attrs
+    tensors: dict = field(default_factory=dict)  # key (relax Var or int) -> _Tensor
+    req: str | None = None  # 4-D layout this unit's ops are written in (None: agnostic)
+    convertible: bool = True  # can be re-expressed in NHWC if req is NCHW/None
+
+
+class _Keys:
+    """Fresh integer keys for constants and unit-internal tensors."""
+
+    def __init__(self):
+        self.n = 0
+
+    def __call__(self):
+        self.n += 1
+        return self.n
+
+
+class _Matcher:
+    def __init__(self, fi: _FuncInfo, target: _Target):
+        self.fi = fi
+        self.t = target
+        self.keys = _Keys()
+
+    # -- tensors -----------------------------------------------------------------------------
+
+    def var_tensor(self, unit, var, quant=None) -> object | None:
+        shape = _static_shape(var.ty)
+        dt = _dtype(var.ty)
+        if shape is None or dt is None:
+            return None
+        unit.tensors[var] = _Tensor(shape, dt, quant)
+        return var
+
+    def const_tensor(self, unit, arr, quant=None):
+        k = self.keys()
+        arr = np.ascontiguousarray(arr)
+        unit.tensors[k] = _Tensor(tuple(arr.shape), str(arr.dtype), quant, arr)
+        return k
+
+    def operand(self, unit, expr, dtype="float32"):
+        """A data operand: a Var (input tensor) or a constant (constant tensor)."""
+        c = self.fi.const_value(expr)
+        if c is not None:
+            if str(c.dtype) != dtype:
+                return None
+            return self.const_tensor(unit, c)
+        if isinstance(expr, relax.Var) and _dtype(expr.ty) == dtype:
+            return self.var_tensor(unit, expr)
+        return None
+
+    # -- chains -------------------------------------------------------------------------------
+
+    def follow(self, var, names):
+        """If the only user of `var` is a call to one of `names`, return (user var, call)."""
+        u = self.fi.single_user(var)
+        if u is None:
+            return None
+        val = self.fi.defs.get(u)
+        if _op_name(val) in names:
+            return u, val
+        return None
+
+    def activation_of(self, call):
+        name = _op_name(call)
+        if name == "relax.nn.relu":
+            return "relu"
+        if name == "relax.clip":
+            lo, hi = _scalar(call.args[1]), _scalar(call.args[2])
+            if lo is None or hi is None:
+                return None
+            return self.clip_activation(lo, hi)
+        return None
+
+    def minmax(self, var, call):
+        """("max"|"min", data, bound) if `var = call` is an elementwise maximum/minimum of a
+        tensor with a scalar constant: relax.maximum/minimum, or the topi maximum/minimum
+        call_tir that the ONNX importer emits for Clip."""
+        name = _op_name(call)
+        if name in ("relax.maximum", "relax.minimum"):
+            kind, args = name[6:9], list(call.args)
+        elif name == "relax.call_tir":
+            gv = call.args[0]
+            m = re.fullmatch(r"(maximum|minimum)\d*", getattr(gv, "name_hint", ""))
+            if m is None or not self.fi.prim_has_block(gv, "T_" + m.group(1)):
+                return None
+            if not isinstance(call.args[1], relax.Tuple):
+                return None
+            kind, args = m.group(1)[:3], list(call.args[1].fields)
+        else:
+            return None
+        if len(args) != 2:
+            return None
+        for d, c in ((args[0], args[1]), (args[1], args[0])):
+            cv = self.fi.const_value(c)
+            if cv is None or cv.size != 1 or not isinstance(d, relax.Var) or self.fi.const_value(d) is not None:
+                continue
+            if _static_shape(d.ty) is None or _static_shape(d.ty) != _static_shape(var.ty):
+                return None
+            if _dtype(d.ty) != "float32":
+                return None
+            return kind, d, float(cv.reshape(-1)[0])
+        return None
+
+    def minmax_chain(self, var, call, absorbed):
+        """A max (and/or min) with constants starting at `var = call`: (last var, data, lo, hi)."""
+        first = self.minmax(var, call)
+        if first is None:
+            return None
+        kind, data, bound = first
+        lo, hi = (bound, math.inf) if kind == "max" else (-math.inf, bound)
+        last = var
+        u = self.fi.single_user(var)
+        if u is not None and u in self.fi.defs:
+            second = self.minmax(u, self.fi.defs[u])
+            if second is not None and second[0] != kind and second[1].same_as(var):
+                if second[0] == "min":
+                    hi = second[2]
+                else:
+                    lo = second[2]
+                absorbed.append(u)
+                last = u
+        return last, data, lo, hi
+
+    @staticmethod
+    def clip_activation(lo, hi):
+        if lo == 0.0 and hi == 6.0:
+            return "relu6"
+        if lo == 0.0 and hi >= _F32_MAX:
+            return "relu"
+        # JSON has no infinities: an open side is the float32 limit.
+        return {"clip": [max(lo, -_F32_LIMIT), min(hi, _F32_LIMIT)]}
+
+    def take_activation(self, var, absorbed):
+        nxt = self.follow(var, ("relax.nn.relu", "relax.clip"))
+        if nxt is not None:
+            act = self.activation_of(nxt[1])
+            if act is not None and nxt[1].args[0].same_as(var):
+                absorbed.append(nxt[0])
+                return nxt[0], act
+        u = self.fi.single_user(var)
+        if u is not None and u in self.fi.defs:
+            extra = []
+            chain = self.minmax_chain(u, self.fi.defs[u], extra)
+            if chain is not None and chain[1].same_as(var):
+                absorbed.append(u)
+                absorbed.extend(extra)
+                return chain[0], self.clip_activation(chain[2], chain[3])
+        return var, "none"
+
+    def minmax_unit(self, var, call):
+        absorbed = [var]
+        chain = self.minmax_chain(var, call, absorbed)
+        if chain is None:
+            return None
+        last, data, lo, hi = chain
+        unit = _Unit(last, absorbed)
+        x = self.var_tensor(unit, data)
+        if x is None or self.var_tensor(unit, last) is None:
+            return None
+        act = self.clip_activation(lo, hi)
+        if isinstance(act, dict):
+            lo, hi = act["clip"]
+            unit.nodes.append({"op": "clip", "inputs": [x], "outputs": [last], "attrs": {"min": lo, "max": hi}})
+        else:
+            unit.nodes.append({"op": act, "inputs": [x], "outputs": [last], "attrs": {}})
+        return unit
+
+    def take_bias(self, var, channel_axis, rank, n):
+        """An `add` of a constant that broadcasts along `channel_axis` only: (user var, bias[n])."""
+        nxt = self.follow(var, ("relax.add",))
+        if nxt is None:
+            return None
+        u, call = nxt
+        a, b = call.args
+        other = b if a.same_as(var) else a if b.same_as(var) else None
+        if other is None:
+            return None
+        c = self.fi.const_value(other)
+        if c is None or c.ndim > rank:
+            return None
+        shape = (1,) * (rank - c.ndim) + tuple(c.shape)
+        want = [1] * rank
+        want[channel_axis] = n
+        if list(shape) != want:
+            return None
+        if _static_shape(u.ty) != _static_shape(var.ty):
+            return None
+        return u, c.reshape(-1)
+
+    # -- dispatch ------------------------------------------------------------------------------
+
+    def match(self, var, call) -> _Unit | None:
+        name = _op_name(call)
+        fn = {
+            "relax.nn.conv2d": self.conv2d,
+            "relax.matmul": self.matmul,
+            "relax.nn.max_pool2d": self.pool2d,
+            "relax.nn.avg_pool2d": self.pool2d,
+            "relax.nn.adaptive_avg_pool2d": self.adaptive_pool,
+            "relax.mean": self.reduce_pool,
+            "relax.max": self.reduce_pool,
+            "relax.add": self.binary,
+            "relax.multiply": self.binary,
+            "relax.nn.relu": self.activation,
+            "relax.clip": self.activation,
+            "relax.nn.softmax": self.softmax,
+            "relax.reshape": self.reshape,
+            "relax.concat": self.concat,
+            "relax.maximum": self.minmax_unit,
+            "relax.minimum": self.minmax_unit,
+            "relax.call_tir": self.minmax_unit,
+        }.get(name)
+        if fn is None:
+            return None
+        try:
+            unit = fn(var, call)
+        except (AttributeError, TypeError, ValueError, IndexError, KeyError):
+            # Never fail the build on an op form we did not foresee: leave it to TVM.
+            return None
+        if unit is None:
+            return None
+        for t in unit.tensors.values():
+            if any(d <= 0 for d in t.shape) and t.shape:
+                return None
+        return unit
+
+    # -- conv2d --------------------------------------------------------------------------------
+
+    def conv2d(self, var, call):
+        a = call.attrs
+        dl, kl, ol = str(a.data_layout), str(a.kernel_layout), str(a.out_layout)
+        if dl not in ("NCHW", "NHWC") or ol != dl or sorted(kl) != sorted("OIHW"):
+            return None
+        if self.t.name == "bnns" and dl != "NCHW":
+            return None
+        data, weight = call.args
+        dshape = _static_shape(data.ty)
+        if dshape is None or len(dshape) != 4:
+            return None
+        c_axis = dl.index("C")
+        c_in = dshape[c_axis]
+        groups = int(a.groups)
+        padding = _ints(a.padding)
+        if len(padding) == 2:
+            padding = padding * 2
+        # A zero-valued constant pad over H and W only folds into the conv's own padding.
+        pv = self.fi.value_of(data)
+        if _op_name(pv) == "relax.nn.pad" and str(pv.attrs.pad_mode) == "constant":
+            pw = _ints(pv.attrs.pad_width)
+            pval = _scalar(pv.args[1]) if len(pv.args) > 1 else float(getattr(pv.attrs, "pad_value", 0) or 0)
+            if pval is None:
+                pval = float(getattr(pv.attrs, "pad_value", 0) or 0)
+            h, w = dl.index("H"), dl.index("W")
+            if len(pw) == 8 and pval == 0.0 and all(pw[2 * i] == 0 == pw[2 * i + 1] for i in (0, c_axis)):
+                padding = [padding[0] + pw[2 * h], padding[1] + pw[2 * w], padding[2] + pw[2 * h + 1],
+                           padding[3] + pw[2 * w + 1]]
+                data = pv.args[0]
+        perm = _layout_perm(kl, "OIHW" if dl == "NCHW" else "OHWI")
+
+        dq = self.fi.value_of(data)
+        if _op_name(dq) == "relax.dequantize":
+            wq = self.fi.dq_const(weight)
+            if wq is None:
+                return None
+            return self.qconv2d(var, call, dq, wq, perm, dl, padding, groups, c_in)
+
+        if _dtype(data.ty) != "float32" or _dtype(var.ty) != "float32":
+            return None
+        w = self.fi.const_value(weight)
+        if w is None or w.ndim != 4 or str(w.dtype) != "float32":
+            return None
+        w = np.transpose(w, perm)
+        n_out = w.shape[0]
+        if not self.groups_ok(groups, c_in, n_out):
+            return None
+        unit = _Unit(var, [var], req=dl)
+        x = self.var_tensor(unit, data)
+        if x is None:
+            return None
+        wk = self.const_tensor(unit, w)
+        ins = [x, wk]
+        out = var
+        bias = self.take_bias(out, c_axis, 4, n_out)
+        if bias is not None:
+            out = bias[0]
+            unit.absorbed.append(out)
+            ins.append(self.const_tensor(unit, bias[1].astype("float32")))
+        out, act = self.take_activation(out, unit.absorbed)
+        unit.out_var = out
+        if self.var_tensor(unit, out) is None:
+            return None
+        unit.nodes.append(self._conv_node(ins, out, dl, a, padding, groups, act))
+        return unit
+
+    def groups_ok(self, groups, c_in, n_out):
+        if groups == 1:
+            return True
+        depthwise = groups == c_in and n_out % c_in == 0
+        return depthwise or (self.t.any_groups and c_in % groups == 0 and n_out % groups == 0)
+
+    @staticmethod
+    def _conv_node(ins, out, layout, a, padding, groups, act):
+        return {
+            "op": "conv2d",
+            "inputs": ins,
+            "outputs": [out],
+            "attrs": {
+                "layout": layout,
+                "strides": _ints(a.strides),
+                "padding": [int(p) for p in padding],
+                "dilation": _ints(a.dilation),
+                "groups": groups,
+                "activation": act,
+            },
+        }
+
+    def qconv2d(self, var, call, dq, wq, perm, dl, padding, groups, c_in):
+        """dequantize(x) -> conv2d(., dequantize(w)) -> add(bias)? -> act? -> quantize."""
+        if not self.t.quantized:
+            return None
+        x_var = dq.args[0]
+        xs, xz = self.fi.const_value(dq.args[1]), self.fi.const_value(dq.args[2])
+        if not isinstance(x_var, relax.Var) or _dtype(x_var.ty) not in _QDTYPES or xs is None or xz is None:
+            return None
+        if xs.size != 1 or xz.size != 1:
+            return None
+        wdata, ws, wz, waxis = wq
+        if wdata.ndim != 4 or str(wdata.dtype) not in _QDTYPES:
+            return None
+        wdata = np.transpose(wdata, perm)
+        waxis = perm.index(waxis)
+        n_out = wdata.shape[0]
+        if ws.size > 1 and waxis != 0:
+            return None  # per-channel only along the output channels
+        if wz.size > 1 and np.any(wz != wz[0]):
+            return None
+        if not self.groups_ok(groups, c_in, n_out):
+            return None
+        c_axis = dl.index("C")
+        unit = _Unit(var, [var], req=dl)
+        x = self.var_tensor(unit, x_var, _quant(xs, xz, c_axis))
+        if x is None:
+            return None
+        wk = self.const_tensor(unit, wdata, _quant(ws, wz[:1] if wz.size > 1 else wz, 0))
+        ins = [x, wk]
+        out = var
+        bias_scale = float(xs.reshape(-1)[0]) * ws  # per-tensor (1,) or per-channel (n_out,)
+        bias = self.take_bias(out, c_axis, 4, n_out)
+        if bias is not None:
+            out = bias[0]
+            unit.absorbed.append(out)
+            # Whether the model had an int32 dequantized bias or a float one, the format wants
+            # int32 at scale s_data * s_weight: re-express it (exact for the int32 case).
+            b = np.rint(bias[1].astype(np.float64) / np.broadcast_to(bias_scale, (n_out,)))
+            if np.any(np.abs(b) >= 2**31):
+                return None
+            ins.append(self.const_tensor(unit, b.astype("int32"),
+                                         _quant(bias_scale, np.zeros(bias_scale.size, np.int64), 0)))
+        out, act = self.take_activation(out, unit.absorbed)
+        q = self.follow(out, ("relax.quantize",))
+        if q is None:
+            return None
+        qvar, qcall = q
+        os_, oz = self.fi.const_value(qcall.args[1]), self.fi.const_value(qcall.args[2])
+        if os_ is None or oz is None or os_.size != 1 or oz.size != 1:
+            return None
+        if _dtype(qvar.ty) not in _QDTYPES:
+            return None
+        unit.absorbed.append(qvar)
+        unit.out_var = qvar
+        if self.var_tensor(unit, qvar, _quant(os_, oz, c_axis)) is None:
+            return None
+        unit.nodes.append(self._conv_node(ins, qvar, dl, call.attrs, padding, groups, act))
+        return unit
+
+    # -- dense / matmul --------------------------------------------------------------------------
+
+    def matmul(self, var, call):
+        a, b = call.args
+        ashape, bshape = _static_shape(a.ty), _static_shape(b.ty)
+        if ashape is None or bshape is None or len(ashape) < 2:
+            return None
+        av = self.fi.value_of(a)
+        if _op_name(av) == "relax.dequantize" and len(bshape) == 2:
+            return self.qdense(var, call, av)
+        if _dtype(a.ty) != "float32" or _dtype(var.ty) != "float32":
+            return None
+        wb = self.fi.const_value(b)
+        if wb is not None and wb.ndim == 2 and str(wb.dtype) == "float32":
+            # matmul with a constant [K, N] matrix is a dense layer with weight [N, K].
+            n = wb.shape[1]
+            unit = _Unit(var, [var], convertible=len(ashape) != 4)
+            x = self.var_tensor(unit, a)
+            if x is None:
+                return None
+            ins = [x, self.const_tensor(unit, np.ascontiguousarray(wb.T))]
+            out = var
+            bias = self.take_bias(out, len(ashape) - 1, len(ashape), n)
+            if bias is not None:
+                out = bias[0]
+                unit.absorbed.append(out)
+                ins.append(self.const_tensor(unit, bias[1].astype("float32")))
+            out, act = self.take_activation(out, unit.absorbed)
+            unit.out_var = out
+            if self.var_tensor(unit, out) is None:
+                return None
+            unit.nodes.append({"op": "dense", "inputs": ins, "outputs": [out], "attrs": {"activation": act}})
+            return unit
+        if len(bshape) < 2:
+            return None
+        unit = _Unit(var, [var], convertible=len(ashape) != 4 and len(bshape) != 4)
+        x = self.var_tensor(unit, a)
+        y = self.operand(unit, b)
+        if x is None or y is None or self.var_tensor(unit, var) is None:
+            return None
+        unit.nodes.append({"op": "matmul", "inputs": [x, y], "outputs": [var], "attrs": {}})
+        return unit
+
+    def qdense(self, var, call, dq):
+        """dequantize(x) -> matmul(., dequantize(W)[K,N]) -> add(bias)? -> act? -> quantize."""
+        if not self.t.quantized:
+            return None
+        x_var = dq.args[0]
+        xs, xz = self.fi.const_value(dq.args[1]), self.fi.const_value(dq.args[2])
+        if not isinstance(x_var, relax.Var) or _dtype(x_var.ty) not in _QDTYPES or xs is None or xz is None:
+            return None
+        if xs.size != 1 or xz.size != 1:
+            return None
+        wq = self.fi.dq_const(call.args[1])
+        if wq is None:
+            return None
+        wdata, ws, wz, waxis = wq
+        if wdata.ndim != 2 or str(wdata.dtype) not in _QDTYPES:
+            return None
+        wdata = np.ascontiguousarray(wdata.T)  # [N, K]
+        waxis = 1 - waxis
+        if ws.size > 1 and waxis != 0:
+            return None
+        if wz.size > 1 and np.any(wz != wz[0]):
+            return None
+        n_out = wdata.shape[0]
+        rank = len(_static_shape(x_var.ty) or ())
+        if rank < 2:
+            return None
+        unit = _Unit(var, [var], convertible=rank != 4)
+        x = self.var_tensor(unit, x_var, _quant(xs, xz, rank - 1))
+        if x is None:
+            return None
+        ins = [x, self.const_tensor(unit, wdata, _quant(ws, wz[:1] if wz.size > 1 else wz, 0))]
+        out = var
+        bias_scale = float(xs.reshape(-1)[0]) * ws
+        bias = self.take_bias(out, rank - 1, rank, n_out)
+        if bias is not None:
+            out = bias[0]
+            unit.absorbed.append(out)
+            b = np.rint(bias[1].astype(np.float64) / np.broadcast_to(bias_scale, (n_out,)))
+            if np.any(np.abs(b) >= 2**31):
+                return None
+            ins.append(self.const_tensor(unit, b.astype("int32"),
+                                         _quant(bias_scale, np.zeros(bias_scale.size, np.int64), 0)))
+        out, act = self.take_activation(out, unit.absorbed)
+        q = self.follow(out, ("relax.quantize",))
+        if q is None:
+            return None
+        qvar, qcall = q
+        os_, oz = self.fi.const_value(qcall.args[1]), self.fi.const_value(qcall.args[2])
+        if os_ is None or oz is None or os_.size != 1 or oz.size != 1 or _dtype(qvar.ty) not in _QDTYPES:
+            return None
+        unit.absorbed.append(qvar)
+        unit.out_var = qvar
+        if self.var_tensor(unit, qvar, _quant(os_, oz, rank - 1)) is None:
+            return None
+        unit.nodes.append({"op": "dense", "inputs": ins, "outputs": [qvar], "attrs": {"activation": act}})
+        return unit
+
+    # -- pooling ----------------------------------------------------------------------------------
+
+    def _f32_unary(self, var, call, req=None, convertible=True):
+        x = call.args[0]
+        if _dtype(x.ty) != "float32" or _dtype(var.ty) != "float32":
+            return None, None
+        unit = _Unit(var, [var], req=req, convertible=convertible)
+        xi = self.var_tensor(unit, x) if isinstance(x, relax.Var) else None
+        if xi is None or self.var_tensor(unit, var) is None:
+            return None, None
+        return unit, xi
+
+    def pool2d(self, var, call):
+        a = call.attrs
+        layout = str(a.layout)
+        if layout not in ("NCHW", "NHWC") or str(a.out_layout) != layout:
+            return None
+        if self.t.name == "bnns" and layout != "NCHW":
+            return None
+        unit, x = self._f32_unary(var, call, req=layout)
+        if unit is None:
+            return None
+        padding = _ints(a.padding)
+        if len(padding) == 2:
+            padding = padding * 2
+        attrs = {
+            "layout": layout,
+            "pool_size": _ints(a.pool_size),
+            "strides": _ints(a.strides),
+            "padding": padding,
+            "dilation": _ints(a.dilation),
+            "ceil_mode": bool(a.ceil_mode),
+        }
+        op = "max_pool2d" if _op_name(call) == "relax.nn.max_pool2d" else "avg_pool2d"
+        if op == "avg_pool2d":
+            attrs["count_include_pad"] = bool(a.count_include_pad)
+        unit.nodes.append({"op": op, "inputs": [x], "outputs": [var], "attrs": attrs})
+        return unit
+
+    def adaptive_pool(self, var, call):
+        a = call.attrs
+        layout = str(a.layout)
+        if layout not in ("NCHW", "NHWC") or str(a.out_layout) != layout:
+            return None
+        if self.t.name == "bnns" and layout != "NCHW":
+            return None
+        if a.output_size is None or _ints(a.output_size) not in ([1, 1], [1]):
+            return None
+        unit, x = self._f32_unary(var, call, req=layout)
+        if unit is None:
+            return None
+        unit.nodes.append({"op": "global_avg_pool2d", "inputs": [x], "outputs": [var], "attrs": {"layout": layout}})
+        return unit
+
+    def reduce_pool(self, var, call):
+        """mean / max over the two spatial axes of a 4-D tensor = global pooling."""
+        x = call.args[0]
+        shape = _static_shape(x.ty)
+        if shape is None or len(shape) != 4 or call.attrs.axis is None:
+            return None
+        axes = sorted(_norm_axis(int(v), 4) for v in call.attrs.axis)
+        layout = {(2, 3): "NCHW", (1, 2): "NHWC"}.get(tuple(axes))
+        if layout is None or (self.t.name == "bnns" and layout != "NCHW"):
+            return None
+        unit, xi = self._f32_unary(var, call, req=layout)
+        if unit is None:
+            return None
+        op = "global_avg_pool2d" if _op_name(call) == "relax.mean" else "global_max_pool2d"
+        if bool(call.attrs.keepdims):
+            unit.nodes.append({"op": op, "inputs": [xi], "outputs": [var], "attrs": {"layout": layout}})
+        else:
+            # keepdims=False: global pool to rank 4, then a reshape (element order is unchanged
+            # because H = W = 1).
+            tshape = [shape[0], 1, 1, shape[3]] if layout == "NHWC" else [shape[0], shape[1], 1, 1]
+            k = self.keys()
+            unit.tensors[k] = _Tensor(tuple(tshape), "float32")
+            unit.nodes.append({"op": op, "inputs": [xi], "outputs": [k], "attrs": {"layout": layout}})
+            unit.nodes.append({"op": "reshape", "inputs": [k], "outputs": [var], "attrs": {}})
+        return unit
+
+    # -- elementwise ----------------------------------------------------------------------------
+
+    def binary(self, var, call):
+        if _dtype(var.ty) != "float32":
+            return None
+        oshape = _static_shape(var.ty)
+        if oshape is None:
+            return None
+        unit = _Unit(var, [var])
+        ins = []
+        for e in call.args:
+            c = self.fi.const_value(e)
+            if c is not None:
+                if str(c.dtype) != "float32" or c.ndim > len(oshape):
+                    return None
+                # Constants are given the output's rank so that a layout change transposes
+                # them together with the data.
+                ins.append(self.const_tensor(unit, c.reshape((1,) * (len(oshape) - c.ndim) + c.shape)))
+            elif isinstance(e, relax.Var) and _dtype(e.ty) == "float32":
+                k = self.var_tensor(unit, e)
+                if k is None:
+                    return None
+                if len(unit.tensors[k].shape) != len(oshape) and len(oshape) == 4:
+                    unit.convertible = False
+                ins.append(k)
+            else:
+                return None
+        out, act = self.take_activation(var, unit.absorbed)
+        unit.out_var = out
+        if self.var_tensor(unit, out) is None:
+            return None
+        op = "add" if _op_name(call) == "relax.add" else "multiply"
+        unit.nodes.append({"op": op, "inputs": ins, "outputs": [out], "attrs": {"activation": act}})
+        return unit
+
+    def activation(self, var, call):
+        act = self.activation_of(call)
+        if act is None:
+            return None
+        unit, x = self._f32_unary(var, call)
+        if unit is None:
+            return None
+        if isinstance(act, dict):
+            lo, hi = act["clip"]
+            unit.nodes.append({"op": "clip", "inputs": [x], "outputs": [var], "attrs": {"min": lo, "max": hi}})
+        else:
+            unit.nodes.append({"op": act, "inputs": [x], "outputs": [var], "attrs": {}})
+        return unit
+
+    def softmax(self, var, call):
+        unit, x = self._f32_unary(var, call)
+        if unit is None:
+            return None
+        unit.nodes.append({"op": "softmax", "inputs": [x], "outputs": [var], "attrs": {"axis": int(call.attrs.axis)}})
+        return unit
+
+    def reshape(self, var, call):
+        unit, x = self._f32_unary(var, call)
+        if unit is None:
+            return None
+
+        def order_kept(shape):  # NCHW -> NHWC keeps the element order iff C == 1 or H*W == 1
+            return len(shape) != 4 or shape[1] == 1 or shape[2] * shape[3] == 1
+
+        unit.convertible = order_kept(unit.tensors[x].shape) and order_kept(unit.tensors[var].shape)
+        unit.nodes.append({"op": "reshape", "inputs": [x], "outputs": [var], "attrs": {}})
+        return unit
+
+    def concat(self, var, call):
+        if not self.t.concat or _dtype(var.ty) != "float32":
+            return None
+        tup = self.fi.value_of(call.args[0])
+        if not isinstance(tup, relax.Tuple) or call.attrs.axis is None:
+            return None
+        unit = _Unit(var, [var])
+        ins = []
+        for e in tup.fields:
+            k = self.operand(unit, e)
+            if k is None:
+                return None
+            ins.append(k)
+        if self.var_tensor(unit, var) is None:
+            return None
+        unit.nodes.append({"op": "concatenate", "inputs": ins, "outputs": [var], "attrs": {"axis": int(call.attrs.axis)}})
+        return unit
+
+
+# --------------------------------------------------------------------------------------------
+# Regions
+# --------------------------------------------------------------------------------------------
+
+
+class _Region:
+    def __init__(self):
+        self.units: list[_Unit] = []
+        self.req: str | None = None
+        self.quants: dict = {}
+
+    def can_add(self, unit: _Unit, target: _Target) -> bool:
+        if unit.req and self.req and unit.req != self.req:
+            return False
+        req = self.req or unit.req
+        if target.layout == "NHWC" and req == "NCHW":
+            if not unit.convertible or not all(u.convertible for u in self.units):
+                return False
+        # One tensor, one set of quantization parameters.
+        for k, t in unit.tensors.items():
+            if isinstance(k, int) or t.quant is None:
+                continue
+            if k in self.quants and self.quants[k] != t.quant:
+                return False
+        return True
+
+    def add(self, unit: _Unit):
+        self.units.append(unit)
+        self.req = self.req or unit.req
+        for k, t in unit.tensors.items():
+            if not isinstance(k, int) and t.quant is not None:
+                self.quants.setdefault(k, t.quant)
+
+
+def _convert_axis(axis: int, rank: int) -> int:
+    if rank != 4:
+        return axis
+    return _NCHW_TO_NHWC.index(_norm_axis(axis, 4))
+
+
+def _describe(region: _Region, fi: _FuncInfo, target: _Target, name: str, dead=frozenset(), tensor_users=None):
+    """Build the JSON description of a region; returns (desc dict, input vars, constants,
+    output vars, convert) where `convert` says that 4-D boundary tensors are NHWC views of
+    NCHW values."""
+    convert = target.layout == "NHWC" and region.req == "NCHW"
+    produced = {}
+    internal = set()
+    for u in region.units:
+        internal.update(u.absorbed)
+        for n in u.nodes:
+            for o in n["outputs"]:
+                produced[o] = u
+    tensors: dict = {}
+    for u in region.units:
+        for k, t in u.tensors.items():
+            if k in tensors:
+                # A var tensor seen by two units: keep the one carrying quantization params.
+                if tensors[k].quant is None:
+                    tensors[k] = t
+            else:
+                tensors[k] = t
+    nodes = [n for u in region.units for n in u.nodes]
+
+    inputs, consts, seen = [], [], set()
+    for n in nodes:
+        for k in n["inputs"]:
+            if k in seen or k in produced:
+                continue
+            seen.add(k)
+            (consts if isinstance(k, int) else inputs).append(k)
+    outputs = []
+    for u in region.units:
+        v = u.out_var
+        # Used outside: by a TVM binding that stays, or by a unit of another region (units may
+        # read a var through a pad/dequantize binding that is dropped as dead).
+        used_outside = v in fi.escapes or not isinstance(v, relax.DataflowVar) or any(
+            user not in internal and user not in dead for user in fi.users.get(v, [])
+        ) or any(all(w is not x for w in region.units) for x in (tensor_users or {}).get(v, []))
+        if used_outside:
+            outputs.append(v)
+    if not outputs:
+        outputs.append(region.units[-1].out_var)
+
+    order = list(inputs) + list(consts)
+    for n in nodes:
+        for o in n["outputs"]:
+            if o not in order:
+                order.append(o)
+    index = {k: i for i, k in enumerate(order)}
+
+    def tensor_json(t: _Tensor):
+        shape = list(t.shape)
+        quant = t.quant
+        if convert and len(shape) == 4:
+            shape = [shape[i] for i in _NCHW_TO_NHWC]
+            if quant is not None:
+                quant = dict(quant, axis=_NCHW_TO_NHWC.index(quant["axis"]))
+        d = {"shape": shape, "dtype": t.dtype}
+        if quant is not None:
+            d["quant"] = quant
+        return d
+
+    const_arrays = []
+    for k in consts:
+        arr = tensors[k].const
+        if convert and arr.ndim == 4:
+            arr = np.ascontiguousarray(np.transpose(arr, _NCHW_TO_NHWC))
+        const_arrays.append(arr)
+
+    jnodes = []
+    counts: dict = {}
+    for n in nodes:
+        attrs = dict(n["attrs"])
+        if convert:
+            if "layout" in attrs:
+                attrs["layout"] = "NHWC"
+            if n["op"] in ("softmax", "concatenate"):
+                rank = len(tensors[n["inputs"][0]].shape)
+                attrs["axis"] = _convert_axis(attrs["axis"], rank)
+        i = counts.get(n["op"], 0)
+        counts[n["op"]] = i + 1
+        jnodes.append({
+            "op": n["op"],
+            "name": f"{n['op']}_{i}",
+            "inputs": [index[k] for k in n["inputs"]],
+            "outputs": [index[k] for k in n["outputs"]],
+            "attrs": attrs,
+        })
+    desc = {
+        "format": SUBGRAPH_FUNC,
+        "version": FORMAT_VERSION,
+        "target": target.name,
+        "name": name,
+        "tensors": [tensor_json(tensors[k]) for k in order],
+        "inputs": [index[k] for k in inputs],
+        "constants": [index[k] for k in consts],
+        "outputs": [index[k] for k in outputs],
+        "nodes": jnodes,
+    }
+    return desc, inputs, const_arrays, outputs, convert
+
+
+def _new_var(name, ty, dataflow):
+    return relax.DataflowVar(name, ty) if dataflow else relax.Var(name, ty)
+
+
+def _partition_function(func: relax.Function, target: _Target, counter: list, mod=None) -> relax.Function:
+    fi = _FuncInfo(func, mod)
+    m = _Matcher(fi, target)
+    new_blocks = []
+    bb = relax.BlockBuilder()
+    changed = False
+    for block in func.body.blocks:
+        if not isinstance(block, relax.DataflowBlock):
+            new_blocks.append(block)
+            continue
+        # 1. units, in binding order
+        absorbed, final = set(), {}
+        for b in block.bindings:
+            if not isinstance(b, relax.VarBinding) or b.var in absorbed:
+                continue
+            if _op_name(b.value) is None:
+                continue
+            if fi.const_value(b.var) is not None:
+                continue  # computed from constants only: folded into whoever uses it
+            unit = m.match(b.var, b.value)
+            if unit is None:
+                continue
+            absorbed.update(unit.absorbed)
+            final[unit.out_var] = unit
+        # 2. items: a unit stands where its last binding was.  Two kinds of leftover bindings
+        #    must not split regions: those computed from constants only (weight transposes,
+        #    dequantized weights) are hoisted to the block start, which is always valid; and
+        #    those only the units looked through (a pad or dequantize whose users all became
+        #    units) are dead after the rewrite, so they are dropped.
+        looked_at = set()
+        for u in final.values():
+            looked_at.update(k for k in u.tensors if not isinstance(k, int))
+        dead: set = set()
+        changed_dead = True
+        while changed_dead:
+            changed_dead = False
+            for b in reversed(block.bindings):
+                v = b.var
+                if v in absorbed or v in dead or v in looked_at or not isinstance(v, relax.DataflowVar):
+                    continue
+                if v in fi.escapes:
+                    continue
+                users = fi.users.get(v, [])
+                if users and all(x in absorbed or x in dead for x in users):
+                    dead.add(v)
+                    changed_dead = True
+        tensor_users: dict = {}
+        for u in final.values():
+            produced_here = {o for n in u.nodes for o in n["outputs"]}
+            for k in u.tensors:
+                if not isinstance(k, int) and k not in produced_here:
+                    tensor_users.setdefault(k, []).append(u)
+        hoisted, items = [], []
+        for b in block.bindings:
+            if b.var in final:
+                items.append(("u", final[b.var]))
+            elif b.var in absorbed or b.var in dead:
+                continue
+            elif isinstance(b, relax.VarBinding) and fi.const_value(b.var) is not None:
+                hoisted.append(b)
+            else:
+                items.append(("b", b))
+        items = [("b", b) for b in hoisted] + items
+        # 3. regions: runs of consecutive units that fit together
+        groups: list = []
+        for kind, x in items:
+            if kind == "u":
+                if groups and isinstance(groups[-1], _Region) and groups[-1].can_add(x, target):
+                    groups[-1].add(x)
+                    continue
+                r = _Region()
+                r.add(x)
+                groups.append(r)
+            else:
+                groups.append(x)
+        # 4. emit
+        bindings = []
+        for g in groups:
+            if not isinstance(g, _Region):
+                bindings.append(g)
+                continue
+            if all(n["op"] == "reshape" for u in g.units for n in u.nodes):
+                # nothing to compute: not worth a call
+                for u in g.units:
+                    bindings.extend(_original_bindings(block, u))
+                continue
+            changed = True
+            bindings.extend(_emit_region(g, fi, target, counter, bb, dead, tensor_users))
+        new_blocks.append(relax.DataflowBlock(bindings))
+    if not changed:
+        return func
+    body = relax.SeqExpr(new_blocks, func.body.body)
+    return relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs)
+
+
+def _original_bindings(block, unit):
+    keep = set(unit.absorbed)
+    return [b for b in block.bindings if b.var in keep]
+
+
+def _emit_region(region, fi, target, counter, bb, dead, tensor_users):
+    name = f"mote_{target.name}_{counter[0]}"
+    counter[0] += 1
+    desc, inputs, consts, outputs, convert = _describe(region, fi, target, name, dead, tensor_users)
+    out = []
+    args = [tvm.ir.StringImm(json.dumps(desc, separators=(",", ":")))]
+    for v in inputs:
+        if convert and len(_static_shape(v.ty)) == 4:
+            call = relax.op.permute_dims(v, list(_NCHW_TO_NHWC))
+            t = relax.DataflowVar(f"{v.name}_nhwc", bb.normalize(call).ty)
+            out.append(relax.VarBinding(t, call))
+            args.append(t)
+        else:
+            args.append(v)
+    args.extend(relax.const(c) for c in consts)
+    out_tys = []
+    for i in desc["outputs"]:
+        t = desc["tensors"][i]
+        out_tys.append(relax.TensorType(t["shape"], t["dtype"]))
+    call = relax.call_dps_packed(SUBGRAPH_FUNC, args, out_tys if len(out_tys) > 1 else out_tys[0])
+
+    def finish(var, expr, nhwc_ty):
+        if convert and len(nhwc_ty.shape.values) == 4:
+            tmp = relax.DataflowVar(f"{var.name}_nhwc", nhwc_ty)
+            out.append(relax.VarBinding(tmp, expr))
+            out.append(relax.VarBinding(var, relax.op.permute_dims(tmp, list(_NHWC_TO_NCHW))))
+        else:
+            out.append(relax.VarBinding(var, expr))
+
+    if len(outputs) == 1:
+        finish(outputs[0], call, out_tys[0])
+    else:
+        tup = relax.DataflowVar(f"{name}_out", bb.normalize(call).ty)
+        out.append(relax.VarBinding(tup, call))
+        for i, v in enumerate(outputs):
+            finish(v, relax.TupleGetItem(tup, i), out_tys[i])
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Public entry points
+# --------------------------------------------------------------------------------------------
+
+
+def _bind_params(mod: tvm.IRModule, params) -> tvm.IRModule:
+    if not params:
+        return mod
+    consts = {k: v if isinstance(v, tvm.runtime.Tensor) else tvm.runtime.tensor(np.asarray(v))
+              for k, v in params.items()}
+    for gv, func in list(mod.functions.items()):
+        if isinstance(func, relax.Function):
+            names = {p.name for p in func.params}
+            sub = {k: v for k, v in consts.items() if k in names}
+            if sub:
+                mod = relax.transform.BindParams(gv.name_hint, sub)(mod)
+    return mod
+
+
+def _partition(mod: tvm.IRModule, params, target: _Target) -> tvm.IRModule:
+    mod = _bind_params(mod, params)
+    mod = relax.transform.Normalize()(mod)
+    mod = relax.transform.ConvertToDataflow()(mod)
+    counter = [0]
+    out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs) if mod.attrs else tvm.IRModule(dict(mod.functions))
+    for gv, func in mod.functions.items():
+        if not isinstance(func, relax.Function):
+            continue
+        if func.attrs is not None and any(k in func.attrs for k in ("Codegen", "Composite", "Primitive")):
+            continue
+        new = _partition_function(func, target, counter, mod)
+        if new is not func:
+            out[gv] = new
+    out = relax.transform.Normalize()(out)
+    # The pads, dequantizes and weight transposes the regions absorbed are dead now.
+    out = relax.transform.DeadCodeElimination()(out)
+    return out
+
+
+def partition_for_acl(mod: tvm.IRModule, params=None) -> tvm.IRModule:
+    """Offload the regions Arm Compute Library can run (NHWC data, OHWI weights).
+
+    `params` (name -> numpy array or tvm Tensor) are bound as constants first: only ops with
+    constant weights are offloaded.  fp32 conv2d (with folded pad, bias and relu/relu6/clip),
+    depthwise conv2d, uint8/int8 QDQ conv2d and dense, pooling, global pooling (adaptive pool
+    to 1x1, mean/max over H and W), dense/matmul (+bias, activation), add, multiply,
+    relu/relu6/clip, softmax, reshape and concatenate are recognised; adjacent ones become one
+    ``mote.subgraph`` call.  NCHW regions are described in NHWC with TVM transposes at the
+    region boundary.  Unsupported ops are left to TVM; this function never fails because of one.
+    Returns a new IRModule.
+    """
+    return _partition(mod, params, _ACL)
+
+
+def partition_for_bnns(mod: tvm.IRModule, params=None) -> tvm.IRModule:
+    """Offload the regions Apple BNNS can run (float32, NCHW data, OIHW weights).
+
+    Like ``partition_for_acl`` but without quantized ops and concatenate, with any conv2d
+    groups, and without layout conversion (NHWC ops are left to TVM).  Returns a new IRModule.
+    """
+    return _partition(mod, params, _BNNS)
+
+
+def subgraph_descriptions(mod: tvm.IRModule) -> list[dict]:
+    """The parsed descriptions of every ``mote.subgraph`` call in `mod`, in module order."""
+    found = []
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and _op_name(expr) == "relax.call_dps_packed":
+            f = expr.args[0]
+            if isinstance(f, relax.ExternFunc) and str(f.global_symbol) == SUBGRAPH_FUNC:
+                args = expr.args[1]
+                first = args.fields[0] if isinstance(args, relax.Tuple) else None
+                if isinstance(first, tvm.ir.StringImm):
+                    found.append(json.loads(str(first.value)))
+
+    for _, func in mod.functions.items():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func.body, visit)
+    return found

@@ -1,0 +1,292 @@
+"""Numpy reference implementation of the ``mote.subgraph`` format (version 1).
+
+Every op of ``docs/subgraph-format.md`` in both layouts, float32 and quantized.  Quantized
+tensors are handled uniformly: a node reads its inputs as real values
+(``scale * (q - zero_point)``, per tensor or per channel), computes in float64, and writes an
+output with ``quant`` back as ``clip(rint(real / scale) + zero_point)``.  For conv2d/dense this
+is the integer accumulation ``sum((x - zx) * (w - zw)) + bias`` times ``s_x * s_w``, with the
+activation applied in real units before requantization, as the format specifies.
+
+``register_reference()`` registers ``run_description`` as the global packed function
+``mote.subgraph`` so that TVM's own ``relax.VirtualMachine`` can run a partitioned module.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+FORMAT = "mote.subgraph"
+VERSION = 1
+
+_QRANGE = {"int8": (-128, 127), "uint8": (0, 255), "int32": (-(2**31), 2**31 - 1)}
+
+
+class SubgraphError(ValueError):
+    """A description the reference cannot run (bad version, unknown op, bad arguments)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Quantization
+# --------------------------------------------------------------------------------------------
+
+
+def _per_axis(values, axis, ndim):
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 1:
+        return v.reshape(())
+    shape = [1] * ndim
+    shape[axis] = v.size
+    return v.reshape(shape)
+
+
+def _to_real(arr: np.ndarray, t: dict) -> np.ndarray:
+    q = t.get("quant")
+    if q is None:
+        return arr.astype(np.float64)
+    s = _per_axis(q["scale"], q.get("axis", 0), arr.ndim)
+    z = _per_axis(q["zero_point"], q.get("axis", 0), arr.ndim)
+    return s * (arr.astype(np.float64) - z)
+
+
+def _from_real(real: np.ndarray, t: dict) -> np.ndarray:
+    dtype = t["dtype"]
+    q = t.get("quant")
+    if q is not None:
+        s = _per_axis(q["scale"], q.get("axis", 0), real.ndim)
+        z = _per_axis(q["zero_point"], q.get("axis", 0), real.ndim)
+        real = np.rint(real / s) + z
+    elif dtype in _QRANGE:
+        real = np.rint(real)
+    if dtype in _QRANGE:
+        lo, hi = _QRANGE[dtype]
+        real = np.clip(real, lo, hi)
+    return real.astype(dtype).reshape(t["shape"])
+
+
+# --------------------------------------------------------------------------------------------
+# Ops (float64, NCHW internally for the 4-D ones)
+# --------------------------------------------------------------------------------------------
+
+
+def _act(x, act):
+    if act in (None, "none"):
+        return x
+    if act == "relu":
+        return np.maximum(x, 0.0)
+    if act == "relu6":
+        return np.clip(x, 0.0, 6.0)
+    if isinstance(act, dict) and "clip" in act:
+        lo, hi = act["clip"]
+        return np.clip(x, lo, hi)
+    raise SubgraphError(f"unknown activation {act!r}")
+
+
+def _to_nchw(x, layout):
+    if layout == "NCHW":
+        return x
+    if layout == "NHWC":
+        return np.transpose(x, (0, 3, 1, 2))
+    raise SubgraphError(f"unknown layout {layout!r}")
+
+
+def _from_nchw(x, layout):
+    return x if layout == "NCHW" else np.transpose(x, (0, 2, 3, 1))
+
+
+def _out_hw(shape, layout):
+    return (shape[2], shape[3]) if layout == "NCHW" else (shape[1], shape[2])
+
+
+def _conv2d(x, w, b, attrs, out_shape):
+    layout = attrs["layout"]
+    x = _to_nchw(x, layout)
+    w = w if layout == "NCHW" else np.transpose(w, (0, 3, 1, 2))  # OHWI -> OIHW
+    n, c, _, _ = x.shape
+    o, cg, kh, kw = w.shape
+    groups = int(attrs.get("groups", 1))
+    if c != cg * groups or o % groups:
+        raise SubgraphError(f"conv2d: C={c}, weight {w.shape}, groups={groups} do not fit")
+    sh, sw = attrs.get("strides", [1, 1])
+    dh, dw = attrs.get("dilation", [1, 1])
+    pt, pl, pb, pr = attrs.get("padding", [0, 0, 0, 0])
+    oh, ow = _out_hw(out_shape, layout)
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    xg = xp.reshape(n, groups, cg, xp.shape[2], xp.shape[3])
+    wg = w.reshape(groups, o // groups, cg, kh, kw)
+    out = np.zeros((n, groups, o // groups, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            patch = xg[:, :, :, i * dh : i * dh + sh * (oh - 1) + 1 : sh, j * dw : j * dw + sw * (ow - 1) + 1 : sw]
+            out += np.einsum("ngchw,goc->ngohw", patch, wg[:, :, :, i, j])
+    out = out.reshape(n, o, oh, ow)
+    if b is not None:
+        out = out + b.reshape(1, o, 1, 1)
+    return _from_nchw(_act(out, attrs.get("activation", "none")), layout)
+
+
+def _pool2d(x, kind, attrs, out_shape):
+    layout = attrs["layout"]
+    x = _to_nchw(x, layout)
+    n, c, h, w = x.shape
+    kh, kw = attrs["pool_size"]
+    sh, sw = attrs.get("strides", [1, 1])
+    dh, dw = attrs.get("dilation", [1, 1])
+    pt, pl, pb, pr = attrs.get("padding", [0, 0, 0, 0])
+    oh, ow = _out_hw(out_shape, layout)
+    # Windows may run past the padded input in ceil mode: pad further, and count separately
+    # what lies inside the input and inside the padded input.
+    eh = max(0, (oh - 1) * sh + (kh - 1) * dh + 1 - (h + pt + pb))
+    ew = max(0, (ow - 1) * sw + (kw - 1) * dw + 1 - (w + pl + pr))
+    widths = ((0, 0), (0, 0), (pt, pb + eh), (pl, pr + ew))
+    fill = -np.inf if kind == "max" else 0.0
+    xp = np.pad(x, widths, constant_values=fill)
+    inside = np.pad(np.ones((h, w)), widths[2:])
+    padded = np.pad(np.ones((h + pt + pb, w + pl + pr)), ((0, eh), (0, ew)))
+    count_mask = padded if attrs.get("count_include_pad", False) else inside
+    acc = np.full((n, c, oh, ow), fill)
+    cnt = np.zeros((oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            sl = (slice(i * dh, i * dh + sh * (oh - 1) + 1, sh), slice(j * dw, j * dw + sw * (ow - 1) + 1, sw))
+            if kind == "max":
+                acc = np.maximum(acc, xp[:, :, sl[0], sl[1]])
+            else:
+                acc = acc + xp[:, :, sl[0], sl[1]]
+                cnt = cnt + count_mask[sl[0], sl[1]]
+    if kind == "avg":
+        acc = acc / np.maximum(cnt, 1.0)
+    return _from_nchw(acc, layout)
+
+
+def _global_pool(x, kind, layout):
+    axes = (2, 3) if layout == "NCHW" else (1, 2)
+    return x.mean(axis=axes, keepdims=True) if kind == "avg" else x.max(axis=axes, keepdims=True)
+
+
+def _softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _run_node(node, vals, tensors):
+    op = node["op"]
+    attrs = node.get("attrs", {})
+    ins = [vals[i] for i in node["inputs"]]
+    out_t = tensors[node["outputs"][0]]
+    shape = out_t["shape"]
+    if op == "conv2d":
+        return _conv2d(ins[0], ins[1], ins[2] if len(ins) > 2 else None, attrs, shape)
+    if op in ("max_pool2d", "avg_pool2d"):
+        return _pool2d(ins[0], op[:3], attrs, shape)
+    if op in ("global_max_pool2d", "global_avg_pool2d"):
+        return _global_pool(ins[0], op[7:10], attrs["layout"])
+    if op == "dense":
+        y = ins[0] @ ins[1].T
+        if len(ins) > 2:
+            y = y + ins[2]
+        return _act(y, attrs.get("activation", "none"))
+    if op == "matmul":
+        return np.matmul(ins[0], ins[1])
+    if op in ("add", "multiply"):
+        y = ins[0] + ins[1] if op == "add" else ins[0] * ins[1]
+        return _act(y, attrs.get("activation", "none"))
+    if op == "relu":
+        return np.maximum(ins[0], 0.0)
+    if op == "relu6":
+        return np.clip(ins[0], 0.0, 6.0)
+    if op == "clip":
+        return np.clip(ins[0], attrs["min"], attrs["max"])
+    if op == "softmax":
+        return _softmax(ins[0], int(attrs.get("axis", -1)))
+    if op == "reshape":
+        return ins[0].reshape(shape)
+    if op == "concatenate":
+        return np.concatenate(ins, axis=int(attrs.get("axis", 0)))
+    raise SubgraphError(f"unknown op {op!r} (node {node.get('name')!r})")
+
+
+# --------------------------------------------------------------------------------------------
+# Whole descriptions
+# --------------------------------------------------------------------------------------------
+
+
+def parse_description(desc) -> dict:
+    """Parse (if needed) and check the header of a description; returns the dict."""
+    if isinstance(desc, (bytes, bytearray)):
+        desc = desc.decode("utf-8")
+    if isinstance(desc, str):
+        desc = json.loads(desc)
+    if desc.get("format") != FORMAT:
+        raise SubgraphError(f"not a {FORMAT} description (format={desc.get('format')!r})")
+    if desc.get("version") != VERSION:
+        raise SubgraphError(f"description version {desc.get('version')!r}; this reference knows version {VERSION}")
+    return desc
+
+
+def run_description(desc, inputs, constants) -> list[np.ndarray]:
+    """Run a description on numpy `inputs` and `constants` (in description order).
+
+    Returns the outputs in ``desc["outputs"]`` order, with the dtypes and shapes the
+    description gives them.
+    """
+    desc = parse_description(desc)
+    tensors = desc["tensors"]
+    vals: dict[int, np.ndarray] = {}
+    stored: dict[int, np.ndarray] = {}
+    for kind, idxs, arrays in (("input", desc["inputs"], inputs), ("constant", desc["constants"], constants)):
+        if len(idxs) != len(arrays):
+            raise SubgraphError(f"{desc.get('name')}: {len(arrays)} {kind}s given, {len(idxs)} described")
+        for i, a in zip(idxs, arrays):
+            t = tensors[i]
+            a = np.asarray(a)
+            if list(a.shape) != list(t["shape"]) or str(a.dtype) != t["dtype"]:
+                raise SubgraphError(
+                    f"{desc.get('name')}: {kind} tensor {i} is {a.dtype}{list(a.shape)}, "
+                    f"described as {t['dtype']}{t['shape']}"
+                )
+            stored[i] = a
+            vals[i] = _to_real(a, t)
+    for node in desc["nodes"]:
+        if len(node["outputs"]) != 1:
+            raise SubgraphError(f"node {node.get('name')!r}: {len(node['outputs'])} outputs (version 1 ops have one)")
+        o = node["outputs"][0]
+        real = _run_node(node, vals, tensors)
+        # Store in the tensor's own dtype (requantized if quantized), as a runtime would.
+        stored[o] = _from_real(np.asarray(real), tensors[o])
+        vals[o] = _to_real(stored[o], tensors[o])
+    return [stored[i] for i in desc["outputs"]]
+
+
+_REGISTERED = False
+
+
+def register_reference() -> None:
+    """Register ``run_description`` as the global function ``mote.subgraph`` (override=True).
+
+    The Relax VM calls it as ``(desc, inputs..., constants..., outputs...)``; the results are
+    written into the destination tensors.
+    """
+    global _REGISTERED
+    import tvm
+
+    def subgraph(desc, *args):
+        d = parse_description(str(desc))
+        n_in, n_c, n_out = len(d["inputs"]), len(d["constants"]), len(d["outputs"])
+        if len(args) != n_in + n_c + n_out:
+            raise SubgraphError(
+                f"{d.get('name')}: called with {len(args)} tensors, expected {n_in} inputs + "
+                f"{n_c} constants + {n_out} outputs"
+            )
+        arrays = [a.numpy() for a in args[: n_in + n_c]]
+        results = run_description(d, arrays[:n_in], arrays[n_in:])
+        for dst, res in zip(args[n_in + n_c :], results):
+            if tuple(dst.shape) != res.shape or str(dst.dtype) != str(res.dtype):
+                raise SubgraphError(
+                    f"{d.get('name')}: destination {dst.dtype}{tuple(dst.shape)} vs result {res.dtype}{res.shape}"
+                )
+            dst.copyfrom(np.ascontiguousarray(res))
+
+    tvm.register_global_func(FORMAT, subgraph, override=True)
+    _REGISTERED = True

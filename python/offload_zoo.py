@@ -1,0 +1,806 @@
+#!/usr/bin/env python3
+"""Build Mote's offload test zoo: small Relax models partitioned by mote_tvm (ACL and BNNS flavours).
+
+    python offload_zoo.py --target x86_64  --out DIR    # DIR/NAME.so
+    python offload_zoo.py --target aarch64 --out DIR    # DIR/NAME.tar (lib0.o + devc.o; link them yourself)
+
+Each model is written unpartitioned, with seeded random weights bound as constants, then
+partitioned with ``mote_tvm.partition_for_acl`` / ``partition_for_bnns``; NAME is
+``<model>_<flavour>``.  The exported library is the PARTITIONED module: its offloaded regions
+are calls to the packed function ``mote.subgraph`` (docs/subgraph-format.md, version 1) that the
+runtime must provide.
+
+Oracle: TVM's own ``relax.VirtualMachine`` running an x86_64 build of the UNPARTITIONED model on
+fixed, seeded inputs.  Second check, done here and fatal on failure: TVM's VM running the
+partitioned host build with the numpy reference (``mote_tvm.reference``) registered as
+``mote.subgraph`` must agree with the oracle (float32: 1e-4 rel/abs; quantized: 1 LSB).
+
+Output layout: as python/zoo.py (manifest.json, NAME.so|NAME.tar, NAME.CASE.inputs.npz,
+NAME.CASE.expected.npz); the manifest adds ``format_doc_version`` and, per model,
+``partition`` ("acl"|"bnns"), ``subgraphs`` (number of mote.subgraph calls) and
+``subgraph_ops`` (the op names of each call's nodes).  Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import tvm  # noqa: E402
+from tvm import relax  # noqa: E402
+from tvm.script import ir as I  # noqa: E402
+from tvm.script import relax as R  # noqa: E402
+
+import mote_tvm  # noqa: E402
+from mote_tvm.partition import FORMAT_VERSION  # noqa: E402
+
+HOST_TARGET = "llvm"
+F32_TOL = {"rtol": 1e-4, "atol": 1e-4}  # docs/subgraph-format.md "Numerics"
+Q_TOL = {"rtol": 0.0, "atol": 1.0}  # 1 LSB
+
+
+def rng_for(seed: int, stream: int) -> np.random.Generator:
+    """A fixed generator per (model seed, stream): stream 0 = weights, 1 = inputs."""
+    return np.random.default_rng([seed, stream])
+
+
+def target_for(arch: str):
+    if arch == "x86_64":
+        return HOST_TARGET
+    if arch == "aarch64":
+        # A Target object, not a dict: a plain dict trips a bug in 0.27's relax.build.
+        return tvm.target.Target({"kind": "llvm", "mtriple": "aarch64-linux-gnu"})
+    raise ValueError(f"unknown target {arch!r}")
+
+
+@dataclass
+class OModel:
+    name: str
+    description: str
+    mod: tvm.IRModule  # unpartitioned, weights bound as constants
+    inputs: list  # numpy arrays for "main"
+    flavours: tuple = ("acl", "bnns")
+    quantized: bool = False
+    min_subgraphs: int = 1
+    mixed: bool = False  # some ops must stay TVM kernels next to the subgraph calls
+    expect_ops: tuple = ()  # op names that must appear in the descriptions (every flavour)
+
+
+def f32(a):
+    return np.asarray(a, dtype="float32")
+
+
+def normal(r, shape, scale=1.0):
+    return f32(scale * r.standard_normal(shape))
+
+
+def kaiming(r, shape):
+    fan_in = int(np.prod(shape[1:]))
+    return normal(r, shape, 1.0 / np.sqrt(fan_in))
+
+
+# --------------------------------------------------------------------------------------------
+# Single-composite models
+# --------------------------------------------------------------------------------------------
+
+
+def m_conv_pad_bias_relu():
+    r = rng_for(201, 0)
+    w, b = kaiming(r, (8, 3, 3, 3)), normal(r, (1, 8, 1, 1), 0.1)
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((1, 3, 8, 8), "float32")):
+            with R.dataflow():
+                p = R.nn.pad(x, [0, 0, 0, 0, 1, 1, 1, 1])
+                c = R.nn.conv2d(p, R.const(w))
+                a = R.add(c, R.const(b))
+                y = R.nn.relu(a)
+                R.output(y)
+            return y
+
+    return OModel("conv_pad_bias_relu", "nn.pad(1) -> conv2d 3->8 3x3 -> + bias[1,8,1,1] -> relu; "
+                  "x[1,3,8,8] -> [1,8,8,8] f32 (one conv2d node: pad folded, bias and relu fused)",
+                  M, [normal(rng_for(201, 1), (1, 3, 8, 8))], expect_ops=("conv2d",))
+
+
+def m_conv_s2_relu6():
+    r = rng_for(202, 0)
+    w, b = kaiming(r, (8, 4, 3, 3)), normal(r, (8, 1, 1), 0.5)
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((1, 4, 9, 9), "float32")):
+            with R.dataflow():
+                c = R.nn.conv2d(x, R.const(w), strides=[2, 2], padding=[1, 1, 1, 1])
+                a = R.add(c, R.const(b))
+                y = R.nn.relu6(a)
+                R.output(y)
+            return y
+
+    return OModel("conv_s2_relu6", "conv2d 4->8 3x3 stride 2 pad 1 + bias[8,1,1] + relu6 (clip 0..6); "
+                  "x[1,4,9,9] -> [1,8,5,5] f32", M, [normal(rng_for(202, 1), (1, 4, 9, 9), 3.0)],
+                  expect_ops=("conv2d",))
+
+
+def m_conv_dil_clip():
+    r = rng_for(203, 0)
+    w = kaiming(r, (6, 4, 3, 3))
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((1, 4, 10, 10), "float32")):
+            with R.dataflow():
+                c = R.nn.conv2d(x, R.const(w), dilation=[2, 2], padding=[2, 1, 2, 1])
+                y = R.clip(c, -0.5, 0.75)
+                R.output(y)
+            return y
+
+    return OModel("conv_dil_clip", "conv2d 4->6 3x3 dilation 2, asymmetric padding (2,1,2,1), no bias, "
+                  "clip(-0.5, 0.75) fused as {\"clip\": [lo, hi]}; x[1,4,10,10] -> [1,6,10,8] f32",
+                  M, [normal(rng_for(203, 1), (1, 4, 10, 10))], expect_ops=("conv2d",))
+
+
+def m_dwconv():
+    r = rng_for(204, 0)
+    w, b = normal(r, (8, 1, 3, 3), 0.8), normal(r, (1, 8, 1, 1), 0.3)
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((1, 8, 8, 8), "float32")):
+            with R.dataflow():
+                c = R.nn.conv2d(x, R.const(w), groups=8, padding=[1, 1, 1, 1])
+                a = R.add(c, R.const(b))
+                y = R.nn.relu6(a)
+                R.output(y)
+            return y
+
+    return OModel("dwconv", "depthwise conv2d 3x3 (groups = C = 8, pad 1) + bias + relu6; x[1,8,8,8] -> "
+                  "[1,8,8,8] f32", M, [normal(rng_for(204, 1), (1, 8, 8, 8), 2.0)], expect_ops=("conv2d",))
+
+
+def m_dwconv_mult2():
+    r = rng_for(205, 0)
+    w = normal(r, (8, 1, 3, 3), 0.8)
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((1, 4, 7, 7), "float32")):
+            with R.dataflow():
+                y = R.nn.conv2d(x, R.const(w), groups=4, strides=[2, 2], padding=[1, 1, 1, 1])
+                R.output(y)
+            return y
+
+    return OModel("dwconv_mult2", "depthwise conv2d 3x3 with depth multiplier 2 (C=4, groups=4, O=8), "
+                  "stride 2, pad 1, no bias; x[1,4,7,7] -> [1,8,4,4] f32", M,
+                  [normal(rng_for(205, 1), (1, 4, 7, 7))], expect_ops=("conv2d",))
+
+
+def _qconv_module(xdt, xzp, wq, ws, wzp, bq, sx, so, ozp, act):
+    """dequantize -> conv2d(dequantize(w)) -> + dequantize(int32 bias) -> act -> quantize."""
+    n_out = wq.shape[0]
+    per_channel = np.ndim(ws) > 0 and np.size(ws) > 1
+    ws_c = R.const(f32(ws)) if per_channel else R.const(float(ws), "float32")
+    wzp_c = R.const(np.full(n_out, wzp, "int32")) if per_channel else R.const(int(wzp), "int32")
+    bscale = f32(np.broadcast_to(sx * np.asarray(ws, np.float64), (n_out,)))
+    c_shape = (1, wq.shape[1], 8, 8)
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor(c_shape, xdt)):
+            with R.dataflow():
+                xf = R.dequantize(x, R.const(sx, "float32"), R.const(xzp, "int32"), axis=1)
+                wf = R.dequantize(R.const(wq), ws_c, wzp_c, axis=0)
+                c = R.nn.conv2d(xf, wf, padding=[1, 1, 1, 1])
+                bf = R.dequantize(R.const(bq), R.const(bscale), R.const(np.zeros(n_out, "int32")), axis=0)
+                a = R.add(c, R.reshape(bf, (1, n_out, 1, 1)))
+                y = R.nn.relu(a) if act == "relu" else R.clip(a, 0, 6)
+                q = R.quantize(y, R.const(so, "float32"), R.const(ozp, "int32"), axis=1, out_dtype=xdt)
+                R.output(q)
+            return q
+
+    return M
+
+
+def m_qconv_uint8():
+    r = rng_for(206, 0)
+    wq = r.integers(0, 256, (8, 4, 3, 3)).astype("uint8")
+    bq = r.integers(-3000, 3000, 8).astype("int32")
+    mod = _qconv_module("uint8", 128, wq, 0.004, 120, bq, 0.05, 0.05, 10, "relu")
+    x = rng_for(206, 1).integers(0, 256, (1, 4, 8, 8)).astype("uint8")
+    return OModel("qconv_uint8", "QDQ conv2d, uint8 data (scale 0.05, zp 128), uint8 weights per tensor "
+                  "(scale 0.004, zp 120), int32 bias at s_x*s_w, relu, requantized to uint8 (0.05, zp 10); "
+                  "x[1,4,8,8] u8 -> [1,8,8,8] u8", mod, [x], flavours=("acl",), quantized=True,
+                  expect_ops=("conv2d",))
+
+
+def m_qconv_int8():
+    r = rng_for(207, 0)
+    wq = r.integers(-127, 128, (8, 4, 3, 3)).astype("int8")
+    ws = 0.002 + 0.004 * r.random(8)
+    bq = r.integers(-3000, 3000, 8).astype("int32")
+    mod = _qconv_module("int8", -5, wq, ws, 0, bq, 0.04, 0.03, -20, "relu6")
+    x = rng_for(207, 1).integers(-128, 128, (1, 4, 8, 8)).astype("int8")
+    return OModel("qconv_int8", "QDQ conv2d, int8 data (scale 0.04, zp -5), int8 weights per channel "
+                  "(axis 0, zp 0), int32 bias, relu6 in real units, requantized to int8 (0.03, zp -20); "
+                  "x[1,4,8,8] i8 -> [1,8,8,8] i8", mod, [x], flavours=("acl",), quantized=True,
+                  expect_ops=("conv2d",))
+
+
+def m_qdense_int8():
+    r = rng_for(208, 0)
+    wq = r.integers(-127, 128, (8, 16)).astype("int8")  # [N, K] as nn.Linear stores it
+    bq = r.integers(-2000, 2000, 8).astype("int32")
+    sx, sw, so = 0.05, 0.01, 0.08
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((2, 16), "int8")):
+            with R.dataflow():
+                xf = R.dequantize(x, R.const(sx, "float32"), R.const(3, "int32"))
+                wf = R.dequantize(R.const(wq), R.const(sw, "float32"), R.const(0, "int32"))
+                m = R.matmul(xf, R.permute_dims(wf))
+                bf = R.dequantize(R.const(bq), R.const(sx * sw, "float32"), R.const(0, "int32"))
+                a = R.add(m, bf)
+                q = R.quantize(a, R.const(so, "float32"), R.const(0, "int32"), out_dtype="int8")
+                R.output(q)
+            return q
+
+    x = rng_for(208, 1).integers(-128, 128, (2, 16)).astype("int8")
+    return OModel("qdense_int8", "QDQ dense: int8 x[2,16] (0.05, zp 3) @ int8 W[8,16]^T (0.01) + int32 bias, "
+                  "requantized to int8 (0.08, zp 0) -> [2,8] i8", M, [x], flavours=("acl",), quantized=True,
+                  expect_ops=("dense",))
+
+
+def m_max_pool():
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((1, 4, 9, 9), "float32")):
+            with R.dataflow():
+                y = R.nn.max_pool2d(x, pool_size=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1])
+                R.output(y)
+            return y
+
+    return OModel("max_pool", "max_pool2d 3x3 stride 2 pad 1; x[1,4,9,9] -> [1,4,5,5] f32", M,
+                  [normal(rng_for(209, 1), (1, 4, 9, 9))], expect_ops=("max_pool2d",))
+
+
+def m_avg_pool():
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((1, 4, 9, 9), "float32")):
+            with R.dataflow():
+                a = R.nn.avg_pool2d(x, pool_size=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1],
+                                    count_include_pad=False)
+                b = R.nn.avg_pool2d(x, pool_size=[2, 2], strides=[2, 2], padding=[0, 0, 1, 1],
+                                    count_include_pad=True)
+                R.output(a, b)
+            return (a, b)
+
+    return OModel("avg_pool", "two avg_pool2d over x[1,4,9,9]: 3x3 s2 pad 1 excluding padding -> [1,4,5,5], "
+                  "and 2x2 s2 bottom/right pad 1 including padding -> [1,4,5,5]; two outputs (one call, "
+                  "two destination tensors)", M, [normal(rng_for(210, 1), (1, 4, 9, 9))],
+                  expect_ops=("avg_pool2d",))
+
+
+def m_global_pools():
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((1, 6, 5, 5), "float32")):
+            with R.dataflow():
+                a = R.nn.adaptive_avg_pool2d(x, output_size=[1, 1])
+                b = R.mean(x, axis=[2, 3], keepdims=False)
+                c = R.max(x, axis=[2, 3], keepdims=True)
+                R.output(a, b, c)
+            return (a, b, c)
+
+    return OModel("global_pools", "global pooling three ways over x[1,6,5,5]: adaptive_avg_pool2d(1x1) "
+                  "-> [1,6,1,1], mean over H,W -> [1,6] (global_avg_pool2d + reshape), max over H,W keepdims "
+                  "-> [1,6,1,1]; three outputs", M, [normal(rng_for(211, 1), (1, 6, 5, 5))],
+                  expect_ops=("global_avg_pool2d", "global_max_pool2d"))
+
+
+def m_dense_bias_relu():
+    r = rng_for(212, 0)
+    w, b = kaiming(r, (12, 16)), normal(r, (12,), 0.1)
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((3, 16), "float32")):
+            with R.dataflow():
+                m = R.matmul(x, R.permute_dims(R.const(w)))
+                a = R.add(m, R.const(b))
+                y = R.nn.relu(a)
+                R.output(y)
+            return y
+
+    return OModel("dense_bias_relu", "nn.Linear style: x[3,16] @ permute_dims(W[12,16]) + b[12], relu -> "
+                  "[3,12] f32 (one dense node)", M, [normal(rng_for(212, 1), (3, 16))], expect_ops=("dense",))
+
+
+def m_matmul():
+    r = rng_for(213, 0)
+    w = kaiming(r, (8, 5))
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(a: R.Tensor((2, 3, 8), "float32"), b: R.Tensor((2, 8, 4), "float32")):
+            with R.dataflow():
+                y = R.matmul(a, R.const(w))
+                z = R.matmul(a, b)
+                R.output(y, z)
+            return (y, z)
+
+    r1 = rng_for(213, 1)
+    return OModel("matmul", "matmul with a constant [8,5] matrix (-> dense [5,8]) and a batched matmul of two "
+                  "inputs: (a[2,3,8] @ W -> [2,3,5], a @ b[2,8,4] -> [2,3,4]) f32", M,
+                  [normal(r1, (2, 3, 8)), normal(r1, (2, 8, 4))], expect_ops=("dense", "matmul"))
+
+
+def m_add_mul():
+    r = rng_for(214, 0)
+    c = normal(r, (4, 1, 1), 1.0)
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((1, 4, 3, 3), "float32"), y: R.Tensor((1, 4, 1, 3), "float32")):
+            with R.dataflow():
+                s = R.add(x, y)
+                m = R.multiply(s, R.const(c))
+                z = R.nn.relu(m)
+                R.output(z)
+            return z
+
+    r1 = rng_for(214, 1)
+    return OModel("add_mul", "broadcasting add of two inputs x[1,4,3,3] + y[1,4,1,3], multiply by a constant "
+                  "[4,1,1], relu fused -> [1,4,3,3] f32", M, [normal(r1, (1, 4, 3, 3)), normal(r1, (1, 4, 1, 3))],
+                  expect_ops=("add", "multiply"))
+
+
+def m_conv_softmax():
+    r = rng_for(215, 0)
+    w = kaiming(r, (5, 3, 1, 1))
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((1, 3, 4, 4), "float32")):
+            with R.dataflow():
+                c = R.nn.conv2d(x, R.const(w))
+                y = R.nn.softmax(c, axis=1)
+                R.output(y)
+            return y
+
+    return OModel("conv_softmax", "1x1 conv2d 3->5 then softmax over channels (axis 1 of NCHW; the ACL "
+                  "description is NHWC, axis 3); x[1,3,4,4] -> [1,5,4,4] f32", M,
+                  [normal(rng_for(215, 1), (1, 3, 4, 4), 2.0)], expect_ops=("softmax",))
+
+
+def m_reshape_softmax():
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((2, 3, 4, 4), "float32")):
+            with R.dataflow():
+                r = R.nn.relu(x)
+                f = R.reshape(r, (2, 48))
+                y = R.nn.softmax(f, axis=-1)
+                R.output(y)
+            return y
+
+    return OModel("reshape_softmax", "relu -> reshape (flatten [2,3,4,4] -> [2,48]) -> softmax(axis -1) f32",
+                  M, [normal(rng_for(216, 1), (2, 3, 4, 4))], expect_ops=("reshape", "softmax"))
+
+
+def m_concat():
+    r = rng_for(217, 0)
+    w1, w2 = kaiming(r, (4, 3, 3, 3)), kaiming(r, (2, 3, 1, 1))
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((1, 3, 6, 6), "float32")):
+            with R.dataflow():
+                a = R.nn.conv2d(x, R.const(w1), padding=[1, 1, 1, 1])
+                b = R.nn.conv2d(x, R.const(w2))
+                c = R.concat((a, b), axis=1)
+                y = R.nn.relu(c)
+                R.output(y)
+            return y
+
+    return OModel("concat", "two convs of x[1,3,6,6] (3x3 pad 1 -> 4 ch, 1x1 -> 2 ch) concatenated on "
+                  "channels, relu -> [1,6,6,6] f32 (ACL only: BNNS has no concatenation)", M,
+                  [normal(rng_for(217, 1), (1, 3, 6, 6))], flavours=("acl",), expect_ops=("concatenate",))
+
+
+# --------------------------------------------------------------------------------------------
+# Small networks
+# --------------------------------------------------------------------------------------------
+
+
+def m_cnn():
+    r = rng_for(301, 0)
+    w, b = kaiming(r, (8, 3, 3, 3)), normal(r, (1, 8, 1, 1), 0.1)
+    fw, fb = kaiming(r, (10, 512)), normal(r, (10,), 0.1)
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((1, 3, 16, 16), "float32")):
+            with R.dataflow():
+                c = R.nn.conv2d(x, R.const(w), padding=[1, 1, 1, 1])
+                a = R.add(c, R.const(b))
+                h = R.nn.relu(a)
+                p = R.nn.max_pool2d(h, pool_size=[2, 2], strides=[2, 2])
+                f = R.reshape(p, (1, 512))
+                d = R.add(R.matmul(f, R.permute_dims(R.const(fw))), R.const(fb))
+                y = R.nn.softmax(d, axis=-1)
+                R.output(y)
+            return y
+
+    return OModel("cnn", "conv2d 3->8 3x3 pad 1 + bias + relu, max_pool2d 2, flatten, dense 512->10 + bias, "
+                  "softmax; x[1,3,16,16] -> [1,10] f32.  ACL: the NCHW flatten of a C>1, H*W>1 tensor cannot "
+                  "be expressed in NHWC, so TVM transposes between two subgraphs", M,
+                  [normal(rng_for(301, 1), (1, 3, 16, 16))], expect_ops=("conv2d", "max_pool2d", "dense"))
+
+
+def m_mobilenet_block():
+    r = rng_for(302, 0)
+    we, be = kaiming(r, (16, 8, 1, 1)), normal(r, (1, 16, 1, 1), 0.1)
+    wd = normal(r, (16, 1, 3, 3), 0.8)
+    bn_s, bn_b = f32(1.0 + 0.2 * r.standard_normal((16, 1, 1))), normal(r, (16, 1, 1), 0.3)
+    wp, bp = kaiming(r, (8, 16, 1, 1)), normal(r, (1, 8, 1, 1), 0.1)
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((1, 8, 8, 8), "float32")):
+            with R.dataflow():
+                e = R.nn.relu6(R.add(R.nn.conv2d(x, R.const(we)), R.const(be)))
+                d = R.nn.conv2d(e, R.const(wd), groups=16, padding=[1, 1, 1, 1])
+                n = R.add(R.multiply(d, R.const(bn_s)), R.const(bn_b))
+                h = R.nn.relu6(n)
+                p = R.add(R.nn.conv2d(h, R.const(wp)), R.const(bp))
+                y = R.add(p, x)
+                R.output(y)
+            return y
+
+    return OModel("mobilenet_block", "MobileNetV2 inverted residual: 1x1 expand 8->16 + bias + relu6, "
+                  "depthwise 3x3 (16) * bn_scale + bn_shift + relu6, 1x1 project 16->8 + bias, residual add; "
+                  "x[1,8,8,8] -> [1,8,8,8] f32", M, [normal(rng_for(302, 1), (1, 8, 8, 8))],
+                  expect_ops=("conv2d", "multiply", "add"))
+
+
+def m_mlp():
+    r = rng_for(303, 0)
+    w1, b1 = kaiming(r, (32, 16)), normal(r, (32,), 0.1)
+    w2, b2 = kaiming(r, (8, 32)), normal(r, (8,), 0.1)
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((2, 16), "float32")):
+            with R.dataflow():
+                h = R.nn.relu(R.add(R.matmul(x, R.permute_dims(R.const(w1))), R.const(b1)))
+                o = R.add(R.matmul(h, R.permute_dims(R.const(w2))), R.const(b2))
+                y = R.nn.softmax(o, axis=-1)
+                R.output(y)
+            return y
+
+    return OModel("mlp", "Linear 16->32 + relu, Linear 32->8, softmax; x[2,16] -> [2,8] f32", M,
+                  [normal(rng_for(303, 1), (2, 16))], expect_ops=("dense", "softmax"))
+
+
+def m_mixed():
+    r = rng_for(304, 0)
+    w1, b1 = kaiming(r, (6, 3, 3, 3)), normal(r, (1, 6, 1, 1), 0.1)
+    w2 = kaiming(r, (6, 6, 3, 3))
+    fw = kaiming(r, (4, 6))
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((1, 3, 8, 8), "float32")):
+            with R.dataflow():
+                h = R.nn.relu(R.add(R.nn.conv2d(x, R.const(w1), padding=[1, 1, 1, 1]), R.const(b1)))
+                s = R.sigmoid(h)
+                c = R.nn.conv2d(s, R.const(w2), strides=[2, 2], padding=[1, 1, 1, 1])
+                t = R.tanh(c)
+                g = R.mean(t, axis=[2, 3], keepdims=False)
+                y = R.matmul(g, R.permute_dims(R.const(fw)))
+                R.output(y)
+            return y
+
+    return OModel("mixed", "conv+bias+relu (offloaded), sigmoid (TVM), conv stride 2 (offloaded), tanh (TVM), "
+                  "mean over H,W + dense 6->4 (offloaded); x[1,3,8,8] -> [1,4] f32: the VM alternates TVM "
+                  "kernels and mote.subgraph calls", M, [normal(rng_for(304, 1), (1, 3, 8, 8))],
+                  min_subgraphs=3, mixed=True, expect_ops=("conv2d", "global_avg_pool2d", "dense"))
+
+
+def m_qcnn():
+    r = rng_for(305, 0)
+    w1 = r.integers(-127, 128, (8, 3, 3, 3)).astype("int8")
+    w2 = r.integers(-127, 128, (8, 8, 3, 3)).astype("int8")
+    b1 = r.integers(-1000, 1000, 8).astype("int32")
+    s1, s_w, s2, s3 = 0.03, 0.005, 0.04, 0.05
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((1, 3, 8, 8), "uint8")):
+            with R.dataflow():
+                xf = R.dequantize(x, R.const(s1, "float32"), R.const(128, "int32"), axis=1)
+                w1f = R.dequantize(R.const(w1), R.const(s_w, "float32"), R.const(0, "int32"), axis=0)
+                c1 = R.nn.conv2d(xf, w1f, padding=[1, 1, 1, 1])
+                b1f = R.dequantize(R.const(b1), R.const(s1 * s_w, "float32"), R.const(0, "int32"))
+                h = R.nn.relu(R.add(c1, R.reshape(b1f, (1, 8, 1, 1))))
+                q1 = R.quantize(h, R.const(s2, "float32"), R.const(0, "int32"), axis=1, out_dtype="uint8")
+                hf = R.dequantize(q1, R.const(s2, "float32"), R.const(0, "int32"), axis=1)
+                w2f = R.dequantize(R.const(w2), R.const(s_w, "float32"), R.const(0, "int32"), axis=0)
+                c2 = R.nn.conv2d(hf, w2f, padding=[1, 1, 1, 1])
+                q2 = R.quantize(c2, R.const(s3, "float32"), R.const(128, "int32"), axis=1, out_dtype="uint8")
+                R.output(q2)
+            return q2
+
+    x = rng_for(305, 1).integers(0, 256, (1, 3, 8, 8)).astype("uint8")
+    return OModel("qcnn", "two chained QDQ uint8 conv2d 3x3 pad 1 (3->8 + bias + relu, 8->8), the first "
+                  "requantized to (0.04, 0) and read back with the same parameters: one subgraph, two "
+                  "quantized conv2d nodes; x[1,3,8,8] u8 -> [1,8,8,8] u8", M, [x], flavours=("acl",),
+                  quantized=True, expect_ops=("conv2d",))
+
+
+def m_minmax_clip():
+    r = rng_for(306, 0)
+    w = kaiming(r, (4, 4, 3, 3))
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((1, 4, 6, 6), "float32")):
+            with R.dataflow():
+                c = R.nn.conv2d(x, R.const(w), padding=[1, 1, 1, 1])
+                lo = R.maximum(c, R.const(0.0, "float32"))
+                hi = R.minimum(lo, R.const(6.0, "float32"))
+                y = R.minimum(hi, R.const(np.array([2.5], "float32")))
+                R.output(y)
+            return y
+
+    return OModel("minmax_clip", "conv2d 4->4 3x3 pad 1, then maximum(., 0) and minimum(., 6) (fused as "
+                  "relu6), then a lone minimum(., [2.5]) (a clip node with an open lower bound); "
+                  "x[1,4,6,6] -> [1,4,6,6] f32", M, [normal(rng_for(306, 1), (1, 4, 6, 6), 3.0)],
+                  expect_ops=("conv2d", "clip"))
+
+
+def _onnx(make, seed, shape, name, description, expect_ops):
+    import onnx_models  # noqa: F401 - needs the onnx package (python/requirements.txt)
+    from tvm.relax.frontend.onnx import from_onnx
+
+    mod = from_onnx(make())
+    return OModel(name, description, mod, [normal(rng_for(seed, 1), shape)], expect_ops=expect_ops)
+
+
+def m_onnx_cnn():
+    import onnx_models
+
+    return _onnx(onnx_models.small_cnn, 307, (1, 3, 16, 16), "onnx_cnn",
+                 "python/onnx_models.small_cnn imported with tvm.relax.frontend.onnx.from_onnx (NCHW, "
+                 "Conv+Relu, MaxPool, Flatten, Gemm, Softmax); input[1,3,16,16] -> [1,10] f32",
+                 ("conv2d", "max_pool2d", "dense", "softmax"))
+
+
+def m_onnx_mobilenet_tiny():
+    import onnx_models
+
+    return _onnx(onnx_models.mobilenet_v2_tiny, 308, (1, 3, 32, 32), "onnx_mobilenet_tiny",
+                 "python/onnx_models.mobilenet_v2_tiny (MobileNetV2 structure in miniature: Clip(0,6) is "
+                 "imported as topi maximum/minimum call_tir, fused back into relu6) imported with from_onnx; "
+                 "input[1,3,32,32] -> [1,10] f32", ("conv2d", "add", "global_avg_pool2d", "dense"))
+
+
+MODELS = [
+    m_conv_pad_bias_relu, m_conv_s2_relu6, m_conv_dil_clip, m_dwconv, m_dwconv_mult2,
+    m_qconv_uint8, m_qconv_int8, m_qdense_int8, m_max_pool, m_avg_pool, m_global_pools,
+    m_dense_bias_relu, m_matmul, m_add_mul, m_conv_softmax, m_reshape_softmax, m_concat,
+    m_cnn, m_mobilenet_block, m_mlp, m_mixed, m_qcnn, m_minmax_clip, m_onnx_cnn, m_onnx_mobilenet_tiny,
+]
+
+PARTITIONERS = {"acl": mote_tvm.partition_for_acl, "bnns": mote_tvm.partition_for_bnns}
+
+
+# --------------------------------------------------------------------------------------------
+# Building, checking, recording
+# --------------------------------------------------------------------------------------------
+
+
+def flatten_outputs(value) -> list[np.ndarray]:
+    """Depth-first flattening of a VM return value (Tensor or nested Array of Tensors)."""
+    if isinstance(value, tvm.runtime.Tensor):
+        return [value.numpy()]
+    if isinstance(value, np.ndarray):
+        return [value]
+    out = []
+    for item in value:
+        out.extend(flatten_outputs(item))
+    return out
+
+
+def run_vm(lib, inputs) -> list[np.ndarray]:
+    vm = relax.VirtualMachine(lib, tvm.cpu(0))
+    return flatten_outputs(vm["main"](*[tvm.runtime.tensor(a) for a in inputs]))
+
+
+def compare(got, want, quantized, where):
+    """Raise unless every output agrees within the format's tolerance; returns the max error."""
+    if len(got) != len(want):
+        raise RuntimeError(f"{where}: {len(got)} outputs, oracle has {len(want)}")
+    worst = 0.0
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g.shape != w.shape or g.dtype != w.dtype:
+            raise RuntimeError(f"{where}: out{i} is {g.dtype}{g.shape}, oracle {w.dtype}{w.shape}")
+        if quantized:
+            err = float(np.max(np.abs(g.astype(np.int64) - w.astype(np.int64)), initial=0))
+            ok = err <= Q_TOL["atol"]
+        else:
+            d = np.abs(g.astype(np.float64) - w.astype(np.float64))
+            err = float(np.max(d, initial=0))
+            ok = bool(np.all(d <= F32_TOL["atol"] + F32_TOL["rtol"] * np.abs(w.astype(np.float64))))
+        if not ok:
+            raise RuntimeError(f"{where}: out{i} differs from the oracle by {err:g} (beyond tolerance)")
+        worst = max(worst, err)
+    return worst
+
+
+def kernel_names(path: str, dynamic: bool) -> list[str]:
+    import subprocess
+
+    cmd = ["nm", "--defined-only"] + (["-D"] if dynamic else ["-g"]) + [path]
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    names = []
+    for line in res.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] == "T" and parts[2].startswith("__tvm_ffi_") \
+                and not parts[2].startswith("__tvm_ffi__"):
+            names.append(parts[2][len("__tvm_ffi_"):])
+    return sorted(names)
+
+
+def build_one(model: OModel, flavour: str, oracle: list, arch: str, out_dir: str, scratch: str) -> dict:
+    t0 = time.time()
+    name = f"{model.name}_{flavour}"
+    pmod = PARTITIONERS[flavour](model.mod)
+    descs = mote_tvm.subgraph_descriptions(pmod)
+    if len(descs) < model.min_subgraphs:
+        raise RuntimeError(f"{name}: {len(descs)} mote.subgraph call(s), expected at least {model.min_subgraphs}")
+    ops = sorted({n["op"] for d in descs for n in d["nodes"]})
+    missing = [op for op in model.expect_ops if op not in ops]
+    if missing:
+        raise RuntimeError(f"{name}: the partition lacks op(s) {missing} (has {ops})")
+    for d in descs:
+        if d["target"] != flavour or d["version"] != FORMAT_VERSION:
+            raise RuntimeError(f"{name}: bad description header {d['target']!r} v{d['version']}")
+
+    entry = {"name": name, "file": f"{name}.so", "description": model.description,
+             "partition": flavour, "subgraphs": len(descs),
+             "subgraph_ops": [[n["op"] for n in d["nodes"]] for d in descs]}
+    ex = tvm.compile(pmod, target=target_for(arch))
+    if arch == "x86_64":
+        host_lib = os.path.join(out_dir, f"{name}.so")
+        ex.export_library(host_lib)
+        kernels = kernel_names(host_lib, dynamic=True)
+    else:
+        tar_path = os.path.join(out_dir, f"{name}.tar")
+        ex.export_library(tar_path)
+        with tarfile.open(tar_path) as tf:
+            members = set(tf.getnames())
+            objdir = os.path.join(scratch, f"{name}.objs")
+            if {"lib0.o", "devc.o"} <= members:
+                tf.extract("lib0.o", objdir)
+                kernels = kernel_names(os.path.join(objdir, "lib0.o"), dynamic=False)
+            elif {"lib0.c", "devc.c"} <= members:
+                # Everything offloaded: no TVM kernel, so TVM emits C (an empty lib0.c and the
+                # module blob as a C array) instead of objects; the link step compiles them.
+                kernels = []
+            else:
+                raise RuntimeError(f"{tar_path}: expected lib0.o+devc.o or lib0.c+devc.c, found {sorted(members)}")
+        entry["archive"] = f"{name}.tar"
+        host_lib = os.path.join(scratch, f"{name}.so")
+        tvm.compile(pmod, target=HOST_TARGET).export_library(host_lib)
+    entry["kernels"] = kernels
+    if model.mixed and not kernels:
+        raise RuntimeError(f"{name}: expected TVM kernels next to the subgraph calls, found none")
+
+    # Second oracle: TVM's VM on the partitioned host build, mote.subgraph = numpy reference.
+    got = run_vm(tvm.runtime.load_module(host_lib), model.inputs)
+    err = compare(got, oracle, model.quantized, f"{name} (partitioned, numpy reference)")
+
+    stem = f"{name}.main"
+    np.savez(os.path.join(out_dir, f"{stem}.inputs.npz"), **{f"arg{i}": a for i, a in enumerate(model.inputs)})
+    np.savez(os.path.join(out_dir, f"{stem}.expected.npz"), **{f"out{i}": o for i, o in enumerate(oracle)})
+    dtypes = [str(o.dtype) for o in oracle]
+    if len(set(dtypes)) > 1:
+        raise RuntimeError(f"{stem}: mixed output dtypes {dtypes}; one tolerance per case")
+    entry["cases"] = [{
+        "case": "main",
+        "function": "main",
+        "inputs": f"{stem}.inputs.npz",
+        "expected": f"{stem}.expected.npz",
+        "mode": "call",
+        "expect_error": None,
+        "input_shapes": [list(a.shape) for a in model.inputs],
+        "input_dtypes": [str(a.dtype) for a in model.inputs],
+        "output_dtypes": dtypes,
+        "output_shapes": [list(o.shape) for o in oracle],
+        "tolerance": dict(Q_TOL if model.quantized else F32_TOL),
+    }]
+    made = entry.get("archive", entry["file"])
+    print(f"offload-zoo[{arch}]: {name:24s} {len(descs)} subgraph(s) "
+          f"{'+'.join(','.join(o) for o in entry['subgraph_ops'])[:60]:60s} {len(kernels):2d} TVM kernels  "
+          f"max err {err:.2g}  ({time.time() - t0:.1f}s) -> {made}", file=sys.stderr, flush=True)
+    return entry
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--target", choices=["x86_64", "aarch64"], default="x86_64")
+    ap.add_argument("--out", required=True, help="output folder (created if missing)")
+    ap.add_argument("--only", default="", help="comma-separated model base names (default: all)")
+    args = ap.parse_args(argv)
+
+    os.makedirs(args.out, exist_ok=True)
+    only = {s for s in args.only.split(",") if s}
+    mote_tvm.register_reference()
+    t0 = time.time()
+    manifest = {"tvm_version": tvm.__version__, "target": args.target, "format_doc_version": FORMAT_VERSION,
+                "models": []}
+    seen = set()
+    with tempfile.TemporaryDirectory(prefix="mote-offload-zoo-") as scratch:
+        for make in MODELS:
+            model = make()
+            if only and model.name not in only:
+                continue
+            seen.add(model.name)
+            # The oracle: the unpartitioned model on the host.
+            oracle = run_vm(tvm.compile(model.mod, target=HOST_TARGET), model.inputs)
+            for flavour in model.flavours:
+                manifest["models"].append(build_one(model, flavour, oracle, args.target, args.out, scratch))
+    if only - seen:
+        raise SystemExit(f"offload_zoo.py: unknown model(s): {sorted(only - seen)}")
+    tmp = os.path.join(args.out, "manifest.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, os.path.join(args.out, "manifest.json"))
+    n_sub = sum(m["subgraphs"] for m in manifest["models"])
+    print(f"offload-zoo[{args.target}]: {len(manifest['models'])} models, {n_sub} subgraph calls, "
+          f"all within tolerance of the oracle, in {time.time() - t0:.1f}s -> {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

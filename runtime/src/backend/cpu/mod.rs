@@ -1,0 +1,674 @@
+//! The built-in CPU backend: runs every op of subgraph format 1, on any machine.
+//!
+//! Convolutions go through im2col (skipped for 1x1 stride-1 convolutions, which are a plain
+//! GEMM on the input) and `matrixmultiply`'s GEMM; depthwise convolutions are direct loops over
+//! the contiguous dimension; bias and activation are fused into one pass over the output.
+//! Weights are repacked once at prepare time. Quantized conv2d/dense accumulate exactly
+//! (`(q - zp)` products summed in f64, exact below 2^53) and requantize with TVM's rounding
+//! (`round(x / scale)`, ties to even, then `+ zero_point` and clip). Other quantized and
+//! float16 ops run as dequantize -> float32 op -> quantize, which is what TVM's QDQ graph does.
+
+mod kernels;
+
+use std::borrow::Cow;
+use std::ops::Range;
+use std::sync::Arc;
+
+use super::{Backend, Buffers, Prepared};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::subgraph::{Activation, Conv2d, Graph, Layout, Op, Role, TensorDesc};
+use crate::tensor::Tensor;
+
+pub(crate) use kernels::Num;
+
+/// The built-in CPU backend (`"cpu"`).
+pub struct CpuBackend;
+
+pub(crate) fn backend_err(message: impl Into<String>) -> Error {
+    Error::Backend {
+        backend: super::CPU.into(),
+        message: message.into(),
+    }
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> &str {
+        super::CPU
+    }
+
+    fn available(&self) -> std::result::Result<(), String> {
+        Ok(())
+    }
+
+    fn supports(&self, _: &Graph, _: usize, _: &[Tensor]) -> std::result::Result<(), String> {
+        Ok(())
+    }
+
+    fn prepare(
+        &self,
+        graph: &Arc<Graph>,
+        nodes: Range<usize>,
+        constants: &[Tensor],
+    ) -> Result<Box<dyn Prepared>> {
+        let mut steps = Vec::with_capacity(nodes.len());
+        for k in nodes {
+            steps.push(prepare_node(graph, k, constants)?);
+        }
+        Ok(Box::new(CpuSegment {
+            graph: graph.clone(),
+            steps,
+        }))
+    }
+}
+
+/// A weight (or any constant operand) in the form a kernel wants it, or read at run time.
+enum Weight<T> {
+    Packed(Vec<T>),
+    Runtime,
+}
+
+/// Per-node prepared state.
+enum Step {
+    Conv {
+        node: usize,
+        plan: kernels::ConvPlan,
+        weight: Weight<f32>,
+        bias: Option<Vec<f32>>,
+    },
+    QConv {
+        node: usize,
+        plan: kernels::ConvPlan,
+        weight: Weight<f64>,
+        requant: Requant,
+    },
+    Dense {
+        node: usize,
+        /// `[K, N]` row-major.
+        weight: Weight<f32>,
+        bias: Option<Vec<f32>>,
+    },
+    QDense {
+        node: usize,
+        weight: Weight<f64>,
+        requant: Requant,
+    },
+    /// Everything else: runs on float32 views of its operands.
+    Generic { node: usize },
+}
+
+/// How a quantized conv/dense turns exact accumulators into output values.
+struct Requant {
+    x_zero: f64,
+    /// Per output channel: `s_x * s_w[o]`.
+    acc_scale: Vec<f32>,
+    /// Per output channel: the bias in real units.
+    bias: Vec<f32>,
+    out_scale: f32,
+    out_zero: i32,
+    out_dtype: DType,
+    activation: Activation,
+}
+
+struct CpuSegment {
+    graph: Arc<Graph>,
+    steps: Vec<Step>,
+}
+
+fn constant_of<'a>(g: &Graph, t: usize, constants: &'a [Tensor]) -> Option<&'a Tensor> {
+    match g.role(t) {
+        Role::Constant(i) => constants.get(i),
+        _ => None,
+    }
+}
+
+fn conv_plan(g: &Graph, k: usize, c: &Conv2d) -> kernels::ConvPlan {
+    let node = &g.nodes[k];
+    let d = &g.tensors[node.inputs[0]].shape;
+    let w = &g.tensors[node.inputs[1]].shape;
+    let o = &g.tensors[node.outputs[0]].shape;
+    let (n, ci, h, wd) = c.layout.nchw(d);
+    let (_, _, oh, ow) = c.layout.nchw(o);
+    let (oc, kh, kw) = match c.layout {
+        Layout::Nhwc => (w[0], w[1], w[2]),
+        Layout::Nchw => (w[0], w[2], w[3]),
+    };
+    kernels::ConvPlan {
+        layout: c.layout,
+        n: n as usize,
+        c: ci as usize,
+        h: h as usize,
+        w: wd as usize,
+        o: oc as usize,
+        kh: kh as usize,
+        kw: kw as usize,
+        oh: oh as usize,
+        ow: ow as usize,
+        groups: c.groups,
+        strides: c.strides,
+        padding: c.padding,
+        dilation: c.dilation,
+    }
+}
+
+fn prepare_node(g: &Graph, k: usize, constants: &[Tensor]) -> Result<Step> {
+    let node = &g.nodes[k];
+    let data = &g.tensors[node.inputs[0]];
+    match &node.op {
+        Op::Conv2d(c) => {
+            let plan = conv_plan(g, k, c);
+            let wt = constant_of(g, node.inputs[1], constants);
+            let bias_t = node
+                .inputs
+                .get(2)
+                .map(|&b| (b, constant_of(g, b, constants)));
+            if data.is_quantized_8bit() {
+                let weight = match wt {
+                    Some(t) => Weight::Packed(plan.pack(&centered_weight(
+                        &g.tensors[node.inputs[1]],
+                        t.data(),
+                        0,
+                    )?)),
+                    None => Weight::Runtime,
+                };
+                let requant = match (bias_t, wt) {
+                    (Some((_, None)), _) => return Ok(Step::Generic { node: k }),
+                    (bias, _) => {
+                        requant_for(g, k, plan.o, bias.and_then(|(b, t)| t.map(|t| (b, t))))?
+                    }
+                };
+                return Ok(Step::QConv {
+                    node: k,
+                    plan,
+                    weight,
+                    requant,
+                });
+            }
+            let weight = match wt {
+                Some(t) => {
+                    Weight::Packed(plan.pack(&load_f32(t.data(), &g.tensors[node.inputs[1]])?))
+                }
+                None => Weight::Runtime,
+            };
+            let bias = match bias_t {
+                Some((b, Some(t))) => Some(load_f32(t.data(), &g.tensors[b])?.into_owned()),
+                Some((_, None)) => return Ok(Step::Generic { node: k }),
+                None => None,
+            };
+            Ok(Step::Conv {
+                node: k,
+                plan,
+                weight,
+                bias,
+            })
+        }
+        Op::Dense { .. } => {
+            let wdesc = &g.tensors[node.inputs[1]];
+            let (nn, kk) = (wdesc.shape[0] as usize, wdesc.shape[1] as usize);
+            let wt = constant_of(g, node.inputs[1], constants);
+            let bias_t = node
+                .inputs
+                .get(2)
+                .map(|&b| (b, constant_of(g, b, constants)));
+            if matches!(bias_t, Some((_, None))) {
+                return Ok(Step::Generic { node: k });
+            }
+            if data.is_quantized_8bit() {
+                let weight = match wt {
+                    Some(t) => {
+                        Weight::Packed(transpose(&centered_weight(wdesc, t.data(), 0)?, nn, kk))
+                    }
+                    None => Weight::Runtime,
+                };
+                let requant = requant_for(g, k, nn, bias_t.and_then(|(b, t)| t.map(|t| (b, t))))?;
+                return Ok(Step::QDense {
+                    node: k,
+                    weight,
+                    requant,
+                });
+            }
+            let weight = match wt {
+                Some(t) => Weight::Packed(transpose(&load_f32(t.data(), wdesc)?, nn, kk)),
+                None => Weight::Runtime,
+            };
+            let bias = match bias_t {
+                Some((b, Some(t))) => Some(load_f32(t.data(), &g.tensors[b])?.into_owned()),
+                _ => None,
+            };
+            Ok(Step::Dense {
+                node: k,
+                weight,
+                bias,
+            })
+        }
+        _ => Ok(Step::Generic { node: k }),
+    }
+}
+
+fn requant_for(
+    g: &Graph,
+    k: usize,
+    channels: usize,
+    bias: Option<(usize, &Tensor)>,
+) -> Result<Requant> {
+    let node = &g.nodes[k];
+    let (d, w, out) = (
+        &g.tensors[node.inputs[0]],
+        &g.tensors[node.inputs[1]],
+        &g.tensors[node.outputs[0]],
+    );
+    let missing = || {
+        backend_err(format!(
+            "node `{}`: quantized operand without quant",
+            node.name
+        ))
+    };
+    let (dq, wq, oq) = (
+        d.quant.as_ref().ok_or_else(missing)?,
+        w.quant.as_ref().ok_or_else(missing)?,
+        out.quant.as_ref().ok_or_else(missing)?,
+    );
+    let sx = dq.scale_at(0);
+    let acc_scale: Vec<f32> = (0..channels).map(|o| sx * wq.scale_at(o)).collect();
+    let bias = match bias {
+        Some((b, t)) => {
+            let bd = &g.tensors[b];
+            let raw = load_i32(t.data())?;
+            raw.iter()
+                .enumerate()
+                .map(|(o, &q)| {
+                    let (s, z) = match &bd.quant {
+                        Some(bq) => (bq.scale_at(o), bq.zero_point_at(o)),
+                        None => (acc_scale[o], 0),
+                    };
+                    s * (q as f32 - z as f32)
+                })
+                .collect()
+        }
+        None => vec![0.0; channels],
+    };
+    let activation = match node.op {
+        Op::Conv2d(c) => c.activation,
+        Op::Dense { activation } => activation,
+        _ => Activation::None,
+    };
+    Ok(Requant {
+        x_zero: dq.zero_point_at(0) as f64,
+        acc_scale,
+        bias,
+        out_scale: oq.scale_at(0),
+        out_zero: oq.zero_point_at(0),
+        out_dtype: out.dtype,
+        activation,
+    })
+}
+
+/// A quantized weight as `q - zero_point[channel]` in f64 (channel along `axis`, the output
+/// channel axis 0 for conv2d and dense).
+fn centered_weight(desc: &TensorDesc, bytes: &[u8], axis: usize) -> Result<Vec<f64>> {
+    let q = desc
+        .quant
+        .as_ref()
+        .ok_or_else(|| backend_err("quantized weight without quant"))?;
+    let n = desc.num_elements();
+    if bytes.len() != n {
+        return Err(backend_err("weight size does not match its description"));
+    }
+    let outer: usize = desc.shape[..=axis].iter().map(|&d| d as usize).product();
+    let inner = n / outer.max(1);
+    let chans = desc.shape.get(axis).copied().unwrap_or(1).max(1) as usize;
+    let mut out = Vec::with_capacity(n);
+    for (i, &b) in bytes.iter().enumerate() {
+        let c = (i / inner.max(1)) % chans;
+        let v = if desc.dtype == DType::I8 {
+            b as i8 as f64
+        } else {
+            b as f64
+        };
+        out.push(v - q.zero_point_at(c) as f64);
+    }
+    Ok(out)
+}
+
+fn transpose<T: Copy + Default>(w: &[T], rows: usize, cols: usize) -> Vec<T> {
+    let mut t = vec![T::default(); rows * cols];
+    for r in 0..rows {
+        for c in 0..cols {
+            t[c * rows + r] = w[r * cols + c];
+        }
+    }
+    t
+}
+
+fn load_i32(bytes: &[u8]) -> Result<Vec<i32>> {
+    if bytes.len() % 4 != 0 {
+        return Err(backend_err("int32 buffer of odd size"));
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+/// A float32 view of a buffer: zero-copy for aligned float32, converted (dequantized for
+/// int8/uint8 with `quant`) otherwise.
+pub(crate) fn load_f32<'a>(bytes: &'a [u8], desc: &TensorDesc) -> Result<Cow<'a, [f32]>> {
+    let n = desc.num_elements();
+    if bytes.len() != n * desc.dtype.size_bytes() {
+        return Err(backend_err(format!(
+            "a {} buffer of {} bytes for shape {:?}",
+            desc.dtype,
+            bytes.len(),
+            desc.shape
+        )));
+    }
+    match desc.dtype {
+        DType::F32 => {
+            // SAFETY: every bit pattern is a valid f32; align_to only reinterprets the aligned
+            // middle part.
+            let (pre, mid, post) = unsafe { bytes.align_to::<f32>() };
+            if pre.is_empty() && post.is_empty() {
+                Ok(Cow::Borrowed(mid))
+            } else {
+                Ok(Cow::Owned(
+                    bytes
+                        .chunks_exact(4)
+                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect(),
+                ))
+            }
+        }
+        DType::F16 => Ok(Cow::Owned(
+            bytes
+                .chunks_exact(2)
+                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect(),
+        )),
+        DType::I32 | DType::I8 | DType::U8 => {
+            let raw: Vec<f32> = match desc.dtype {
+                DType::I32 => load_i32(bytes)?.into_iter().map(|v| v as f32).collect(),
+                DType::I8 => bytes.iter().map(|&b| b as i8 as f32).collect(),
+                _ => bytes.iter().map(|&b| b as f32).collect(),
+            };
+            Ok(Cow::Owned(match &desc.quant {
+                None => raw,
+                Some(q) => {
+                    let inner: usize = match q.axis {
+                        Some(a) => desc.shape[a + 1..].iter().map(|&d| d as usize).product(),
+                        None => n.max(1),
+                    };
+                    let chans = q.scale.len().max(1);
+                    raw.iter()
+                        .enumerate()
+                        .map(|(i, &v)| {
+                            let c = if q.axis.is_some() {
+                                (i / inner.max(1)) % chans
+                            } else {
+                                0
+                            };
+                            q.scale_at(c) * (v - q.zero_point_at(c) as f32)
+                        })
+                        .collect()
+                }
+            }))
+        }
+        other => Err(backend_err(format!("dtype {other} is not supported"))),
+    }
+}
+
+/// TVM's quantize: `clip(round(x / scale) + zero_point)`, ties to even.
+#[inline]
+pub(crate) fn quantize(x: f32, scale: f32, zero: i32, dtype: DType) -> u8 {
+    let (lo, hi) = if dtype == DType::I8 {
+        (-128.0, 127.0)
+    } else {
+        (0.0, 255.0)
+    };
+    let v = ((x / scale).round_ties_even() + zero as f32).clamp(lo, hi);
+    if dtype == DType::I8 {
+        (v as i8) as u8
+    } else {
+        v as u8
+    }
+}
+
+/// Write float32 values into a buffer of the descriptor's dtype (quantizing when needed).
+pub(crate) fn store_f32(vals: &[f32], desc: &TensorDesc, out: &mut [u8]) -> Result<()> {
+    let n = vals.len();
+    if out.len() != n * desc.dtype.size_bytes() {
+        return Err(backend_err(
+            "output buffer size does not match its description",
+        ));
+    }
+    match desc.dtype {
+        DType::F32 => {
+            for (o, v) in out.chunks_exact_mut(4).zip(vals) {
+                o.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        DType::F16 => {
+            for (o, v) in out.chunks_exact_mut(2).zip(vals) {
+                o.copy_from_slice(&half::f16::from_f32(*v).to_le_bytes());
+            }
+        }
+        DType::I32 => {
+            for (o, v) in out.chunks_exact_mut(4).zip(vals) {
+                let q = match &desc.quant {
+                    Some(q) => (v / q.scale_at(0)).round_ties_even() + q.zero_point_at(0) as f32,
+                    None => v.round_ties_even(),
+                };
+                o.copy_from_slice(&(q as i32).to_le_bytes());
+            }
+        }
+        DType::I8 | DType::U8 => {
+            let (s, z) = desc
+                .quant
+                .as_ref()
+                .map(|q| (q.scale_at(0), q.zero_point_at(0)))
+                .unwrap_or((1.0, 0));
+            for (o, &v) in out.iter_mut().zip(vals) {
+                *o = quantize(v, s, z, desc.dtype);
+            }
+        }
+        other => return Err(backend_err(format!("dtype {other} is not supported"))),
+    }
+    Ok(())
+}
+
+/// Run `f` on a float32 output buffer: in place when the output is aligned float32, else on a
+/// temporary that is then converted.
+fn with_out_f32(
+    out: &mut [u8],
+    desc: &TensorDesc,
+    f: impl FnOnce(&mut [f32]) -> Result<()>,
+) -> Result<()> {
+    if desc.dtype == DType::F32 {
+        // SAFETY: every bit pattern is a valid f32; only the aligned middle is reinterpreted.
+        let (pre, mid, post) = unsafe { out.align_to_mut::<f32>() };
+        if pre.is_empty() && post.is_empty() && mid.len() == desc.num_elements() {
+            return f(mid);
+        }
+    }
+    let mut tmp = vec![0f32; desc.num_elements()];
+    f(&mut tmp)?;
+    store_f32(&tmp, desc, out)
+}
+
+fn centered_input(bytes: &[u8], desc: &TensorDesc, zero: f64) -> Vec<f64> {
+    if desc.dtype == DType::I8 {
+        bytes.iter().map(|&b| b as i8 as f64 - zero).collect()
+    } else {
+        bytes.iter().map(|&b| b as f64 - zero).collect()
+    }
+}
+
+impl Requant {
+    /// `acc` is laid out with the channel at `chan(i)`.
+    fn apply(&self, acc: &[f64], out: &mut [u8], chan: impl Fn(usize) -> usize) {
+        let (lo, hi) = self.activation.bounds();
+        for (i, (o, &a)) in out.iter_mut().zip(acc).enumerate() {
+            let c = chan(i);
+            let real = (a as f32) * self.acc_scale[c] + self.bias[c];
+            *o = quantize(
+                real.clamp(lo, hi),
+                self.out_scale,
+                self.out_zero,
+                self.out_dtype,
+            );
+        }
+    }
+}
+
+impl Prepared for CpuSegment {
+    fn run(&self, bufs: &mut Buffers<'_>) -> Result<()> {
+        for step in &self.steps {
+            self.run_step(step, bufs)?;
+        }
+        Ok(())
+    }
+}
+
+impl CpuSegment {
+    fn run_step(&self, step: &Step, bufs: &mut Buffers<'_>) -> Result<()> {
+        let g = &*self.graph;
+        let k = match step {
+            Step::Conv { node, .. }
+            | Step::QConv { node, .. }
+            | Step::Dense { node, .. }
+            | Step::QDense { node, .. }
+            | Step::Generic { node } => *node,
+        };
+        let node = &g.nodes[k];
+        let (ins, out) = bufs.node_io(&node.inputs, node.outputs[0])?;
+        let odesc = &g.tensors[node.outputs[0]];
+        let desc = |i: usize| &g.tensors[node.inputs[i]];
+        let ctx = |e: Error| match e {
+            Error::Backend { backend, message } => Error::Backend {
+                backend,
+                message: format!("subgraph `{}`, node `{}`: {message}", g.name, node.name),
+            },
+            e => e,
+        };
+        match step {
+            Step::Conv {
+                plan, weight, bias, ..
+            } => {
+                let act = match node.op {
+                    Op::Conv2d(c) => c.activation,
+                    _ => Activation::None,
+                };
+                let x = load_f32(ins[0], desc(0)).map_err(ctx)?;
+                let packed;
+                let w: &[f32] = match weight {
+                    Weight::Packed(w) => w,
+                    Weight::Runtime => {
+                        packed = plan.pack(&load_f32(ins[1], desc(1)).map_err(ctx)?);
+                        &packed
+                    }
+                };
+                with_out_f32(out, odesc, |y| {
+                    plan.run(&x, w, y)?;
+                    kernels::bias_act(
+                        y,
+                        bias.as_deref(),
+                        act,
+                        plan.o,
+                        plan.layout,
+                        plan.oh * plan.ow,
+                    );
+                    Ok(())
+                })
+                .map_err(ctx)
+            }
+            Step::QConv {
+                plan,
+                weight,
+                requant,
+                ..
+            } => {
+                let x = centered_input(ins[0], desc(0), requant.x_zero);
+                let packed;
+                let w: &[f64] = match weight {
+                    Weight::Packed(w) => w,
+                    Weight::Runtime => {
+                        packed = plan.pack(&centered_weight(desc(1), ins[1], 0).map_err(ctx)?);
+                        &packed
+                    }
+                };
+                let mut acc = vec![0f64; odesc.num_elements()];
+                plan.run(&x, w, &mut acc).map_err(ctx)?;
+                let (o, hw) = (plan.o, plan.oh * plan.ow);
+                match plan.layout {
+                    Layout::Nhwc => requant.apply(&acc, out, |i| i % o),
+                    Layout::Nchw => requant.apply(&acc, out, |i| (i / hw) % o),
+                }
+                Ok(())
+            }
+            Step::Dense { weight, bias, .. } => {
+                let act = match node.op {
+                    Op::Dense { activation } => activation,
+                    _ => Activation::None,
+                };
+                let wd = desc(1);
+                let (nn, kk) = (wd.shape[0] as usize, wd.shape[1] as usize);
+                let m = desc(0).num_elements() / kk.max(1);
+                let x = load_f32(ins[0], desc(0)).map_err(ctx)?;
+                let packed;
+                let w: &[f32] = match weight {
+                    Weight::Packed(w) => w,
+                    Weight::Runtime => {
+                        packed = transpose(&load_f32(ins[1], wd).map_err(ctx)?, nn, kk);
+                        &packed
+                    }
+                };
+                with_out_f32(out, odesc, |y| {
+                    f32::gemm(m, kk, nn, &x, kk, w, nn, y, nn)?;
+                    kernels::bias_act(y, bias.as_deref(), act, nn, Layout::Nhwc, 1);
+                    Ok(())
+                })
+                .map_err(ctx)
+            }
+            Step::QDense {
+                weight, requant, ..
+            } => {
+                let wd = desc(1);
+                let (nn, kk) = (wd.shape[0] as usize, wd.shape[1] as usize);
+                let m = desc(0).num_elements() / kk.max(1);
+                let x = centered_input(ins[0], desc(0), requant.x_zero);
+                let packed;
+                let w: &[f64] = match weight {
+                    Weight::Packed(w) => w,
+                    Weight::Runtime => {
+                        packed = transpose(&centered_weight(wd, ins[1], 0).map_err(ctx)?, nn, kk);
+                        &packed
+                    }
+                };
+                let mut acc = vec![0f64; m * nn];
+                f64::gemm(m, kk, nn, &x, kk, w, nn, &mut acc, nn).map_err(ctx)?;
+                requant.apply(&acc, out, |i| i % nn);
+                Ok(())
+            }
+            Step::Generic { .. } => {
+                let xs = ins
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| load_f32(b, desc(i)))
+                    .collect::<Result<Vec<_>>>()
+                    .map_err(ctx)?;
+                let shapes: Vec<&[i64]> =
+                    (0..ins.len()).map(|i| desc(i).shape.as_slice()).collect();
+                if matches!(node.op, Op::Reshape)
+                    && desc(0).dtype == odesc.dtype
+                    && desc(0).quant == odesc.quant
+                {
+                    out.copy_from_slice(ins[0]);
+                    return Ok(());
+                }
+                with_out_f32(out, odesc, |y| {
+                    kernels::generic(&node.op, &xs, &shapes, &odesc.shape, y)
+                })
+                .map_err(ctx)
+            }
+        }
+    }
+}

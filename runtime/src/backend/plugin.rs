@@ -1,0 +1,627 @@
+//! Backend plug-ins: shared libraries implementing the C ABI of `runtime/include/mote_backend.h`
+//! (documented in `docs/backend-plugin-abi.md`).
+//!
+//! A plug-in is loaded with `libloading`, its ABI version checked before anything else is
+//! called, and every failure (unloadable file, missing symbol, wrong version, a graph the
+//! library refuses) becomes a typed error or a logged fallback, never a crash.
+
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::ops::Range;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use super::{segment_io, Backend, Buffers, Prepared};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::subgraph::{Activation, Graph, Layout, Op, Role, TensorDesc, MAX_RANK};
+use crate::tensor::Tensor;
+
+/// The plug-in ABI version this runtime speaks (`MOTE_BACKEND_ABI_VERSION`).
+pub const ABI_VERSION: u32 = 1;
+
+const OK: i32 = 0;
+const UNSUPPORTED: i32 = 1;
+
+const KIND_INPUT: i32 = 1;
+const KIND_OUTPUT: i32 = 2;
+const KIND_CONSTANT: i32 = 3;
+const KIND_INTERMEDIATE: i32 = 4;
+
+/// Mirror of `mote_bk_tensor_desc`.
+#[repr(C)]
+struct TensorDescC {
+    struct_size: u32,
+    kind: i32,
+    dtype: i32,
+    ndim: i32,
+    dims: [i64; MAX_RANK],
+    quant_axis: i32,
+    num_scales: u32,
+    scales: *const f32,
+    zero_points: *const i32,
+    data: *const c_void,
+    data_bytes: u64,
+}
+
+/// Mirror of `mote_bk_node_attrs`.
+#[repr(C)]
+#[derive(Default)]
+struct NodeAttrsC {
+    struct_size: u32,
+    op: i32,
+    layout: i32,
+    strides: [i32; 2],
+    padding: [i32; 4],
+    dilation: [i32; 2],
+    groups: i32,
+    pool_size: [i32; 2],
+    ceil_mode: i32,
+    count_include_pad: i32,
+    axis: i32,
+    activation: i32,
+    act_min: f32,
+    act_max: f32,
+}
+
+type AbiVersionFn = unsafe extern "C" fn() -> u32;
+type NameFn = unsafe extern "C" fn() -> *const c_char;
+type AvailableFn = unsafe extern "C" fn(*mut c_char, usize) -> i32;
+type GraphNewFn = unsafe extern "C" fn(*mut *mut c_void, *mut c_char, usize) -> i32;
+type AddTensorFn =
+    unsafe extern "C" fn(*mut c_void, *const TensorDescC, *mut u32, *mut c_char, usize) -> i32;
+type AddNodeFn = unsafe extern "C" fn(
+    *mut c_void,
+    *const c_char,
+    *const NodeAttrsC,
+    *const u32,
+    u32,
+    *const u32,
+    u32,
+    *mut c_char,
+    usize,
+) -> i32;
+type FinalizeFn = unsafe extern "C" fn(*mut c_void, *mut c_char, usize) -> i32;
+type RunFn = unsafe extern "C" fn(
+    *mut c_void,
+    *const *const c_void,
+    u32,
+    *const *mut c_void,
+    u32,
+    *mut c_char,
+    usize,
+) -> i32;
+type FreeFn = unsafe extern "C" fn(*mut c_void);
+
+struct Api {
+    available: AvailableFn,
+    graph_new: GraphNewFn,
+    add_tensor: AddTensorFn,
+    add_node: AddNodeFn,
+    finalize: FinalizeFn,
+    run: RunFn,
+    free: FreeFn,
+}
+
+/// A loaded plug-in.
+pub struct PluginBackend {
+    name: String,
+    path: String,
+    api: Api,
+    // Keeps the function pointers in `api` valid (prepared segments hold it too).
+    lib: Arc<libloading::Library>,
+}
+
+fn load_err(path: &Path, message: impl Into<String>) -> Error {
+    Error::Backend {
+        backend: path.display().to_string(),
+        message: message.into(),
+    }
+}
+
+/// Message written into an error buffer by the plug-in.
+fn buf_text(buf: &[u8]) -> String {
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let s = String::from_utf8_lossy(&buf[..end]).trim().to_string();
+    if s.is_empty() {
+        "(no message)".into()
+    } else {
+        s
+    }
+}
+
+impl PluginBackend {
+    /// Load and check a plug-in (without registering it).
+    pub fn open(path: &Path) -> Result<PluginBackend> {
+        // SAFETY: loading a library runs its initializers; plug-ins are trusted native code,
+        // exactly like model libraries (documented on `load_plugin`).
+        let lib = unsafe { libloading::Library::new(path) }
+            .map_err(|e| load_err(path, format!("cannot load plug-in: {e}")))?;
+        macro_rules! sym {
+            ($name:literal, $ty:ty) => {{
+                // SAFETY: the symbol's type is the one the ABI header declares for this name.
+                let s: libloading::Symbol<$ty> =
+                    unsafe { lib.get(concat!($name, "\0").as_bytes()) }.map_err(|e| {
+                        load_err(
+                            path,
+                            format!("not a Mote backend plug-in: missing `{}`: {e}", $name),
+                        )
+                    })?;
+                *s
+            }};
+        }
+        let version = sym!("mote_backend_abi_version", AbiVersionFn);
+        // SAFETY: a no-argument query function of the ABI.
+        let v = unsafe { version() };
+        if v != ABI_VERSION {
+            return Err(load_err(
+                path,
+                format!("plug-in ABI version {v}, but this runtime speaks version {ABI_VERSION}"),
+            ));
+        }
+        let name_fn = sym!("mote_backend_name", NameFn);
+        // SAFETY: returns a static NUL-terminated string (or NULL, handled).
+        let name_ptr = unsafe { name_fn() };
+        if name_ptr.is_null() {
+            return Err(load_err(path, "mote_backend_name returned NULL"));
+        }
+        // SAFETY: non-NULL, NUL-terminated, valid while the library is loaded; copied now.
+        let name = unsafe { CStr::from_ptr(name_ptr) }
+            .to_string_lossy()
+            .into_owned();
+        if name.is_empty() || name == super::CPU {
+            return Err(load_err(path, format!("invalid backend name `{name}`")));
+        }
+        let api = Api {
+            available: sym!("mote_backend_available", AvailableFn),
+            graph_new: sym!("mote_backend_graph_new", GraphNewFn),
+            add_tensor: sym!("mote_backend_graph_add_tensor", AddTensorFn),
+            add_node: sym!("mote_backend_graph_add_node", AddNodeFn),
+            finalize: sym!("mote_backend_graph_finalize", FinalizeFn),
+            run: sym!("mote_backend_graph_run", RunFn),
+            free: sym!("mote_backend_graph_free", FreeFn),
+        };
+        Ok(PluginBackend {
+            name,
+            path: path.display().to_string(),
+            api,
+            lib: Arc::new(lib),
+        })
+    }
+
+    /// Where it was loaded from.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn err(&self, what: &str, buf: &[u8]) -> Error {
+        Error::Backend {
+            backend: self.name.clone(),
+            message: format!("{what}: {}", buf_text(buf)),
+        }
+    }
+}
+
+/// Load a backend plug-in and register it ahead of the built-in CPU backend.
+///
+/// Loading runs the library's code: only load plug-ins you trust as native code. Fails with
+/// [`Error::Backend`] when the file cannot be loaded, lacks an ABI symbol or speaks another ABI
+/// version.
+pub fn load_plugin(path: impl AsRef<Path>) -> Result<Arc<dyn Backend>> {
+    let b: Arc<dyn Backend> = Arc::new(PluginBackend::open(path.as_ref())?);
+    super::register_backend(b.clone());
+    Ok(b)
+}
+
+/// Plug-ins named by `MOTE_BACKEND_PLUGINS` (colon-separated paths); failures are logged.
+pub(crate) fn from_environment() -> Vec<Arc<dyn Backend>> {
+    let Some(list) = std::env::var_os("MOTE_BACKEND_PLUGINS") else {
+        return Vec::new();
+    };
+    let list = list.to_string_lossy().into_owned();
+    let mut out: Vec<Arc<dyn Backend>> = Vec::new();
+    for p in list.split(':').filter(|s| !s.trim().is_empty()) {
+        match PluginBackend::open(Path::new(p.trim())) {
+            Ok(b) => {
+                log::info!("loaded backend plug-in `{}` from {p}", b.name);
+                out.push(Arc::new(b));
+            }
+            Err(e) => log::warn!("MOTE_BACKEND_PLUGINS: {e}"),
+        }
+    }
+    out
+}
+
+fn dtype_code(d: DType) -> Option<i32> {
+    Some(match d {
+        DType::F32 => 1,
+        DType::F16 => 2,
+        DType::I32 => 3,
+        DType::I8 => 4,
+        DType::U8 => 5,
+        _ => return None,
+    })
+}
+
+fn act_code(a: Activation) -> (i32, f32, f32) {
+    match a {
+        Activation::None => (0, 0.0, 0.0),
+        Activation::Relu => (1, 0.0, 0.0),
+        Activation::Relu6 => (2, 0.0, 6.0),
+        Activation::Clip(lo, hi) => (3, lo, hi),
+    }
+}
+
+fn layout_code(l: Layout) -> i32 {
+    match l {
+        Layout::Nhwc => 1,
+        Layout::Nchw => 2,
+    }
+}
+
+fn to_i32<const N: usize>(a: [usize; N]) -> [i32; N] {
+    a.map(|v| i32::try_from(v).unwrap_or(i32::MAX))
+}
+
+fn node_attrs(op: &Op) -> NodeAttrsC {
+    let mut a = NodeAttrsC {
+        struct_size: std::mem::size_of::<NodeAttrsC>() as u32,
+        ..Default::default()
+    };
+    let set_act = |a: &mut NodeAttrsC, act: Activation| {
+        let (k, lo, hi) = act_code(act);
+        a.activation = k;
+        a.act_min = lo;
+        a.act_max = hi;
+    };
+    match op {
+        Op::Conv2d(c) => {
+            a.op = 1;
+            a.layout = layout_code(c.layout);
+            a.strides = to_i32(c.strides);
+            a.padding = to_i32(c.padding);
+            a.dilation = to_i32(c.dilation);
+            a.groups = i32::try_from(c.groups).unwrap_or(i32::MAX);
+            set_act(&mut a, c.activation);
+        }
+        Op::MaxPool2d(p) | Op::AvgPool2d(p) => {
+            a.op = if matches!(op, Op::MaxPool2d(_)) { 2 } else { 3 };
+            a.layout = layout_code(p.layout);
+            a.pool_size = to_i32(p.pool_size);
+            a.strides = to_i32(p.strides);
+            a.padding = to_i32(p.padding);
+            a.dilation = to_i32(p.dilation);
+            a.ceil_mode = p.ceil_mode as i32;
+            a.count_include_pad = p.count_include_pad as i32;
+        }
+        Op::GlobalMaxPool2d(l) => {
+            a.op = 4;
+            a.layout = layout_code(*l);
+        }
+        Op::GlobalAvgPool2d(l) => {
+            a.op = 5;
+            a.layout = layout_code(*l);
+        }
+        Op::Dense { activation } => {
+            a.op = 6;
+            set_act(&mut a, *activation);
+        }
+        Op::Matmul => a.op = 7,
+        Op::Add { activation } => {
+            a.op = 8;
+            set_act(&mut a, *activation);
+        }
+        Op::Multiply { activation } => {
+            a.op = 9;
+            set_act(&mut a, *activation);
+        }
+        Op::Relu => a.op = 10,
+        Op::Relu6 => a.op = 11,
+        Op::Clip { min, max } => {
+            a.op = 12;
+            a.act_min = *min;
+            a.act_max = *max;
+        }
+        Op::Softmax { axis } => {
+            a.op = 13;
+            a.axis = *axis as i32;
+        }
+        Op::Reshape => a.op = 14,
+        Op::Concatenate { axis } => {
+            a.op = 15;
+            a.axis = *axis as i32;
+        }
+    }
+    a
+}
+
+/// A graph handle owned by the plug-in; freed on drop.
+struct GraphHandle<'a> {
+    plugin: &'a PluginBackend,
+    ptr: *mut c_void,
+}
+
+impl Drop for GraphHandle<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from graph_new of this plug-in and is freed exactly once.
+        unsafe { (self.plugin.api.free)(self.ptr) }
+    }
+}
+
+/// Result of an ABI call that may refuse.
+enum Refusal {
+    Unsupported(String),
+    Failed(Error),
+}
+
+impl PluginBackend {
+    fn new_graph(&self) -> Result<GraphHandle<'_>> {
+        let mut buf = [0u8; 512];
+        let mut ptr: *mut c_void = std::ptr::null_mut();
+        // SAFETY: valid out-pointer and error buffer of the stated length.
+        let rc = unsafe { (self.api.graph_new)(&mut ptr, buf.as_mut_ptr().cast(), buf.len()) };
+        if rc != OK || ptr.is_null() {
+            return Err(self.err("graph_new failed", &buf));
+        }
+        Ok(GraphHandle { plugin: self, ptr })
+    }
+
+    fn add_tensor(
+        &self,
+        g: &GraphHandle<'_>,
+        d: &TensorDesc,
+        kind: i32,
+        data: Option<&[u8]>,
+    ) -> std::result::Result<u32, Refusal> {
+        let dtype = dtype_code(d.dtype)
+            .ok_or_else(|| Refusal::Unsupported(format!("dtype {}", d.dtype)))?;
+        let mut dims = [0i64; MAX_RANK];
+        dims[..d.shape.len()].copy_from_slice(&d.shape);
+        let (scales, zps, axis) = match &d.quant {
+            Some(q) => {
+                let zps: Vec<i32> = (0..q.scale.len()).map(|c| q.zero_point_at(c)).collect();
+                (q.scale.clone(), zps, q.axis.map(|a| a as i32).unwrap_or(-1))
+            }
+            None => (Vec::new(), Vec::new(), -1),
+        };
+        let desc = TensorDescC {
+            struct_size: std::mem::size_of::<TensorDescC>() as u32,
+            kind,
+            dtype,
+            ndim: d.shape.len() as i32,
+            dims,
+            quant_axis: axis,
+            num_scales: scales.len() as u32,
+            scales: if scales.is_empty() {
+                std::ptr::null()
+            } else {
+                scales.as_ptr()
+            },
+            zero_points: if zps.is_empty() {
+                std::ptr::null()
+            } else {
+                zps.as_ptr()
+            },
+            data: data.map(|b| b.as_ptr().cast()).unwrap_or(std::ptr::null()),
+            data_bytes: data.map(|b| b.len() as u64).unwrap_or(0),
+        };
+        let mut buf = [0u8; 512];
+        let mut id = 0u32;
+        // SAFETY: `desc` and the arrays it points to outlive the call; the plug-in copies what it
+        // keeps (ABI rule).
+        let rc = unsafe {
+            (self.api.add_tensor)(g.ptr, &desc, &mut id, buf.as_mut_ptr().cast(), buf.len())
+        };
+        match rc {
+            OK => Ok(id),
+            UNSUPPORTED => Err(Refusal::Unsupported(buf_text(&buf))),
+            _ => Err(Refusal::Failed(self.err("add_tensor failed", &buf))),
+        }
+    }
+
+    /// Add nodes `nodes` of `graph` to a plug-in graph. `kind_of` classifies tensors.
+    fn build(
+        &self,
+        h: &GraphHandle<'_>,
+        graph: &Graph,
+        nodes: Range<usize>,
+        constants: &[Tensor],
+        reads: &[usize],
+        writes: &[usize],
+    ) -> std::result::Result<(), Refusal> {
+        let mut ids: Vec<Option<u32>> = vec![None; graph.tensors.len()];
+        // Inputs first, then outputs, so run's pointer arrays follow `reads` and `writes`.
+        for &t in reads {
+            ids[t] = Some(self.add_tensor(h, &graph.tensors[t], KIND_INPUT, None)?);
+        }
+        for &t in writes {
+            ids[t] = Some(self.add_tensor(h, &graph.tensors[t], KIND_OUTPUT, None)?);
+        }
+        for node in &graph.nodes[nodes.clone()] {
+            for &t in node.inputs.iter().chain(&node.outputs) {
+                if ids[t].is_some() {
+                    continue;
+                }
+                let id = match graph.role(t) {
+                    Role::Constant(i) => {
+                        let c = constants.get(i).ok_or_else(|| {
+                            Refusal::Failed(Error::Backend {
+                                backend: self.name.clone(),
+                                message: format!("constant {i} missing"),
+                            })
+                        })?;
+                        self.add_tensor(h, &graph.tensors[t], KIND_CONSTANT, Some(c.data()))?
+                    }
+                    _ => self.add_tensor(h, &graph.tensors[t], KIND_INTERMEDIATE, None)?,
+                };
+                ids[t] = Some(id);
+            }
+        }
+        for node in &graph.nodes[nodes] {
+            let attrs = node_attrs(&node.op);
+            let ins: Vec<u32> = node
+                .inputs
+                .iter()
+                .map(|&t| ids[t].unwrap_or(u32::MAX))
+                .collect();
+            let outs: Vec<u32> = node
+                .outputs
+                .iter()
+                .map(|&t| ids[t].unwrap_or(u32::MAX))
+                .collect();
+            let name = CString::new(node.name.replace('\0', "?")).unwrap_or_default();
+            let mut buf = [0u8; 512];
+            // SAFETY: every pointer is valid for the call and the counts match the arrays.
+            let rc = unsafe {
+                (self.api.add_node)(
+                    h.ptr,
+                    name.as_ptr(),
+                    &attrs,
+                    ins.as_ptr(),
+                    ins.len() as u32,
+                    outs.as_ptr(),
+                    outs.len() as u32,
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
+            };
+            match rc {
+                OK => {}
+                UNSUPPORTED => return Err(Refusal::Unsupported(buf_text(&buf))),
+                _ => {
+                    return Err(Refusal::Failed(
+                        self.err(&format!("add_node `{}` failed", node.name), &buf),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Backend for PluginBackend {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn available(&self) -> std::result::Result<(), String> {
+        let mut buf = [0u8; 512];
+        // SAFETY: error buffer of the stated length.
+        match unsafe { (self.api.available)(buf.as_mut_ptr().cast(), buf.len()) } {
+            OK => Ok(()),
+            _ => Err(buf_text(&buf)),
+        }
+    }
+
+    fn supports(
+        &self,
+        graph: &Graph,
+        node: usize,
+        constants: &[Tensor],
+    ) -> std::result::Result<(), String> {
+        let h = self.new_graph().map_err(|e| e.to_string())?;
+        let (reads, writes) = segment_io(graph, node..node + 1);
+        // A probe graph: the node's own output is always an OUTPUT.
+        let writes = if writes.is_empty() {
+            graph.nodes[node].outputs.clone()
+        } else {
+            writes
+        };
+        match self.build(&h, graph, node..node + 1, constants, &reads, &writes) {
+            Ok(()) => Ok(()),
+            Err(Refusal::Unsupported(why)) => Err(why),
+            Err(Refusal::Failed(e)) => Err(e.to_string()),
+        }
+    }
+
+    fn prepare(
+        &self,
+        graph: &Arc<Graph>,
+        nodes: Range<usize>,
+        constants: &[Tensor],
+    ) -> Result<Box<dyn Prepared>> {
+        let h = self.new_graph()?;
+        let (reads, writes) = segment_io(graph, nodes.clone());
+        match self.build(&h, graph, nodes.clone(), constants, &reads, &writes) {
+            Ok(()) => {}
+            Err(Refusal::Unsupported(why)) => {
+                return Err(Error::Backend {
+                    backend: self.name.clone(),
+                    message: format!("refused nodes {nodes:?}: {why}"),
+                })
+            }
+            Err(Refusal::Failed(e)) => return Err(e),
+        }
+        let mut buf = [0u8; 512];
+        // SAFETY: a graph of this plug-in, built on this thread; error buffer of stated length.
+        let rc = unsafe { (self.api.finalize)(h.ptr, buf.as_mut_ptr().cast(), buf.len()) };
+        if rc != OK {
+            return Err(self.err("finalize failed", &buf));
+        }
+        let ptr = h.ptr;
+        std::mem::forget(h);
+        Ok(Box::new(PluginSegment {
+            name: self.name.clone(),
+            run: self.api.run,
+            free: self.api.free,
+            _lib: self.lib.clone(),
+            graph: Mutex::new(ptr as usize),
+            reads,
+            writes,
+        }))
+    }
+}
+
+/// A finalized plug-in graph; holds the library so `run` and `free` stay valid.
+struct PluginSegment {
+    name: String,
+    run: RunFn,
+    free: FreeFn,
+    _lib: Arc<libloading::Library>,
+    /// The graph handle; the mutex keeps one graph from running concurrently with itself.
+    graph: Mutex<usize>,
+    reads: Vec<usize>,
+    writes: Vec<usize>,
+}
+
+impl Prepared for PluginSegment {
+    fn run(&self, bufs: &mut Buffers<'_>) -> Result<()> {
+        let (r, w) = bufs.raw(&self.reads, &self.writes)?;
+        let guard = self.graph.lock().map_err(|_| Error::Backend {
+            backend: self.name.clone(),
+            message: "an earlier run panicked".into(),
+        })?;
+        let r: Vec<*const c_void> = r.into_iter().map(|p| p.cast()).collect();
+        let w: Vec<*mut c_void> = w.into_iter().map(|p| p.cast()).collect();
+        let mut buf = [0u8; 512];
+        // SAFETY: the graph is finalized and exclusively ours while the lock is held; the
+        // buffers are valid for the declared sizes for the duration of the call (ABI rule).
+        let rc = unsafe {
+            (self.run)(
+                *guard as *mut c_void,
+                r.as_ptr(),
+                r.len() as u32,
+                w.as_ptr(),
+                w.len() as u32,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        if rc != OK {
+            return Err(Error::Backend {
+                backend: self.name.clone(),
+                message: format!("run failed: {}", buf_text(&buf)),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for PluginSegment {
+    fn drop(&mut self) {
+        if let Ok(g) = self.graph.get_mut() {
+            // SAFETY: the handle came from graph_new, is not running (we hold `&mut self`) and is
+            // freed once.
+            unsafe { (self.free)(*g as *mut c_void) }
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Every model of the offload zoo (models partitioned by `mote_tvm`, whose regions are
+//! `mote.subgraph` calls) runs through Mote's backends and matches TVM's unpartitioned model.
+//!
+//! The zoo comes from `python/offload_zoo.py` (via `scripts/offload-zoo.sh`); its folder is
+//! `MOTE_OFFLOAD_ZOO_DIR`, with the manifest schema of `python/zoo.py`. Tests never skip.
+
+use std::path::PathBuf;
+
+use mote::{Model, SessionOptions, Tensor, Value};
+use mote_tests::assert_close;
+use serde_json::Value as Json;
+
+fn zoo_dir() -> PathBuf {
+    match std::env::var_os("MOTE_OFFLOAD_ZOO_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => panic!(
+            "MOTE_OFFLOAD_ZOO_DIR is not set: build the offload zoo with `scripts/offload-zoo.sh` \
+             (python/offload_zoo.py --out DIR) and export MOTE_OFFLOAD_ZOO_DIR=DIR"
+        ),
+    }
+}
+
+fn manifest() -> Json {
+    let p = zoo_dir().join("manifest.json");
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn load_indexed(file: &str, prefix: &str) -> Vec<Tensor> {
+    let path = zoo_dir().join(file);
+    let mut arrays =
+        mote::npy::read_npz(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    arrays.sort_by_key(|(k, _)| {
+        k.trim_start_matches(prefix)
+            .parse::<usize>()
+            .unwrap_or(usize::MAX)
+    });
+    arrays.into_iter().map(|(_, t)| t).collect()
+}
+
+fn run_all(backends: &[&str]) {
+    let m = manifest();
+    let models = m["models"].as_array().expect("manifest has `models`");
+    assert!(!models.is_empty(), "the offload zoo has no models");
+    let backends: Vec<String> = backends.iter().map(|s| s.to_string()).collect();
+    let mut checked = 0;
+    for entry in models {
+        let name = entry["name"].as_str().expect("model name");
+        let file = entry["file"].as_str().expect("model file");
+        let model =
+            Model::load(zoo_dir().join(file)).unwrap_or_else(|e| panic!("{name}: load: {e}"));
+        let plan = model.partition_plan(&backends);
+        if let Some(n) = entry["subgraphs"].as_u64() {
+            assert_eq!(
+                plan.len() as u64,
+                n,
+                "{name}: number of mote.subgraph calls"
+            );
+        }
+        for p in &plan {
+            assert!(
+                !p.nodes.is_empty(),
+                "{name}: subgraph `{}` has no nodes",
+                p.name
+            );
+        }
+        for threads in [1, 2] {
+            let mut session = model
+                .session_with(SessionOptions {
+                    threads: Some(threads),
+                    backends: backends.clone(),
+                    ..Default::default()
+                })
+                .unwrap_or_else(|e| panic!("{name}: session: {e}"));
+            for case in entry["cases"].as_array().expect("cases") {
+                let cname = format!(
+                    "{name}.{} ({threads} threads, backends {backends:?})",
+                    case["case"]
+                );
+                let function = case["function"].as_str().expect("function");
+                let args: Vec<Value> =
+                    load_indexed(case["inputs"].as_str().expect("inputs"), "arg")
+                        .into_iter()
+                        .map(Value::Tensor)
+                        .collect();
+                let out = session
+                    .call(function, &args)
+                    .unwrap_or_else(|e| panic!("{cname}: {e}"))
+                    .flatten_tensors();
+                let expected = load_indexed(case["expected"].as_str().expect("expected"), "out");
+                assert_eq!(out.len(), expected.len(), "{cname}: number of outputs");
+                let tol = &case["tolerance"];
+                let (rtol, atol) = (
+                    tol["rtol"].as_f64().expect("rtol"),
+                    tol["atol"].as_f64().expect("atol"),
+                );
+                for (i, (g, w)) in out.iter().zip(&expected).enumerate() {
+                    assert_close(&format!("{cname} out{i}"), g, w, rtol, atol);
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 0, "no case was checked");
+}
+
+#[test]
+fn offload_zoo_matches_tvm_with_default_backends() {
+    run_all(&[]);
+}
+
+#[test]
+fn offload_zoo_matches_tvm_on_the_cpu_backend() {
+    run_all(&["cpu"]);
+}
+
+/// With the C test plug-in (float32 add and relu only) loaded and preferred, the nodes it takes
+/// run in it on the VM's own buffers and the rest falls back to `cpu`; results still match TVM.
+#[test]
+fn offload_zoo_matches_tvm_with_the_test_plugin_preferred() {
+    let path = env!("MOTE_TEST_PLUGIN");
+    assert!(
+        !path.is_empty(),
+        "tests/build.rs did not build the test plug-in"
+    );
+    mote::backend::load_plugin(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let m = manifest();
+    let mut on_plugin = 0;
+    for entry in m["models"].as_array().expect("models") {
+        let file = entry["file"].as_str().expect("file");
+        let model = Model::load(zoo_dir().join(file)).expect("load");
+        for p in model.partition_plan(&["testplug".to_string(), "cpu".to_string()]) {
+            on_plugin += p.nodes.iter().filter(|n| n.backend == "testplug").count();
+            for n in p.nodes.iter().filter(|n| n.backend == "cpu") {
+                assert!(
+                    n.fallback_reasons
+                        .iter()
+                        .any(|r| r.starts_with("testplug:")),
+                    "{file}: node `{}` fell back without a reason: {n:?}",
+                    n.name
+                );
+            }
+        }
+    }
+    assert!(on_plugin > 0, "no zoo node went to the test plug-in");
+    run_all(&["testplug", "cpu"]);
+}
