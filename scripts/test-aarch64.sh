@@ -41,7 +41,12 @@ fi
 [ -d "$OZOO" ] || { log "offload zoo dir '$OZOO' does not exist"; exit 1; }
 log "offload zoo: $OZOO"
 
+log "building the ACL backend plug-in"
+ACL_PLUGIN=$("$ROOT/scripts/build-acl-shim.sh" | tail -n 1)
+[ -f "$ACL_PLUGIN" ] || { log "no ACL plug-in at '$ACL_PLUGIN'"; exit 1; }
+
 export MOTE_ZOO_DIR=$ZOO
+export MOTE_ACL_PLUGIN=$ACL_PLUGIN
 export MOTE_OFFLOAD_ZOO_DIR=$OZOO
 log "cargo test $CARGO_ARGS $*"
 # shellcheck disable=SC2086

@@ -3,7 +3,8 @@
 #   1. formatting and clippy (-D warnings) on the host's stable Rust;
 #   2. the x86_64 model zoo built with TVM 0.27, then every Rust test on the host;
 #   3. the C ABI: header drift and hygiene, ABI baseline, C tests under valgrind, CMake example;
-#   4. the aarch64 zoo, and the same tests cross-built with trixie's Rust 1.85 under qemu;
+#   4. the aarch64 zoos, and the same tests cross-built with trixie's Rust 1.85 under qemu,
+#      including the offload zoo on the real ACL through libmote_acl.so; the shim's own C test;
 #   5. check builds for iOS, macOS and Android.
 # Tools that are missing are installed (venv, trixie chroot) or the run fails: nothing is
 # skipped. Expensive things are cached under ${MOTE_CACHE:-$HOME/.cache/mote}.
@@ -49,6 +50,12 @@ scripts/test-aarch64.sh 2>&1 | tee "$MOTE_CACHE/last-aarch64-tests.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "aarch64 tests"
 record "aarch64 tests: $(grep -E '^test result:' "$MOTE_CACHE/last-aarch64-tests.log" | awk '{p+=$4; f+=$6} END {print p " passed, " f " failed"}')"
 
+step "ACL backend shim (aarch64, real ACL 24.11, qemu)"
+scripts/test-acl.sh 2>&1 | tee "$MOTE_CACHE/last-acl-tests.log"
+[ "${PIPESTATUS[0]}" = 0 ] || fail "ACL shim tests"
+acl_line="$(grep -E '^acl checks:' "$MOTE_CACHE/last-acl-tests.log" | tail -n 1)"
+record "$acl_line"
+
 step "check builds for iOS, macOS, Android"
 scripts/check-mobile.sh || fail "mobile check builds"
 record "check builds: ok"
@@ -60,7 +67,9 @@ for log in "$MOTE_CACHE/last-host-tests.log" "$MOTE_CACHE/last-aarch64-tests.log
     read -r p f < <(grep -E '^test result:' "$log" | awk '{p+=$4; f+=$6} END {print p+0, f+0}')
     total_p=$((total_p + p)); total_f=$((total_f + f))
 done
-read -r p f < <(echo "$ffi_line" | awk '{print $3, $5}')
-total_p=$((total_p + p)); total_f=$((total_f + f))
+for line in "$ffi_line" "$acl_line"; do
+    read -r p f < <(echo "$line" | awk '{print $3, $5}')
+    total_p=$((total_p + p)); total_f=$((total_f + f))
+done
 echo "all suites passed in ${SECONDS}s"
 echo "$total_p passed, $total_f failed"

@@ -18,8 +18,8 @@ fn build_test_plugins(os: &str) {
     println!("cargo:rerun-if-changed=../runtime/include/mote_backend.h");
     let host = std::env::var("HOST").unwrap_or_default();
     let target = std::env::var("TARGET").unwrap_or_default();
-    if host != target || !(os == "linux" || os == "macos") {
-        // Cross builds run no tests here; the plug-in tests need a host-built library.
+    if !(os == "linux" || os == "macos") {
+        // The plug-in tests only run on Linux and macOS.
         println!("cargo:rustc-env=MOTE_TEST_PLUGIN=");
         println!("cargo:rustc-env=MOTE_TEST_PLUGIN_BAD_ABI=");
         return;
@@ -29,7 +29,21 @@ fn build_test_plugins(os: &str) {
         PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let src = manifest.join("plugins/test_plugin.c");
     let include = manifest.join("../runtime/include");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    // The compiler for the target (cross builds name it CC_<target>, as the cc crate does).
+    let cc = [
+        format!("CC_{}", target.replace('-', "_")),
+        "TARGET_CC".into(),
+        "CC".into(),
+    ]
+    .iter()
+    .find_map(|k| std::env::var(k).ok())
+    .unwrap_or_else(|| {
+        if host == target {
+            "cc".into()
+        } else {
+            format!("{target}-gcc")
+        }
+    });
     let ext = if os == "macos" { "dylib" } else { "so" };
     for (name, env, extra) in [
         ("libmote_test_plugin", "MOTE_TEST_PLUGIN", None),

@@ -145,3 +145,28 @@ fn offload_zoo_matches_tvm_with_the_test_plugin_preferred() {
     assert!(on_plugin > 0, "no zoo node went to the test plug-in");
     run_all(&["testplug", "cpu"]);
 }
+
+/// On Arm Linux, the real ACL backend (`libmote_acl.so`, built by `scripts/build-acl-shim.sh`
+/// against ACL 24.11) is loaded and preferred: the nodes it accepts run in ACL, the rest fall
+/// back to `cpu`, and every output still matches TVM's unpartitioned model.
+#[cfg(all(target_arch = "aarch64", target_os = "linux"))]
+#[test]
+fn offload_zoo_matches_tvm_on_acl() {
+    let path = std::env::var("MOTE_ACL_PLUGIN").unwrap_or_else(|_| {
+        panic!("MOTE_ACL_PLUGIN is not set: build libmote_acl.so with scripts/build-acl-shim.sh (scripts/test-aarch64.sh does)")
+    });
+    mote::backend::load_plugin(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let prefs = ["acl".to_string(), "cpu".to_string()];
+    let (mut on_acl, mut total) = (0, 0);
+    for entry in manifest()["models"].as_array().expect("models") {
+        let model =
+            Model::load(zoo_dir().join(entry["file"].as_str().expect("file"))).expect("load");
+        for p in model.partition_plan(&prefs) {
+            total += p.nodes.len();
+            on_acl += p.nodes.iter().filter(|n| n.backend == "acl").count();
+        }
+    }
+    eprintln!("offload zoo on ACL: {on_acl} of {total} subgraph nodes run in ACL");
+    assert!(on_acl > total / 2, "only {on_acl} of {total} nodes on acl");
+    run_all(&["acl", "cpu"]);
+}
