@@ -15,7 +15,12 @@ pub fn zoo_dir() -> PathBuf {
 }
 
 pub fn manifest() -> Json {
-    let p = zoo_dir().join("manifest.json");
+    manifest_in(&zoo_dir())
+}
+
+/// The manifest of a zoo folder (the zoo, or the offload zoo: both use `python/zoo.py`'s schema).
+pub fn manifest_in(dir: &std::path::Path) -> Json {
+    let p = dir.join("manifest.json");
     let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     serde_json::from_str(&text).expect("manifest.json is valid JSON")
 }
@@ -37,7 +42,12 @@ pub fn zoo_path(file: &str) -> PathBuf {
 
 /// The arrays of a zoo `.npz` whose keys are `<prefix>0, <prefix>1, ...`, in index order.
 fn load_indexed(file: &str, prefix: &str) -> Vec<Tensor> {
-    let mut arrays = mote::npy::read_npz(zoo_path(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    load_indexed_in(&zoo_dir(), file, prefix)
+}
+
+/// The arrays of `dir/file` whose keys are `<prefix>0, <prefix>1, ...`, in index order.
+pub fn load_indexed_in(dir: &std::path::Path, file: &str, prefix: &str) -> Vec<Tensor> {
+    let mut arrays = mote::npy::read_npz(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
     arrays.sort_by_key(|(k, _)| {
         k.trim_start_matches(prefix)
             .parse::<usize>()

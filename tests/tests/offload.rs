@@ -21,21 +21,11 @@ fn zoo_dir() -> PathBuf {
 }
 
 fn manifest() -> Json {
-    let p = zoo_dir().join("manifest.json");
-    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    mote_tests::manifest_in(&zoo_dir())
 }
 
 fn load_indexed(file: &str, prefix: &str) -> Vec<Tensor> {
-    let path = zoo_dir().join(file);
-    let mut arrays =
-        mote::npy::read_npz(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    arrays.sort_by_key(|(k, _)| {
-        k.trim_start_matches(prefix)
-            .parse::<usize>()
-            .unwrap_or(usize::MAX)
-    });
-    arrays.into_iter().map(|(_, t)| t).collect()
+    mote_tests::load_indexed_in(&zoo_dir(), file, prefix)
 }
 
 fn run_all(backends: &[&str]) {
