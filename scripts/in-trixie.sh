@@ -11,6 +11,8 @@
 # - Also bound: MOTE_ZOO_DIR and the directories in MOTE_TRIXIE_BINDS, if outside those.
 # - Passed through: MOTE_*, CI*, RUST_BACKTRACE, RUST_LOG, RUST_TEST_THREADS, TERM, NO_COLOR,
 #   CARGO_TERM_*, proxies; plus any names listed in MOTE_TRIXIE_ENV (space-separated).
+# - MOTE_QEMU_LIBRARY_PATH: directories appended to the LD_LIBRARY_PATH of programs run under
+#   qemu-aarch64 (the host's LD_LIBRARY_PATH does not reach them).
 # - Exit code = CMD's exit code.
 set -euo pipefail
 
@@ -41,7 +43,7 @@ ENVS=(
   "CARGO_HOME=$MOTE_CACHE/cargo-trixie"
   "CARGO_TARGET_DIR=$ROOT/target/trixie"
   "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc"
-  "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=/usr/lib/aarch64-linux-gnu"
+  "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=/usr/lib/aarch64-linux-gnu${MOTE_QEMU_LIBRARY_PATH:+:$MOTE_QEMU_LIBRARY_PATH}"
   "CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc"
   "CXX_aarch64_unknown_linux_gnu=aarch64-linux-gnu-g++"
   "AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar"

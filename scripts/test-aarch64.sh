@@ -8,6 +8,7 @@
 #    (partitioned models, scripts/offload-zoo.sh).
 # 2. In the chroot (scripts/in-trixie.sh): cargo test $CARGO_ARGS with MOTE_ZOO_DIR set; cargo
 #    runs the test binaries with qemu-aarch64 (CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER).
+# 3. Runs tests/tests/acl_discovery.rs once more with libmote_acl.so on LD_LIBRARY_PATH.
 # Exits non-zero on failure.
 set -euo pipefail
 
@@ -51,3 +52,9 @@ export MOTE_OFFLOAD_ZOO_DIR=$OZOO
 log "cargo test $CARGO_ARGS $*"
 # shellcheck disable=SC2086
 "$HERE/in-trixie.sh" cargo test $CARGO_ARGS "$@"
+
+# The run above has no libmote_acl.so on the search path: acl_discovery checks the logged
+# fallback to cpu. Again with the plug-in's folder on LD_LIBRARY_PATH: Mote must find it alone.
+log "acl discovery with $(dirname "$ACL_PLUGIN") on LD_LIBRARY_PATH"
+MOTE_EXPECT_ACL=found MOTE_QEMU_LIBRARY_PATH=$(dirname "$ACL_PLUGIN") "$HERE/in-trixie.sh" cargo test --target aarch64-unknown-linux-gnu -p mote-tests \
+  --test acl_discovery "$@"

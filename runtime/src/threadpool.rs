@@ -261,6 +261,100 @@ fn run_serial(f: ParallelLambda, cdata: *mut c_void, num_task: usize) -> i32 {
     0
 }
 
+/// How many tasks a parallel loop started on this thread runs at once: the installed session
+/// pool's size, or 1 (no pool, or already inside a pool task).
+pub(crate) fn current_parallelism() -> usize {
+    if IN_WORKER.with(|w| w.get()) {
+        return 1;
+    }
+    let pool = CURRENT.with(|c| c.get());
+    if pool.is_null() {
+        1
+    } else {
+        // SAFETY: CURRENT is only set by `install`, which keeps the pool alive meanwhile.
+        unsafe { &*pool }.threads()
+    }
+}
+
+type ChunkFn<'a> = dyn Fn(std::ops::Range<usize>) -> crate::error::Result<()> + Sync + 'a;
+
+struct Chunks<'a> {
+    f: &'a ChunkFn<'a>,
+    n: usize,
+    tasks: usize,
+    error: Mutex<Option<crate::error::Error>>,
+}
+
+impl Chunks<'_> {
+    fn range(&self, task: usize) -> std::ops::Range<usize> {
+        (task * self.n / self.tasks)..((task + 1) * self.n / self.tasks)
+    }
+
+    fn fail(&self, e: crate::error::Error) {
+        if let Ok(mut slot) = self.error.lock() {
+            slot.get_or_insert(e);
+        }
+    }
+}
+
+unsafe extern "C" fn chunk_task(task: i32, _env: *mut ParallelGroupEnv, cdata: *mut c_void) -> i32 {
+    // SAFETY: `cdata` is the `Chunks` that `parallel_chunks` keeps alive until every task has
+    // returned; it is only read (the error slot is a mutex).
+    let chunks = unsafe { &*(cdata as *const Chunks<'_>) };
+    let range = chunks.range(task.max(0) as usize);
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (chunks.f)(range))) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => chunks.fail(e),
+        Err(_) => chunks.fail(crate::error::Error::Backend {
+            backend: "cpu".into(),
+            message: "a parallel task panicked".into(),
+        }),
+    }
+    0
+}
+
+/// Run `f` over `0..n`, split into contiguous chunks, one per thread of the session pool
+/// installed on this thread (serially, as one chunk, without a pool). Returns the first error.
+pub(crate) fn parallel_chunks(n: usize, f: &ChunkFn<'_>) -> crate::error::Result<()> {
+    let tasks = current_parallelism().min(n);
+    let pool = CURRENT.with(|c| c.get());
+    if tasks <= 1 || pool.is_null() {
+        return f(0..n);
+    }
+    let chunks = Chunks {
+        f,
+        n,
+        tasks,
+        error: Mutex::new(None),
+    };
+    // The calling thread runs task 0: a parallel loop inside it must not launch on this pool
+    // again, so it counts as a worker until the launch returns.
+    struct Leave(bool);
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            IN_WORKER.with(|w| w.set(self.0));
+        }
+    }
+    let _leave = Leave(IN_WORKER.with(|w| w.replace(true)));
+    // SAFETY: CURRENT is only set by `install`, which keeps the pool alive meanwhile; `chunks`
+    // outlives the launch, which returns only after every task finished.
+    let rc = unsafe { &*pool }.launch(
+        chunk_task,
+        &chunks as *const Chunks<'_> as *mut c_void,
+        tasks,
+    );
+    if let Some(e) = chunks.error.lock().ok().and_then(|mut e| e.take()) {
+        return Err(e);
+    }
+    if rc != 0 {
+        return Err(crate::error::Error::Backend {
+            backend: "cpu".into(),
+            message: "a parallel task failed".into(),
+        });
+    }
+    Ok(())
+}
+
 /// `TVMBackendParallelLaunch`.
 pub(crate) unsafe extern "C" fn parallel_launch(
     f: ParallelLambda,

@@ -153,9 +153,49 @@ fn registry() -> &'static RwLock<Vec<Arc<dyn Backend>>> {
     REG.get_or_init(|| {
         let mut v: Vec<Arc<dyn Backend>> = Vec::new();
         v.extend(plugin::from_environment());
+        if !v.iter().any(|b| b.name() == "acl") {
+            v.push(plugin::discover_acl());
+        }
         v.push(Arc::new(cpu::CpuBackend));
         RwLock::new(v)
     })
+}
+
+/// A backend Mote knows but cannot use on this machine (its library is missing, or it is for
+/// another platform); it refuses everything, with the reason.
+pub(crate) struct Unavailable {
+    pub name: &'static str,
+    pub why: String,
+}
+
+impl Backend for Unavailable {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn available(&self) -> std::result::Result<(), String> {
+        Err(self.why.clone())
+    }
+
+    fn supports(&self, _: &Graph, _: usize, _: &[Tensor]) -> std::result::Result<(), String> {
+        Err(self.why.clone())
+    }
+
+    fn prepare(&self, _: &Arc<Graph>, _: Range<usize>, _: &[Tensor]) -> Result<Box<dyn Prepared>> {
+        Err(Error::Backend {
+            backend: self.name.into(),
+            message: self.why.clone(),
+        })
+    }
+}
+
+/// Why backend `name` cannot run here (`None` when it can).
+fn unavailable_reason(name: &str) -> Option<String> {
+    let all: Vec<Arc<dyn Backend>> = registry().read().map(|r| r.clone()).unwrap_or_default();
+    match all.iter().find(|b| b.name() == name) {
+        Some(b) => b.available().err(),
+        None => Some("no backend of that name is registered".into()),
+    }
 }
 
 /// Add a backend ahead of the built-in CPU backend (a later registration of the same name
@@ -194,7 +234,13 @@ pub(crate) fn resolve(preference: &[String]) -> Vec<Arc<dyn Backend>> {
         match all.iter().find(|b| b.name() == name) {
             Some(b) => match b.available() {
                 Ok(()) => out.push(b.clone()),
-                Err(why) => log::info!("backend `{name}` is not available here: {why}"),
+                // Asked for by name: worth saying. In the default order, a vendor backend for
+                // another platform is expected; subgraphs partitioned for it say so instead
+                // (`Site::executor`).
+                Err(why) if !preference.is_empty() => {
+                    log::info!("backend `{name}` is not available here: {why}")
+                }
+                Err(why) => log::debug!("backend `{name}` is not available here: {why}"),
             },
             None => log::warn!(
                 "backend `{name}` is not registered (known: {}); skipping it",
@@ -689,11 +735,18 @@ impl Site {
         if let Some(e) = map.get(&key) {
             return Ok(e.clone());
         }
-        let e = Arc::new(Executor::new(
-            self.graph.clone(),
-            &self.constants,
-            backends,
-        )?);
+        let g = &self.graph;
+        if !g.target.is_empty() && !key.iter().any(|n| *n == g.target) {
+            if let Some(why) = unavailable_reason(&g.target) {
+                log::warn!(
+                    "subgraph `{}` was partitioned for `{}`, which is unavailable here ({why}); running it on {}",
+                    g.name,
+                    g.target,
+                    key.join(", ")
+                );
+            }
+        }
+        let e = Arc::new(Executor::new(g.clone(), &self.constants, backends)?);
         map.insert(key, e.clone());
         Ok(e)
     }

@@ -212,6 +212,84 @@ pub fn load_plugin(path: impl AsRef<Path>) -> Result<Arc<dyn Backend>> {
     Ok(b)
 }
 
+/// The file name of the ACL backend plug-in (`backends/acl`).
+pub const ACL_LIBRARY: &str = "libmote_acl.so";
+
+/// The ACL backend, found without configuration: on Arm Linux and Android, `libmote_acl.so`
+/// through the dynamic linker's search path (`LD_LIBRARY_PATH`, the executable's run path, an
+/// Android app's native library directory), then beside the binary that contains Mote. When it
+/// is missing, or ACL itself is (the shim links `libarm_compute.so`), the result is a
+/// placeholder that says why, and subgraphs partitioned for ACL run on `cpu`.
+pub(crate) fn discover_acl() -> Arc<dyn Backend> {
+    #[cfg(all(
+        any(target_os = "linux", target_os = "android"),
+        any(target_arch = "aarch64", target_arch = "arm")
+    ))]
+    {
+        let mut candidates = vec![std::path::PathBuf::from(ACL_LIBRARY)];
+        if let Some(dir) = directory_of_this_binary() {
+            candidates.push(dir.join(ACL_LIBRARY));
+        }
+        let mut failures = Vec::new();
+        for c in &candidates {
+            match PluginBackend::open(c) {
+                Ok(b) if b.name == "acl" => {
+                    log::info!("loaded the ACL backend from {}", c.display());
+                    return Arc::new(b);
+                }
+                Ok(b) => failures.push(format!(
+                    "{}: the plug-in calls itself `{}`, not `acl`",
+                    c.display(),
+                    b.name
+                )),
+                Err(e) => failures.push(e.to_string()),
+            }
+        }
+        Arc::new(super::Unavailable {
+            name: "acl",
+            why: format!(
+                "{ACL_LIBRARY} could not be loaded ({})",
+                failures.join("; ")
+            ),
+        })
+    }
+    #[cfg(not(all(
+        any(target_os = "linux", target_os = "android"),
+        any(target_arch = "aarch64", target_arch = "arm")
+    )))]
+    {
+        Arc::new(super::Unavailable {
+            name: "acl",
+            why: "Arm Compute Library runs on Arm Linux and Android only".into(),
+        })
+    }
+}
+
+/// The directory of the executable or shared library this code was linked into.
+#[cfg(all(
+    any(target_os = "linux", target_os = "android"),
+    any(target_arch = "aarch64", target_arch = "arm")
+))]
+fn directory_of_this_binary() -> Option<std::path::PathBuf> {
+    let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+    let here = directory_of_this_binary as *const c_void;
+    // SAFETY: `here` is an address inside this binary; `dladdr` fills `info` and returns 0 when
+    // it cannot, in which case `info` is not read.
+    let found = unsafe { libc::dladdr(here, info.as_mut_ptr()) };
+    if found == 0 {
+        return None;
+    }
+    // SAFETY: `dladdr` succeeded, so `info` is initialized.
+    let info = unsafe { info.assume_init() };
+    if info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: `dli_fname` is a NUL-terminated path owned by the dynamic linker, copied at once.
+    let file = unsafe { CStr::from_ptr(info.dli_fname) };
+    let path = std::path::PathBuf::from(file.to_string_lossy().into_owned());
+    path.parent().map(Path::to_path_buf)
+}
+
 /// Plug-ins named by `MOTE_BACKEND_PLUGINS` (colon-separated paths); failures are logged.
 pub(crate) fn from_environment() -> Vec<Arc<dyn Backend>> {
     let Some(list) = std::env::var_os("MOTE_BACKEND_PLUGINS") else {

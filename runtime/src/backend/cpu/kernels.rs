@@ -70,82 +70,51 @@ fn gemm_bounds(
     Ok(true)
 }
 
-impl Num for f32 {
-    fn gemm(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: &[f32],
-        lda: usize,
-        b: &[f32],
-        ldb: usize,
-        c: &mut [f32],
-        ldc: usize,
-    ) -> Result<()> {
-        if !gemm_bounds(m, k, n, a.len(), lda, b.len(), ldb, c.len(), ldc)? {
-            return Ok(());
+macro_rules! num_with_gemm {
+    ($t:ty, $gemm:path) => {
+        impl Num for $t {
+            fn gemm(
+                m: usize,
+                k: usize,
+                n: usize,
+                a: &[$t],
+                lda: usize,
+                b: &[$t],
+                ldb: usize,
+                c: &mut [$t],
+                ldc: usize,
+            ) -> Result<()> {
+                if !gemm_bounds(m, k, n, a.len(), lda, b.len(), ldb, c.len(), ldc)? {
+                    return Ok(());
+                }
+                // SAFETY: the bounds check above guarantees every element the strides address
+                // lies inside the slices; `c` is exclusively borrowed and cannot alias `a` or `b`.
+                unsafe {
+                    $gemm(
+                        m,
+                        k,
+                        n,
+                        1.0,
+                        a.as_ptr(),
+                        lda as isize,
+                        1,
+                        b.as_ptr(),
+                        ldb as isize,
+                        1,
+                        0.0,
+                        c.as_mut_ptr(),
+                        ldc as isize,
+                        1,
+                    )
+                };
+                Ok(())
+            }
         }
-        // SAFETY: the bounds check above guarantees every element the strides address lies
-        // inside the slices; `c` is exclusively borrowed and cannot alias `a` or `b`.
-        unsafe {
-            matrixmultiply::sgemm(
-                m,
-                k,
-                n,
-                1.0,
-                a.as_ptr(),
-                lda as isize,
-                1,
-                b.as_ptr(),
-                ldb as isize,
-                1,
-                0.0,
-                c.as_mut_ptr(),
-                ldc as isize,
-                1,
-            )
-        };
-        Ok(())
-    }
+    };
 }
 
-impl Num for f64 {
-    fn gemm(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: &[f64],
-        lda: usize,
-        b: &[f64],
-        ldb: usize,
-        c: &mut [f64],
-        ldc: usize,
-    ) -> Result<()> {
-        if !gemm_bounds(m, k, n, a.len(), lda, b.len(), ldb, c.len(), ldc)? {
-            return Ok(());
-        }
-        // SAFETY: as for f32.
-        unsafe {
-            matrixmultiply::dgemm(
-                m,
-                k,
-                n,
-                1.0,
-                a.as_ptr(),
-                lda as isize,
-                1,
-                b.as_ptr(),
-                ldb as isize,
-                1,
-                0.0,
-                c.as_mut_ptr(),
-                ldc as isize,
-                1,
-            )
-        };
-        Ok(())
-    }
-}
+num_with_gemm!(f32, matrixmultiply::sgemm);
+num_with_gemm!(f64, matrixmultiply::dgemm);
 
 /// A conv2d with its static sizes.
 #[derive(Clone, Debug)]
@@ -238,8 +207,8 @@ impl ConvPlan {
             return Err(backend_err("conv2d: buffer sizes do not match the plan"));
         }
         match (self.layout, self.depthwise()) {
-            (Layout::Nhwc, true) => self.dw_nhwc(x, w, y),
-            (Layout::Nchw, true) => self.dw_nchw(x, w, y),
+            (Layout::Nhwc, true) => self.dw_nhwc(x, w, y)?,
+            (Layout::Nchw, true) => self.dw_nchw(x, w, y)?,
             (Layout::Nhwc, false) => self.gemm_nhwc(x, w, y)?,
             (Layout::Nchw, false) => self.gemm_nchw(x, w, y)?,
         }
@@ -261,255 +230,352 @@ impl ConvPlan {
             .filter(|&i| i < size)
     }
 
-    fn gemm_nhwc<T: Num>(&self, x: &[T], w: &[T], y: &mut [T]) -> Result<()> {
-        let (h, wd, c, o) = (self.h, self.w, self.c, self.o);
-        let (cg, og, kdim) = (self.cg(), self.og(), self.kdim());
+    /// Pixels per work piece: whole `BLOCK`s on one thread, smaller pieces when that gives
+    /// every pool thread work.
+    fn block(&self, threads: usize) -> usize {
         let pix = self.oh * self.ow;
-        let mut col = if self.pointwise() {
-            Vec::new()
-        } else {
-            vec![T::default(); BLOCK.min(pix) * kdim]
-        };
-        for b in 0..self.n {
-            let xb = &x[b * h * wd * c..(b + 1) * h * wd * c];
-            let yb = &mut y[b * pix * o..(b + 1) * pix * o];
-            if self.pointwise() {
-                T::gemm(pix, c, o, xb, c, w, o, yb, o)?;
-                continue;
-            }
-            for g in 0..self.groups {
-                let wg = &w[g * kdim * og..(g + 1) * kdim * og];
-                let mut p0 = 0;
-                while p0 < pix {
-                    let rows = BLOCK.min(pix - p0);
-                    for r in 0..rows {
-                        let (oy, ox) = ((p0 + r) / self.ow, (p0 + r) % self.ow);
-                        let dst = &mut col[r * kdim..(r + 1) * kdim];
-                        for ky in 0..self.kh {
-                            let iy = Self::src(
-                                oy,
-                                ky,
-                                self.strides[0],
-                                self.dilation[0],
-                                self.padding[0],
-                                h,
-                            );
-                            for kx in 0..self.kw {
-                                let ix = Self::src(
-                                    ox,
-                                    kx,
-                                    self.strides[1],
-                                    self.dilation[1],
-                                    self.padding[1],
-                                    wd,
-                                );
-                                let d = &mut dst
-                                    [(ky * self.kw + kx) * cg..(ky * self.kw + kx + 1) * cg];
-                                match (iy, ix) {
-                                    (Some(iy), Some(ix)) => {
-                                        let s = (iy * wd + ix) * c + g * cg;
-                                        d.copy_from_slice(&xb[s..s + cg]);
-                                    }
-                                    _ => d.fill(T::default()),
-                                }
-                            }
+        if threads <= 1 {
+            return BLOCK;
+        }
+        (self.n * pix)
+            .div_ceil(threads)
+            .div_ceil(self.n)
+            .clamp(16, BLOCK)
+    }
+
+    /// The im2col rows of output pixels `p0..p0 + rows` of one image, NHWC: row `r` holds the
+    /// taps of pixel `p0 + r` for group `g` in (ky, kx, ci) order.
+    fn im2col_nhwc<T: Num>(&self, xb: &[T], g: usize, p0: usize, rows: usize, col: &mut [T]) {
+        let (h, wd, c, cg, kdim) = (self.h, self.w, self.c, self.cg(), self.kdim());
+        for r in 0..rows {
+            let (oy, ox) = ((p0 + r) / self.ow, (p0 + r) % self.ow);
+            let dst = &mut col[r * kdim..(r + 1) * kdim];
+            for ky in 0..self.kh {
+                let iy = Self::src(
+                    oy,
+                    ky,
+                    self.strides[0],
+                    self.dilation[0],
+                    self.padding[0],
+                    h,
+                );
+                for kx in 0..self.kw {
+                    let ix = Self::src(
+                        ox,
+                        kx,
+                        self.strides[1],
+                        self.dilation[1],
+                        self.padding[1],
+                        wd,
+                    );
+                    let d = &mut dst[(ky * self.kw + kx) * cg..(ky * self.kw + kx + 1) * cg];
+                    match (iy, ix) {
+                        (Some(iy), Some(ix)) => {
+                            let s = (iy * wd + ix) * c + g * cg;
+                            d.copy_from_slice(&xb[s..s + cg]);
                         }
+                        _ => d.fill(T::default()),
                     }
-                    let yoff = p0 * o + g * og;
-                    T::gemm(
-                        rows,
-                        kdim,
-                        og,
-                        &col[..rows * kdim],
-                        kdim,
-                        wg,
-                        og,
-                        &mut yb[yoff..],
-                        o,
-                    )?;
-                    p0 += rows;
                 }
             }
         }
-        Ok(())
     }
 
-    fn gemm_nchw<T: Num>(&self, x: &[T], w: &[T], y: &mut [T]) -> Result<()> {
-        let (h, wd, c, o) = (self.h, self.w, self.c, self.o);
-        let (cg, og, kdim) = (self.cg(), self.og(), self.kdim());
-        let pix = self.oh * self.ow;
-        let mut col = if self.pointwise() {
-            Vec::new()
-        } else {
-            vec![T::default(); BLOCK.min(pix) * kdim]
-        };
-        for b in 0..self.n {
-            let xb = &x[b * c * h * wd..(b + 1) * c * h * wd];
-            let yb = &mut y[b * o * pix..(b + 1) * o * pix];
-            if self.pointwise() {
-                T::gemm(o, c, pix, w, c, xb, pix, yb, pix)?;
-                continue;
-            }
-            for g in 0..self.groups {
-                let wg = &w[g * og * kdim..(g + 1) * og * kdim];
-                let mut p0 = 0;
-                while p0 < pix {
-                    let cols = BLOCK.min(pix - p0);
-                    for ci in 0..cg {
-                        let plane = &xb[(g * cg + ci) * h * wd..(g * cg + ci + 1) * h * wd];
-                        for ky in 0..self.kh {
-                            for kx in 0..self.kw {
-                                let row = (ci * self.kh + ky) * self.kw + kx;
-                                let dst = &mut col[row * cols..(row + 1) * cols];
-                                for (j, d) in dst.iter_mut().enumerate() {
-                                    let (oy, ox) = ((p0 + j) / self.ow, (p0 + j) % self.ow);
-                                    let iy = Self::src(
-                                        oy,
-                                        ky,
-                                        self.strides[0],
-                                        self.dilation[0],
-                                        self.padding[0],
-                                        h,
-                                    );
-                                    let ix = Self::src(
-                                        ox,
-                                        kx,
-                                        self.strides[1],
-                                        self.dilation[1],
-                                        self.padding[1],
-                                        wd,
-                                    );
-                                    *d = match (iy, ix) {
-                                        (Some(iy), Some(ix)) => plane[iy * wd + ix],
-                                        _ => T::default(),
-                                    };
-                                }
-                            }
-                        }
-                    }
-                    let yoff = g * og * pix + p0;
-                    T::gemm(
-                        og,
-                        kdim,
-                        cols,
-                        wg,
-                        kdim,
-                        &col[..kdim * cols],
-                        cols,
-                        &mut yb[yoff..],
-                        pix,
-                    )?;
-                    p0 += cols;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn dw_nhwc<T: Num>(&self, x: &[T], w: &[T], y: &mut [T]) {
-        let (h, wd, c, o) = (self.h, self.w, self.c, self.o);
-        let m = o / c;
-        for b in 0..self.n {
-            for oy in 0..self.oh {
-                for ox in 0..self.ow {
-                    let yo = ((b * self.oh + oy) * self.ow + ox) * o;
-                    let out = &mut y[yo..yo + o];
-                    out.fill(T::default());
-                    for ky in 0..self.kh {
-                        let Some(iy) = Self::src(
+    /// The im2col columns of output pixels `p0..p0 + cols` of one image, NCHW: row
+    /// `(ci, ky, kx)` holds that tap for each pixel of group `g`.
+    fn im2col_nchw<T: Num>(&self, xb: &[T], g: usize, p0: usize, cols: usize, col: &mut [T]) {
+        let (h, wd, cg) = (self.h, self.w, self.cg());
+        for ci in 0..cg {
+            let plane = &xb[(g * cg + ci) * h * wd..(g * cg + ci + 1) * h * wd];
+            for ky in 0..self.kh {
+                for kx in 0..self.kw {
+                    let row = (ci * self.kh + ky) * self.kw + kx;
+                    for (j, d) in col[row * cols..(row + 1) * cols].iter_mut().enumerate() {
+                        let (oy, ox) = ((p0 + j) / self.ow, (p0 + j) % self.ow);
+                        let iy = Self::src(
                             oy,
                             ky,
                             self.strides[0],
                             self.dilation[0],
                             self.padding[0],
                             h,
-                        ) else {
-                            continue;
+                        );
+                        let ix = Self::src(
+                            ox,
+                            kx,
+                            self.strides[1],
+                            self.dilation[1],
+                            self.padding[1],
+                            wd,
+                        );
+                        *d = match (iy, ix) {
+                            (Some(iy), Some(ix)) => plane[iy * wd + ix],
+                            _ => T::default(),
                         };
-                        for kx in 0..self.kw {
-                            let Some(ix) = Self::src(
-                                ox,
-                                kx,
-                                self.strides[1],
-                                self.dilation[1],
-                                self.padding[1],
-                                wd,
-                            ) else {
-                                continue;
-                            };
-                            let xi = ((b * h + iy) * wd + ix) * c;
-                            let inp = &x[xi..xi + c];
-                            let wt = &w[(ky * self.kw + kx) * o..(ky * self.kw + kx + 1) * o];
-                            if m == 1 {
-                                for ((d, &a), &k) in out.iter_mut().zip(inp).zip(wt) {
-                                    *d += a * k;
-                                }
-                            } else {
-                                for (oc, (d, &k)) in out.iter_mut().zip(wt).enumerate() {
-                                    *d += inp[oc / m] * k;
-                                }
-                            }
-                        }
                     }
                 }
             }
         }
     }
 
-    fn dw_nchw<T: Num>(&self, x: &[T], w: &[T], y: &mut [T]) {
+    /// NHWC convolution as GEMMs: pieces are blocks of output pixels (contiguous rows of `y`).
+    fn gemm_nhwc<T: Num>(&self, x: &[T], w: &[T], y: &mut [T]) -> Result<()> {
+        let (h, wd, c, o) = (self.h, self.w, self.c, self.o);
+        let pix = self.oh * self.ow;
+        if self.pointwise() {
+            return par_gemm(self.n * pix, c, o, x, c, w, o, y, o);
+        }
+        let (og, kdim) = (self.og(), self.kdim());
+        let bs = self.block(crate::threadpool::current_parallelism());
+        let mut pieces = Vec::new();
+        for (b, yb) in y.chunks_mut(pix * o).enumerate() {
+            for (j, rows) in yb.chunks_mut(bs * o).enumerate() {
+                pieces.push((b, j * bs, rows));
+            }
+        }
+        for_each_piece(pieces, |(b, p0, yrows)| {
+            let xb = &x[b * h * wd * c..(b + 1) * h * wd * c];
+            let rows = yrows.len() / o;
+            let mut col = vec![T::default(); rows * kdim];
+            for g in 0..self.groups {
+                self.im2col_nhwc(xb, g, p0, rows, &mut col);
+                let wg = &w[g * kdim * og..(g + 1) * kdim * og];
+                T::gemm(rows, kdim, og, &col, kdim, wg, og, &mut yrows[g * og..], o)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// NCHW convolution as GEMMs: pieces are blocks of output pixels, a column segment of every
+    /// output channel's plane, computed into a tile and copied out.
+    fn gemm_nchw<T: Num>(&self, x: &[T], w: &[T], y: &mut [T]) -> Result<()> {
+        let (h, wd, c, o) = (self.h, self.w, self.c, self.o);
+        let pix = self.oh * self.ow;
+        if self.pointwise() {
+            for (b, yb) in y.chunks_mut(o * pix).enumerate() {
+                let xb = &x[b * c * pix..(b + 1) * c * pix];
+                par_gemm(o, c, pix, w, c, xb, pix, yb, pix)?;
+            }
+            return Ok(());
+        }
+        let (og, kdim) = (self.og(), self.kdim());
+        let bs = self.block(crate::threadpool::current_parallelism());
+        let blocks = pix.div_ceil(bs);
+        let mut pieces: Vec<(usize, usize, Vec<&mut [T]>)> = (0..self.n * blocks)
+            .map(|i| (i / blocks, (i % blocks) * bs, Vec::with_capacity(o)))
+            .collect();
+        for (b, yb) in y.chunks_mut(o * pix).enumerate() {
+            for plane in yb.chunks_mut(pix) {
+                for (j, seg) in plane.chunks_mut(bs).enumerate() {
+                    pieces[b * blocks + j].2.push(seg);
+                }
+            }
+        }
+        for_each_piece(pieces, |(b, p0, mut segs)| {
+            let xb = &x[b * c * h * wd..(b + 1) * c * h * wd];
+            let cols = segs.first().map_or(0, |s| s.len());
+            let mut col = vec![T::default(); kdim * cols];
+            let mut tile = vec![T::default(); o * cols];
+            for g in 0..self.groups {
+                self.im2col_nchw(xb, g, p0, cols, &mut col);
+                let wg = &w[g * og * kdim..(g + 1) * og * kdim];
+                T::gemm(
+                    og,
+                    kdim,
+                    cols,
+                    wg,
+                    kdim,
+                    &col,
+                    cols,
+                    &mut tile[g * og * cols..],
+                    cols,
+                )?;
+            }
+            for (seg, t) in segs.iter_mut().zip(tile.chunks_exact(cols.max(1))) {
+                seg.copy_from_slice(t);
+            }
+            Ok(())
+        })
+    }
+
+    /// Depthwise NHWC: pieces are output rows.
+    fn dw_nhwc<T: Num>(&self, x: &[T], w: &[T], y: &mut [T]) -> Result<()> {
         let (h, wd, c, o) = (self.h, self.w, self.c, self.o);
         let m = o / c;
-        let (sy, sx) = (self.strides[0], self.strides[1]);
-        let (dy, dx) = (self.dilation[0], self.dilation[1]);
-        let (pt, pl) = (self.padding[0], self.padding[1]);
-        for b in 0..self.n {
-            for oc in 0..o {
-                let plane = &x[(b * c + oc / m) * h * wd..(b * c + oc / m + 1) * h * wd];
-                let yo = (b * o + oc) * self.oh * self.ow;
-                let out = &mut y[yo..yo + self.oh * self.ow];
+        let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(self.ow * o).enumerate().collect();
+        for_each_piece(pieces, |(row, yrow)| {
+            let (b, oy) = (row / self.oh, row % self.oh);
+            for (ox, out) in yrow.chunks_exact_mut(o).enumerate() {
                 out.fill(T::default());
-                let wk = &w[oc * self.kh * self.kw..(oc + 1) * self.kh * self.kw];
-                for oy in 0..self.oh {
-                    let row = &mut out[oy * self.ow..(oy + 1) * self.ow];
-                    for ky in 0..self.kh {
-                        let Some(iy) = Self::src(oy, ky, sy, dy, pt, h) else {
+                for ky in 0..self.kh {
+                    let Some(iy) = Self::src(
+                        oy,
+                        ky,
+                        self.strides[0],
+                        self.dilation[0],
+                        self.padding[0],
+                        h,
+                    ) else {
+                        continue;
+                    };
+                    for kx in 0..self.kw {
+                        let Some(ix) = Self::src(
+                            ox,
+                            kx,
+                            self.strides[1],
+                            self.dilation[1],
+                            self.padding[1],
+                            wd,
+                        ) else {
                             continue;
                         };
-                        let irow = &plane[iy * wd..(iy + 1) * wd];
-                        for kx in 0..self.kw {
-                            let k = wk[ky * self.kw + kx];
-                            let off = kx * dx;
-                            // Valid ox: pl <= ox*sx + off < pl + wd.
-                            let lo = if off >= pl {
-                                0
-                            } else {
-                                (pl - off).div_ceil(sx)
-                            };
-                            let hi = if pl + wd > off {
-                                (pl + wd - off).div_ceil(sx).min(self.ow)
-                            } else {
-                                0
-                            };
-                            if sx == 1 {
-                                if lo < hi {
-                                    let start = lo + off - pl;
-                                    for (d, &a) in
-                                        row[lo..hi].iter_mut().zip(&irow[start..start + (hi - lo)])
-                                    {
-                                        *d += a * k;
-                                    }
-                                }
-                            } else {
-                                for ox in lo..hi {
-                                    row[ox] += irow[ox * sx + off - pl] * k;
-                                }
+                        let xi = ((b * h + iy) * wd + ix) * c;
+                        let inp = &x[xi..xi + c];
+                        let wt = &w[(ky * self.kw + kx) * o..(ky * self.kw + kx + 1) * o];
+                        if m == 1 {
+                            for ((d, &a), &k) in out.iter_mut().zip(inp).zip(wt) {
+                                *d += a * k;
+                            }
+                        } else {
+                            for (oc, (d, &k)) in out.iter_mut().zip(wt).enumerate() {
+                                *d += inp[oc / m] * k;
                             }
                         }
                     }
                 }
             }
+            Ok(())
+        })
+    }
+
+    /// Depthwise NCHW: pieces are output planes.
+    fn dw_nchw<T: Num>(&self, x: &[T], w: &[T], y: &mut [T]) -> Result<()> {
+        let (h, wd, c, o) = (self.h, self.w, self.c, self.o);
+        let m = o / c;
+        let (sy, sx) = (self.strides[0], self.strides[1]);
+        let (dy, dx) = (self.dilation[0], self.dilation[1]);
+        let (pt, pl) = (self.padding[0], self.padding[1]);
+        let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(self.oh * self.ow).enumerate().collect();
+        for_each_piece(pieces, |(p, out)| {
+            let (b, oc) = (p / o, p % o);
+            let plane = &x[(b * c + oc / m) * h * wd..(b * c + oc / m + 1) * h * wd];
+            out.fill(T::default());
+            let wk = &w[oc * self.kh * self.kw..(oc + 1) * self.kh * self.kw];
+            for oy in 0..self.oh {
+                let row = &mut out[oy * self.ow..(oy + 1) * self.ow];
+                for ky in 0..self.kh {
+                    let Some(iy) = Self::src(oy, ky, sy, dy, pt, h) else {
+                        continue;
+                    };
+                    let irow = &plane[iy * wd..(iy + 1) * wd];
+                    for kx in 0..self.kw {
+                        let k = wk[ky * self.kw + kx];
+                        let off = kx * dx;
+                        // Valid ox: pl <= ox*sx + off < pl + wd.
+                        let lo = if off >= pl {
+                            0
+                        } else {
+                            (pl - off).div_ceil(sx)
+                        };
+                        let hi = if pl + wd > off {
+                            (pl + wd - off).div_ceil(sx).min(self.ow)
+                        } else {
+                            0
+                        };
+                        if sx == 1 {
+                            if lo < hi {
+                                let start = lo + off - pl;
+                                for (d, &a) in
+                                    row[lo..hi].iter_mut().zip(&irow[start..start + (hi - lo)])
+                                {
+                                    *d += a * k;
+                                }
+                            }
+                        } else {
+                            for ox in lo..hi {
+                                row[ox] += irow[ox * sx + off - pl] * k;
+                            }
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Run `f` on every piece (disjoint parts of an output), spread over the session's pool.
+fn for_each_piece<P: Send>(pieces: Vec<P>, f: impl Fn(P) -> Result<()> + Sync) -> Result<()> {
+    let slots: Vec<std::sync::Mutex<Option<P>>> = pieces
+        .into_iter()
+        .map(|p| std::sync::Mutex::new(Some(p)))
+        .collect();
+    crate::threadpool::parallel_chunks(slots.len(), &|range| {
+        for slot in &slots[range] {
+            let piece = slot
+                .lock()
+                .ok()
+                .and_then(|mut s| s.take())
+                .ok_or_else(|| backend_err("a work piece was taken twice"))?;
+            f(piece)?;
+        }
+        Ok(())
+    })
+}
+
+/// Below this many multiply-adds a GEMM runs on one thread.
+const PAR_GEMM_MIN: usize = 1 << 16;
+
+/// `c[m, n] = a[m, k] * b[k, n]` with `c` dense (`ldc = n`), split over the session's pool:
+/// by rows of `c` when there are enough, else by column blocks computed into tiles.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn par_gemm<T: Num>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[T],
+    lda: usize,
+    b: &[T],
+    ldb: usize,
+    c: &mut [T],
+    ldc: usize,
+) -> Result<()> {
+    let threads = crate::threadpool::current_parallelism();
+    if threads <= 1 || m * n * k < PAR_GEMM_MIN || ldc != n || m == 0 || n == 0 {
+        return T::gemm(m, k, n, a, lda, b, ldb, c, ldc);
+    }
+    if c.len() < m * n {
+        return Err(backend_err(format!("gemm {m}x{k}x{n}: output too small")));
+    }
+    if m >= threads {
+        let rows = m.div_ceil(threads);
+        let pieces: Vec<(usize, &mut [T])> = c[..m * n].chunks_mut(rows * n).enumerate().collect();
+        return for_each_piece(pieces, |(i, cr)| {
+            let r0 = i * rows;
+            let a0 = a.get(r0 * lda..).unwrap_or(&[]);
+            T::gemm(cr.len() / n, k, n, a0, lda, b, ldb, cr, n)
+        });
+    }
+    let cols = n.div_ceil(threads);
+    let blocks = n.div_ceil(cols);
+    let mut pieces: Vec<(usize, Vec<&mut [T]>)> = (0..blocks)
+        .map(|j| (j * cols, Vec::with_capacity(m)))
+        .collect();
+    for row in c[..m * n].chunks_mut(n) {
+        for (j, seg) in row.chunks_mut(cols).enumerate() {
+            pieces[j].1.push(seg);
         }
     }
+    for_each_piece(pieces, |(c0, mut segs)| {
+        let w = segs.first().map_or(0, |s| s.len());
+        let mut tile = vec![T::default(); m * w];
+        let b0 = b.get(c0..).unwrap_or(&[]);
+        T::gemm(m, k, w, a, lda, b0, ldb, &mut tile, w)?;
+        for (seg, t) in segs.iter_mut().zip(tile.chunks_exact(w.max(1))) {
+            seg.copy_from_slice(t);
+        }
+        Ok(())
+    })
 }
 
 /// Add a per-channel bias and clamp, in one pass. `channels` is the channel count; with NHWC the
@@ -712,7 +778,7 @@ fn matmul(a: &[f32], sa: &[i64], b: &[f32], sb: &[i64], ys: &[i64], y: &mut [f32
     let ib = broadcast_index(&sb[..rb - 2], batch_shape);
     for (bi, (&i, &j)) in ia.iter().zip(&ib).enumerate() {
         let (ao, bo, yo) = (i * m * k, j * k * n, bi * m * n);
-        f32::gemm(
+        par_gemm(
             m,
             k,
             n,
@@ -793,7 +859,7 @@ pub(crate) fn generic(
                     wt[c * nn + r] = xs[1][r * kk + c];
                 }
             }
-            f32::gemm(m, kk, nn, &xs[0], kk, &wt, nn, y, nn)?;
+            par_gemm(m, kk, nn, &xs[0], kk, &wt, nn, y, nn)?;
             bias_act(
                 y,
                 xs.get(2).map(|b| &b[..]),
@@ -888,4 +954,148 @@ pub(crate) fn generic(
     }
     let _ = broadcast_shapes;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::threadpool::ThreadPool;
+
+    fn data(n: usize, seed: u32) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (s >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+            })
+            .collect()
+    }
+
+    /// A direct convolution over the plan's layout: the reference for every kernel split.
+    fn naive(p: &ConvPlan, x: &[f32], w: &[f32]) -> Vec<f32> {
+        let (cg, og) = (p.c / p.groups, p.o / p.groups);
+        let mut y = vec![0f32; p.n * p.o * p.oh * p.ow];
+        for b in 0..p.n {
+            for oc in 0..p.o {
+                let g = oc / og;
+                for oy in 0..p.oh {
+                    for ox in 0..p.ow {
+                        let mut acc = 0f64;
+                        for ci in 0..cg {
+                            for ky in 0..p.kh {
+                                for kx in 0..p.kw {
+                                    let iy = ConvPlan::src(
+                                        oy,
+                                        ky,
+                                        p.strides[0],
+                                        p.dilation[0],
+                                        p.padding[0],
+                                        p.h,
+                                    );
+                                    let ix = ConvPlan::src(
+                                        ox,
+                                        kx,
+                                        p.strides[1],
+                                        p.dilation[1],
+                                        p.padding[1],
+                                        p.w,
+                                    );
+                                    let (Some(iy), Some(ix)) = (iy, ix) else {
+                                        continue;
+                                    };
+                                    let c = g * cg + ci;
+                                    let (xv, wv) = match p.layout {
+                                        Layout::Nchw => (
+                                            x[((b * p.c + c) * p.h + iy) * p.w + ix],
+                                            w[((oc * cg + ci) * p.kh + ky) * p.kw + kx],
+                                        ),
+                                        Layout::Nhwc => (
+                                            x[((b * p.h + iy) * p.w + ix) * p.c + c],
+                                            w[((oc * p.kh + ky) * p.kw + kx) * cg + ci],
+                                        ),
+                                    };
+                                    acc += f64::from(xv) * f64::from(wv);
+                                }
+                            }
+                        }
+                        let yi = match p.layout {
+                            Layout::Nchw => ((b * p.o + oc) * p.oh + oy) * p.ow + ox,
+                            Layout::Nhwc => ((b * p.oh + oy) * p.ow + ox) * p.o + oc,
+                        };
+                        y[yi] = acc as f32;
+                    }
+                }
+            }
+        }
+        y
+    }
+
+    /// Every conv path (GEMM, pointwise, grouped, depthwise; both layouts) on 1 and 3 threads
+    /// against the direct reference: splitting the work over a pool changes nothing.
+    #[test]
+    fn conv_paths_match_the_direct_reference_on_any_thread_count() {
+        // (n, c, h, w, o, k, stride, pad, groups)
+        let cases = [
+            (2, 3, 9, 11, 8, 3, 1, 1, 1),
+            (1, 8, 14, 14, 16, 1, 1, 0, 1),
+            (2, 8, 7, 7, 8, 3, 2, 1, 8),
+            (1, 4, 10, 6, 8, 3, 1, 2, 4),
+            (1, 6, 12, 12, 12, 3, 2, 1, 2),
+            (1, 16, 20, 20, 24, 3, 1, 1, 1),
+        ];
+        for (n, c, h, wd, o, k, s, pad, groups) in cases {
+            let oh = (h + 2 * pad - k) / s + 1;
+            let ow = (wd + 2 * pad - k) / s + 1;
+            for layout in [Layout::Nchw, Layout::Nhwc] {
+                let plan = ConvPlan {
+                    layout,
+                    n,
+                    c,
+                    h,
+                    w: wd,
+                    o,
+                    kh: k,
+                    kw: k,
+                    oh,
+                    ow,
+                    groups,
+                    strides: [s, s],
+                    padding: [pad; 4],
+                    dilation: [1, 1],
+                };
+                let x = data(n * c * h * wd, 1);
+                let w = data(o * (c / groups) * k * k, 2);
+                let want = naive(&plan, &x, &w);
+                let packed = plan.pack(&w);
+                for threads in [1, 3] {
+                    let pool = ThreadPool::new(threads);
+                    let mut y = vec![f32::NAN; want.len()];
+                    pool.install(|| plan.run(&x, &packed, &mut y))
+                        .expect("conv runs");
+                    for (i, (g, r)) in y.iter().zip(&want).enumerate() {
+                        assert!(
+                            (g - r).abs() <= 1e-5,
+                            "{layout:?} {n}x{c}x{h}x{wd} -> {o} k{k} s{s} g{groups}, {threads} threads: y[{i}] = {g}, want {r}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// `par_gemm` split by rows and by column blocks equals one GEMM.
+    #[test]
+    fn par_gemm_splits_rows_and_columns_exactly() {
+        for (m, k, n) in [(1, 300, 1000), (2, 64, 700), (64, 64, 64), (5, 1, 3)] {
+            let a = data(m * k, 3);
+            let b = data(k * n, 4);
+            let mut want = vec![0f32; m * n];
+            f32::gemm(m, k, n, &a, k, &b, n, &mut want, n).expect("gemm");
+            let pool = ThreadPool::new(3);
+            let mut got = vec![f32::NAN; m * n];
+            pool.install(|| par_gemm(m, k, n, &a, k, &b, n, &mut got, n))
+                .expect("par_gemm");
+            assert_eq!(got, want, "{m}x{k}x{n}");
+        }
+    }
 }

@@ -20,8 +20,6 @@ use crate::error::{Error, Result};
 use crate::subgraph::{Activation, Conv2d, Graph, Layout, Op, Role, TensorDesc};
 use crate::tensor::Tensor;
 
-pub(crate) use kernels::Num;
-
 /// The built-in CPU backend (`"cpu"`).
 pub struct CpuBackend;
 
@@ -622,7 +620,7 @@ impl CpuSegment {
                     }
                 };
                 with_out_f32(out, odesc, |y| {
-                    f32::gemm(m, kk, nn, &x, kk, w, nn, y, nn)?;
+                    kernels::par_gemm(m, kk, nn, &x, kk, w, nn, y, nn)?;
                     kernels::bias_act(y, bias.as_deref(), act, nn, Layout::Nhwc, 1);
                     Ok(())
                 })
@@ -644,7 +642,7 @@ impl CpuSegment {
                     }
                 };
                 let mut acc = vec![0f64; m * nn];
-                f64::gemm(m, kk, nn, &x, kk, w, nn, &mut acc, nn).map_err(ctx)?;
+                kernels::par_gemm(m, kk, nn, &x, kk, w, nn, &mut acc, nn).map_err(ctx)?;
                 requant.apply(&acc, out, |i| i % nn);
                 Ok(())
             }
