@@ -23,11 +23,8 @@ NAME.CASE.expected.npz); the manifest adds ``format_doc_version`` and, per model
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
@@ -43,24 +40,11 @@ from tvm.script import relax as R  # noqa: E402
 
 import mote_tvm  # noqa: E402
 from mote_tvm.partition import FORMAT_VERSION  # noqa: E402
+from zoo_common import HOST_TARGET, case_record, export_model, flatten_outputs, kernel_names  # noqa: E402
+from zoo_common import parse_args, record_outputs, rng_for, write_manifest  # noqa: E402
 
-HOST_TARGET = "llvm"
 F32_TOL = {"rtol": 1e-4, "atol": 1e-4}  # docs/subgraph-format.md "Numerics"
 Q_TOL = {"rtol": 0.0, "atol": 1.0}  # 1 LSB
-
-
-def rng_for(seed: int, stream: int) -> np.random.Generator:
-    """A fixed generator per (model seed, stream): stream 0 = weights, 1 = inputs."""
-    return np.random.default_rng([seed, stream])
-
-
-def target_for(arch: str):
-    if arch == "x86_64":
-        return HOST_TARGET
-    if arch == "aarch64":
-        # A Target object, not a dict: a plain dict trips a bug in 0.27's relax.build.
-        return tvm.target.Target({"kind": "llvm", "mtriple": "aarch64-linux-gnu"})
-    raise ValueError(f"unknown target {arch!r}")
 
 
 @dataclass
@@ -635,18 +619,6 @@ PARTITIONERS = {"acl": mote_tvm.partition_for_acl, "bnns": mote_tvm.partition_fo
 # --------------------------------------------------------------------------------------------
 
 
-def flatten_outputs(value) -> list[np.ndarray]:
-    """Depth-first flattening of a VM return value (Tensor or nested Array of Tensors)."""
-    if isinstance(value, tvm.runtime.Tensor):
-        return [value.numpy()]
-    if isinstance(value, np.ndarray):
-        return [value]
-    out = []
-    for item in value:
-        out.extend(flatten_outputs(item))
-    return out
-
-
 def run_vm(lib, inputs) -> list[np.ndarray]:
     vm = relax.VirtualMachine(lib, tvm.cpu(0))
     return flatten_outputs(vm["main"](*[tvm.runtime.tensor(a) for a in inputs]))
@@ -673,23 +645,6 @@ def compare(got, want, quantized, where):
     return worst
 
 
-def kernel_names(path: str, dynamic: bool) -> list[str]:
-    import subprocess
-
-    cmd = ["nm", "--defined-only"] + (["-D"] if dynamic else ["-g"]) + [path]
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return []
-    names = []
-    for line in res.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[1] == "T" and parts[2].startswith("__tvm_ffi_") \
-                and not parts[2].startswith("__tvm_ffi__"):
-            names.append(parts[2][len("__tvm_ffi_"):])
-    return sorted(names)
-
-
 def build_one(model: OModel, flavour: str, oracle: list, arch: str, out_dir: str, scratch: str) -> dict:
     t0 = time.time()
     name = f"{model.name}_{flavour}"
@@ -708,29 +663,13 @@ def build_one(model: OModel, flavour: str, oracle: list, arch: str, out_dir: str
     entry = {"name": name, "file": f"{name}.so", "description": model.description,
              "partition": flavour, "subgraphs": len(descs),
              "subgraph_ops": [[n["op"] for n in d["nodes"]] for d in descs]}
-    ex = tvm.compile(pmod, target=target_for(arch))
+    # Everything offloaded: no TVM kernel, so for aarch64 TVM emits C (an empty lib0.c and the
+    # module blob as a C array) instead of objects; the link step compiles them.
+    host_lib, obj = export_model(pmod, arch, name, entry, out_dir, scratch, allow_c=True)
     if arch == "x86_64":
-        host_lib = os.path.join(out_dir, f"{name}.so")
-        ex.export_library(host_lib)
-        kernels = kernel_names(host_lib, dynamic=True)
+        kernels = kernel_names(host_lib, dynamic=True) or []
     else:
-        tar_path = os.path.join(out_dir, f"{name}.tar")
-        ex.export_library(tar_path)
-        with tarfile.open(tar_path) as tf:
-            members = set(tf.getnames())
-            objdir = os.path.join(scratch, f"{name}.objs")
-            if {"lib0.o", "devc.o"} <= members:
-                tf.extract("lib0.o", objdir)
-                kernels = kernel_names(os.path.join(objdir, "lib0.o"), dynamic=False)
-            elif {"lib0.c", "devc.c"} <= members:
-                # Everything offloaded: no TVM kernel, so TVM emits C (an empty lib0.c and the
-                # module blob as a C array) instead of objects; the link step compiles them.
-                kernels = []
-            else:
-                raise RuntimeError(f"{tar_path}: expected lib0.o+devc.o or lib0.c+devc.c, found {sorted(members)}")
-        entry["archive"] = f"{name}.tar"
-        host_lib = os.path.join(scratch, f"{name}.so")
-        tvm.compile(pmod, target=HOST_TARGET).export_library(host_lib)
+        kernels = (kernel_names(obj, dynamic=False) if obj else None) or []
     entry["kernels"] = kernels
     if model.mixed and not kernels:
         raise RuntimeError(f"{name}: expected TVM kernels next to the subgraph calls, found none")
@@ -740,24 +679,9 @@ def build_one(model: OModel, flavour: str, oracle: list, arch: str, out_dir: str
     err = compare(got, oracle, model.quantized, f"{name} (partitioned, numpy reference)")
 
     stem = f"{name}.main"
-    np.savez(os.path.join(out_dir, f"{stem}.inputs.npz"), **{f"arg{i}": a for i, a in enumerate(model.inputs)})
-    np.savez(os.path.join(out_dir, f"{stem}.expected.npz"), **{f"out{i}": o for i, o in enumerate(oracle)})
-    dtypes = [str(o.dtype) for o in oracle]
-    if len(set(dtypes)) > 1:
-        raise RuntimeError(f"{stem}: mixed output dtypes {dtypes}; one tolerance per case")
-    entry["cases"] = [{
-        "case": "main",
-        "function": "main",
-        "inputs": f"{stem}.inputs.npz",
-        "expected": f"{stem}.expected.npz",
-        "mode": "call",
-        "expect_error": None,
-        "input_shapes": [list(a.shape) for a in model.inputs],
-        "input_dtypes": [str(a.dtype) for a in model.inputs],
-        "output_dtypes": dtypes,
-        "output_shapes": [list(o.shape) for o in oracle],
-        "tolerance": dict(Q_TOL if model.quantized else F32_TOL),
-    }]
+    rec = case_record(out_dir, stem, "main", "main", model.inputs)
+    record_outputs(rec, out_dir, stem, oracle, lambda _dt: dict(Q_TOL if model.quantized else F32_TOL))
+    entry["cases"] = [rec]
     made = entry.get("archive", entry["file"])
     print(f"offload-zoo[{arch}]: {name:24s} {len(descs)} subgraph(s) "
           f"{'+'.join(','.join(o) for o in entry['subgraph_ops'])[:60]:60s} {len(kernels):2d} TVM kernels  "
@@ -766,14 +690,8 @@ def build_one(model: OModel, flavour: str, oracle: list, arch: str, out_dir: str
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--target", choices=["x86_64", "aarch64"], default="x86_64")
-    ap.add_argument("--out", required=True, help="output folder (created if missing)")
-    ap.add_argument("--only", default="", help="comma-separated model base names (default: all)")
-    args = ap.parse_args(argv)
-
-    os.makedirs(args.out, exist_ok=True)
-    only = {s for s in args.only.split(",") if s}
+    args = parse_args(__doc__, "comma-separated model base names (default: all)", argv)
+    only = args.only
     mote_tvm.register_reference()
     t0 = time.time()
     manifest = {"tvm_version": tvm.__version__, "target": args.target, "format_doc_version": FORMAT_VERSION,
@@ -791,11 +709,7 @@ def main(argv=None) -> int:
                 manifest["models"].append(build_one(model, flavour, oracle, args.target, args.out, scratch))
     if only - seen:
         raise SystemExit(f"offload_zoo.py: unknown model(s): {sorted(only - seen)}")
-    tmp = os.path.join(args.out, "manifest.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(manifest, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, os.path.join(args.out, "manifest.json"))
+    write_manifest(args.out, manifest)
     n_sub = sum(m["subgraphs"] for m in manifest["models"])
     print(f"offload-zoo[{args.target}]: {len(manifest['models'])} models, {n_sub} subgraph calls, "
           f"all within tolerance of the oracle, in {time.time() - t0:.1f}s -> {args.out}", file=sys.stderr)

@@ -20,14 +20,11 @@ Progress goes to stderr, one summary line per model.
 
 from __future__ import annotations
 
-import argparse
 import ctypes
-import json
 import math
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -41,6 +38,9 @@ from tvm.relax.frontend import nn
 from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
+
+from zoo_common import case_record, export_model, flatten_outputs, kernel_names
+from zoo_common import parse_args, record_outputs, rng_for, write_manifest
 
 # --------------------------------------------------------------------------------------
 # Model descriptions
@@ -69,11 +69,6 @@ class Model:
     # Extra looseness factor for the aarch64 tolerances (deep float models).
     aarch64_loosen: float = 1.0
     notes: list[str] = field(default_factory=list)
-
-
-def rng_for(seed: int, stream: int) -> np.random.Generator:
-    """A fixed generator per (model seed, stream): stream 0 = weights, 1.. = cases."""
-    return np.random.default_rng([seed, stream])
 
 
 def init_weights(params, rng: np.random.Generator, overrides=None) -> dict[str, np.ndarray]:
@@ -697,18 +692,6 @@ MODELS: list[Callable[[], Model]] = [
 # Building, running, recording
 # --------------------------------------------------------------------------------------
 
-HOST_TARGET = "llvm"
-
-
-def target_for(arch: str):
-    if arch == "x86_64":
-        return HOST_TARGET
-    if arch == "aarch64":
-        # A Target object, not a dict: a plain dict trips a bug in 0.27's relax.build.
-        return tvm.target.Target({"kind": "llvm", "mtriple": "aarch64-linux-gnu"})
-    raise ValueError(f"unknown target {arch!r}")
-
-
 def tolerance(dtype: str, arch: str, loosen: float) -> dict:
     if dtype == "float32":
         t = 1e-5 if arch == "x86_64" else 1e-4 * loosen
@@ -721,20 +704,6 @@ def tolerance(dtype: str, arch: str, loosen: float) -> dict:
     if dtype.startswith(("int", "uint", "bool")):
         return {"rtol": 0.0, "atol": 0.0}
     raise ValueError(f"no tolerance rule for dtype {dtype}")
-
-
-def flatten_outputs(value) -> list[np.ndarray]:
-    """Depth-first flattening of a VM return value (Tensor or nested Array of Tensors)."""
-    if isinstance(value, tvm.runtime.Tensor):
-        return [value.numpy()]
-    if isinstance(value, np.ndarray):
-        return [value]
-    if isinstance(value, (list, tuple)) or (hasattr(value, "__len__") and hasattr(value, "__getitem__")):
-        out = []
-        for item in value:
-            out.extend(flatten_outputs(item))
-        return out
-    raise TypeError(f"unsupported VM return value of type {type(value).__name__}: {value!r}")
 
 
 def check_signature(mod: tvm.IRModule, case: Case, model: str):
@@ -770,25 +739,6 @@ def run_case(vm, case: Case):
     raise ValueError(f"unknown mode {case.mode}")
 
 
-def kernel_names_from_nm(path: str, dynamic: bool) -> list[str] | None:
-    """Names X of the global code symbols __tvm_ffi_X (context slots and weak aliases excluded)."""
-    cmd = ["nm", "--defined-only"] + (["-D"] if dynamic else ["-g"]) + [path]
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    names = []
-    for line in res.stdout.splitlines():
-        parts = line.split()
-        if len(parts) != 3:
-            continue
-        _, kind, sym = parts
-        if kind != "T" or not sym.startswith("__tvm_ffi_") or sym.startswith("__tvm_ffi__"):
-            continue
-        names.append(sym[len("__tvm_ffi_"):])
-    return sorted(names)
-
-
 def dynamic_symbols(path: str) -> set[str]:
     res = subprocess.run(["nm", "-D", path], capture_output=True, text=True, check=True)
     return {line.split()[-1] for line in res.stdout.splitlines() if line.split()}
@@ -800,36 +750,15 @@ def build_model(model: Model, arch: str, out_dir: str, scratch: str) -> dict:
     for case in model.cases:
         check_signature(model.mod, case, name)
 
-    # Target build.
-    ex = tvm.compile(model.mod, target=target_for(arch))
+    # Target build (and, for aarch64, a reference build for the host in scratch space).
     entry = {"name": name, "file": f"{name}.so", "description": model.description}
-    if arch == "x86_64":
-        lib_path = os.path.join(out_dir, f"{name}.so")
-        ex.export_library(lib_path)
-        host_lib = lib_path
-    else:
-        tar_path = os.path.join(out_dir, f"{name}.tar")
-        ex.export_library(tar_path)
-        with tarfile.open(tar_path) as tf:
-            members = sorted(tf.getnames())
-        if not {"lib0.o", "devc.o"} <= set(members):
-            raise RuntimeError(f"{tar_path}: expected lib0.o and devc.o, found {members}")
-        entry["archive"] = f"{name}.tar"
-        # Reference build for the host, in scratch space.
-        host_lib = os.path.join(scratch, f"{name}.so")
-        tvm.compile(model.mod, target=HOST_TARGET).export_library(host_lib)
+    host_lib, obj = export_model(model.mod, arch, name, entry, out_dir, scratch)
     t_compile = time.time() - t0
 
-    # Kernel names (from the host library; the aarch64 objects hold the same kernels).
-    kernels = None
-    if arch == "aarch64":
-        objdir = os.path.join(scratch, f"{name}.objs")
-        os.makedirs(objdir, exist_ok=True)
-        with tarfile.open(os.path.join(out_dir, f"{name}.tar")) as tf:
-            tf.extract("lib0.o", objdir)
-        kernels = kernel_names_from_nm(os.path.join(objdir, "lib0.o"), dynamic=False)
-    if kernels is None or not kernels:
-        kernels = kernel_names_from_nm(host_lib, dynamic=True)
+    # Kernel names: from the aarch64 object, else from the host library (same kernels).
+    kernels = kernel_names(obj, dynamic=False) if obj else None
+    if not kernels:
+        kernels = kernel_names(host_lib, dynamic=True)
     if kernels is not None:
         entry["kernels"] = kernels
 
@@ -844,18 +773,7 @@ def build_model(model: Model, arch: str, out_dir: str, scratch: str) -> dict:
     cases_out = []
     for case in model.cases:
         stem = f"{name}.{case.case}"
-        inputs_file = f"{stem}.inputs.npz"
-        np.savez(os.path.join(out_dir, inputs_file), **{f"arg{i}": a for i, a in enumerate(case.inputs)})
-        rec = {
-            "case": case.case,
-            "function": case.function,
-            "inputs": inputs_file,
-            "expected": None,
-            "mode": case.mode,
-            "expect_error": case.expect_error,
-            "input_shapes": [list(a.shape) for a in case.inputs],
-            "input_dtypes": [str(a.dtype) for a in case.inputs],
-        }
+        rec = case_record(out_dir, stem, case.case, case.function, case.inputs, case.mode, case.expect_error)
         if case.expect_error is not None:
             try:
                 run_case(vm, case)
@@ -888,15 +806,7 @@ def build_model(model: Model, arch: str, out_dir: str, scratch: str) -> dict:
                     ):
                         err = np.max(np.abs(o.astype(np.float64) - r)) if o.shape == r.shape else "shape"
                         raise RuntimeError(f"{stem}: TVM out{i} disagrees with the numpy check ({err})")
-            expected_file = f"{stem}.expected.npz"
-            np.savez(os.path.join(out_dir, expected_file), **{f"out{i}": o for i, o in enumerate(outs)})
-            dtypes = [str(o.dtype) for o in outs]
-            if len(set(dtypes)) > 1:
-                raise RuntimeError(f"{stem}: mixed output dtypes {dtypes}; one tolerance per case")
-            rec["expected"] = expected_file
-            rec["output_dtypes"] = dtypes
-            rec["output_shapes"] = [list(o.shape) for o in outs]
-            rec["tolerance"] = tolerance(dtypes[0], arch, model.aarch64_loosen)
+            record_outputs(rec, out_dir, stem, outs, lambda dt: tolerance(dt, arch, model.aarch64_loosen))
         cases_out.append(rec)
     entry["cases"] = cases_out
     dt = time.time() - t0
@@ -914,14 +824,8 @@ def build_model(model: Model, arch: str, out_dir: str, scratch: str) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--target", choices=["x86_64", "aarch64"], default="x86_64")
-    ap.add_argument("--out", required=True, help="output folder (created if missing)")
-    ap.add_argument("--only", default="", help="comma-separated model names (default: all)")
-    args = ap.parse_args(argv)
-
-    os.makedirs(args.out, exist_ok=True)
-    only = {s for s in args.only.split(",") if s}
+    args = parse_args(__doc__, "comma-separated model names (default: all)", argv)
+    only = args.only
     builders = MODELS
     t0 = time.time()
     manifest = {"tvm_version": tvm.__version__, "target": args.target, "models": []}
@@ -934,10 +838,7 @@ def main(argv=None) -> int:
     if only and len(manifest["models"]) != len(only):
         found = {m["name"] for m in manifest["models"]}
         raise SystemExit(f"zoo.py: unknown model(s): {sorted(only - found)}")
-    with open(os.path.join(args.out, "manifest.json.tmp"), "w") as f:
-        json.dump(manifest, f, indent=1)
-        f.write("\n")
-    os.replace(os.path.join(args.out, "manifest.json.tmp"), os.path.join(args.out, "manifest.json"))
+    write_manifest(args.out, manifest)
     print(
         f"zoo[{args.target}]: {len(manifest['models'])} models in {time.time() - t0:.1f}s -> {args.out}",
         file=sys.stderr,

@@ -442,13 +442,16 @@ class _Matcher:
         x = self.var_tensor(unit, data)
         if x is None or self.var_tensor(unit, last) is None:
             return None
-        act = self.clip_activation(lo, hi)
+        unit.nodes.append(self._act_node(x, last, self.clip_activation(lo, hi)))
+        return unit
+
+    @staticmethod
+    def _act_node(x, out, act):
+        """The node of a lone activation `act` (as activation_of / clip_activation give it)."""
         if isinstance(act, dict):
             lo, hi = act["clip"]
-            unit.nodes.append({"op": "clip", "inputs": [x], "outputs": [last], "attrs": {"min": lo, "max": hi}})
-        else:
-            unit.nodes.append({"op": act, "inputs": [x], "outputs": [last], "attrs": {}})
-        return unit
+            return {"op": "clip", "inputs": [x], "outputs": [out], "attrs": {"min": lo, "max": hi}}
+        return {"op": act, "inputs": [x], "outputs": [out], "attrs": {}}
 
     def take_bias(self, var, channel_axis, rank, n):
         """An `add` of a constant that broadcasts along `channel_axis` only: (user var, bias[n])."""
@@ -471,6 +474,79 @@ class _Matcher:
         if _static_shape(u.ty) != _static_shape(var.ty):
             return None
         return u, c.reshape(-1)
+
+    def take_bias_act(self, unit, ins, axis, rank, n, bias_scale=None):
+        """Fold the bias add (see take_bias) and the activation that follow unit.out_var into
+        `unit`, appending the bias constant to `ins`: float32, or for a quantized op (with
+        `bias_scale` = s_data * s_weight) int32 at that scale.  Returns (last var, activation),
+        or None when the bias cannot be expressed."""
+        out = unit.out_var
+        bias = self.take_bias(out, axis, rank, n)
+        if bias is not None:
+            out = bias[0]
+            unit.absorbed.append(out)
+            if bias_scale is None:
+                ins.append(self.const_tensor(unit, bias[1].astype("float32")))
+            else:
+                # Whether the model had an int32 dequantized bias or a float one, the format wants
+                # int32 at scale s_data * s_weight: re-express it (exact for the int32 case).
+                b = np.rint(bias[1].astype(np.float64) / np.broadcast_to(bias_scale, (n,)))
+                if np.any(np.abs(b) >= 2**31):
+                    return None
+                ins.append(self.const_tensor(unit, b.astype("int32"),
+                                             _quant(bias_scale, np.zeros(bias_scale.size, np.int64), 0)))
+        return self.take_activation(out, unit.absorbed)
+
+    def f32_tail(self, unit, ins, axis, rank, n):
+        """take_bias_act for a float32 op, ending the unit there: the activation, or None."""
+        out, act = self.take_bias_act(unit, ins, axis, rank, n)
+        unit.out_var = out
+        if self.var_tensor(unit, out) is None:
+            return None
+        return act
+
+    # -- quantized (QDQ) ops -----------------------------------------------------------------------
+
+    def q_input(self, dq):
+        """(x, scale, zero point) of `dq` = dequantize(x) with per-tensor int8/uint8 parameters,
+        if this target takes quantized ops."""
+        if not self.t.quantized:
+            return None
+        x_var = dq.args[0]
+        xs, xz = self.fi.const_value(dq.args[1]), self.fi.const_value(dq.args[2])
+        if not isinstance(x_var, relax.Var) or _dtype(x_var.ty) not in _QDTYPES or xs is None or xz is None:
+            return None
+        if xs.size != 1 or xz.size != 1:
+            return None
+        return x_var, xs, xz
+
+    @staticmethod
+    def q_weight_ok(ws, wz, waxis):
+        """Per-channel scales only along the output channels (axis 0), one zero point."""
+        return not (ws.size > 1 and waxis != 0) and not (wz.size > 1 and np.any(wz != wz[0]))
+
+    def q_weight(self, unit, wdata, ws, wz):
+        return self.const_tensor(unit, wdata, _quant(ws, wz[:1] if wz.size > 1 else wz, 0))
+
+    def q_tail(self, unit, ins, xs, ws, axis, rank, n):
+        """take_bias_act for a quantized op, then the quantize that must end it (per-tensor
+        int8/uint8, its axis `axis`): (quantized var, activation), or None."""
+        tail = self.take_bias_act(unit, ins, axis, rank, n, float(xs.reshape(-1)[0]) * ws)
+        if tail is None:
+            return None
+        out, act = tail
+        q = self.follow(out, ("relax.quantize",))
+        if q is None:
+            return None
+        qvar, qcall = q
+        os_, oz = self.fi.const_value(qcall.args[1]), self.fi.const_value(qcall.args[2])
+        if os_ is None or oz is None or os_.size != 1 or oz.size != 1 or _dtype(qvar.ty) not in _QDTYPES:
+            return None
+        unit.absorbed.append(qvar)
+        unit.out_var = qvar
+        if self.var_tensor(unit, qvar, _quant(os_, oz, axis)) is None:
+            return None
+        return qvar, act
 
     # -- dispatch ------------------------------------------------------------------------------
 
@@ -562,19 +638,11 @@ class _Matcher:
         x = self.var_tensor(unit, data)
         if x is None:
             return None
-        wk = self.const_tensor(unit, w)
-        ins = [x, wk]
-        out = var
-        bias = self.take_bias(out, c_axis, 4, n_out)
-        if bias is not None:
-            out = bias[0]
-            unit.absorbed.append(out)
-            ins.append(self.const_tensor(unit, bias[1].astype("float32")))
-        out, act = self.take_activation(out, unit.absorbed)
-        unit.out_var = out
-        if self.var_tensor(unit, out) is None:
+        ins = [x, self.const_tensor(unit, w)]
+        act = self.f32_tail(unit, ins, c_axis, 4, n_out)
+        if act is None:
             return None
-        unit.nodes.append(self._conv_node(ins, out, dl, a, padding, groups, act))
+        unit.nodes.append(self._conv_node(ins, unit.out_var, dl, a, padding, groups, act))
         return unit
 
     def groups_ok(self, groups, c_in, n_out):
@@ -601,61 +669,27 @@ class _Matcher:
 
     def qconv2d(self, var, call, dq, wq, perm, dl, padding, groups, c_in):
         """dequantize(x) -> conv2d(., dequantize(w)) -> add(bias)? -> act? -> quantize."""
-        if not self.t.quantized:
+        qx = self.q_input(dq)
+        if qx is None:
             return None
-        x_var = dq.args[0]
-        xs, xz = self.fi.const_value(dq.args[1]), self.fi.const_value(dq.args[2])
-        if not isinstance(x_var, relax.Var) or _dtype(x_var.ty) not in _QDTYPES or xs is None or xz is None:
-            return None
-        if xs.size != 1 or xz.size != 1:
-            return None
+        x_var, xs, xz = qx
         wdata, ws, wz, waxis = wq
         if wdata.ndim != 4 or str(wdata.dtype) not in _QDTYPES:
             return None
         wdata = np.transpose(wdata, perm)
-        waxis = perm.index(waxis)
         n_out = wdata.shape[0]
-        if ws.size > 1 and waxis != 0:
-            return None  # per-channel only along the output channels
-        if wz.size > 1 and np.any(wz != wz[0]):
-            return None
-        if not self.groups_ok(groups, c_in, n_out):
+        if not self.q_weight_ok(ws, wz, perm.index(waxis)) or not self.groups_ok(groups, c_in, n_out):
             return None
         c_axis = dl.index("C")
         unit = _Unit(var, [var], req=dl)
         x = self.var_tensor(unit, x_var, _quant(xs, xz, c_axis))
         if x is None:
             return None
-        wk = self.const_tensor(unit, wdata, _quant(ws, wz[:1] if wz.size > 1 else wz, 0))
-        ins = [x, wk]
-        out = var
-        bias_scale = float(xs.reshape(-1)[0]) * ws  # per-tensor (1,) or per-channel (n_out,)
-        bias = self.take_bias(out, c_axis, 4, n_out)
-        if bias is not None:
-            out = bias[0]
-            unit.absorbed.append(out)
-            # Whether the model had an int32 dequantized bias or a float one, the format wants
-            # int32 at scale s_data * s_weight: re-express it (exact for the int32 case).
-            b = np.rint(bias[1].astype(np.float64) / np.broadcast_to(bias_scale, (n_out,)))
-            if np.any(np.abs(b) >= 2**31):
-                return None
-            ins.append(self.const_tensor(unit, b.astype("int32"),
-                                         _quant(bias_scale, np.zeros(bias_scale.size, np.int64), 0)))
-        out, act = self.take_activation(out, unit.absorbed)
-        q = self.follow(out, ("relax.quantize",))
-        if q is None:
+        ins = [x, self.q_weight(unit, wdata, ws, wz)]
+        tail = self.q_tail(unit, ins, xs, ws, c_axis, 4, n_out)
+        if tail is None:
             return None
-        qvar, qcall = q
-        os_, oz = self.fi.const_value(qcall.args[1]), self.fi.const_value(qcall.args[2])
-        if os_ is None or oz is None or os_.size != 1 or oz.size != 1:
-            return None
-        if _dtype(qvar.ty) not in _QDTYPES:
-            return None
-        unit.absorbed.append(qvar)
-        unit.out_var = qvar
-        if self.var_tensor(unit, qvar, _quant(os_, oz, c_axis)) is None:
-            return None
-        unit.nodes.append(self._conv_node(ins, qvar, dl, call.attrs, padding, groups, act))
+        unit.nodes.append(self._conv_node(ins, tail[0], dl, call.attrs, padding, groups, tail[1]))
         return unit
 
     # -- dense / matmul --------------------------------------------------------------------------
@@ -679,17 +713,10 @@ class _Matcher:
             if x is None:
                 return None
             ins = [x, self.const_tensor(unit, np.ascontiguousarray(wb.T))]
-            out = var
-            bias = self.take_bias(out, len(ashape) - 1, len(ashape), n)
-            if bias is not None:
-                out = bias[0]
-                unit.absorbed.append(out)
-                ins.append(self.const_tensor(unit, bias[1].astype("float32")))
-            out, act = self.take_activation(out, unit.absorbed)
-            unit.out_var = out
-            if self.var_tensor(unit, out) is None:
+            act = self.f32_tail(unit, ins, len(ashape) - 1, len(ashape), n)
+            if act is None:
                 return None
-            unit.nodes.append({"op": "dense", "inputs": ins, "outputs": [out], "attrs": {"activation": act}})
+            unit.nodes.append({"op": "dense", "inputs": ins, "outputs": [unit.out_var], "attrs": {"activation": act}})
             return unit
         if len(bshape) < 2:
             return None
@@ -703,14 +730,10 @@ class _Matcher:
 
     def qdense(self, var, call, dq):
         """dequantize(x) -> matmul(., dequantize(W)[K,N]) -> add(bias)? -> act? -> quantize."""
-        if not self.t.quantized:
+        qx = self.q_input(dq)
+        if qx is None:
             return None
-        x_var = dq.args[0]
-        xs, xz = self.fi.const_value(dq.args[1]), self.fi.const_value(dq.args[2])
-        if not isinstance(x_var, relax.Var) or _dtype(x_var.ty) not in _QDTYPES or xs is None or xz is None:
-            return None
-        if xs.size != 1 or xz.size != 1:
-            return None
+        x_var, xs, xz = qx
         wq = self.fi.dq_const(call.args[1])
         if wq is None:
             return None
@@ -718,10 +741,7 @@ class _Matcher:
         if wdata.ndim != 2 or str(wdata.dtype) not in _QDTYPES:
             return None
         wdata = np.ascontiguousarray(wdata.T)  # [N, K]
-        waxis = 1 - waxis
-        if ws.size > 1 and waxis != 0:
-            return None
-        if wz.size > 1 and np.any(wz != wz[0]):
+        if not self.q_weight_ok(ws, wz, 1 - waxis):
             return None
         n_out = wdata.shape[0]
         rank = len(_static_shape(x_var.ty) or ())
@@ -731,31 +751,11 @@ class _Matcher:
         x = self.var_tensor(unit, x_var, _quant(xs, xz, rank - 1))
         if x is None:
             return None
-        ins = [x, self.const_tensor(unit, wdata, _quant(ws, wz[:1] if wz.size > 1 else wz, 0))]
-        out = var
-        bias_scale = float(xs.reshape(-1)[0]) * ws
-        bias = self.take_bias(out, rank - 1, rank, n_out)
-        if bias is not None:
-            out = bias[0]
-            unit.absorbed.append(out)
-            b = np.rint(bias[1].astype(np.float64) / np.broadcast_to(bias_scale, (n_out,)))
-            if np.any(np.abs(b) >= 2**31):
-                return None
-            ins.append(self.const_tensor(unit, b.astype("int32"),
-                                         _quant(bias_scale, np.zeros(bias_scale.size, np.int64), 0)))
-        out, act = self.take_activation(out, unit.absorbed)
-        q = self.follow(out, ("relax.quantize",))
-        if q is None:
+        ins = [x, self.q_weight(unit, wdata, ws, wz)]
+        tail = self.q_tail(unit, ins, xs, ws, rank - 1, rank, n_out)
+        if tail is None:
             return None
-        qvar, qcall = q
-        os_, oz = self.fi.const_value(qcall.args[1]), self.fi.const_value(qcall.args[2])
-        if os_ is None or oz is None or os_.size != 1 or oz.size != 1 or _dtype(qvar.ty) not in _QDTYPES:
-            return None
-        unit.absorbed.append(qvar)
-        unit.out_var = qvar
-        if self.var_tensor(unit, qvar, _quant(os_, oz, rank - 1)) is None:
-            return None
-        unit.nodes.append({"op": "dense", "inputs": ins, "outputs": [qvar], "attrs": {"activation": act}})
+        unit.nodes.append({"op": "dense", "inputs": ins, "outputs": [tail[0]], "attrs": {"activation": tail[1]}})
         return unit
 
     # -- pooling ----------------------------------------------------------------------------------
@@ -770,14 +770,19 @@ class _Matcher:
             return None, None
         return unit, xi
 
+    def _pool_unary(self, var, call):
+        """_f32_unary for a pooling op in a 4-D layout this target takes: (unit, x, layout)."""
+        layout = str(call.attrs.layout)
+        if layout not in ("NCHW", "NHWC") or str(call.attrs.out_layout) != layout:
+            return None, None, None
+        if self.t.name == "bnns" and layout != "NCHW":
+            return None, None, None
+        unit, x = self._f32_unary(var, call, req=layout)
+        return unit, x, layout
+
     def pool2d(self, var, call):
         a = call.attrs
-        layout = str(a.layout)
-        if layout not in ("NCHW", "NHWC") or str(a.out_layout) != layout:
-            return None
-        if self.t.name == "bnns" and layout != "NCHW":
-            return None
-        unit, x = self._f32_unary(var, call, req=layout)
+        unit, x, layout = self._pool_unary(var, call)
         if unit is None:
             return None
         padding = _ints(a.padding)
@@ -799,14 +804,9 @@ class _Matcher:
 
     def adaptive_pool(self, var, call):
         a = call.attrs
-        layout = str(a.layout)
-        if layout not in ("NCHW", "NHWC") or str(a.out_layout) != layout:
-            return None
-        if self.t.name == "bnns" and layout != "NCHW":
-            return None
         if a.output_size is None or _ints(a.output_size) not in ([1, 1], [1]):
             return None
-        unit, x = self._f32_unary(var, call, req=layout)
+        unit, x, layout = self._pool_unary(var, call)
         if unit is None:
             return None
         unit.nodes.append({"op": "global_avg_pool2d", "inputs": [x], "outputs": [var], "attrs": {"layout": layout}})
@@ -880,11 +880,7 @@ class _Matcher:
         unit, x = self._f32_unary(var, call)
         if unit is None:
             return None
-        if isinstance(act, dict):
-            lo, hi = act["clip"]
-            unit.nodes.append({"op": "clip", "inputs": [x], "outputs": [var], "attrs": {"min": lo, "max": hi}})
-        else:
-            unit.nodes.append({"op": act, "inputs": [x], "outputs": [var], "attrs": {}})
+        unit.nodes.append(self._act_node(x, var, act))
         return unit
 
     def softmax(self, var, call):
