@@ -22,6 +22,26 @@ struct Cli {
 }
 
 #[derive(clap::Args)]
+struct BackendArgs {
+    /// Backends for offloaded subgraphs, in order of preference (default: every available
+    /// one, plug-ins first, `cpu` last).
+    #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
+    backends: Vec<String>,
+    /// Load a backend plug-in (e.g. libmote_acl.so) first. Repeatable.
+    #[arg(long = "plugin", value_name = "LIB.so")]
+    plugins: Vec<PathBuf>,
+}
+
+impl BackendArgs {
+    fn load_plugins(&self) -> Res<()> {
+        for p in &self.plugins {
+            mote::backend::load_plugin(p)?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(clap::Args)]
 struct InputArgs {
     /// Function to call.
     #[arg(long, short = 'f', default_value = "main")]
@@ -41,6 +61,8 @@ struct InputArgs {
     /// Threads for parallel kernels (default: MOTE_NUM_THREADS, else the CPU count).
     #[arg(long)]
     threads: Option<usize>,
+    #[command(flatten)]
+    backend: BackendArgs,
 }
 
 #[derive(Subcommand)]
@@ -51,6 +73,8 @@ enum Command {
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        backend: BackendArgs,
     },
     /// Run a function once and print (or save) its outputs.
     Run {
@@ -85,7 +109,11 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
-        Command::Inspect { model, json } => inspect(&model, json),
+        Command::Inspect {
+            model,
+            json,
+            backend,
+        } => inspect(&model, json, &backend),
         Command::Run { model, io, output } => run(&model, &io, output.as_deref()),
         Command::Bench {
             model,
@@ -121,7 +149,8 @@ fn shape_text(shape: &Option<Vec<Dim>>) -> String {
     }
 }
 
-fn inspect(path: &std::path::Path, as_json: bool) -> Res<()> {
+fn inspect(path: &std::path::Path, as_json: bool, backend: &BackendArgs) -> Res<()> {
+    backend.load_plugins()?;
     let model = Model::load(path)?;
     let mut funcs = Vec::new();
     for name in model.function_names() {
@@ -129,8 +158,8 @@ fn inspect(path: &std::path::Path, as_json: bool) -> Res<()> {
     }
     let kernels = model.kernels();
     let (nconst, const_bytes) = model.constant_bytes();
-    // The partition plan of offloaded subgraphs, for the default backend order.
-    let plan = model.partition_plan(&[]);
+    // The partition plan of offloaded subgraphs, for the requested (or default) backend order.
+    let plan = model.partition_plan(&backend.backends);
     if as_json {
         let j = json!({
             "path": path.display().to_string(),
@@ -357,8 +386,10 @@ fn gather_inputs(model: &Model, io: &InputArgs) -> Res<Vec<Value>> {
 }
 
 fn session(model: &Model, io: &InputArgs) -> Res<Session> {
+    io.backend.load_plugins()?;
     Ok(model.session_with(SessionOptions {
         threads: io.threads,
+        backends: io.backend.backends.clone(),
         ..Default::default()
     })?)
 }

@@ -192,3 +192,32 @@ fn errors_are_reported_not_panicked() {
     let (ok, _, err) = mote(&["inspect", "/nonexistent.so"]);
     assert!(!ok && err.contains("error:"), "{err}");
 }
+
+/// `--backends` chooses where offloaded subgraphs run: `inspect` shows the plan for that order
+/// and `run` uses it; an ACL-partitioned model on a machine without ACL says so and runs on cpu.
+#[test]
+fn backends_choose_where_subgraphs_run() {
+    let dir = std::env::var_os("MOTE_OFFLOAD_ZOO_DIR")
+        .map(std::path::PathBuf::from)
+        .expect("MOTE_OFFLOAD_ZOO_DIR is not set: build it with scripts/offload-zoo.sh");
+    let model = dir.join("cnn_acl.so").display().to_string();
+    let (ok, out, err) = mote(&["inspect", &model, "--backends", "cpu"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("backends cpu"), "{out}");
+    assert!(out.contains("-> cpu"), "{out}");
+    assert!(!out.contains("-> acl"), "{out}");
+
+    let (ok, out, err) = mote(&["inspect", &model, "--json", "--backends", "nosuch,cpu"]);
+    assert!(ok, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let nodes = j["subgraphs"][0]["nodes"].as_array().expect("nodes");
+    assert!(nodes.iter().all(|n| n["backend"] == "cpu"), "{out}");
+
+    let (ok, out, err) = mote(&["run", &model, "--backends", "acl,cpu", "--threads", "2"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("out0"), "{out}");
+
+    let (ok, _, err) = mote(&["inspect", &model, "--plugin", "/nonexistent/libmote_x.so"]);
+    assert!(!ok);
+    assert!(err.contains("cannot load plug-in"), "{err}");
+}
