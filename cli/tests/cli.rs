@@ -221,3 +221,20 @@ fn backends_choose_where_subgraphs_run() {
     assert!(!ok);
     assert!(err.contains("cannot load plug-in"), "{err}");
 }
+
+/// A model named without a folder is the file in the current directory, not a search of the
+/// library path.
+#[test]
+fn a_bare_file_name_is_the_file_in_the_current_directory() {
+    let path = zoo_path("mlp.so");
+    let out = Command::new(env!("CARGO_BIN_EXE_mote"))
+        .args(["run", "mlp.so", "-f", "forward"])
+        .current_dir(path.parent().expect("zoo folder"))
+        .output()
+        .expect("run mote");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

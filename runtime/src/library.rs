@@ -84,7 +84,10 @@ impl Library {
     pub fn open(path: &Path) -> Result<Arc<Library>> {
         ensure_error_symbol_visible()?;
         let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        Self::open_checked(path, &bytes, None)
+        // `dlopen` searches the library path for a name without a slash; a model is always the
+        // file the caller named (`mote run model.so` in the model's folder).
+        let path = std::path::absolute(path).map_err(|e| Error::io(path, e))?;
+        Self::open_checked(&path, &bytes, None)
     }
 
     /// Load from bytes through an anonymous memory file. The descriptor stays open as long as
