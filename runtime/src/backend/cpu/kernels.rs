@@ -230,6 +230,32 @@ impl ConvPlan {
             .filter(|&i| i < size)
     }
 
+    /// Input row of output row `oy` at kernel row `ky`, if inside the input.
+    #[inline]
+    fn src_y(&self, oy: usize, ky: usize) -> Option<usize> {
+        Self::src(
+            oy,
+            ky,
+            self.strides[0],
+            self.dilation[0],
+            self.padding[0],
+            self.h,
+        )
+    }
+
+    /// Input column of output column `ox` at kernel column `kx`, if inside the input.
+    #[inline]
+    fn src_x(&self, ox: usize, kx: usize) -> Option<usize> {
+        Self::src(
+            ox,
+            kx,
+            self.strides[1],
+            self.dilation[1],
+            self.padding[1],
+            self.w,
+        )
+    }
+
     /// Pixels per work piece: whole `BLOCK`s on one thread, smaller pieces when that gives
     /// every pool thread work.
     fn block(&self, threads: usize) -> usize {
@@ -246,28 +272,14 @@ impl ConvPlan {
     /// The im2col rows of output pixels `p0..p0 + rows` of one image, NHWC: row `r` holds the
     /// taps of pixel `p0 + r` for group `g` in (ky, kx, ci) order.
     fn im2col_nhwc<T: Num>(&self, xb: &[T], g: usize, p0: usize, rows: usize, col: &mut [T]) {
-        let (h, wd, c, cg, kdim) = (self.h, self.w, self.c, self.cg(), self.kdim());
+        let (wd, c, cg, kdim) = (self.w, self.c, self.cg(), self.kdim());
         for r in 0..rows {
             let (oy, ox) = ((p0 + r) / self.ow, (p0 + r) % self.ow);
             let dst = &mut col[r * kdim..(r + 1) * kdim];
             for ky in 0..self.kh {
-                let iy = Self::src(
-                    oy,
-                    ky,
-                    self.strides[0],
-                    self.dilation[0],
-                    self.padding[0],
-                    h,
-                );
+                let iy = self.src_y(oy, ky);
                 for kx in 0..self.kw {
-                    let ix = Self::src(
-                        ox,
-                        kx,
-                        self.strides[1],
-                        self.dilation[1],
-                        self.padding[1],
-                        wd,
-                    );
+                    let ix = self.src_x(ox, kx);
                     let d = &mut dst[(ky * self.kw + kx) * cg..(ky * self.kw + kx + 1) * cg];
                     match (iy, ix) {
                         (Some(iy), Some(ix)) => {
@@ -292,22 +304,8 @@ impl ConvPlan {
                     let row = (ci * self.kh + ky) * self.kw + kx;
                     for (j, d) in col[row * cols..(row + 1) * cols].iter_mut().enumerate() {
                         let (oy, ox) = ((p0 + j) / self.ow, (p0 + j) % self.ow);
-                        let iy = Self::src(
-                            oy,
-                            ky,
-                            self.strides[0],
-                            self.dilation[0],
-                            self.padding[0],
-                            h,
-                        );
-                        let ix = Self::src(
-                            ox,
-                            kx,
-                            self.strides[1],
-                            self.dilation[1],
-                            self.padding[1],
-                            wd,
-                        );
+                        let iy = self.src_y(oy, ky);
+                        let ix = self.src_x(ox, kx);
                         *d = match (iy, ix) {
                             (Some(iy), Some(ix)) => plane[iy * wd + ix],
                             _ => T::default(),
@@ -408,25 +406,11 @@ impl ConvPlan {
             for (ox, out) in yrow.chunks_exact_mut(o).enumerate() {
                 out.fill(T::default());
                 for ky in 0..self.kh {
-                    let Some(iy) = Self::src(
-                        oy,
-                        ky,
-                        self.strides[0],
-                        self.dilation[0],
-                        self.padding[0],
-                        h,
-                    ) else {
+                    let Some(iy) = self.src_y(oy, ky) else {
                         continue;
                     };
                     for kx in 0..self.kw {
-                        let Some(ix) = Self::src(
-                            ox,
-                            kx,
-                            self.strides[1],
-                            self.dilation[1],
-                            self.padding[1],
-                            wd,
-                        ) else {
+                        let Some(ix) = self.src_x(ox, kx) else {
                             continue;
                         };
                         let xi = ((b * h + iy) * wd + ix) * c;
