@@ -12,6 +12,7 @@
 //! call site and preference order, and shared by every session of the model. A node that does
 //! not go to the first choice is logged with the reasons the preferred backends gave.
 
+pub mod bnns;
 pub mod cpu;
 pub mod plugin;
 
@@ -156,6 +157,7 @@ fn registry() -> &'static RwLock<Vec<Arc<dyn Backend>>> {
         if !v.iter().any(|b| b.name() == "acl") {
             v.push(plugin::discover_acl());
         }
+        v.push(Arc::new(bnns::BnnsBackend::default()));
         v.push(Arc::new(cpu::CpuBackend));
         RwLock::new(v)
     })
