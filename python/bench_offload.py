@@ -8,12 +8,16 @@
         TVM's unpartitioned output).  Fails unless ONNX Runtime and TVM agree, and unless TVM
         running NAME.acl.so with the numpy reference of mote.subgraph agrees with TVM unpartitioned.
 
-    python bench_offload.py run --dir DIR [--mote CMD] [--repeat N] [--threads 1]
+    python bench_offload.py run --dir DIR [--mote CMD] [--mote-run CMD] [--repeat N] [--threads 1]
         Time TVM unpartitioned (VirtualMachine.time_evaluator), ONNX Runtime
         (intra_op_num_threads=1) and, if given, a Mote command run once per library and model:
         CMD is formatted with {so} (library path), {npz} (inputs), {onnx}, {name} and {dir}, and
         must print JSON with "median_ms", e.g.
             --mote "target/release/mote bench {so} --inputs {npz} --json --threads 1"
+        --mote-run CMD (same fields plus {out}) must write the outputs to the .npz {out}, e.g.
+            --mote-run "target/release/mote run {so} --inputs {npz} --output {out}"
+        and Mote's output on each library is compared with ONNX Runtime's (a mismatch beyond
+        the ORT/TVM tolerance fails the run).
         Prints a markdown table with ratios on stdout.
 
 This is a benchmark, not a test: numbers depend on the machine.  Progress goes to stderr.
@@ -213,7 +217,22 @@ def ratio(a, b):
     return "n/a" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
 
 
-def run(d: str, mote: str | None, repeat: int, threads: int) -> int:
+def mote_output(cmd: str, fields: dict) -> tuple[np.ndarray | None, str]:
+    out = os.path.join(fields["dir"], f".mote-out-{os.getpid()}.npz")
+    argv = [a.format(out=out, **fields) for a in shlex.split(cmd)]
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+        if res.returncode != 0:
+            return None, f"exit {res.returncode}: {res.stderr.strip()[-400:]}"
+        return np.load(out)["out0"], ""
+    except (OSError, subprocess.TimeoutExpired, KeyError, ValueError) as err:
+        return None, str(err)
+    finally:
+        if os.path.exists(out):
+            os.remove(out)
+
+
+def run(d: str, mote: str | None, repeat: int, threads: int, mote_run: str | None = None) -> int:
     with open(os.path.join(d, "bench.json")) as f:
         meta = json.load(f)
     rows, failures = [], 0
@@ -230,10 +249,22 @@ def run(d: str, mote: str | None, repeat: int, threads: int) -> int:
             failures += 1
             log(f"{name}: ONNX Runtime and TVM DISAGREE (max abs {err:g})")
         t_plain = t_acl = None
+        mote_err = None
         if mote:
             for key in ("tvm_so", "acl_so"):
                 fields = {"so": os.path.join(d, m[key]), "npz": os.path.join(d, m["inputs"]),
                           "onnx": os.path.join(d, m["onnx"]), "name": name, "dir": d}
+                if mote_run:
+                    got, why = mote_output(mote_run, fields)
+                    if got is None:
+                        failures += 1
+                        log(f"{name}: Mote run on {m[key]} failed: {why}")
+                    else:
+                        ok, e = close(got, ort_out, ORT_RTOL)
+                        mote_err = e if mote_err is None else max(mote_err, e)
+                        if not ok:
+                            failures += 1
+                            log(f"{name}: Mote on {m[key]} and ONNX Runtime DISAGREE (max abs {e:g})")
                 log(f"{name}: timing Mote on {m[key]}")
                 ms, why = time_mote(mote, fields)
                 if ms is None:
@@ -243,15 +274,17 @@ def run(d: str, mote: str | None, repeat: int, threads: int) -> int:
                     t_plain = ms
                 else:
                     t_acl = ms
-        rows.append((name, m["subgraphs"], m["subgraph_nodes"], t_tvm, t_ort, t_plain, t_acl, err))
+        rows.append((name, m["subgraphs"], m["subgraph_nodes"], t_tvm, t_ort, t_plain, t_acl, err, mote_err))
 
     print(f"\nbatch 1, {threads} thread(s), median of {repeat} runs; TVM {meta['tvm_version']}\n")
     print("| model | subgraphs (nodes) | TVM unpartitioned ms | ONNX Runtime ms | Mote .tvm.so ms "
-          "| Mote .acl.so ms | Mote acl / TVM | Mote acl / ORT | Mote acl / Mote tvm | ORT vs TVM max abs |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for name, ns, nn, t_tvm, t_ort, t_plain, t_acl, err in rows:
+          "| Mote .acl.so ms | Mote acl / TVM | Mote acl / ORT | Mote acl / Mote tvm | ORT vs TVM max abs "
+          "| Mote vs ORT max abs |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, ns, nn, t_tvm, t_ort, t_plain, t_acl, err, mote_err in rows:
+        merr = "n/a" if mote_err is None else f"{mote_err:.2g}"
         print(f"| {name} | {ns} ({nn}) | {fmt(t_tvm)} | {fmt(t_ort)} | {fmt(t_plain)} | {fmt(t_acl)} | "
-              f"{ratio(t_acl, t_tvm)} | {ratio(t_acl, t_ort)} | {ratio(t_acl, t_plain)} | {err:.2g} |")
+              f"{ratio(t_acl, t_tvm)} | {ratio(t_acl, t_ort)} | {ratio(t_acl, t_plain)} | {err:.2g} | {merr} |")
     if not mote:
         print("\n(no --mote command given: the Mote columns are empty)")
     return 1 if failures else 0
@@ -265,13 +298,15 @@ def main(argv=None) -> int:
     r = sub.add_parser("run", help="time the built models")
     r.add_argument("--dir", required=True)
     r.add_argument("--mote", default=None, help="Mote command template ({so} {npz} {onnx} {name} {dir})")
+    r.add_argument("--mote-run", default=None,
+                   help="Mote command writing outputs to {out} (.npz), checked against ONNX Runtime")
     r.add_argument("--repeat", type=int, default=20)
     r.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     if args.cmd == "build":
         build(args.out)
         return 0
-    return run(args.dir, args.mote, args.repeat, args.threads)
+    return run(args.dir, args.mote, args.repeat, args.threads, args.mote_run)
 
 
 if __name__ == "__main__":

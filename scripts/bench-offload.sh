@@ -3,10 +3,12 @@
 # by python/onnx_models.py, timed with TVM (unpartitioned), ONNX Runtime (1 thread) and,
 # optionally, Mote on the unpartitioned (.tvm.so) and partition_for_acl'd (.acl.so) libraries.
 #
-#   scripts/bench-offload.sh [--mote "CMD"] [--repeat N] [--threads N]
+#   scripts/bench-offload.sh [--mote "CMD"] [--mote-run "CMD"] [--repeat N] [--threads N]
 #
 # CMD is formatted with {so} {npz} {onnx} {name} {dir} and must print JSON with "median_ms":
-#   scripts/bench-offload.sh --mote "target/release/mote bench {so} --inputs {npz} --json --threads 1"
+#   scripts/bench-offload.sh --mote "target/release/mote bench {so} --inputs {npz} --json --threads 1" \
+#     --mote-run "target/release/mote run {so} --inputs {npz} --output {out}"
+# --mote-run's outputs ({out}, an .npz) are compared with ONNX Runtime's.
 #
 # The models (NAME.onnx, NAME.inputs.npz, NAME.expected.npz, NAME.tvm.so, NAME.acl.so, bench.json)
 # are built once into ${MOTE_CACHE:-$HOME/.cache/mote}/bench-offload-<hash> (hash of the builder
@@ -22,7 +24,7 @@ log() { echo "bench-offload.sh: $*" >&2; }
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 case "${1:-}" in
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
 esac
 
 cache="${MOTE_CACHE:-$HOME/.cache/mote}"

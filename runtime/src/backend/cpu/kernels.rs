@@ -135,6 +135,9 @@ pub(crate) struct ConvPlan {
     pub dilation: [usize; 2],
 }
 
+/// Work run on each finished piece of a convolution's output (whole pixels, NHWC).
+pub(crate) type Post<'a, T> = Option<&'a (dyn Fn(&mut [T]) + Sync)>;
+
 /// Pixels per im2col block: keeps the column buffer in cache.
 const BLOCK: usize = 128;
 
@@ -198,7 +201,10 @@ impl ConvPlan {
     }
 
     /// Convolution without bias: `x` the input, `w` packed, `y` the output (zeroed here).
-    pub fn run<T: Num>(&self, x: &[T], w: &[T], y: &mut [T]) -> Result<()> {
+    /// With NHWC, `post` (e.g. bias and activation) runs on each finished piece of whole output
+    /// pixels while it is still in cache; returns whether it ran (with NCHW it does not, and the
+    /// caller applies it to `y`).
+    pub fn run<T: Num>(&self, x: &[T], w: &[T], y: &mut [T], post: Post<'_, T>) -> Result<bool> {
         let (n, c, h, wd, o) = (self.n, self.c, self.h, self.w, self.o);
         if x.len() != n * c * h * wd
             || y.len() != n * o * self.oh * self.ow
@@ -207,12 +213,12 @@ impl ConvPlan {
             return Err(backend_err("conv2d: buffer sizes do not match the plan"));
         }
         match (self.layout, self.depthwise()) {
-            (Layout::Nhwc, true) => self.dw_nhwc(x, w, y)?,
+            (Layout::Nhwc, true) => self.dw_nhwc(x, w, y, post)?,
             (Layout::Nchw, true) => self.dw_nchw(x, w, y)?,
-            (Layout::Nhwc, false) => self.gemm_nhwc(x, w, y)?,
+            (Layout::Nhwc, false) => self.gemm_nhwc(x, w, y, post)?,
             (Layout::Nchw, false) => self.gemm_nchw(x, w, y)?,
         }
-        Ok(())
+        Ok(self.layout == Layout::Nhwc)
     }
 
     /// Input row/col for output index `o` and tap `k` along one axis, if inside the input.
@@ -317,14 +323,23 @@ impl ConvPlan {
     }
 
     /// NHWC convolution as GEMMs: pieces are blocks of output pixels (contiguous rows of `y`).
-    fn gemm_nhwc<T: Num>(&self, x: &[T], w: &[T], y: &mut [T]) -> Result<()> {
+    fn gemm_nhwc<T: Num>(&self, x: &[T], w: &[T], y: &mut [T], post: Post<'_, T>) -> Result<()> {
         let (h, wd, c, o) = (self.h, self.w, self.c, self.o);
         let pix = self.oh * self.ow;
-        if self.pointwise() {
-            return par_gemm(self.n * pix, c, o, x, c, w, o, y, o);
-        }
         let (og, kdim) = (self.og(), self.kdim());
         let bs = self.block(crate::threadpool::current_parallelism());
+        if self.pointwise() {
+            // The input is the im2col matrix already: [n * pix, c].
+            let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(bs * o).enumerate().collect();
+            return for_each_piece(pieces, |(j, yrows)| {
+                let rows = yrows.len() / o;
+                T::gemm(rows, c, o, &x[j * bs * c..], c, w, o, yrows, o)?;
+                if let Some(f) = post {
+                    f(yrows);
+                }
+                Ok(())
+            });
+        }
         let mut pieces = Vec::new();
         for (b, yb) in y.chunks_mut(pix * o).enumerate() {
             for (j, rows) in yb.chunks_mut(bs * o).enumerate() {
@@ -339,6 +354,9 @@ impl ConvPlan {
                 self.im2col_nhwc(xb, g, p0, rows, &mut col);
                 let wg = &w[g * kdim * og..(g + 1) * kdim * og];
                 T::gemm(rows, kdim, og, &col, kdim, wg, og, &mut yrows[g * og..], o)?;
+            }
+            if let Some(f) = post {
+                f(yrows);
             }
             Ok(())
         })
@@ -397,7 +415,7 @@ impl ConvPlan {
     }
 
     /// Depthwise NHWC: pieces are output rows.
-    fn dw_nhwc<T: Num>(&self, x: &[T], w: &[T], y: &mut [T]) -> Result<()> {
+    fn dw_nhwc<T: Num>(&self, x: &[T], w: &[T], y: &mut [T], post: Post<'_, T>) -> Result<()> {
         let (h, wd, c, o) = (self.h, self.w, self.c, self.o);
         let m = o / c;
         let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(self.ow * o).enumerate().collect();
@@ -427,6 +445,9 @@ impl ConvPlan {
                         }
                     }
                 }
+            }
+            if let Some(f) = post {
+                f(yrow);
             }
             Ok(())
         })
@@ -574,11 +595,30 @@ pub(crate) fn bias_act(
 ) {
     let (lo, hi) = act.bounds();
     let clamp = act != Activation::None;
+    // Comparisons rather than f32::max/min: they vectorize to plain max/min instructions (and
+    // let a NaN through, as the model would).
+    #[inline(always)]
+    fn clampf(v: f32, lo: f32, hi: f32) -> f32 {
+        if v < lo {
+            lo
+        } else if v > hi {
+            hi
+        } else {
+            v
+        }
+    }
     match (bias, layout) {
+        (Some(b), Layout::Nhwc) if clamp => {
+            for row in y.chunks_exact_mut(channels) {
+                for (v, &bb) in row.iter_mut().zip(b) {
+                    *v = clampf(*v + bb, lo, hi);
+                }
+            }
+        }
         (Some(b), Layout::Nhwc) => {
             for row in y.chunks_exact_mut(channels) {
                 for (v, &bb) in row.iter_mut().zip(b) {
-                    *v = (*v + bb).max(lo).min(hi);
+                    *v += bb;
                 }
             }
         }
@@ -586,13 +626,13 @@ pub(crate) fn bias_act(
             for (i, p) in y.chunks_exact_mut(plane.max(1)).enumerate() {
                 let bb = b[i % channels];
                 for v in p {
-                    *v = (*v + bb).max(lo).min(hi);
+                    *v = clampf(*v + bb, lo, hi);
                 }
             }
         }
         (None, _) if clamp => {
             for v in y.iter_mut() {
-                *v = v.max(lo).min(hi);
+                *v = clampf(*v, lo, hi);
             }
         }
         (None, _) => {}
@@ -824,7 +864,7 @@ pub(crate) fn generic(
                 dilation: c.dilation,
             };
             let packed = plan.pack(&xs[1]);
-            plan.run(&xs[0], &packed, y)?;
+            plan.run(&xs[0], &packed, y, None)?;
             bias_act(
                 y,
                 xs.get(2).map(|b| &b[..]),
@@ -1054,7 +1094,7 @@ mod tests {
                 for threads in [1, 3] {
                     let pool = ThreadPool::new(threads);
                     let mut y = vec![f32::NAN; want.len()];
-                    pool.install(|| plan.run(&x, &packed, &mut y))
+                    pool.install(|| plan.run(&x, &packed, &mut y, None))
                         .expect("conv runs");
                     for (i, (g, r)) in y.iter().zip(&want).enumerate() {
                         assert!(

@@ -565,15 +565,13 @@ impl CpuSegment {
                     }
                 };
                 with_out_f32(out, odesc, |y| {
-                    plan.run(&x, w, y)?;
-                    kernels::bias_act(
-                        y,
-                        bias.as_deref(),
-                        act,
-                        plan.o,
-                        plan.layout,
-                        plan.oh * plan.ow,
-                    );
+                    let (o, plane) = (plan.o, plan.oh * plan.ow);
+                    let post = |p: &mut [f32]| {
+                        kernels::bias_act(p, bias.as_deref(), act, o, Layout::Nhwc, 1);
+                    };
+                    if !plan.run(&x, w, y, Some(&post))? {
+                        kernels::bias_act(y, bias.as_deref(), act, o, plan.layout, plane);
+                    }
                     Ok(())
                 })
                 .map_err(ctx)
@@ -594,7 +592,7 @@ impl CpuSegment {
                     }
                 };
                 let mut acc = vec![0f64; odesc.num_elements()];
-                plan.run(&x, w, &mut acc).map_err(ctx)?;
+                plan.run(&x, w, &mut acc, None).map_err(ctx)?;
                 let (o, hw) = (plan.o, plan.oh * plan.ow);
                 match plan.layout {
                     Layout::Nhwc => requant.apply(&acc, out, |i| i % o),
