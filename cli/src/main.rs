@@ -188,6 +188,9 @@ fn inspect(path: &std::path::Path, as_json: bool, backend: &BackendArgs) -> Res<
                 "name": s.name,
                 "target": s.target,
                 "backends": s.backends,
+                "unavailable": s.unavailable.iter().map(|(b, why)| json!({
+                    "backend": b, "reason": why,
+                })).collect::<Vec<_>>(),
                 "nodes": s.nodes.iter().map(|n| json!({
                     "name": n.name,
                     "op": n.op,
@@ -256,6 +259,9 @@ fn inspect(path: &std::path::Path, as_json: bool, backend: &BackendArgs) -> Res<
                 if s.target.is_empty() { "?" } else { &s.target },
                 s.backends.join(" > ")
             );
+            for (b, why) in &s.unavailable {
+                println!("    ({b} is unavailable here: {why})");
+            }
             for n in &s.nodes {
                 println!("    {:<24} {:<18} -> {}", n.name, n.op, n.backend);
                 for r in &n.fallback_reasons {

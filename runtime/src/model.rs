@@ -184,11 +184,13 @@ impl Model {
     /// order (`SessionOptions::backends`; empty: the default order). Plans only; nothing is
     /// prepared.
     pub fn partition_plan(&self, backends: &[String]) -> Vec<crate::backend::SubgraphPlan> {
-        let order = crate::backend::resolve(backends);
+        let (order, unavailable) = crate::backend::resolve_with_reasons(backends);
         self.inner
             .subgraphs
             .iter()
-            .map(|s| crate::backend::plan_site(&s.function, &s.graph, &s.constants, &order))
+            .map(|s| {
+                crate::backend::plan_site(&s.function, &s.graph, &s.constants, &order, &unavailable)
+            })
             .collect()
     }
 

@@ -146,12 +146,19 @@ fn bnns_offload_zoo_falls_back_to_cpu_off_apple_and_matches_tvm() {
         let (model, plan) = load(&entry);
         for p in &plan {
             // `bnns` is skipped as unavailable when the order is resolved; the plan names the
-            // backends actually tried.
+            // backends actually tried, and says why bnns is not among them.
             assert_eq!(
                 p.backends,
                 vec!["cpu".to_string()],
                 "{}: backends tried",
                 entry["name"]
+            );
+            let bnns = p.unavailable.iter().find(|(b, _)| b == "bnns");
+            assert!(
+                bnns.is_some_and(|(_, why)| why.contains("Apple")),
+                "{}: the plan does not say why bnns is unavailable: {:?}",
+                entry["name"],
+                p.unavailable
             );
             for n in &p.nodes {
                 assert_eq!(n.backend, "cpu", "{}: node `{}`", entry["name"], n.name);

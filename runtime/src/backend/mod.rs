@@ -222,8 +222,18 @@ pub fn backend_names() -> Vec<String> {
 /// backend, plug-ins first). `cpu` is always last resort. Unknown or unavailable names are
 /// logged and skipped: a missing vendor library means fallback, not failure.
 pub(crate) fn resolve(preference: &[String]) -> Vec<Arc<dyn Backend>> {
+    resolve_with_reasons(preference).0
+}
+
+/// Backends skipped when resolving an order: `(name, why)`.
+pub(crate) type Skipped = Vec<(String, String)>;
+
+/// [`resolve`], plus the backends it skipped: unknown names, and registered backends that
+/// cannot run here.
+pub(crate) fn resolve_with_reasons(preference: &[String]) -> (Vec<Arc<dyn Backend>>, Skipped) {
     let all: Vec<Arc<dyn Backend>> = registry().read().map(|r| r.clone()).unwrap_or_default();
     let mut out: Vec<Arc<dyn Backend>> = Vec::new();
+    let mut skipped: Skipped = Vec::new();
     let wanted: Vec<String> = if preference.is_empty() {
         all.iter().map(|b| b.name().to_string()).collect()
     } else {
@@ -239,21 +249,26 @@ pub(crate) fn resolve(preference: &[String]) -> Vec<Arc<dyn Backend>> {
                 // Asked for by name: worth saying. In the default order, a vendor backend for
                 // another platform is expected; subgraphs partitioned for it say so instead
                 // (`Site::executor`).
-                Err(why) if !preference.is_empty() => {
-                    log::info!("backend `{name}` is not available here: {why}")
+                Err(why) => {
+                    if preference.is_empty() {
+                        log::debug!("backend `{name}` is not available here: {why}");
+                    } else {
+                        log::info!("backend `{name}` is not available here: {why}");
+                    }
+                    skipped.push((name.clone(), why));
                 }
-                Err(why) => log::debug!("backend `{name}` is not available here: {why}"),
             },
-            None => log::warn!(
-                "backend `{name}` is not registered (known: {}); skipping it",
-                all.iter().map(|b| b.name()).collect::<Vec<_>>().join(", ")
-            ),
+            None => {
+                let known = all.iter().map(|b| b.name()).collect::<Vec<_>>().join(", ");
+                log::warn!("backend `{name}` is not registered (known: {known}); skipping it");
+                skipped.push((name.clone(), format!("not registered (known: {known})")));
+            }
         }
     }
     if !out.iter().any(|b| b.name() == CPU) {
         out.push(Arc::new(cpu::CpuBackend));
     }
-    out
+    (out, skipped)
 }
 
 // ---- planning ----
@@ -280,6 +295,9 @@ pub struct SubgraphPlan {
     pub target: String,
     /// The backends tried, in order.
     pub backends: Vec<String>,
+    /// Backends asked for (or registered, with the default order) that cannot run here, with
+    /// why: `(name, reason)`.
+    pub unavailable: Vec<(String, String)>,
     pub nodes: Vec<NodePlan>,
     /// Consecutive nodes on one backend: `(backend, first node, node count)`.
     pub segments: Vec<(String, usize, usize)>,
@@ -338,6 +356,7 @@ pub(crate) fn plan_site(
     graph: &Graph,
     constants: &[Tensor],
     order: &[Arc<dyn Backend>],
+    unavailable: &[(String, String)],
 ) -> SubgraphPlan {
     let names: Vec<String> = order.iter().map(|b| b.name().to_string()).collect();
     let (which, nodes) = plan(graph, constants, order);
@@ -350,6 +369,7 @@ pub(crate) fn plan_site(
         name: graph.name.clone(),
         target: graph.target.clone(),
         backends: names,
+        unavailable: unavailable.to_vec(),
         nodes,
         segments,
     }
@@ -410,8 +430,14 @@ impl SubgraphRunner {
 
     /// The partition plan for a preference order (empty: the default order).
     pub fn plan(&self, backends: &[String]) -> SubgraphPlan {
-        let order = resolve(backends);
-        plan_site("", &self.site.graph, &self.site.constants, &order)
+        let (order, unavailable) = resolve_with_reasons(backends);
+        plan_site(
+            "",
+            &self.site.graph,
+            &self.site.constants,
+            &order,
+            &unavailable,
+        )
     }
 
     /// Run on `inputs` (in the order of the description's `inputs`); returns the outputs.
