@@ -592,10 +592,11 @@ impl Segment {
                         cropped(image(&g.tensors[node.inputs[0]]), cut, batch, &mut alloc);
                     let y = image(od);
                     let weights = constant_f32(g, node.inputs[1], constants)?;
-                    let bias = match node.inputs.get(2) {
-                        Some(&b) => Some(constant_f32(g, b, constants)?),
-                        None => None,
-                    };
+                    let bias = node
+                        .inputs
+                        .get(2)
+                        .map(|&b| constant_f32(g, b, constants))
+                        .transpose()?;
                     let filter = push_layer(LayerSpec::Convolution {
                         input: x,
                         output: y,
@@ -648,10 +649,11 @@ impl Segment {
                     let w = dims(&g.tensors[node.inputs[1]]);
                     let (n, kk) = (w[0], w[1]);
                     let weights = constant_f32(g, node.inputs[1], constants)?;
-                    let bias = match node.inputs.get(2) {
-                        Some(&b) => Some(constant_f32(g, b, constants)?),
-                        None => None,
-                    };
+                    let bias = node
+                        .inputs
+                        .get(2)
+                        .map(|&b| constant_f32(g, b, constants))
+                        .transpose()?;
                     let filter = push_layer(LayerSpec::FullyConnected {
                         inputs: kk,
                         outputs: n,
