@@ -421,27 +421,28 @@ impl ConvPlan {
         let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(self.ow * o).enumerate().collect();
         for_each_piece(pieces, |(row, yrow)| {
             let (b, oy) = (row / self.oh, row % self.oh);
+            // (input offset, weight offset) of every tap inside the input, per output pixel.
+            let mut taps: Vec<(usize, usize)> = Vec::with_capacity(self.kh * self.kw);
             for (ox, out) in yrow.chunks_exact_mut(o).enumerate() {
-                out.fill(T::default());
+                taps.clear();
                 for ky in 0..self.kh {
                     let Some(iy) = self.src_y(oy, ky) else {
                         continue;
                     };
                     for kx in 0..self.kw {
-                        let Some(ix) = self.src_x(ox, kx) else {
-                            continue;
-                        };
-                        let xi = ((b * h + iy) * wd + ix) * c;
+                        if let Some(ix) = self.src_x(ox, kx) {
+                            taps.push((((b * h + iy) * wd + ix) * c, (ky * self.kw + kx) * o));
+                        }
+                    }
+                }
+                if m == 1 {
+                    dw_pixel(x, w, &taps, out);
+                } else {
+                    out.fill(T::default());
+                    for &(xi, wi) in &taps {
                         let inp = &x[xi..xi + c];
-                        let wt = &w[(ky * self.kw + kx) * o..(ky * self.kw + kx + 1) * o];
-                        if m == 1 {
-                            for ((d, &a), &k) in out.iter_mut().zip(inp).zip(wt) {
-                                *d += a * k;
-                            }
-                        } else {
-                            for (oc, (d, &k)) in out.iter_mut().zip(wt).enumerate() {
-                                *d += inp[oc / m] * k;
-                            }
+                        for (oc, (d, &k)) in out.iter_mut().zip(&w[wi..wi + o]).enumerate() {
+                            *d += inp[oc / m] * k;
                         }
                     }
                 }
@@ -506,6 +507,41 @@ impl ConvPlan {
             }
             Ok(())
         })
+    }
+}
+
+/// Channels a depthwise pixel accumulates at once, in registers.
+const DW_CHUNK: usize = 32;
+
+/// One output pixel of a depthwise convolution with multiplier 1 (NHWC): the sum over `taps`
+/// of input channels times weights, accumulated in registers chunk by chunk and stored once.
+#[inline]
+fn dw_pixel<T: Num>(x: &[T], w: &[T], taps: &[(usize, usize)], out: &mut [T]) {
+    let c = out.len();
+    let mut c0 = 0;
+    while c0 + DW_CHUNK <= c {
+        let mut acc = [T::default(); DW_CHUNK];
+        for &(xi, wi) in taps {
+            let inp = &x[xi + c0..xi + c0 + DW_CHUNK];
+            let wt = &w[wi + c0..wi + c0 + DW_CHUNK];
+            for ((a, &v), &k) in acc.iter_mut().zip(inp).zip(wt) {
+                *a += v * k;
+            }
+        }
+        out[c0..c0 + DW_CHUNK].copy_from_slice(&acc);
+        c0 += DW_CHUNK;
+    }
+    if c0 < c {
+        let tail = &mut out[c0..];
+        tail.fill(T::default());
+        for &(xi, wi) in taps {
+            let n = tail.len();
+            let inp = &x[xi + c0..xi + c0 + n];
+            let wt = &w[wi + c0..wi + c0 + n];
+            for ((a, &v), &k) in tail.iter_mut().zip(inp).zip(wt) {
+                *a += v * k;
+            }
+        }
     }
 }
 
@@ -599,27 +635,38 @@ pub(crate) fn bias_act(
     // let a NaN through, as the model would).
     #[inline(always)]
     fn clampf(v: f32, lo: f32, hi: f32) -> f32 {
-        if v < lo {
-            lo
-        } else if v > hi {
+        let v = if v < lo { lo } else { v };
+        if v > hi {
             hi
         } else {
             v
         }
     }
-    match (bias, layout) {
-        (Some(b), Layout::Nhwc) if clamp => {
-            for row in y.chunks_exact_mut(channels) {
-                for (v, &bb) in row.iter_mut().zip(b) {
-                    *v = clampf(*v + bb, lo, hi);
+    // Rows are often short (16-32 channels): fixed-width lanes keep them vectorized, where a
+    // loop of unknown length would run its scalar remainder.
+    const LANES: usize = 16;
+    #[inline(always)]
+    fn row_add_clamp(row: &mut [f32], b: &[f32], lo: f32, hi: f32) {
+        let mut rs = row.chunks_exact_mut(LANES);
+        let mut bs = b.chunks_exact(LANES);
+        for (r, bb) in (&mut rs).zip(&mut bs) {
+            if let (Ok(r), Ok(bb)) = (
+                <&mut [f32; LANES]>::try_from(r),
+                <&[f32; LANES]>::try_from(bb),
+            ) {
+                for i in 0..LANES {
+                    r[i] = clampf(r[i] + bb[i], lo, hi);
                 }
             }
         }
+        for (v, &bb) in rs.into_remainder().iter_mut().zip(bs.remainder()) {
+            *v = clampf(*v + bb, lo, hi);
+        }
+    }
+    match (bias, layout) {
         (Some(b), Layout::Nhwc) => {
             for row in y.chunks_exact_mut(channels) {
-                for (v, &bb) in row.iter_mut().zip(b) {
-                    *v += bb;
-                }
+                row_add_clamp(row, b, lo, hi);
             }
         }
         (Some(b), Layout::Nchw) => {
@@ -1066,6 +1113,8 @@ mod tests {
             (1, 4, 10, 6, 8, 3, 1, 2, 4),
             (1, 6, 12, 12, 12, 3, 2, 1, 2),
             (1, 16, 20, 20, 24, 3, 1, 1, 1),
+            (2, 40, 9, 9, 40, 3, 1, 1, 40),
+            (1, 64, 8, 8, 64, 3, 2, 1, 64),
         ];
         for (n, c, h, wd, o, k, s, pad, groups) in cases {
             let oh = (h + 2 * pad - k) / s + 1;
