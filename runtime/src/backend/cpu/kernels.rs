@@ -138,6 +138,10 @@ pub(crate) struct ConvPlan {
 /// Work run on each finished piece of a convolution's output (whole pixels, NHWC).
 pub(crate) type Post<'a, T> = Option<&'a (dyn Fn(&mut [T]) + Sync)>;
 
+/// Pixels per piece of a 1x1 convolution (no im2col buffer; bounds how often the weight is
+/// repacked and keeps the output piece in L2 for the bias/activation pass).
+const PW_BLOCK: usize = 512;
+
 /// Pixels per im2col block: keeps the column buffer in cache.
 const BLOCK: usize = 128;
 
@@ -329,7 +333,10 @@ impl ConvPlan {
         let (og, kdim) = (self.og(), self.kdim());
         let bs = self.block(crate::threadpool::current_parallelism());
         if self.pointwise() {
-            // The input is the im2col matrix already: [n * pix, c].
+            // The input is the im2col matrix already: [n * pix, c]. Larger pieces than for
+            // im2col: every GEMM call packs the whole weight again.
+            let threads = crate::threadpool::current_parallelism();
+            let bs = (self.n * pix).div_ceil(threads).clamp(1, PW_BLOCK);
             let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(bs * o).enumerate().collect();
             return for_each_piece(pieces, |(j, yrows)| {
                 let rows = yrows.len() / o;
