@@ -808,6 +808,48 @@ fn pool(p: &Pool2d, is_max: bool, x: &[f32], xs: &[i64], ys: &[i64], y: &mut [f3
                 let x1 = (x0 + (kw - 1) * dx).min(w as i64 + pr - 1);
                 let padded_count =
                     (((y1 - y0) / dy + 1).max(0) * ((x1 - x0) / dx + 1).max(0)).max(1);
+                if p.layout == Layout::Nhwc {
+                    // Channels are contiguous: combine whole channel rows, tap by tap.
+                    let o0 = out_at(b, 0, oy, ox);
+                    let out = &mut y[o0..o0 + c];
+                    out.fill(if is_max { f32::MIN } else { 0.0 });
+                    let mut count = 0i64;
+                    for ky in 0..kh {
+                        let iy = y0 + ky * dy;
+                        if iy < 0 || iy >= h as i64 {
+                            continue;
+                        }
+                        for kx in 0..kw {
+                            let ix = x0 + kx * dx;
+                            if ix < 0 || ix >= w as i64 {
+                                continue;
+                            }
+                            let i0 = at(b, 0, iy as usize, ix as usize);
+                            let row = &x[i0..i0 + c];
+                            if is_max {
+                                for (a, &v) in out.iter_mut().zip(row) {
+                                    *a = if v > *a { v } else { *a };
+                                }
+                            } else {
+                                for (a, &v) in out.iter_mut().zip(row) {
+                                    *a += v;
+                                }
+                            }
+                            count += 1;
+                        }
+                    }
+                    if !is_max {
+                        let d = if p.count_include_pad {
+                            padded_count
+                        } else {
+                            count.max(1)
+                        } as f32;
+                        for a in out.iter_mut() {
+                            *a /= d;
+                        }
+                    }
+                    continue;
+                }
                 for ch in 0..c {
                     let mut acc = if is_max { f32::MIN } else { 0.0 };
                     let mut count = 0i64;
