@@ -67,6 +67,13 @@ pub fn load_outputs(file: &str) -> Vec<Tensor> {
 }
 
 /// Elements as f64, for comparison across dtypes.
+/// The first `N` bytes of `b` (an element of a tensor's data) as an array.
+fn le<const N: usize>(b: &[u8]) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&b[..N]);
+    a
+}
+
 pub fn to_f64(t: &Tensor) -> Vec<f64> {
     let d = t.data();
     let n = t.num_elements();
@@ -75,15 +82,15 @@ pub fn to_f64(t: &Tensor) -> Vec<f64> {
         .map(|i| {
             let b = &d[i * dt.size_bytes()..(i + 1) * dt.size_bytes()];
             match dt {
-                DType::F32 => f32::from_le_bytes(b.try_into().unwrap()) as f64,
-                DType::F64 => f64::from_le_bytes(b.try_into().unwrap()),
-                DType::F16 => half::f16::from_le_bytes(b.try_into().unwrap()).to_f64(),
-                DType::BF16 => half::bf16::from_le_bytes(b.try_into().unwrap()).to_f64(),
+                DType::F32 => f32::from_le_bytes(le(b)) as f64,
+                DType::F64 => f64::from_le_bytes(le(b)),
+                DType::F16 => half::f16::from_le_bytes(le(b)).to_f64(),
+                DType::BF16 => half::bf16::from_le_bytes(le(b)).to_f64(),
                 DType::I8 => b[0] as i8 as f64,
                 DType::U8 | DType::BOOL => b[0] as f64,
-                DType::I16 => i16::from_le_bytes(b.try_into().unwrap()) as f64,
-                DType::I32 => i32::from_le_bytes(b.try_into().unwrap()) as f64,
-                DType::I64 => i64::from_le_bytes(b.try_into().unwrap()) as f64,
+                DType::I16 => i16::from_le_bytes(le(b)) as f64,
+                DType::I32 => i32::from_le_bytes(le(b)) as f64,
+                DType::I64 => i64::from_le_bytes(le(b)) as f64,
                 other => panic!("no comparison for {other}"),
             }
         })

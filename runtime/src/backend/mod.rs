@@ -121,28 +121,19 @@ impl<'a> Buffers<'a> {
         reads: &[usize],
         writes: &[usize],
     ) -> Result<(Vec<*const u8>, Vec<*mut u8>)> {
+        let ptr = |t: usize| {
+            self.ptrs
+                .get(t)
+                .copied()
+                .flatten()
+                .map(|(p, _)| p)
+                .ok_or_else(|| Self::missing(t))
+        };
         let r = reads
             .iter()
-            .map(|&t| {
-                self.ptrs
-                    .get(t)
-                    .copied()
-                    .flatten()
-                    .map(|(p, _)| p as *const u8)
-                    .ok_or_else(|| Self::missing(t))
-            })
+            .map(|&t| ptr(t).map(|p| p as *const u8))
             .collect::<Result<Vec<_>>>()?;
-        let w = writes
-            .iter()
-            .map(|&t| {
-                self.ptrs
-                    .get(t)
-                    .copied()
-                    .flatten()
-                    .map(|(p, _)| p)
-                    .ok_or_else(|| Self::missing(t))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let w = writes.iter().map(|&t| ptr(t)).collect::<Result<Vec<_>>>()?;
         Ok((r, w))
     }
 }
@@ -385,33 +376,7 @@ impl SubgraphRunner {
     /// Parse `description`; `constants` are its weights in the order of its `constants`.
     pub fn new(description: &str, constants: Vec<Tensor>) -> Result<SubgraphRunner> {
         let graph = Graph::parse(description, "standalone")?;
-        if constants.len() != graph.constants.len() {
-            return Err(Error::Subgraph {
-                subgraph: graph.name.clone(),
-                node: None,
-                message: format!(
-                    "{} constants given, the description has {}",
-                    constants.len(),
-                    graph.constants.len()
-                ),
-            });
-        }
-        for (k, (c, &t)) in constants.iter().zip(&graph.constants).enumerate() {
-            let d = &graph.tensors[t];
-            if c.shape() != d.shape.as_slice() || c.dtype() != d.dtype {
-                return Err(Error::Subgraph {
-                    subgraph: graph.name.clone(),
-                    node: None,
-                    message: format!(
-                        "constant {k} is {} {:?}, the description says {} {:?}",
-                        c.dtype(),
-                        c.shape(),
-                        d.dtype,
-                        d.shape
-                    ),
-                });
-            }
-        }
+        check_tensors(&graph, "constant", &constants, &graph.constants)?;
         Ok(SubgraphRunner {
             site: Site {
                 function: String::new(),
@@ -443,30 +408,7 @@ impl SubgraphRunner {
     /// Run on `inputs` (in the order of the description's `inputs`); returns the outputs.
     pub fn run(&self, backends: &[String], inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let g = &self.site.graph;
-        let bad = |message: String| Error::Subgraph {
-            subgraph: g.name.clone(),
-            node: None,
-            message,
-        };
-        if inputs.len() != g.inputs.len() {
-            return Err(bad(format!(
-                "{} inputs given, the description has {}",
-                inputs.len(),
-                g.inputs.len()
-            )));
-        }
-        for (k, (x, &t)) in inputs.iter().zip(&g.inputs).enumerate() {
-            let d = &g.tensors[t];
-            if x.shape() != d.shape.as_slice() || x.dtype() != d.dtype {
-                return Err(bad(format!(
-                    "input {k} is {} {:?}, the description says {} {:?}",
-                    x.dtype(),
-                    x.shape(),
-                    d.dtype,
-                    d.shape
-                )));
-            }
-        }
+        check_tensors(g, "input", inputs, &g.inputs)?;
         let outputs = g
             .outputs
             .iter()
@@ -477,6 +419,36 @@ impl SubgraphRunner {
         exec.run(inputs, &self.site.constants, &outputs)?;
         Ok(outputs)
     }
+}
+
+/// `given` matches the description's tensors `expected` (`what`: "input", "constant") in
+/// number, shape and dtype.
+fn check_tensors(g: &Graph, what: &str, given: &[Tensor], expected: &[usize]) -> Result<()> {
+    let bad = |message: String| Error::Subgraph {
+        subgraph: g.name.clone(),
+        node: None,
+        message,
+    };
+    if given.len() != expected.len() {
+        return Err(bad(format!(
+            "{} {what}s given, the description has {}",
+            given.len(),
+            expected.len()
+        )));
+    }
+    for (k, (x, &t)) in given.iter().zip(expected).enumerate() {
+        let d = &g.tensors[t];
+        if x.shape() != d.shape.as_slice() || x.dtype() != d.dtype {
+            return Err(bad(format!(
+                "{what} {k} is {} {:?}, the description says {} {:?}",
+                x.dtype(),
+                x.shape(),
+                d.dtype,
+                d.shape
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn segments_of(which: &[usize]) -> Vec<(usize, Range<usize>)> {

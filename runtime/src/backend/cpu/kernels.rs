@@ -2,7 +2,7 @@
 //! guarantees (each entry point re-checks lengths and reports a mismatch as an error).
 
 use crate::error::Result;
-use crate::subgraph::{broadcast_shapes, Activation, Layout, Op, Pool2d};
+use crate::subgraph::{broadcast_shapes, Activation, Conv2d, Layout, Op, Pool2d};
 
 use super::backend_err;
 
@@ -146,6 +146,33 @@ const PW_BLOCK: usize = 512;
 const BLOCK: usize = 128;
 
 impl ConvPlan {
+    /// The plan of a conv2d with data, weight and output shapes `x`, `w`, `y` (validated by
+    /// the description parser; weight OHWI with NHWC, OIHW with NCHW).
+    pub fn new(c: &Conv2d, x: &[i64], w: &[i64], y: &[i64]) -> ConvPlan {
+        let (n, ci, h, wd) = c.layout.nchw(x);
+        let (_, o, oh, ow) = c.layout.nchw(y);
+        let (kh, kw) = match c.layout {
+            Layout::Nhwc => (w[1], w[2]),
+            Layout::Nchw => (w[2], w[3]),
+        };
+        ConvPlan {
+            layout: c.layout,
+            n: n as usize,
+            c: ci as usize,
+            h: h as usize,
+            w: wd as usize,
+            o: o as usize,
+            kh: kh as usize,
+            kw: kw as usize,
+            oh: oh as usize,
+            ow: ow as usize,
+            groups: c.groups,
+            strides: c.strides,
+            padding: c.padding,
+            dilation: c.dilation,
+        }
+    }
+
     fn depthwise(&self) -> bool {
         self.groups > 1 && self.groups == self.c
     }
@@ -797,6 +824,7 @@ fn pool(p: &Pool2d, is_max: bool, x: &[f32], xs: &[i64], ys: &[i64], y: &mut [f3
         p.padding[2] as i64,
         p.padding[3] as i64,
     );
+    let mut taps: Vec<(usize, usize)> = Vec::with_capacity((kh * kw).max(0) as usize);
     for b in 0..n {
         for oy in 0..oh {
             let y0 = oy as i64 * sy - pt;
@@ -808,78 +836,57 @@ fn pool(p: &Pool2d, is_max: bool, x: &[f32], xs: &[i64], ys: &[i64], y: &mut [f3
                 let x1 = (x0 + (kw - 1) * dx).min(w as i64 + pr - 1);
                 let padded_count =
                     (((y1 - y0) / dy + 1).max(0) * ((x1 - x0) / dx + 1).max(0)).max(1);
+                // The taps inside the input (padding contributes nothing).
+                taps.clear();
+                for ky in 0..kh {
+                    let iy = y0 + ky * dy;
+                    if iy < 0 || iy >= h as i64 {
+                        continue;
+                    }
+                    for kx in 0..kw {
+                        let ix = x0 + kx * dx;
+                        if ix >= 0 && ix < w as i64 {
+                            taps.push((iy as usize, ix as usize));
+                        }
+                    }
+                }
+                let div = if p.count_include_pad {
+                    padded_count
+                } else {
+                    (taps.len() as i64).max(1)
+                } as f32;
                 if p.layout == Layout::Nhwc {
                     // Channels are contiguous: combine whole channel rows, tap by tap.
                     let o0 = out_at(b, 0, oy, ox);
                     let out = &mut y[o0..o0 + c];
                     out.fill(if is_max { f32::MIN } else { 0.0 });
-                    let mut count = 0i64;
-                    for ky in 0..kh {
-                        let iy = y0 + ky * dy;
-                        if iy < 0 || iy >= h as i64 {
-                            continue;
-                        }
-                        for kx in 0..kw {
-                            let ix = x0 + kx * dx;
-                            if ix < 0 || ix >= w as i64 {
-                                continue;
+                    for &(iy, ix) in &taps {
+                        let i0 = at(b, 0, iy, ix);
+                        let row = &x[i0..i0 + c];
+                        if is_max {
+                            for (a, &v) in out.iter_mut().zip(row) {
+                                *a = if v > *a { v } else { *a };
                             }
-                            let i0 = at(b, 0, iy as usize, ix as usize);
-                            let row = &x[i0..i0 + c];
-                            if is_max {
-                                for (a, &v) in out.iter_mut().zip(row) {
-                                    *a = if v > *a { v } else { *a };
-                                }
-                            } else {
-                                for (a, &v) in out.iter_mut().zip(row) {
-                                    *a += v;
-                                }
+                        } else {
+                            for (a, &v) in out.iter_mut().zip(row) {
+                                *a += v;
                             }
-                            count += 1;
                         }
                     }
                     if !is_max {
-                        let d = if p.count_include_pad {
-                            padded_count
-                        } else {
-                            count.max(1)
-                        } as f32;
                         for a in out.iter_mut() {
-                            *a /= d;
+                            *a /= div;
                         }
                     }
-                    continue;
-                }
-                for ch in 0..c {
-                    let mut acc = if is_max { f32::MIN } else { 0.0 };
-                    let mut count = 0i64;
-                    for ky in 0..kh {
-                        let iy = y0 + ky * dy;
-                        if iy < 0 || iy >= h as i64 {
-                            continue;
+                } else {
+                    for ch in 0..c {
+                        let mut acc = if is_max { f32::MIN } else { 0.0 };
+                        for &(iy, ix) in &taps {
+                            let v = x[at(b, ch, iy, ix)];
+                            acc = if is_max { acc.max(v) } else { acc + v };
                         }
-                        for kx in 0..kw {
-                            let ix = x0 + kx * dx;
-                            if ix < 0 || ix >= w as i64 {
-                                continue;
-                            }
-                            let v = x[at(b, ch, iy as usize, ix as usize)];
-                            if is_max {
-                                acc = acc.max(v);
-                            } else {
-                                acc += v;
-                            }
-                            count += 1;
-                        }
+                        y[out_at(b, ch, oy, ox)] = if is_max { acc } else { acc / div };
                     }
-                    let o = out_at(b, ch, oy, ox);
-                    y[o] = if is_max {
-                        acc
-                    } else if p.count_include_pad {
-                        acc / padded_count as f32
-                    } else {
-                        acc / count.max(1) as f32
-                    };
                 }
             }
         }
@@ -936,29 +943,7 @@ pub(crate) fn generic(
     }
     match op {
         Op::Conv2d(c) => {
-            let (n, ci, h, w) = c.layout.nchw(shapes[0]);
-            let (_, o, oh, ow) = c.layout.nchw(ys);
-            let ws = shapes[1];
-            let (kh, kw) = match c.layout {
-                Layout::Nhwc => (ws[1], ws[2]),
-                Layout::Nchw => (ws[2], ws[3]),
-            };
-            let plan = ConvPlan {
-                layout: c.layout,
-                n: n as usize,
-                c: ci as usize,
-                h: h as usize,
-                w: w as usize,
-                o: o as usize,
-                kh: kh as usize,
-                kw: kw as usize,
-                oh: oh as usize,
-                ow: ow as usize,
-                groups: c.groups,
-                strides: c.strides,
-                padding: c.padding,
-                dilation: c.dilation,
-            };
+            let plan = ConvPlan::new(c, shapes[0], shapes[1], ys);
             let packed = plan.pack(&xs[1]);
             plan.run(&xs[0], &packed, y, None)?;
             bias_act(

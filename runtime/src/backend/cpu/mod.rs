@@ -122,31 +122,13 @@ fn constant_of<'a>(g: &Graph, t: usize, constants: &'a [Tensor]) -> Option<&'a T
 
 fn conv_plan(g: &Graph, k: usize, c: &Conv2d) -> kernels::ConvPlan {
     let node = &g.nodes[k];
-    let d = &g.tensors[node.inputs[0]].shape;
-    let w = &g.tensors[node.inputs[1]].shape;
-    let o = &g.tensors[node.outputs[0]].shape;
-    let (n, ci, h, wd) = c.layout.nchw(d);
-    let (_, _, oh, ow) = c.layout.nchw(o);
-    let (oc, kh, kw) = match c.layout {
-        Layout::Nhwc => (w[0], w[1], w[2]),
-        Layout::Nchw => (w[0], w[2], w[3]),
-    };
-    kernels::ConvPlan {
-        layout: c.layout,
-        n: n as usize,
-        c: ci as usize,
-        h: h as usize,
-        w: wd as usize,
-        o: oc as usize,
-        kh: kh as usize,
-        kw: kw as usize,
-        oh: oh as usize,
-        ow: ow as usize,
-        groups: c.groups,
-        strides: c.strides,
-        padding: c.padding,
-        dilation: c.dilation,
-    }
+    let shape = |t: usize| g.tensors[t].shape.as_slice();
+    kernels::ConvPlan::new(
+        c,
+        shape(node.inputs[0]),
+        shape(node.inputs[1]),
+        shape(node.outputs[0]),
+    )
 }
 
 fn prepare_node(g: &Graph, k: usize, constants: &[Tensor]) -> Result<Step> {
