@@ -11,32 +11,37 @@
 //!
 //! A [`Model`] is `Send + Sync`; a [`Session`] runs it on one thread at a time.
 
-mod abi;
-pub mod backend;
-mod builtins;
 mod dtype;
-mod elf;
 mod error;
-mod executable;
-mod library;
+mod host;
+mod loader;
 mod model;
 pub mod npy;
+mod offload;
 mod registry;
-mod services;
-pub mod subgraph;
 mod tensor;
-mod threadpool;
 mod value;
 mod vm;
 
-pub use backend::{NodePlan, SubgraphPlan};
-pub use builtins::BUILTIN_NAMES;
+/// Backends for offloaded subgraphs: the contract, the registry, plug-ins and the planner.
+pub mod backend {
+    pub use crate::offload::backends::{bnns, cpu, plugin};
+    pub use crate::offload::{
+        backend_names, load_plugin, register_backend, segment_io, Backend, Buffers, NodePlan,
+        Prepared, SubgraphPlan, SubgraphRunner, CPU,
+    };
+}
+/// The subgraph description format (docs/subgraph-format.md).
+pub use offload::format as subgraph;
+
 pub use dtype::DType;
 pub use error::{Error, ErrorCode, Result};
 pub use model::{Dim, FunctionInfo, KernelSignature, Model, ParamInfo};
+pub use offload::{NodePlan, SubgraphPlan};
 pub use registry::{lookup_function, register_function, unregister_function, PackedFunc};
 pub use tensor::{Element, Pool, Storage, Tensor, ALIGNMENT};
 pub use value::{Function, Value};
+pub use vm::builtins::BUILTIN_NAMES;
 pub use vm::{default_threads, CallKind, ProfileEntry, Session, SessionOptions, TraceEvent};
 
 /// Mote's version.

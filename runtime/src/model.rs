@@ -5,42 +5,22 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::abi::{FfiAny, SafeCallFn};
-use crate::builtins::Builtin;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::executable::{Arg, Executable, FuncKind};
-use crate::library::Library;
-use crate::registry::PackedFunc;
+use crate::host::abi::FfiAny;
+use crate::loader::executable::{Arg, Executable, FuncKind};
+use crate::loader::library::Library;
 use crate::value::Value;
+use crate::vm::builtins::Builtin;
+use crate::vm::program::{Callee, Program};
 use crate::vm::{Session, SessionOptions};
-
-/// What a function-table entry resolved to when the model loaded.
-#[derive(Clone)]
-pub(crate) enum Callee {
-    Vm(u32),
-    Kernel(SafeCallFn),
-    Builtin(Builtin),
-    Registered(PackedFunc),
-    /// `mote.subgraph`: an offloaded region, run by Mote's backends.
-    Subgraph,
-}
-
-pub(crate) struct ModelInner {
-    pub id: usize,
-    pub library: Arc<Library>,
-    pub exe: Executable,
-    pub callees: Vec<Callee>,
-    /// Every `mote.subgraph` call site, parsed and checked at load.
-    pub subgraphs: Vec<crate::backend::Site>,
-}
 
 /// A loaded model: the library, its executable and resolved functions.
 ///
 /// `Model` is `Send + Sync` and cheap to clone; create one [`Session`] per thread to run it.
 #[derive(Clone)]
 pub struct Model {
-    pub(crate) inner: Arc<ModelInner>,
+    pub(crate) inner: Arc<Program>,
 }
 
 /// One dimension of a parameter's shape.
@@ -142,54 +122,28 @@ impl Model {
     }
 
     fn from_parts(library: Arc<Library>, exe: Executable) -> Result<Model> {
-        let mut missing = Vec::new();
-        let callees: Vec<Callee> = exe
-            .funcs
-            .iter()
-            .enumerate()
-            .map(|(i, f)| match f.kind {
-                FuncKind::Vm => Callee::Vm(i as u32),
-                FuncKind::Packed => {
-                    if f.name == SUBGRAPH_FUNCTION {
-                        Callee::Subgraph
-                    } else if let Some(k) = library.kernel(&f.name) {
-                        Callee::Kernel(k)
-                    } else if let Some(b) = Builtin::from_name(&f.name) {
-                        Callee::Builtin(b)
-                    } else if let Some(r) = crate::registry::lookup_function(&f.name) {
-                        Callee::Registered(r)
-                    } else {
-                        missing.push(f.name.clone());
-                        Callee::Vm(u32::MAX)
-                    }
-                }
-            })
-            .collect();
-        if !missing.is_empty() {
-            return Err(Error::MissingFunctions { names: missing });
-        }
-        let subgraphs = subgraph_sites(&exe, &callees)?;
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         Ok(Model {
-            inner: Arc::new(ModelInner {
-                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-                library,
-                exe,
-                callees,
-                subgraphs,
-            }),
+            inner: Arc::new(Program::link(id, library, exe)?),
         })
     }
 
     /// How every `mote.subgraph` call would be split between backends for a session preference
     /// order (`SessionOptions::backends`; empty: the default order). Plans only; nothing is
     /// prepared.
-    pub fn partition_plan(&self, backends: &[String]) -> Vec<crate::backend::SubgraphPlan> {
-        let (order, unavailable) = crate::backend::resolve_with_reasons(backends);
+    pub fn partition_plan(&self, backends: &[String]) -> Vec<crate::offload::SubgraphPlan> {
+        let (order, unavailable) = crate::offload::resolve_with_reasons(backends);
         self.inner
-            .subgraphs
+            .subgraphs()
             .iter()
             .map(|s| {
-                crate::backend::plan_site(&s.function, &s.graph, &s.constants, &order, &unavailable)
+                crate::offload::planner::plan_site(
+                    &s.function,
+                    &s.graph,
+                    &s.constants,
+                    &order,
+                    &unavailable,
+                )
             })
             .collect()
     }
@@ -205,13 +159,13 @@ impl Model {
     }
 
     pub fn path(&self) -> &Path {
-        self.inner.library.path()
+        self.inner.library().path()
     }
 
     /// Names of the Relax functions callable from outside.
     pub fn function_names(&self) -> Vec<String> {
         self.inner
-            .exe
+            .exe()
             .funcs
             .iter()
             .filter(|f| f.kind == FuncKind::Vm)
@@ -236,10 +190,10 @@ impl Model {
 
     fn entries(&self, pred: impl Fn(&Callee) -> bool) -> Vec<String> {
         let m = &self.inner;
-        m.exe
+        m.exe()
             .funcs
             .iter()
-            .zip(&m.callees)
+            .zip(m.callees())
             .filter(|(_, c)| pred(c))
             .map(|(f, _)| f.name.clone())
             .collect()
@@ -249,7 +203,7 @@ impl Model {
     pub fn constant_bytes(&self) -> (usize, usize) {
         let ts: Vec<_> = self
             .inner
-            .exe
+            .exe()
             .constants
             .iter()
             .filter_map(Value::as_tensor)
@@ -261,7 +215,7 @@ impl Model {
     pub fn function_info(&self, name: &str) -> Result<FunctionInfo> {
         let m = &self.inner;
         let fidx = self.vm_function(name)?;
-        let f = &m.exe.funcs[fidx];
+        let f = &m.exe().funcs[fidx];
         let mut params: Vec<ParamInfo> = f
             .param_names
             .iter()
@@ -271,18 +225,18 @@ impl Model {
             })
             .collect();
         let konst = |a: &Arg| match a {
-            Arg::Const(c) => m.exe.constants.get(*c as usize),
+            Arg::Const(c) => m.exe().constants.get(*c as usize),
             _ => None,
         };
         let param_of = |a: &Arg| match a {
             Arg::Reg(r) if (*r as usize) < f.num_args => Some(*r as usize),
             _ => None,
         };
-        for (func, args) in m.exe.calls(f) {
+        for (func, args) in m.exe().calls(f) {
             let Some(p) = args.first().and_then(param_of) else {
                 continue;
             };
-            match &m.callees[func as usize] {
+            match m.callee(func) {
                 Callee::Builtin(Builtin::CheckTensorInfo) => {
                     if let Some(Value::DType(d)) = args.get(2).and_then(konst) {
                         params[p].dtype = Some(*d);
@@ -322,8 +276,8 @@ impl Model {
         }
         // Parameters the function does not check (weights passed as arguments): ask the first
         // kernel that consumes them.
-        for (func, args) in m.exe.calls(f) {
-            if !matches!(m.callees[func as usize], Callee::Kernel(_)) {
+        for (func, args) in m.exe().calls(f) {
+            if !matches!(*m.callee(func), Callee::Kernel(_)) {
                 continue;
             }
             for (k, a) in args.iter().enumerate() {
@@ -331,7 +285,7 @@ impl Model {
                 if params[p].shape.is_some() && params[p].dtype.is_some() {
                     continue;
                 }
-                let Some(sig) = self.kernel_signature(&m.exe.funcs[func as usize].name) else {
+                let Some(sig) = self.kernel_signature(&m.exe().funcs[func as usize].name) else {
                     continue;
                 };
                 if let Some((_, dt, shape)) = sig.params.get(k) {
@@ -350,9 +304,9 @@ impl Model {
 
     pub(crate) fn vm_function(&self, name: &str) -> Result<usize> {
         self.inner
-            .exe
+            .exe()
             .find(name)
-            .filter(|&i| self.inner.exe.funcs[i].kind == FuncKind::Vm)
+            .filter(|&i| self.inner.exe().funcs[i].kind == FuncKind::Vm)
             .ok_or_else(|| Error::UnknownFunction {
                 name: name.to_string(),
                 available: self.function_names(),
@@ -363,94 +317,18 @@ impl Model {
     /// their argument count before touching anything, and name every parameter's shape in the
     /// error).
     pub fn kernel_signature(&self, name: &str) -> Option<KernelSignature> {
-        let k = self.inner.library.kernel(name)?;
+        let k = self.inner.library().kernel(name)?;
         let mut result = FfiAny::NONE;
-        crate::services::take_error();
+        crate::host::error_slot::take_error();
         // SAFETY: a zero-argument call with NULL args: kernels reject the count first (spec
         // §2.4) and report the expected signature.
         let rc = unsafe { k(std::ptr::null_mut(), std::ptr::null(), 0, &mut result) };
-        let (_, msg) = crate::services::take_error()?;
+        let (_, msg) = crate::host::error_slot::take_error()?;
         if rc == 0 {
             return None;
         }
         parse_signature(name, &msg)
     }
-}
-
-/// The packed function name of offloaded regions (docs/subgraph-format.md).
-pub(crate) const SUBGRAPH_FUNCTION: &str = "mote.subgraph";
-
-/// Find, parse and check every `mote.subgraph` call: `(desc, inputs..., constants...,
-/// outputs...)` with the description and the constants taken from the VM's constant pool.
-fn subgraph_sites(exe: &Executable, callees: &[Callee]) -> Result<Vec<crate::backend::Site>> {
-    let mut sites = Vec::new();
-    for f in exe.funcs.iter().filter(|f| f.kind == FuncKind::Vm) {
-        for (i, (func, args)) in exe
-            .calls(f)
-            .filter(|(func, _)| matches!(callees.get(*func as usize), Some(Callee::Subgraph)))
-            .enumerate()
-        {
-            let _ = func;
-            let context = format!("{}: {SUBGRAPH_FUNCTION} call #{i}", f.name);
-            let bad = |m: String| Error::Subgraph {
-                subgraph: context.clone(),
-                node: None,
-                message: m,
-            };
-            let konst = |a: Option<&Arg>| match a {
-                Some(Arg::Const(c)) => exe.constants.get(*c as usize),
-                _ => None,
-            };
-            let desc: Arc<str> = match konst(args.first()) {
-                Some(Value::Str(s)) => s.clone(),
-                _ => {
-                    return Err(bad(
-                        "the first argument is not a constant string (the JSON description)".into(),
-                    ))
-                }
-            };
-            let graph = crate::subgraph::Graph::parse(&desc, &context)?;
-            let (ni, nc, no) = (
-                graph.inputs.len(),
-                graph.constants.len(),
-                graph.outputs.len(),
-            );
-            if args.len() != 1 + ni + nc + no {
-                return Err(bad(format!(
-                    "the call passes {} arguments, but its description needs 1 + {ni} inputs + {nc} constants + {no} outputs",
-                    args.len()
-                )));
-            }
-            let mut constants = Vec::with_capacity(nc);
-            for (k, &t) in graph.constants.iter().enumerate() {
-                let Some(Value::Tensor(c)) = konst(args.get(1 + ni + k)) else {
-                    return Err(bad(format!(
-                        "argument {} (constant {k}) is not a tensor constant of the model",
-                        1 + ni + k
-                    )));
-                };
-                let d = &graph.tensors[t];
-                if c.shape() != d.shape.as_slice() || c.dtype() != d.dtype {
-                    return Err(bad(format!(
-                        "constant {k} is a {} tensor of shape {:?}, the description says {} {:?}",
-                        c.dtype(),
-                        c.shape(),
-                        d.dtype,
-                        d.shape
-                    )));
-                }
-                constants.push(c.clone());
-            }
-            sites.push(crate::backend::Site {
-                function: f.name.clone(),
-                desc,
-                graph: Arc::new(graph),
-                constants,
-                prepared: Default::default(),
-            });
-        }
-    }
-    Ok(sites)
 }
 
 /// Dims from an error context's `annotation=R.Tensor((n, 16), dtype=...)`.

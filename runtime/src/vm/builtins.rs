@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use crate::dtype::{code, DType};
 use crate::error::{Error, Result};
-use crate::model::ModelInner;
 use crate::tensor::{byte_size, Storage, Tensor};
 use crate::value::{Function, Value};
+use crate::vm::program::Program;
 use crate::vm::Session;
 
 macro_rules! builtins {
@@ -196,7 +196,7 @@ fn read_scalar_int(t: &Tensor) -> Result<i64> {
 }
 
 impl Session {
-    pub(crate) fn builtin(&mut self, m: &ModelInner, b: Builtin, args: &[Value]) -> Result<Value> {
+    pub(crate) fn builtin(&mut self, m: &Program, b: Builtin, args: &[Value]) -> Result<Value> {
         let a = |i| arg(b, args, i);
         let int = |i: usize| -> Result<i64> { a(i)?.expect_int(b.name()) };
         Ok(match b {
@@ -451,7 +451,7 @@ impl Session {
             Builtin::ToDevice => {
                 let t = a(0)?.expect_tensor("to_device")?;
                 let dev = int(1)?;
-                if dev != crate::abi::DEVICE_CPU as i64 {
+                if dev != crate::host::abi::DEVICE_CPU as i64 {
                     return Err(Error::Unsupported(format!(
                         "copy to device type {dev}; Mote runs on CPU"
                     )));

@@ -14,10 +14,10 @@ use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::{Backend, Buffers, Prepared};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::subgraph::{Activation, Conv2d, Graph, Layout, Op, Role, TensorDesc};
+use crate::offload::format::{Activation, Conv2d, Graph, Layout, Op, Role, TensorDesc};
+use crate::offload::{Backend, Buffers, Prepared};
 use crate::tensor::Tensor;
 
 /// The built-in CPU backend (`"cpu"`).
@@ -25,14 +25,14 @@ pub struct CpuBackend;
 
 pub(crate) fn backend_err(message: impl Into<String>) -> Error {
     Error::Backend {
-        backend: super::CPU.into(),
+        backend: crate::offload::CPU.into(),
         message: message.into(),
     }
 }
 
 impl Backend for CpuBackend {
     fn name(&self) -> &str {
-        super::CPU
+        crate::offload::CPU
     }
 
     fn available(&self) -> std::result::Result<(), String> {

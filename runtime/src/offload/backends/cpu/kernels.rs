@@ -2,7 +2,7 @@
 //! guarantees (each entry point re-checks lengths and reports a mismatch as an error).
 
 use crate::error::Result;
-use crate::subgraph::{broadcast_shapes, Activation, Conv2d, Layout, Op, Pool2d};
+use crate::offload::format::{broadcast_shapes, Activation, Conv2d, Layout, Op, Pool2d};
 
 use super::backend_err;
 
@@ -358,11 +358,11 @@ impl ConvPlan {
         let (h, wd, c, o) = (self.h, self.w, self.c, self.o);
         let pix = self.oh * self.ow;
         let (og, kdim) = (self.og(), self.kdim());
-        let bs = self.block(crate::threadpool::current_parallelism());
+        let bs = self.block(crate::host::threadpool::current_parallelism());
         if self.pointwise() {
             // The input is the im2col matrix already: [n * pix, c]. Larger pieces than for
             // im2col: every GEMM call packs the whole weight again.
-            let threads = crate::threadpool::current_parallelism();
+            let threads = crate::host::threadpool::current_parallelism();
             let bs = (self.n * pix).div_ceil(threads).clamp(1, PW_BLOCK);
             let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(bs * o).enumerate().collect();
             return for_each_piece(pieces, |(j, yrows)| {
@@ -409,7 +409,7 @@ impl ConvPlan {
             return Ok(());
         }
         let (og, kdim) = (self.og(), self.kdim());
-        let bs = self.block(crate::threadpool::current_parallelism());
+        let bs = self.block(crate::host::threadpool::current_parallelism());
         let blocks = pix.div_ceil(bs);
         let mut pieces: Vec<(usize, usize, Vec<&mut [T]>)> = (0..self.n * blocks)
             .map(|i| (i / blocks, (i % blocks) * bs, Vec::with_capacity(o)))
@@ -585,7 +585,7 @@ fn for_each_piece<P: Send>(pieces: Vec<P>, f: impl Fn(P) -> Result<()> + Sync) -
         .into_iter()
         .map(|p| std::sync::Mutex::new(Some(p)))
         .collect();
-    crate::threadpool::parallel_chunks(slots.len(), &|range| {
+    crate::host::threadpool::parallel_chunks(slots.len(), &|range| {
         for slot in &slots[range] {
             let piece = slot
                 .lock()
@@ -615,7 +615,7 @@ pub(crate) fn par_gemm<T: Num>(
     c: &mut [T],
     ldc: usize,
 ) -> Result<()> {
-    let threads = crate::threadpool::current_parallelism();
+    let threads = crate::host::threadpool::current_parallelism();
     if threads <= 1 || m * n * k < PAR_GEMM_MIN || ldc != n || m == 0 || n == 0 {
         return T::gemm(m, k, n, a, lda, b, ldb, c, ldc);
     }
@@ -1064,7 +1064,7 @@ pub(crate) fn generic(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::threadpool::ThreadPool;
+    use crate::host::threadpool::ThreadPool;
 
     fn data(n: usize, seed: u32) -> Vec<f32> {
         let mut s = seed;

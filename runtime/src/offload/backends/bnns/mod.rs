@@ -27,10 +27,10 @@ mod tests;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use super::{segment_io, Backend, Buffers, Prepared};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::subgraph::{window_out, Graph, Layout, Op, Role, TensorDesc};
+use crate::offload::format::{window_out, Graph, Layout, Op, Role, TensorDesc};
+use crate::offload::{segment_io, Backend, Buffers, Prepared};
 use crate::tensor::Tensor;
 use desc::{Act, Image, LayerSpec, Window};
 use engine::{Engine, Filter};
@@ -685,7 +685,9 @@ impl Segment {
                         op => {
                             let (batch, len) = split_batch(&shape);
                             let act = match op {
-                                Op::Relu => Act::from_graph(crate::subgraph::Activation::Relu),
+                                Op::Relu => {
+                                    Act::from_graph(crate::offload::format::Activation::Relu)
+                                }
                                 Op::Relu6 => Act::clamp(0.0, 6.0),
                                 Op::Clip { min, max } => Act::clamp(*min, *max),
                                 _ => Act::IDENTITY,

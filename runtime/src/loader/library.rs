@@ -6,10 +6,11 @@ use std::ffi::{c_void, CString};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use crate::abi::SafeCallFn;
 use crate::error::{Error, Result};
-use crate::executable::Reader;
-use crate::services::{self, EnvFunction};
+use crate::host::abi::SafeCallFn;
+use crate::host::error_slot;
+use crate::host::services::{self, EnvFunction};
+use crate::loader::executable::Reader;
 
 const BLOB_SYMBOL: &str = "__tvm_ffi__library_bin";
 const CTX_SYMBOL: &str = "__tvm_ffi__library_ctx";
@@ -133,7 +134,7 @@ impl Library {
             e => e,
         };
         if bytes.starts_with(b"\x7fELF") {
-            crate::elf::check(bytes).map_err(with_path)?;
+            crate::loader::elf::check(bytes).map_err(with_path)?;
         } else if !(bytes.len() >= 4 && is_macho(&[bytes[0], bytes[1], bytes[2], bytes[3]])) {
             return Err(Error::Load {
                 path: path.into(),
@@ -198,11 +199,11 @@ impl Library {
             ),
             (
                 "__TVMBackendParallelLaunch",
-                crate::threadpool::parallel_launch as *const () as usize,
+                crate::host::threadpool::parallel_launch as *const () as usize,
             ),
             (
                 "__TVMBackendParallelBarrier",
-                crate::threadpool::parallel_barrier as *const () as usize,
+                crate::host::threadpool::parallel_barrier as *const () as usize,
             ),
             (
                 "__TVMFFIFunctionCall",
@@ -218,7 +219,7 @@ impl Library {
             ),
             (
                 "__TVMFFIErrorSetRaisedFromCStr",
-                services::error_set_raised_from_cstr as *const () as usize,
+                error_slot::error_set_raised_from_cstr as *const () as usize,
             ),
         ];
         for (name, f) in slots {
@@ -405,7 +406,7 @@ fn ensure_error_symbol_visible() -> Result<()> {
     static CHECK: OnceLock<Result<(), String>> = OnceLock::new();
     CHECK
         .get_or_init(|| {
-            let ours = services::TVMFFIErrorSetRaisedFromCStrParts as *const c_void;
+            let ours = error_slot::TVMFFIErrorSetRaisedFromCStrParts as *const c_void;
             let name = CString::new(ERROR_SYMBOL).map_err(|e| e.to_string())?;
             // What model libraries see is the global scope, which is what a lookup through the
             // main program's handle searches. (`RTLD_DEFAULT` would not do: called from inside

@@ -16,7 +16,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::abi::{ParallelGroupEnv, ParallelLambda};
+use crate::host::abi::{ParallelGroupEnv, ParallelLambda};
 
 const SPIN: Duration = Duration::from_micros(200);
 
@@ -158,7 +158,7 @@ impl ThreadPool {
         }
         if s.failed.load(Ordering::Acquire) {
             if let Some((kind, msg)) = s.error.lock().ok().and_then(|mut e| e.take()) {
-                crate::services::set_error(&kind, &msg);
+                crate::host::error_slot::set_error(&kind, &msg);
             }
             -1
         } else {
@@ -197,7 +197,7 @@ fn run_tasks(s: &Shared, job: &Job) {
             )
         };
         if rc != 0 {
-            if let Some(e) = crate::services::take_error() {
+            if let Some(e) = crate::host::error_slot::take_error() {
                 if let Ok(mut slot) = s.error.lock() {
                     slot.get_or_insert(e);
                 }
@@ -401,7 +401,7 @@ pub(crate) unsafe extern "C" fn parallel_barrier(
         return 0;
     }
     if b.total > b.capacity {
-        crate::services::set_error(
+        crate::host::error_slot::set_error(
             "RuntimeError",
             &format!(
                 "parallel barrier over {} tasks, but only {} run at once; raise the session's thread count",

@@ -10,10 +10,10 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use super::{segment_io, Backend, Buffers, Prepared};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::subgraph::{Activation, Graph, Layout, Op, Role, TensorDesc, MAX_RANK};
+use crate::offload::format::{Activation, Graph, Layout, Op, Role, TensorDesc, MAX_RANK};
+use crate::offload::{segment_io, Backend, Buffers, Prepared};
 use crate::tensor::Tensor;
 
 /// The plug-in ABI version this runtime speaks (`MOTE_BACKEND_ABI_VERSION`).
@@ -168,7 +168,7 @@ impl PluginBackend {
         let name = unsafe { CStr::from_ptr(name_ptr) }
             .to_string_lossy()
             .into_owned();
-        if name.is_empty() || name == super::CPU {
+        if name.is_empty() || name == crate::offload::CPU {
             return Err(load_err(path, format!("invalid backend name `{name}`")));
         }
         let api = Api {
@@ -208,7 +208,7 @@ impl PluginBackend {
 /// version.
 pub fn load_plugin(path: impl AsRef<Path>) -> Result<Arc<dyn Backend>> {
     let b: Arc<dyn Backend> = Arc::new(PluginBackend::open(path.as_ref())?);
-    super::register_backend(b.clone());
+    crate::offload::register_backend(b.clone());
     Ok(b)
 }
 
@@ -245,7 +245,7 @@ pub(crate) fn discover_acl() -> Arc<dyn Backend> {
                 Err(e) => failures.push(e.to_string()),
             }
         }
-        Arc::new(super::Unavailable {
+        Arc::new(crate::offload::registry::Unavailable {
             name: "acl",
             why: format!(
                 "{ACL_LIBRARY} could not be loaded ({})",
@@ -258,7 +258,7 @@ pub(crate) fn discover_acl() -> Arc<dyn Backend> {
         any(target_arch = "aarch64", target_arch = "arm")
     )))]
     {
-        Arc::new(super::Unavailable {
+        Arc::new(crate::offload::registry::Unavailable {
             name: "acl",
             why: "Arm Compute Library runs on Arm Linux and Android only".into(),
         })

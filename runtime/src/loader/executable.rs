@@ -460,7 +460,7 @@ pub(crate) fn parse_tensor(r: &mut Reader) -> Result<Tensor> {
     let _reserved = r.u64()?;
     let dev_type = r.i32()?;
     let _dev_id = r.i32()?;
-    if dev_type != crate::abi::DEVICE_CPU {
+    if dev_type != crate::host::abi::DEVICE_CPU {
         return Err(r.err(format!("tensor saved for device type {dev_type}, not CPU")));
     }
     let ndim = r.i32()?;
@@ -482,7 +482,7 @@ pub(crate) fn parse_tensor(r: &mut Reader) -> Result<Tensor> {
 }
 
 fn parse_constant(r: &mut Reader) -> Result<Value> {
-    use crate::abi::type_index as ti;
+    use crate::host::abi::type_index as ti;
     let tag = r.i32()?;
     Ok(match tag {
         ti::DATA_TYPE => Value::DType(r.dtype()?),

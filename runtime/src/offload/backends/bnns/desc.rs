@@ -24,8 +24,8 @@ impl Act {
     };
 
     /// relu -> ReLU; relu6 and clip -> Clamp(lo, hi) (`min(max(x, alpha), beta)`).
-    pub(crate) fn from_graph(a: crate::subgraph::Activation) -> Act {
-        use crate::subgraph::Activation as A;
+    pub(crate) fn from_graph(a: crate::offload::format::Activation) -> Act {
+        use crate::offload::format::Activation as A;
         match a {
             A::None => Act::IDENTITY,
             A::Relu => Act {

@@ -9,8 +9,8 @@ use serde_json::{json, Value as Json};
 
 use super::emu::EMULATOR;
 use super::*;
-use crate::backend::cpu::CpuBackend;
-use crate::backend::Executor;
+use crate::offload::backends::cpu::CpuBackend;
+use crate::offload::executor::Executor;
 
 fn engines() -> Vec<&'static dyn Engine> {
     #[allow(unused_mut)]
@@ -110,7 +110,7 @@ fn check(what: &str, text: &str, consts: Vec<Tensor>, inputs: Vec<Tensor>) {
         let order = [bnns.clone(), cpu.clone()];
         let exec = Executor::new(graph.clone(), &consts, &order).unwrap();
         assert!(
-            exec.segments.iter().all(|s| s.backend == NAME),
+            exec.segment_backends().all(|b| b == NAME),
             "{what}: some nodes did not run on bnns"
         );
         // Twice: the second run reuses the pooled filter set and scratch.
@@ -138,7 +138,7 @@ fn conv_case(what: &str, x: &[i64], w: &[i64], bias: bool, attrs: Json, seed: u6
         get("dilation", [1; 4]),
     );
     let out_dim = |i: usize| {
-        crate::subgraph::window_out(
+        crate::offload::format::window_out(
             x[2 + i],
             pad[i],
             pad[i + 2],

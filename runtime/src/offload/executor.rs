@@ -1,0 +1,359 @@
+//! Running a planned subgraph: segments prepared once per preference order, a scratch arena per
+//! concurrent run, the VM's tensors as zero-copy I/O; and the call sites a model holds.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use super::backend::{Backend, Buffers, Prepared, CPU};
+use super::planner::{plan, plan_site, segment_io, segments_of, SubgraphPlan};
+use super::registry::{resolve, resolve_with_reasons, unavailable_reason};
+use crate::error::{Error, Result};
+use crate::offload::format::Graph;
+use crate::tensor::{Storage, Tensor};
+
+/// A subgraph description run on its own, outside a model (tests, tools, benchmarks): parsed
+/// and validated like a model's, prepared once per backend order, run on fresh outputs.
+pub struct SubgraphRunner {
+    site: Site,
+}
+
+impl SubgraphRunner {
+    /// Parse `description`; `constants` are its weights in the order of its `constants`.
+    pub fn new(description: &str, constants: Vec<Tensor>) -> Result<SubgraphRunner> {
+        let graph = Graph::parse(description, "standalone")?;
+        check_tensors(&graph, "constant", &constants, &graph.constants)?;
+        Ok(SubgraphRunner {
+            site: Site {
+                function: String::new(),
+                desc: Arc::from(description),
+                graph: Arc::new(graph),
+                constants,
+                prepared: Mutex::new(HashMap::new()),
+            },
+        })
+    }
+
+    /// The parsed description.
+    pub fn graph(&self) -> &Graph {
+        &self.site.graph
+    }
+
+    /// The partition plan for a preference order (empty: the default order).
+    pub fn plan(&self, backends: &[String]) -> SubgraphPlan {
+        let (order, unavailable) = resolve_with_reasons(backends);
+        plan_site(
+            "",
+            &self.site.graph,
+            &self.site.constants,
+            &order,
+            &unavailable,
+        )
+    }
+
+    /// Run on `inputs` (in the order of the description's `inputs`); returns the outputs.
+    pub fn run(&self, backends: &[String], inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let g = &self.site.graph;
+        check_tensors(g, "input", inputs, &g.inputs)?;
+        let outputs = g
+            .outputs
+            .iter()
+            .map(|&t| Tensor::zeros(&g.tensors[t].shape, g.tensors[t].dtype))
+            .collect::<Result<Vec<_>>>()?;
+        let order = resolve(backends);
+        let exec = self.site.executor(&order)?;
+        exec.run(inputs, &self.site.constants, &outputs)?;
+        Ok(outputs)
+    }
+}
+
+/// `given` matches the description's tensors `expected` (`what`: "input", "constant") in
+/// number, shape and dtype.
+fn check_tensors(g: &Graph, what: &str, given: &[Tensor], expected: &[usize]) -> Result<()> {
+    let bad = |message: String| Error::Subgraph {
+        subgraph: g.name.clone(),
+        node: None,
+        message,
+    };
+    if given.len() != expected.len() {
+        return Err(bad(format!(
+            "{} {what}s given, the description has {}",
+            given.len(),
+            expected.len()
+        )));
+    }
+    for (k, (x, &t)) in given.iter().zip(expected).enumerate() {
+        let d = &g.tensors[t];
+        if x.shape() != d.shape.as_slice() || x.dtype() != d.dtype {
+            return Err(bad(format!(
+                "{what} {k} is {} {:?}, the description says {} {:?}",
+                x.dtype(),
+                x.shape(),
+                d.dtype,
+                d.shape
+            )));
+        }
+    }
+    Ok(())
+}
+
+struct Segment {
+    backend: String,
+    nodes: Range<usize>,
+    prepared: Box<dyn Prepared>,
+}
+
+/// A subgraph prepared for one preference order: segments plus the scratch layout.
+pub(crate) struct Executor {
+    graph: Arc<Graph>,
+    segments: Vec<Segment>,
+    /// Scratch slot of every tensor that needs one (intermediates seen by the runtime).
+    slot_of: Vec<Option<usize>>,
+    slot_bytes: Vec<usize>,
+    /// Idle scratch arenas, one taken per concurrent run.
+    arenas: Mutex<Vec<Vec<Arc<Storage>>>>,
+}
+
+impl Executor {
+    pub(crate) fn new(
+        graph: Arc<Graph>,
+        constants: &[Tensor],
+        backends: &[Arc<dyn Backend>],
+    ) -> Result<Executor> {
+        let (mut which, mut plan) = plan(&graph, constants, backends);
+        let cpu_index = backends.iter().position(|b| b.name() == CPU);
+        let mut segments = Vec::new();
+        let mut pending = segments_of(&which);
+        let mut i = 0;
+        while i < pending.len() {
+            let (bi, range) = pending[i].clone();
+            let b = &backends[bi];
+            match b.prepare(&graph, range.clone(), constants) {
+                Ok(prepared) => segments.push(Segment {
+                    backend: b.name().to_string(),
+                    nodes: range,
+                    prepared,
+                }),
+                Err(e) => match cpu_index {
+                    Some(ci) if ci != bi => {
+                        log::warn!(
+                            "subgraph `{}`: backend `{}` could not prepare nodes {:?}; running them on `cpu`: {e}",
+                            graph.name,
+                            b.name(),
+                            range
+                        );
+                        for k in range.clone() {
+                            which[k] = ci;
+                            plan[k]
+                                .fallback_reasons
+                                .push(format!("{}: prepare failed: {e}", b.name()));
+                            plan[k].backend = CPU.into();
+                        }
+                        pending[i] = (ci, range);
+                        continue;
+                    }
+                    _ => return Err(e),
+                },
+            }
+            i += 1;
+        }
+        // Which tensors need runtime buffers: all non-constant tensors of CPU segments, and
+        // the I/O of every segment. Region inputs/outputs are the VM's; the rest get slots.
+        let n = graph.tensors.len();
+        let mut need = vec![false; n];
+        for s in &segments {
+            let (r, w) = segment_io(&graph, s.nodes.clone());
+            for t in r.into_iter().chain(w) {
+                need[t] = true;
+            }
+            if s.backend == CPU {
+                for node in &graph.nodes[s.nodes.clone()] {
+                    for &t in node.inputs.iter().chain(&node.outputs) {
+                        need[t] = true;
+                    }
+                }
+            }
+        }
+        // Lifetimes for slot reuse: a tensor lives from the node that produces it to its last
+        // reader.
+        let mut last_use = vec![0usize; n];
+        for (k, node) in graph.nodes.iter().enumerate() {
+            for &t in &node.inputs {
+                last_use[t] = k;
+            }
+        }
+        let mut slot_of = vec![None; n];
+        let mut slot_bytes: Vec<usize> = Vec::new();
+        let mut free: Vec<usize> = Vec::new();
+        for (k, node) in graph.nodes.iter().enumerate() {
+            for &t in &node.outputs {
+                if !need[t] || graph.outputs.contains(&t) {
+                    continue;
+                }
+                let bytes = graph.tensors[t].byte_len();
+                // Best fit among free slots, else a new one.
+                let pick = free
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &s)| slot_bytes[s] >= bytes)
+                    .min_by_key(|(_, &s)| slot_bytes[s])
+                    .map(|(i, _)| i);
+                let s = match pick {
+                    Some(i) => free.swap_remove(i),
+                    None => {
+                        slot_bytes.push(bytes);
+                        slot_bytes.len() - 1
+                    }
+                };
+                slot_of[t] = Some(s);
+            }
+            for &t in &node.inputs {
+                if last_use[t] == k {
+                    if let Some(s) = slot_of[t] {
+                        if !free.contains(&s) {
+                            free.push(s);
+                        }
+                    }
+                }
+            }
+            // An output nobody reads frees its slot right away.
+            for &t in &node.outputs {
+                if let Some(s) = slot_of[t] {
+                    if !graph.nodes.iter().any(|m| m.inputs.contains(&t)) && !free.contains(&s) {
+                        free.push(s);
+                    }
+                }
+            }
+        }
+        Ok(Executor {
+            graph,
+            segments,
+            slot_of,
+            slot_bytes,
+            arenas: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The backend of each prepared segment, in node order.
+    #[cfg(test)]
+    pub(crate) fn segment_backends(&self) -> impl Iterator<Item = &str> {
+        self.segments.iter().map(|s| s.backend.as_str())
+    }
+
+    /// Run on the VM's tensors (already checked against the description).
+    pub(crate) fn run(
+        &self,
+        inputs: &[Tensor],
+        constants: &[Tensor],
+        outputs: &[Tensor],
+    ) -> Result<()> {
+        let g = &self.graph;
+        let arena = match self.arenas.lock().ok().and_then(|mut a| a.pop()) {
+            Some(a) => a,
+            None => self
+                .slot_bytes
+                .iter()
+                .map(|&b| Storage::alloc(b, None))
+                .collect::<Result<Vec<_>>>()?,
+        };
+        let mut ptrs: Vec<Option<(*mut u8, usize)>> = vec![None; g.tensors.len()];
+        let mut copies = Vec::new();
+        for (k, &t) in g.inputs.iter().enumerate() {
+            let x = &inputs[k];
+            // Zero-copy unless the VM aliased an input with an output buffer.
+            let overlaps = outputs.iter().any(|o| ranges_overlap(x, o));
+            let x = if overlaps {
+                let c = x.deep_copy()?;
+                copies.push(c.clone());
+                c
+            } else {
+                x.clone()
+            };
+            ptrs[t] = Some((x.data_ptr(), x.byte_len()));
+        }
+        for (k, &t) in g.constants.iter().enumerate() {
+            let c = &constants[k];
+            ptrs[t] = Some((c.data_ptr(), c.byte_len()));
+        }
+        for (k, &t) in g.outputs.iter().enumerate() {
+            let o = &outputs[k];
+            if outputs[..k].iter().any(|p| ranges_overlap(p, o)) {
+                return Err(Error::Subgraph {
+                    subgraph: g.name.clone(),
+                    node: None,
+                    message: "two output buffers overlap".into(),
+                });
+            }
+            ptrs[t] = Some((o.data_ptr(), o.byte_len()));
+        }
+        for (t, s) in self.slot_of.iter().enumerate() {
+            if let Some(s) = *s {
+                ptrs[t] = Some((arena[s].as_ptr(), g.tensors[t].byte_len()));
+            }
+        }
+        // SAFETY: inputs, constants and outputs are tensors the caller keeps alive for this
+        // call; arena slots live until the arena goes back below. Outputs were checked not to
+        // overlap each other, inputs that overlap an output were copied, and arena slots are
+        // disjoint allocations.
+        let mut bufs = unsafe { Buffers::from_raw(ptrs) };
+        let mut result = Ok(());
+        for s in &self.segments {
+            result = s.prepared.run(&mut bufs);
+            if result.is_err() {
+                break;
+            }
+        }
+        drop(bufs);
+        drop(copies);
+        if let Ok(mut a) = self.arenas.lock() {
+            if a.len() < 8 {
+                a.push(arena);
+            }
+        }
+        result
+    }
+}
+
+fn ranges_overlap(a: &Tensor, b: &Tensor) -> bool {
+    let (a0, b0) = (a.data_ptr() as usize, b.data_ptr() as usize);
+    let (a1, b1) = (a0 + a.byte_len(), b0 + b.byte_len());
+    a.byte_len() > 0 && b.byte_len() > 0 && a0 < b1 && b0 < a1
+}
+
+/// A `mote.subgraph` call site of a model: the parsed description and its weights.
+pub(crate) struct Site {
+    pub function: String,
+    pub desc: Arc<str>,
+    pub graph: Arc<Graph>,
+    pub constants: Vec<Tensor>,
+    /// Prepared executors by backend order.
+    pub prepared: Mutex<HashMap<Vec<String>, Arc<Executor>>>,
+}
+
+impl Site {
+    /// The executor for this preference order, prepared on first use.
+    pub(crate) fn executor(&self, backends: &[Arc<dyn Backend>]) -> Result<Arc<Executor>> {
+        let key: Vec<String> = backends.iter().map(|b| b.name().to_string()).collect();
+        let mut map = self.prepared.lock().map_err(|_| Error::Backend {
+            backend: CPU.into(),
+            message: "a previous preparation panicked".into(),
+        })?;
+        if let Some(e) = map.get(&key) {
+            return Ok(e.clone());
+        }
+        let g = &self.graph;
+        if !g.target.is_empty() && !key.iter().any(|n| *n == g.target) {
+            if let Some(why) = unavailable_reason(&g.target) {
+                log::warn!(
+                    "subgraph `{}` was partitioned for `{}`, which is unavailable here ({why}); running it on {}",
+                    g.name,
+                    g.target,
+                    key.join(", ")
+                );
+            }
+        }
+        let e = Arc::new(Executor::new(g.clone(), &self.constants, backends)?);
+        map.insert(key, e.clone());
+        Ok(e)
+    }
+}

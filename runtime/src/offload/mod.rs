@@ -1,0 +1,32 @@
+//! Backends that run offloaded subgraphs (`mote.subgraph` calls), the registry they live in, and
+//! the planner that splits a subgraph between them.
+//!
+//! Every backend implements [`Backend`]: it says whether it can run on this machine, which nodes
+//! it supports (with a reason when not), prepares a run of consecutive nodes once (weights
+//! transformed there), and runs the prepared segment on borrowed buffers. The registry holds
+//! plug-ins first (loaded from `MOTE_BACKEND_PLUGINS` or [`load_plugin`]) and the built-in `cpu`
+//! backend last; `cpu` runs every op of the format, so every node has a home.
+//!
+//! Planning is per node: each node goes to the first backend in the session's preference order
+//! that supports it; consecutive nodes on one backend form one segment, prepared once per model,
+//! call site and preference order, and shared by every session of the model. A node that does
+//! not go to the first choice is logged with the reasons the preferred backends gave.
+//!
+//! Layout: [`format`] parses and validates the description; [`backend`] is the contract every
+//! backend implements; [`registry`] holds the backends; [`planner`] assigns nodes; [`executor`]
+//! runs prepared segments; [`backends`] holds the built-in `cpu`, `bnns` and plug-in backends.
+
+pub mod backend;
+pub mod backends;
+pub mod executor;
+pub mod format;
+pub mod planner;
+pub mod registry;
+
+pub use backend::{Backend, Buffers, Prepared, CPU};
+pub use backends::plugin::load_plugin;
+pub(crate) use executor::Site;
+pub use executor::SubgraphRunner;
+pub use planner::{segment_io, NodePlan, SubgraphPlan};
+pub use registry::{backend_names, register_backend};
+pub(crate) use registry::{resolve, resolve_with_reasons};

@@ -1,0 +1,173 @@
+//! The interpreter: frames, registers, instructions, and dispatch to whatever a function-table
+//! entry resolved to (docs/tvm-format.md §4).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::builtins::Builtin;
+use super::program::{Callee, Program};
+use super::Session;
+use crate::error::{Error, Result};
+use crate::loader::executable::{Arg, Instr};
+use crate::value::{Function, Value};
+
+/// Deepest nesting of Relax function calls before the VM reports an error instead of
+/// overflowing the stack.
+const MAX_DEPTH: usize = 256;
+
+impl Session {
+    pub(crate) fn invoke_vm(&mut self, m: &Program, fidx: usize, args: &[Value]) -> Result<Value> {
+        self.check_arity(fidx, args.len())?;
+        if self.depth >= MAX_DEPTH {
+            return Err(Error::Vm {
+                function: m.exe().funcs[fidx].name.clone(),
+                pc: 0,
+                message: format!("calls nested deeper than {MAX_DEPTH}"),
+            });
+        }
+        let base = self.regs.len();
+        let rfs = m.exe().funcs[fidx].register_file_size;
+        self.regs.resize(base + rfs, Value::None);
+        self.regs[base..base + args.len()].clone_from_slice(args);
+        self.depth += 1;
+        let r = self.run_frame(m, fidx, base);
+        self.depth -= 1;
+        self.regs.truncate(base);
+        r
+    }
+
+    fn run_frame(&mut self, m: &Program, fidx: usize, base: usize) -> Result<Value> {
+        let f = &m.exe().funcs[fidx];
+        let mut pc = f.start;
+        loop {
+            let vm_err = |pc: usize, message: String| Error::Vm {
+                function: f.name.clone(),
+                pc,
+                message,
+            };
+            if pc >= f.end {
+                return Err(vm_err(pc, "ran past the end of the function".into()));
+            }
+            match m.exe().instrs[pc] {
+                Instr::Call {
+                    dst,
+                    func,
+                    args,
+                    nargs,
+                } => {
+                    // `null_value` only drops a register (the compiler's early frees).
+                    if nargs == 0
+                        && self.profiler.is_none()
+                        && matches!(*m.callee(func), Callee::Builtin(Builtin::NullValue))
+                    {
+                        if let Some(d) = dst {
+                            self.regs[base + d as usize] = Value::None;
+                        }
+                        pc += 1;
+                        continue;
+                    }
+                    if let Callee::Kernel(k) = *m.callee(func) {
+                        let v = self.call_kernel_in_place(
+                            m,
+                            func,
+                            k,
+                            base,
+                            m.exe().call_args(args, nargs),
+                        )?;
+                        if let Some(d) = dst {
+                            self.regs[base + d as usize] = v;
+                        }
+                        pc += 1;
+                        continue;
+                    }
+                    let mut argv = std::mem::take(&mut self.argbuf);
+                    let mark = argv.len();
+                    for &a in m.exe().call_args(args, nargs) {
+                        let v = self.read(m, base, a);
+                        argv.push(v);
+                    }
+                    let r = self.call_index(m, func, &argv[mark..]);
+                    argv.truncate(mark);
+                    self.argbuf = argv;
+                    let v = r?;
+                    if let Some(d) = dst {
+                        self.regs[base + d as usize] = v;
+                    }
+                }
+                Instr::Ret { reg } => return Ok(self.read(m, base, reg)),
+                Instr::Goto { target } => {
+                    pc = target;
+                    continue;
+                }
+                Instr::If { cond, else_target } => {
+                    let c = self.read(m, base, cond);
+                    let c = c.as_int().ok_or_else(|| {
+                        vm_err(pc, format!("If condition is a {}, not an int", c.kind()))
+                    })?;
+                    pc = if c != 0 { pc + 1 } else { else_target };
+                    continue;
+                }
+            }
+            pc += 1;
+        }
+    }
+
+    #[inline]
+    fn read(&self, m: &Program, base: usize, a: Arg) -> Value {
+        match a {
+            Arg::Reg(r) => self.regs[base + r as usize].clone(),
+            Arg::Void => Value::None,
+            Arg::Vm => Value::OpaquePtr(0),
+            Arg::Imm(i) => Value::Int(i),
+            Arg::Const(c) => m.exe().constants[c as usize].clone(),
+            Arg::Func(f) => Value::Function(Function {
+                model_id: m.id(),
+                index: f,
+                saved: Arc::from([]),
+            }),
+        }
+    }
+
+    /// Call function-table entry `func` with `args`.
+    pub(crate) fn call_index(&mut self, m: &Program, func: u32, args: &[Value]) -> Result<Value> {
+        let start = self.profiler.is_some().then(Instant::now);
+        let model = m;
+        let r = match model.callee(func) {
+            Callee::Vm(i) => self.invoke_vm(m, *i as usize, args),
+            Callee::Kernel(k) => self.call_kernel(m, func, *k, args),
+            Callee::Builtin(b) => self.builtin(m, *b, args),
+            Callee::Subgraph => self.run_subgraph(m, args),
+            Callee::Registered(f) => f(args).map_err(|e| match e {
+                e @ Error::Callback { .. } => e,
+                e => Error::Callback {
+                    name: model.exe().funcs[func as usize].name.clone(),
+                    message: e.to_string(),
+                },
+            }),
+        };
+        if let Some(start) = start {
+            self.record(m, func, start);
+        }
+        r
+    }
+
+    /// Call a function value (a closure or function-table entry), appending its saved args.
+    pub(crate) fn call_function(
+        &mut self,
+        m: &Program,
+        f: &Function,
+        args: &[Value],
+    ) -> Result<Value> {
+        if f.model_id != m.id() {
+            return Err(Error::InvalidArgument(
+                "a function value from another model".into(),
+            ));
+        }
+        if f.saved.is_empty() {
+            return self.call_index(m, f.index, args);
+        }
+        let mut all = args.to_vec();
+        all.extend(f.saved.iter().cloned());
+        self.call_index(m, f.index, &all)
+    }
+}

@@ -1,0 +1,179 @@
+//! The loaded program a model shares between its sessions: the executable, the library whose
+//! kernels it calls, what every function-table entry resolved to, and the checked call sites of
+//! offloaded subgraphs. Built once by [`Program::link`] and immutable afterwards.
+
+use std::sync::Arc;
+
+use super::builtins::Builtin;
+use crate::error::{Error, Result};
+use crate::host::abi::SafeCallFn;
+use crate::loader::executable::{Arg, Executable, FuncKind};
+use crate::loader::library::Library;
+use crate::offload::Site;
+use crate::registry::PackedFunc;
+use crate::value::Value;
+
+/// What a function-table entry resolved to when the model loaded.
+#[derive(Clone)]
+pub(crate) enum Callee {
+    Vm(u32),
+    Kernel(SafeCallFn),
+    Builtin(Builtin),
+    Registered(PackedFunc),
+    /// `mote.subgraph`: an offloaded region, run by Mote's backends.
+    Subgraph,
+}
+
+/// A linked executable. Its fields are private: sessions read it through the accessors, and
+/// nothing changes it after [`Program::link`].
+pub(crate) struct Program {
+    id: usize,
+    /// Keeps the kernels (and the context slots pointing at this library) alive.
+    library: Arc<Library>,
+    exe: Executable,
+    callees: Vec<Callee>,
+    /// Every `mote.subgraph` call site, parsed and checked at load.
+    subgraphs: Vec<Site>,
+}
+
+impl Program {
+    /// Resolve every function-table name (the library's kernels, then Mote's builtins, then
+    /// registered functions) and check every subgraph call site. `id` tells this program's
+    /// function values from another's.
+    pub(crate) fn link(id: usize, library: Arc<Library>, exe: Executable) -> Result<Program> {
+        let mut missing = Vec::new();
+        let callees: Vec<Callee> = exe
+            .funcs
+            .iter()
+            .enumerate()
+            .map(|(i, f)| match f.kind {
+                FuncKind::Vm => Callee::Vm(i as u32),
+                FuncKind::Packed => {
+                    if f.name == SUBGRAPH_FUNCTION {
+                        Callee::Subgraph
+                    } else if let Some(k) = library.kernel(&f.name) {
+                        Callee::Kernel(k)
+                    } else if let Some(b) = Builtin::from_name(&f.name) {
+                        Callee::Builtin(b)
+                    } else if let Some(r) = crate::registry::lookup_function(&f.name) {
+                        Callee::Registered(r)
+                    } else {
+                        missing.push(f.name.clone());
+                        Callee::Vm(u32::MAX)
+                    }
+                }
+            })
+            .collect();
+        if !missing.is_empty() {
+            return Err(Error::MissingFunctions { names: missing });
+        }
+        let subgraphs = subgraph_sites(&exe, &callees)?;
+        Ok(Program {
+            id,
+            library,
+            exe,
+            callees,
+            subgraphs,
+        })
+    }
+
+    pub(crate) fn id(&self) -> usize {
+        self.id
+    }
+
+    pub(crate) fn library(&self) -> &Library {
+        &self.library
+    }
+
+    pub(crate) fn exe(&self) -> &Executable {
+        &self.exe
+    }
+
+    pub(crate) fn callee(&self, func: u32) -> &Callee {
+        &self.callees[func as usize]
+    }
+
+    pub(crate) fn callees(&self) -> &[Callee] {
+        &self.callees
+    }
+
+    pub(crate) fn subgraphs(&self) -> &[Site] {
+        &self.subgraphs
+    }
+}
+
+/// The packed function name of offloaded regions (docs/subgraph-format.md).
+pub(crate) const SUBGRAPH_FUNCTION: &str = "mote.subgraph";
+
+/// Find, parse and check every `mote.subgraph` call: `(desc, inputs..., constants...,
+/// outputs...)` with the description and the constants taken from the VM's constant pool.
+fn subgraph_sites(exe: &Executable, callees: &[Callee]) -> Result<Vec<Site>> {
+    let mut sites = Vec::new();
+    for f in exe.funcs.iter().filter(|f| f.kind == FuncKind::Vm) {
+        for (i, (func, args)) in exe
+            .calls(f)
+            .filter(|(func, _)| matches!(callees.get(*func as usize), Some(Callee::Subgraph)))
+            .enumerate()
+        {
+            let _ = func;
+            let context = format!("{}: {SUBGRAPH_FUNCTION} call #{i}", f.name);
+            let bad = |m: String| Error::Subgraph {
+                subgraph: context.clone(),
+                node: None,
+                message: m,
+            };
+            let konst = |a: Option<&Arg>| match a {
+                Some(Arg::Const(c)) => exe.constants.get(*c as usize),
+                _ => None,
+            };
+            let desc: Arc<str> = match konst(args.first()) {
+                Some(Value::Str(s)) => s.clone(),
+                _ => {
+                    return Err(bad(
+                        "the first argument is not a constant string (the JSON description)".into(),
+                    ))
+                }
+            };
+            let graph = crate::offload::format::Graph::parse(&desc, &context)?;
+            let (ni, nc, no) = (
+                graph.inputs.len(),
+                graph.constants.len(),
+                graph.outputs.len(),
+            );
+            if args.len() != 1 + ni + nc + no {
+                return Err(bad(format!(
+                    "the call passes {} arguments, but its description needs 1 + {ni} inputs + {nc} constants + {no} outputs",
+                    args.len()
+                )));
+            }
+            let mut constants = Vec::with_capacity(nc);
+            for (k, &t) in graph.constants.iter().enumerate() {
+                let Some(Value::Tensor(c)) = konst(args.get(1 + ni + k)) else {
+                    return Err(bad(format!(
+                        "argument {} (constant {k}) is not a tensor constant of the model",
+                        1 + ni + k
+                    )));
+                };
+                let d = &graph.tensors[t];
+                if c.shape() != d.shape.as_slice() || c.dtype() != d.dtype {
+                    return Err(bad(format!(
+                        "constant {k} is a {} tensor of shape {:?}, the description says {} {:?}",
+                        c.dtype(),
+                        c.shape(),
+                        d.dtype,
+                        d.shape
+                    )));
+                }
+                constants.push(c.clone());
+            }
+            sites.push(Site {
+                function: f.name.clone(),
+                desc,
+                graph: Arc::new(graph),
+                constants,
+                prepared: Default::default(),
+            });
+        }
+    }
+    Ok(sites)
+}
