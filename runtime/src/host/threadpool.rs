@@ -1,45 +1,47 @@
-//! Mote's thread pool for `TVMBackendParallelLaunch`.
+//! Mote's thread pool for `TVMBackendParallelLaunch` (docs/tvm-format.md §8.3).
 //!
-//! Kernels hand a parallel loop body to the runtime with a task count; the calling thread runs
-//! task 0 and pool workers run the others, all concurrently, so `TVMBackendParallelBarrier`
-//! works. Workers spin briefly before sleeping, because inference issues launches back to back
-//! and a sleeping worker costs tens of microseconds to wake.
+//! A kernel hands a parallel loop body to the runtime with a task count. Every launch gets its
+//! own [`Launch`] (job, task counter, pending count, barrier, error slot) behind an `Arc`: the
+//! launching thread and the pool's workers claim task indices from that launch's counter, all
+//! concurrently, so `TVMBackendParallelBarrier` works. A worker that arrives late holds its own
+//! reference to the launch it woke for; it can only find that launch's counter exhausted, never
+//! run a task of a later launch with an earlier launch's lambda. The lambda and its closure data
+//! belong to the kernel's stack frame, so they are only called for a claimed task, and the
+//! launching thread returns only once every claimed task has finished.
+//!
+//! Workers spin briefly before sleeping, because inference issues launches back to back and a
+//! sleeping worker costs tens of microseconds to wake.
 //!
 //! Each VM session owns its pool; the pool of the session currently running a kernel on this
-//! thread is found through a thread-local. Launches from pool workers (nested parallelism) and
-//! from threads without a session run serially.
+//! thread is found through a thread-local set for the duration of [`ThreadPool::install`].
+//! Launches from inside a task (nested parallelism) and from threads without a session run
+//! serially.
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::host::abi::{ParallelGroupEnv, ParallelLambda};
+use super::abi::{ParallelGroupEnv, ParallelLambda};
+use super::error_slot::{set_error, take_error};
 
 const SPIN: Duration = Duration::from_micros(200);
 
-#[derive(Clone, Copy)]
-struct Job {
+/// One parallel launch. Shared by the launching thread and every worker that joins it.
+struct Launch {
     f: ParallelLambda,
+    /// The kernel's closure data, as an address: only passed to `f` for a claimed task.
     cdata: usize,
-    env: usize,
     num_task: usize,
-}
-
-struct Shared {
-    /// Incremented for every launch; workers wait for it to change.
-    generation: AtomicU64,
-    job: Mutex<Option<Job>>,
     next_task: AtomicUsize,
+    /// Claimed tasks not finished yet, plus tasks not claimed yet.
     pending: AtomicUsize,
-    failed: AtomicBool,
-    /// The first error a worker's task raised, re-raised on the launching thread.
+    /// The first error a task raised, re-raised on the launching thread.
     error: Mutex<Option<(String, String)>>,
-    shutdown: AtomicBool,
-    sleep_lock: Mutex<()>,
-    wake: Condvar,
+    failed: AtomicBool,
+    barrier: Barrier,
 }
 
 /// Barrier state for one launch, reached through `ParallelGroupEnv::sync_handle`.
@@ -51,16 +53,78 @@ struct Barrier {
     capacity: usize,
 }
 
-/// A fixed set of worker threads.
+impl Barrier {
+    fn new(total: usize, capacity: usize) -> Barrier {
+        Barrier {
+            arrived: AtomicUsize::new(0),
+            generation: AtomicU64::new(0),
+            total,
+            capacity,
+        }
+    }
+}
+
+impl Launch {
+    /// Claim and run tasks until none are left. Returns when this thread can claim no more;
+    /// tasks other threads claimed may still be running.
+    fn run_tasks(&self) {
+        loop {
+            let task = self.next_task.fetch_add(1, Ordering::AcqRel);
+            if task >= self.num_task {
+                return;
+            }
+            let mut env = ParallelGroupEnv {
+                sync_handle: &self.barrier as *const Barrier as *mut c_void,
+                num_task: self.num_task as i32,
+            };
+            // SAFETY: `task` was claimed from this launch's counter, so the launching thread is
+            // still inside `ThreadPool::launch` (it waits for `pending` to reach zero, which
+            // needs this task to finish): the lambda and its closure data, which belong to the
+            // kernel's frame, are alive. `env` outlives the call, and its barrier lives in this
+            // launch, which this thread holds.
+            let rc = unsafe { (self.f)(task as i32, &mut env, self.cdata as *mut c_void) };
+            if rc != 0 {
+                if let Some(e) = take_error() {
+                    if let Ok(mut slot) = self.error.lock() {
+                        slot.get_or_insert(e);
+                    }
+                }
+                self.failed.store(true, Ordering::Release);
+            }
+            // Release: the task's writes are visible to whoever sees `pending` reach zero.
+            self.pending.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+struct Shared {
+    /// Incremented for every launch (and at shutdown); idle workers wait for it to change.
+    generation: AtomicU64,
+    /// The launch in progress, if any.
+    current: Mutex<Option<Arc<Launch>>>,
+    shutdown: AtomicBool,
+    sleep_lock: Mutex<()>,
+    wake: Condvar,
+}
+
+/// A fixed set of worker threads. Dropping the pool stops and joins them.
 pub struct ThreadPool {
+    inner: Arc<PoolInner>,
+}
+
+struct PoolInner {
     shared: Arc<Shared>,
-    workers: Vec<JoinHandle<()>>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
     threads: usize,
+    /// One launch at a time per pool.
+    launching: Mutex<()>,
 }
 
 thread_local! {
-    static CURRENT: Cell<*const ThreadPool> = const { Cell::new(std::ptr::null()) };
-    static IN_WORKER: Cell<bool> = const { Cell::new(false) };
+    /// The pool installed on this thread by `ThreadPool::install`.
+    static CURRENT: RefCell<Option<Arc<PoolInner>>> = const { RefCell::new(None) };
+    /// Set while this thread runs a task of a launch: launches from inside run serially.
+    static IN_TASK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 impl ThreadPool {
@@ -69,11 +133,7 @@ impl ThreadPool {
         let threads = threads.max(1);
         let shared = Arc::new(Shared {
             generation: AtomicU64::new(0),
-            job: Mutex::new(None),
-            next_task: AtomicUsize::new(0),
-            pending: AtomicUsize::new(0),
-            failed: AtomicBool::new(false),
-            error: Mutex::new(None),
+            current: Mutex::new(None),
             shutdown: AtomicBool::new(false),
             sleep_lock: Mutex::new(()),
             wake: Condvar::new(),
@@ -89,76 +149,76 @@ impl ThreadPool {
             .collect::<Vec<_>>();
         let threads = workers.len() + 1;
         ThreadPool {
-            shared,
-            workers,
-            threads,
+            inner: Arc::new(PoolInner {
+                shared,
+                workers: Mutex::new(workers),
+                threads,
+                launching: Mutex::new(()),
+            }),
         }
     }
 
     pub fn threads(&self) -> usize {
-        self.threads
+        self.inner.threads
     }
 
     /// Run `f` with this pool installed as the current thread's pool.
     pub fn install<R>(&self, f: impl FnOnce() -> R) -> R {
-        struct Restore(*const ThreadPool);
+        struct Restore(Option<Arc<PoolInner>>);
         impl Drop for Restore {
             fn drop(&mut self) {
-                CURRENT.with(|c| c.set(self.0));
+                let prev = self.0.take();
+                CURRENT.with(|c| *c.borrow_mut() = prev);
             }
         }
-        let prev = CURRENT.with(|c| c.replace(self as *const _));
+        let prev = CURRENT.with(|c| c.borrow_mut().replace(self.inner.clone()));
         let _restore = Restore(prev);
         f()
     }
+}
 
+impl PoolInner {
+    /// Run `num_task` tasks of `f` on this thread and the workers; returns when all finished.
     fn launch(&self, f: ParallelLambda, cdata: *mut c_void, num_task: usize) -> i32 {
-        let barrier = Barrier {
-            arrived: AtomicUsize::new(0),
-            generation: AtomicU64::new(0),
-            total: num_task,
-            capacity: self.threads,
+        let Ok(_one_at_a_time) = self.launching.lock() else {
+            return run_serial(f, cdata, num_task);
         };
-        let mut env = ParallelGroupEnv {
-            sync_handle: &barrier as *const Barrier as *mut c_void,
-            num_task: num_task as i32,
-        };
-        let job = Job {
+        let launch = Arc::new(Launch {
             f,
             cdata: cdata as usize,
-            env: &mut env as *mut ParallelGroupEnv as usize,
             num_task,
-        };
+            next_task: AtomicUsize::new(0),
+            pending: AtomicUsize::new(num_task),
+            error: Mutex::new(None),
+            failed: AtomicBool::new(false),
+            barrier: Barrier::new(num_task, self.threads),
+        });
         let s = &self.shared;
-        if let Ok(mut j) = s.job.lock() {
-            *j = Some(job);
-        } else {
-            return run_serial(f, cdata, num_task);
+        match s.current.lock() {
+            Ok(mut c) => *c = Some(launch.clone()),
+            Err(_) => return run_serial(f, cdata, num_task),
         }
-        s.failed.store(false, Ordering::Relaxed);
-        s.next_task.store(0, Ordering::Relaxed);
-        s.pending.store(num_task, Ordering::Relaxed);
         s.generation.fetch_add(1, Ordering::Release);
         {
             let _g = s.sleep_lock.lock();
             s.wake.notify_all();
         }
-        run_tasks(s, &job);
-        // Wait for the workers' tasks; they are short, so spin then yield.
+        in_task(|| launch.run_tasks());
+        // Wait for the tasks workers claimed; they are short, so spin, then yield.
         let start = Instant::now();
-        while s.pending.load(Ordering::Acquire) != 0 {
+        while launch.pending.load(Ordering::Acquire) != 0 {
             if start.elapsed() < SPIN {
                 std::hint::spin_loop();
             } else {
                 std::thread::yield_now();
             }
         }
-        if let Ok(mut j) = s.job.lock() {
-            *j = None;
+        if let Ok(mut c) = s.current.lock() {
+            *c = None;
         }
-        if s.failed.load(Ordering::Acquire) {
-            if let Some((kind, msg)) = s.error.lock().ok().and_then(|mut e| e.take()) {
-                crate::host::error_slot::set_error(&kind, &msg);
+        if launch.failed.load(Ordering::Acquire) {
+            if let Some((kind, msg)) = launch.error.lock().ok().and_then(|mut e| e.take()) {
+                set_error(&kind, &msg);
             }
             -1
         } else {
@@ -167,7 +227,7 @@ impl ThreadPool {
     }
 }
 
-impl Drop for ThreadPool {
+impl Drop for PoolInner {
     fn drop(&mut self) {
         self.shared.shutdown.store(true, Ordering::Release);
         self.shared.generation.fetch_add(1, Ordering::Release);
@@ -175,41 +235,30 @@ impl Drop for ThreadPool {
             let _g = self.shared.sleep_lock.lock();
             self.shared.wake.notify_all();
         }
-        for w in self.workers.drain(..) {
+        let workers = match self.workers.get_mut() {
+            Ok(w) => std::mem::take(w),
+            Err(p) => std::mem::take(p.into_inner()),
+        };
+        for w in workers {
             let _ = w.join();
         }
     }
 }
 
-fn run_tasks(s: &Shared, job: &Job) {
-    loop {
-        let task = s.next_task.fetch_add(1, Ordering::AcqRel);
-        if task >= job.num_task {
-            return;
+/// Run `f` marked as inside a task, so launches it makes run serially.
+fn in_task<R>(f: impl FnOnce() -> R) -> R {
+    struct Leave(bool);
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            IN_TASK.with(|w| w.set(self.0));
         }
-        // SAFETY: `f`, `cdata` and `env` come from a kernel's ParallelLaunch call, which blocks
-        // until `pending` reaches zero, so they outlive this call.
-        let rc = unsafe {
-            (job.f)(
-                task as i32,
-                job.env as *mut ParallelGroupEnv,
-                job.cdata as *mut c_void,
-            )
-        };
-        if rc != 0 {
-            if let Some(e) = crate::host::error_slot::take_error() {
-                if let Ok(mut slot) = s.error.lock() {
-                    slot.get_or_insert(e);
-                }
-            }
-            s.failed.store(true, Ordering::Release);
-        }
-        s.pending.fetch_sub(1, Ordering::AcqRel);
     }
+    let _leave = Leave(IN_TASK.with(|w| w.replace(true)));
+    f()
 }
 
 fn worker(s: Arc<Shared>) {
-    IN_WORKER.with(|w| w.set(true));
+    IN_TASK.with(|w| w.set(true));
     let mut seen = 0u64;
     loop {
         let start = Instant::now();
@@ -234,26 +283,24 @@ fn worker(s: Arc<Shared>) {
         if s.shutdown.load(Ordering::Acquire) {
             return;
         }
-        let job = s.job.lock().ok().and_then(|j| *j);
-        if let Some(job) = job {
-            run_tasks(&s, &job);
+        // Whatever launch is current now: the one that woke us, a later one, or none. Holding
+        // it, this worker can only claim tasks of that launch.
+        let launch = s.current.lock().ok().and_then(|c| c.clone());
+        if let Some(launch) = launch {
+            launch.run_tasks();
         }
     }
 }
 
 fn run_serial(f: ParallelLambda, cdata: *mut c_void, num_task: usize) -> i32 {
-    let barrier = Barrier {
-        arrived: AtomicUsize::new(0),
-        generation: AtomicU64::new(0),
-        total: num_task,
-        capacity: 1,
-    };
+    let barrier = Barrier::new(num_task, 1);
     let mut env = ParallelGroupEnv {
         sync_handle: &barrier as *const Barrier as *mut c_void,
         num_task: num_task as i32,
     };
     for task in 0..num_task {
-        // SAFETY: arguments come straight from the kernel's launch call and outlive it.
+        // SAFETY: arguments come straight from the kernel's launch call and outlive it; `env`
+        // and its barrier outlive the loop.
         if unsafe { f(task as i32, &mut env, cdata) } != 0 {
             return -1;
         }
@@ -261,19 +308,18 @@ fn run_serial(f: ParallelLambda, cdata: *mut c_void, num_task: usize) -> i32 {
     0
 }
 
+/// The pool installed on this thread, unless this thread is running a task already.
+fn current_pool() -> Option<Arc<PoolInner>> {
+    if IN_TASK.with(|w| w.get()) {
+        return None;
+    }
+    CURRENT.with(|c| c.borrow().clone())
+}
+
 /// How many tasks a parallel loop started on this thread runs at once: the installed session
 /// pool's size, or 1 (no pool, or already inside a pool task).
 pub(crate) fn current_parallelism() -> usize {
-    if IN_WORKER.with(|w| w.get()) {
-        return 1;
-    }
-    let pool = CURRENT.with(|c| c.get());
-    if pool.is_null() {
-        1
-    } else {
-        // SAFETY: CURRENT is only set by `install`, which keeps the pool alive meanwhile.
-        unsafe { &*pool }.threads()
-    }
+    current_pool().map_or(1, |p| p.threads)
 }
 
 type ChunkFn<'a> = dyn Fn(std::ops::Range<usize>) -> crate::error::Result<()> + Sync + 'a;
@@ -316,32 +362,21 @@ unsafe extern "C" fn chunk_task(task: i32, _env: *mut ParallelGroupEnv, cdata: *
 /// Run `f` over `0..n`, split into contiguous chunks, one per thread of the session pool
 /// installed on this thread (serially, as one chunk, without a pool). Returns the first error.
 pub(crate) fn parallel_chunks(n: usize, f: &ChunkFn<'_>) -> crate::error::Result<()> {
-    let tasks = current_parallelism().min(n);
-    let pool = CURRENT.with(|c| c.get());
-    if tasks <= 1 || pool.is_null() {
-        return f(0..n);
-    }
+    let pool = match current_pool() {
+        Some(p) if p.threads.min(n) > 1 => p,
+        _ => return f(0..n),
+    };
     let chunks = Chunks {
         f,
         n,
-        tasks,
+        tasks: pool.threads.min(n),
         error: Mutex::new(None),
     };
-    // The calling thread runs task 0: a parallel loop inside it must not launch on this pool
-    // again, so it counts as a worker until the launch returns.
-    struct Leave(bool);
-    impl Drop for Leave {
-        fn drop(&mut self) {
-            IN_WORKER.with(|w| w.set(self.0));
-        }
-    }
-    let _leave = Leave(IN_WORKER.with(|w| w.replace(true)));
-    // SAFETY: CURRENT is only set by `install`, which keeps the pool alive meanwhile; `chunks`
-    // outlives the launch, which returns only after every task finished.
-    let rc = unsafe { &*pool }.launch(
+    // `chunks` outlives the launch, which returns only after every task finished.
+    let rc = pool.launch(
         chunk_task,
         &chunks as *const Chunks<'_> as *mut c_void,
-        tasks,
+        chunks.tasks,
     );
     if let Some(e) = chunks.error.lock().ok().and_then(|mut e| e.take()) {
         return Err(e);
@@ -361,29 +396,28 @@ pub(crate) unsafe extern "C" fn parallel_launch(
     cdata: *mut c_void,
     num_task: i32,
 ) -> i32 {
-    let pool = CURRENT.with(|c| c.get());
-    let nested = IN_WORKER.with(|w| w.get());
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        if pool.is_null() || nested {
+        let Some(pool) = current_pool() else {
             // No pool here: one task does all the work (the lambda splits by num_task).
             return run_serial(f, cdata, num_task.max(1) as usize);
-        }
-        // SAFETY: CURRENT is only set by `install`, which keeps the pool alive meanwhile.
-        let pool = unsafe { &*pool };
+        };
         let n = if num_task > 0 {
             num_task as usize
         } else {
-            pool.threads()
+            pool.threads
         };
-        if n == 1 || pool.threads() == 1 {
-            run_serial(f, cdata, n)
+        if n == 1 || pool.threads == 1 {
+            in_task(|| run_serial(f, cdata, n))
         } else {
-            // Tasks beyond the pool size would deadlock at a barrier; kernels ask for at most
-            // the pool size when num_task is 0, which is what TVM's codegen emits.
+            // Tasks beyond the pool size would deadlock at a barrier (which refuses them); TVM's
+            // codegen asks for 0, meaning the pool size.
             pool.launch(f, cdata, n)
         }
     }));
-    result.unwrap_or(-1)
+    result.unwrap_or_else(|_| {
+        set_error("RuntimeError", "TVMBackendParallelLaunch: Mote panicked");
+        -1
+    })
 }
 
 /// `TVMBackendParallelBarrier`: a generation-counting spin barrier over the launch's tasks.
@@ -392,16 +426,25 @@ pub(crate) unsafe extern "C" fn parallel_barrier(
     penv: *mut ParallelGroupEnv,
 ) -> i32 {
     if penv.is_null() {
+        set_error("ValueError", "TVMBackendParallelBarrier: NULL environment");
         return -1;
     }
-    // SAFETY: `penv` is the env Mote passed to this task's lambda; its sync_handle points to the
-    // launch's Barrier, alive until every task has returned.
+    // SAFETY: `penv` is the env Mote passed to this task's lambda (kernels pass it through
+    // unchanged); its sync_handle points to the barrier of the launch the task belongs to,
+    // which the thread running the task keeps alive.
     let b = unsafe { &*((*penv).sync_handle as *const Barrier) };
+    std::panic::catch_unwind(|| barrier_wait(b)).unwrap_or_else(|_| {
+        set_error("RuntimeError", "TVMBackendParallelBarrier: Mote panicked");
+        -1
+    })
+}
+
+fn barrier_wait(b: &Barrier) -> i32 {
     if b.total <= 1 {
         return 0;
     }
     if b.total > b.capacity {
-        crate::host::error_slot::set_error(
+        set_error(
             "RuntimeError",
             &format!(
                 "parallel barrier over {} tasks, but only {} run at once; raise the session's thread count",
@@ -434,17 +477,25 @@ mod tests {
     use std::sync::atomic::AtomicU32;
 
     unsafe extern "C" fn body(task: i32, penv: *mut ParallelGroupEnv, cdata: *mut c_void) -> i32 {
-        let hits = unsafe { &*(cdata as *const [AtomicU32; 8]) };
+        // SAFETY: the tests pass a `[AtomicU32; 8]` that outlives the launch, and Mote's env.
+        let (hits, n) = unsafe { (&*(cdata as *const [AtomicU32; 8]), (*penv).num_task) };
         hits[task as usize].fetch_add(1, Ordering::SeqCst);
         // Everyone must have counted before anyone passes the barrier.
-        unsafe { parallel_barrier(task, penv) };
-        let n = unsafe { (*penv).num_task } as usize;
-        let all: u32 = hits[..n].iter().map(|h| h.load(Ordering::SeqCst)).sum();
-        if all as usize == n {
+        // SAFETY: `penv` is the env Mote passed to this task.
+        if unsafe { parallel_barrier(task, penv) } != 0 {
+            return -1;
+        }
+        let all: u32 = hits[..n as usize].iter().map(|h| h.load(Ordering::SeqCst)).sum();
+        if all as i32 == n {
             0
         } else {
             -1
         }
+    }
+
+    fn launch(f: ParallelLambda, cdata: *const c_void, num_task: i32) -> i32 {
+        // SAFETY: the tests' lambdas accept the closure data they are given here.
+        unsafe { parallel_launch(f, cdata.cast_mut(), num_task) }
     }
 
     #[test]
@@ -452,18 +503,188 @@ mod tests {
         let pool = ThreadPool::new(3);
         for _ in 0..200 {
             let hits: [AtomicU32; 8] = Default::default();
-            let rc = pool
-                .install(|| unsafe { parallel_launch(body, &hits as *const _ as *mut c_void, 0) });
+            let rc = pool.install(|| launch(body, &hits as *const _ as *const c_void, 0));
             assert_eq!(rc, 0);
             let counts: Vec<u32> = hits.iter().map(|h| h.load(Ordering::SeqCst)).collect();
-            assert_eq!(&counts[..3], &[1, 1, 1]);
+            assert_eq!(counts, [1, 1, 1, 0, 0, 0, 0, 0]);
         }
         // Without an installed pool the launch runs serially with a single task.
         let hits: [AtomicU32; 8] = Default::default();
-        assert_eq!(
-            unsafe { parallel_launch(body, &hits as *const _ as *mut c_void, 0) },
-            0
-        );
+        assert_eq!(launch(body, &hits as *const _ as *const c_void, 0), 0);
         assert_eq!(hits[0].load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_barrier_over_more_tasks_than_threads_is_an_error_not_a_hang() {
+        let pool = ThreadPool::new(2);
+        let hits: [AtomicU32; 8] = Default::default();
+        let rc = pool.install(|| launch(body, &hits as *const _ as *const c_void, 5));
+        assert_eq!(rc, -1);
+        let (_, msg) = take_error().expect("the barrier's error reaches the launching thread");
+        assert!(msg.contains("5 tasks"), "{msg}");
+    }
+
+    unsafe extern "C" fn fail_task_2(
+        task: i32,
+        _penv: *mut ParallelGroupEnv,
+        cdata: *mut c_void,
+    ) -> i32 {
+        // SAFETY: the test passes an `AtomicU32` that outlives the launch.
+        unsafe { &*(cdata as *const AtomicU32) }.fetch_add(1, Ordering::SeqCst);
+        if task == 2 {
+            set_error("ValueError", "task 2 says no");
+            return -1;
+        }
+        0
+    }
+
+    #[test]
+    fn a_task_error_reaches_the_launching_thread_and_the_pool_keeps_working() {
+        let pool = ThreadPool::new(4);
+        for _ in 0..50 {
+            let ran = AtomicU32::new(0);
+            let rc = pool.install(|| launch(fail_task_2, &ran as *const _ as *const c_void, 4));
+            assert_eq!(rc, -1);
+            assert_eq!(ran.load(Ordering::SeqCst), 4, "every task still runs");
+            assert_eq!(
+                take_error(),
+                Some(("ValueError".into(), "task 2 says no".into()))
+            );
+            let hits: [AtomicU32; 8] = Default::default();
+            assert_eq!(pool.install(|| launch(body, &hits as *const _ as *const c_void, 0)), 0);
+        }
+    }
+
+    unsafe extern "C" fn nested(task: i32, _penv: *mut ParallelGroupEnv, cdata: *mut c_void) -> i32 {
+        // SAFETY: the test passes `[[AtomicU32; 8]; 4]` that outlives the launch.
+        let rows = unsafe { &*(cdata as *const [[AtomicU32; 8]; 4]) };
+        let row = &rows[task as usize];
+        // From inside a task, a launch runs serially on this thread, as one task.
+        let rc = launch(body, row as *const _ as *const c_void, 0);
+        if rc != 0 || !IN_TASK.with(|w| w.get()) {
+            return -1;
+        }
+        0
+    }
+
+    #[test]
+    fn nested_launches_run_serially_inside_a_task() {
+        let pool = ThreadPool::new(4);
+        let rows: [[AtomicU32; 8]; 4] = Default::default();
+        let rc = pool.install(|| launch(nested, &rows as *const _ as *const c_void, 0));
+        assert_eq!(rc, 0);
+        for row in &rows {
+            let counts: Vec<u32> = row.iter().map(|h| h.load(Ordering::SeqCst)).collect();
+            assert_eq!(counts, [1, 0, 0, 0, 0, 0, 0, 0]);
+        }
+        assert!(!IN_TASK.with(|w| w.get()), "the launching thread leaves task mode");
+    }
+
+    #[test]
+    fn parallel_chunks_cover_the_range_once_and_report_errors() {
+        let pool = ThreadPool::new(3);
+        let seen: Vec<AtomicU32> = (0..1000).map(|_| AtomicU32::new(0)).collect();
+        let r = pool.install(|| {
+            parallel_chunks(seen.len(), &|range| {
+                for i in range {
+                    seen[i].fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(())
+            })
+        });
+        assert!(r.is_ok());
+        assert!(seen.iter().all(|s| s.load(Ordering::SeqCst) == 1));
+        let r = pool.install(|| {
+            parallel_chunks(10, &|range| {
+                if range.contains(&9) {
+                    Err(crate::error::Error::InvalidArgument("chunk with 9".into()))
+                } else {
+                    Ok(())
+                }
+            })
+        });
+        assert!(matches!(r, Err(crate::error::Error::InvalidArgument(m)) if m == "chunk with 9"));
+    }
+
+    /// One launch's record: which launch it is and how often each of its tasks ran.
+    struct Record {
+        hits: [AtomicU32; 4],
+        /// Set when a pool worker (not the launching thread) ran one of its tasks.
+        on_worker: AtomicBool,
+        work: u32,
+    }
+
+    unsafe extern "C" fn count(task: i32, penv: *mut ParallelGroupEnv, cdata: *mut c_void) -> i32 {
+        // SAFETY: the stress test keeps every record alive until all launches are done.
+        let (r, n) = unsafe { (&*(cdata as *const Record), (*penv).num_task) };
+        if n != 4 || !(0..4).contains(&task) {
+            return -1;
+        }
+        // One launch in eight does a little work, so that workers join before the launching
+        // thread has claimed every task; the others end as fast as they can, which is when a
+        // late worker is most likely to meet the next launch.
+        for _ in 0..r.work {
+            std::hint::spin_loop();
+        }
+        r.hits[task as usize].fetch_add(1, Ordering::SeqCst);
+        if WORKER_THREAD.with(|w| *w) {
+            r.on_worker.store(true, Ordering::Relaxed);
+        }
+        0
+    }
+
+    thread_local! {
+        static WORKER_THREAD: bool = std::thread::current()
+            .name()
+            .is_some_and(|n| n.starts_with("mote-worker"));
+    }
+
+    /// Back-to-back launches from several sessions at once, with more threads than cores. Every
+    /// launch has its own record, all kept until the end, so a task that runs for the wrong
+    /// launch (a late worker running an earlier launch's lambda) shows as a count of 2 on the
+    /// earlier record and 0 on the later one. The pool this replaced failed this within about
+    /// 100k launches on a loaded 2-core machine. `scripts/test.sh` runs it in release, where
+    /// it makes 3 x 200,000 launches.
+    #[test]
+    fn stress_every_task_runs_exactly_once_for_its_own_launch() {
+        let launches: usize = if cfg!(debug_assertions) { 20_000 } else { 200_000 };
+        let sessions = 3;
+        std::thread::scope(|scope| {
+            for s in 0..sessions {
+                scope.spawn(move || {
+                    let pool = ThreadPool::new(4);
+                    let records: Vec<Record> = (0..launches)
+                        .map(|i| Record {
+                            hits: Default::default(),
+                            on_worker: AtomicBool::new(false),
+                            work: if i % 8 == 7 { 200 } else { 0 },
+                        })
+                        .collect();
+                    for (i, r) in records.iter().enumerate() {
+                        let rc = pool.install(|| launch(count, r as *const _ as *const c_void, 0));
+                        let hits: Vec<u32> =
+                            r.hits.iter().map(|h| h.load(Ordering::SeqCst)).collect();
+                        assert!(
+                            rc == 0 && hits == [1, 1, 1, 1],
+                            "session {s}, launch {i}: rc {rc}, task counts {hits:?}"
+                        );
+                    }
+                    drop(pool);
+                    for (i, r) in records.iter().enumerate() {
+                        let hits: Vec<u32> =
+                            r.hits.iter().map(|h| h.load(Ordering::SeqCst)).collect();
+                        assert_eq!(hits, [1, 1, 1, 1], "session {s}, launch {i} ran late tasks");
+                    }
+                    let shared = records
+                        .iter()
+                        .filter(|r| r.on_worker.load(Ordering::Relaxed))
+                        .count();
+                    assert!(
+                        shared > launches / 100,
+                        "session {s}: workers ran tasks in only {shared} of {launches} launches"
+                    );
+                });
+            }
+        });
     }
 }
