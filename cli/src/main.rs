@@ -14,7 +14,9 @@ use serde_json::json;
 #[command(
     name = "mote",
     version,
-    about = "Run models compiled by Apache TVM 0.27"
+    about = "Run models compiled by Apache TVM 0.27",
+    after_help = "Exit status: 0 on success, 2 for a malformed or out-of-range argument, 1 for \
+                  any other error."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -41,6 +43,59 @@ impl BackendArgs {
     }
 }
 
+/// Most threads `--threads` accepts (the runtime's own limit).
+const MAX_THREADS: u64 = 1024;
+/// Most timed runs `--runs` accepts.
+const MAX_RUNS: u64 = 10_000_000;
+/// Most warm-up runs `--warmup` accepts.
+const MAX_WARMUP: u64 = 10_000_000;
+/// Most bytes of inputs generated for one call (4 GiB); also the largest `--dim` value, since
+/// every element takes at least a byte. Larger inputs must be given as files.
+const MAX_GENERATED_BYTES: u64 = 4 << 30;
+/// Timings reserved up front by `bench`; the vector grows past this only as runs complete.
+const TIMES_RESERVED: usize = 4096;
+
+/// A whole number in `lo..=hi`. One message for every failure (negative, too large, not a
+/// number), which clap prefixes with the flag and the value.
+fn parse_count(s: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    s.parse::<u64>()
+        .ok()
+        .filter(|n| (lo..=hi).contains(n))
+        .ok_or_else(|| format!("expected a whole number from {lo} to {hi}"))
+}
+
+fn parse_threads(s: &str) -> Result<usize, String> {
+    let n = parse_count(s, 1, MAX_THREADS)?;
+    usize::try_from(n).map_err(|_| format!("{n} does not fit this platform"))
+}
+
+fn parse_runs(s: &str) -> Result<usize, String> {
+    let n = parse_count(s, 1, MAX_RUNS)?;
+    usize::try_from(n).map_err(|_| format!("{n} does not fit this platform"))
+}
+
+fn parse_warmup(s: &str) -> Result<usize, String> {
+    let n = parse_count(s, 0, MAX_WARMUP)?;
+    usize::try_from(n).map_err(|_| format!("{n} does not fit this platform"))
+}
+
+fn parse_seed(s: &str) -> Result<u64, String> {
+    parse_count(s, 0, u64::MAX)
+}
+
+/// `NAME=N`, with N in `1..=MAX_GENERATED_BYTES`.
+fn parse_dim(s: &str) -> Result<(String, i64), String> {
+    let Some((name, value)) = s.split_once('=') else {
+        return Err("expected NAME=N (e.g. n=4)".into());
+    };
+    if name.is_empty() {
+        return Err("expected NAME=N (e.g. n=4): the name is empty".into());
+    }
+    let n = parse_count(value, 1, MAX_GENERATED_BYTES).map_err(|e| format!("N: {e}"))?;
+    let n = i64::try_from(n).map_err(|_| format!("N: {n} does not fit a dimension"))?;
+    Ok((name.to_string(), n))
+}
+
 #[derive(clap::Args)]
 struct InputArgs {
     /// Function to call.
@@ -52,14 +107,38 @@ struct InputArgs {
     /// Inputs from an .npz whose keys are parameter names or arg0, arg1, ...
     #[arg(long = "inputs", value_name = "FILE.npz")]
     npz: Option<PathBuf>,
-    /// Value of a symbolic dimension for generated inputs (default 1). Repeatable.
-    #[arg(long = "dim", value_name = "NAME=VALUE")]
-    dims: Vec<String>,
-    /// Seed for generated inputs.
-    #[arg(long, default_value_t = 0)]
+    #[arg(
+        long = "dim",
+        value_name = "NAME=N",
+        value_parser = parse_dim,
+        allow_negative_numbers = true,
+        help = format!(
+            "Value of a symbolic dimension for generated inputs, N from 1 to \
+             {MAX_GENERATED_BYTES} (default 1). Repeatable"
+        ),
+        long_help = format!(
+            "Value of a symbolic dimension of the function's parameters, for generated inputs \
+             (default 1). Repeatable, once per NAME.\n\
+             N is a whole number from 1 to {MAX_GENERATED_BYTES}; zero-size dimensions are \
+             refused (pass such an input with --input). The inputs generated for one call may \
+             total at most {MAX_GENERATED_BYTES} bytes (4 GiB); larger ones must be given with \
+             --input or --inputs."
+        )
+    )]
+    dims: Vec<(String, i64)>,
+    /// Seed for generated inputs (0 to 2^64-1).
+    #[arg(long, default_value_t = 0, value_parser = parse_seed, allow_negative_numbers = true)]
     seed: u64,
-    /// Threads for parallel kernels (default: MOTE_NUM_THREADS, else the CPU count).
-    #[arg(long)]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = parse_threads,
+        allow_negative_numbers = true,
+        help = format!(
+            "Threads for parallel kernels, 1 to {MAX_THREADS} \
+             (default: MOTE_NUM_THREADS, else the CPU count)"
+        )
+    )]
     threads: Option<usize>,
     #[command(flatten)]
     backend: BackendArgs,
@@ -90,9 +169,23 @@ enum Command {
         model: PathBuf,
         #[command(flatten)]
         io: InputArgs,
-        #[arg(long, default_value_t = 10)]
+        #[arg(
+            long,
+            value_name = "N",
+            default_value_t = 10,
+            value_parser = parse_warmup,
+            allow_negative_numbers = true,
+            help = format!("Untimed runs first, 0 to {MAX_WARMUP}")
+        )]
         warmup: usize,
-        #[arg(long, default_value_t = 100)]
+        #[arg(
+            long,
+            value_name = "N",
+            default_value_t = 100,
+            value_parser = parse_runs,
+            allow_negative_numbers = true,
+            help = format!("Timed runs, 1 to {MAX_RUNS}")
+        )]
         runs: usize,
         /// Print time per kernel and builtin.
         #[arg(long)]
@@ -129,12 +222,34 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::FAILURE
+            // The same status as clap's own usage errors.
+            if e.is::<Usage>() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// An argument found wrong only once the model is known (a `--dim` it does not have, inputs too
+/// large to generate): exit status 2, like the errors clap reports while parsing.
+#[derive(Debug)]
+struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+fn usage<T>(msg: String) -> Res<T> {
+    Err(Box::new(Usage(msg)))
+}
 
 fn shape_text(shape: &Option<Vec<Dim>>) -> String {
     match shape {
@@ -288,30 +403,66 @@ impl Rng {
     }
 }
 
-fn random_tensor(shape: &[i64], dtype: DType, rng: &mut Rng) -> Res<Tensor> {
-    let n: usize = shape.iter().map(|&d| d as usize).product();
-    let mut bytes = Vec::with_capacity(n * dtype.size_bytes());
-    for _ in 0..n {
+/// How generated elements of a dtype are written.
+#[derive(Clone, Copy)]
+enum Fill {
+    F32,
+    F64,
+    F16,
+    BF16,
+    Bool,
+    /// Little-endian integers of this many bytes (1 to 8).
+    Uint(usize),
+    Int(usize),
+}
+
+impl Fill {
+    fn of(dtype: DType) -> Option<Fill> {
+        let whole_bytes = dtype.lanes == 1 && matches!(dtype.bits, 8 | 16 | 32 | 64);
+        Some(match dtype {
+            DType::F32 => Fill::F32,
+            DType::F64 => Fill::F64,
+            DType::F16 => Fill::F16,
+            DType::BF16 => Fill::BF16,
+            DType::BOOL => Fill::Bool,
+            // TVM's older spelling of bool: one byte, 0 or 1.
+            d if d.lanes == 1 && d.code == mote_dtype_code::UINT && d.bits == 1 => Fill::Bool,
+            d if whole_bytes && d.code == mote_dtype_code::UINT => Fill::Uint(d.size_bytes()),
+            d if whole_bytes && d.code == mote_dtype_code::INT => Fill::Int(d.size_bytes()),
+            _ => return None,
+        })
+    }
+}
+
+/// Bytes of a tensor of this shape and element size, or `None` if a dimension is negative or
+/// the size does not fit 64 bits.
+fn tensor_bytes(shape: &[i64], elem_bytes: usize) -> Option<u64> {
+    shape
+        .iter()
+        .try_fold(u64::try_from(elem_bytes).ok()?, |acc, &d| {
+            acc.checked_mul(u64::try_from(d).ok()?)
+        })
+}
+
+/// A tensor of uniform values in [-1, 1) (integers: small values; bool: half true). The caller
+/// has checked the shape and the size; this fills a zeroed tensor in place, without a copy.
+fn random_tensor(shape: &[i64], dtype: DType, fill: Fill, rng: &mut Rng) -> Res<Tensor> {
+    let mut t = Tensor::zeros(shape, dtype)?;
+    let elem = dtype.size_bytes().max(1);
+    for out in t.data_mut()?.chunks_exact_mut(elem) {
         let u = rng.unit();
         let f = u * 2.0 - 1.0;
-        match dtype {
-            DType::F32 => bytes.extend_from_slice(&(f as f32).to_le_bytes()),
-            DType::F64 => bytes.extend_from_slice(&f.to_le_bytes()),
-            DType::F16 => bytes.extend_from_slice(&half::f16::from_f64(f).to_le_bytes()),
-            DType::BF16 => bytes.extend_from_slice(&half::bf16::from_f64(f).to_le_bytes()),
-            DType::BOOL => bytes.push((u < 0.5) as u8),
-            d if d.code == mote_dtype_code::UINT => {
-                let v = (u * 16.0) as u64;
-                bytes.extend_from_slice(&v.to_le_bytes()[..d.size_bytes()]);
-            }
-            d if d.code == mote_dtype_code::INT => {
-                let v = (f * 8.0).floor() as i64;
-                bytes.extend_from_slice(&v.to_le_bytes()[..d.size_bytes()]);
-            }
-            d => return Err(format!("cannot generate {d} inputs").into()),
+        match fill {
+            Fill::F32 => out.copy_from_slice(&(f as f32).to_le_bytes()),
+            Fill::F64 => out.copy_from_slice(&f.to_le_bytes()),
+            Fill::F16 => out.copy_from_slice(&half::f16::from_f64(f).to_le_bytes()),
+            Fill::BF16 => out.copy_from_slice(&half::bf16::from_f64(f).to_le_bytes()),
+            Fill::Bool => out[0] = (u < 0.5) as u8,
+            Fill::Uint(n) => out.copy_from_slice(&((u * 16.0) as u64).to_le_bytes()[..n]),
+            Fill::Int(n) => out.copy_from_slice(&((f * 8.0).floor() as i64).to_le_bytes()[..n]),
         }
     }
-    Ok(Tensor::from_bytes(shape, dtype, &bytes)?)
+    Ok(t)
 }
 
 mod mote_dtype_code {
@@ -320,9 +471,21 @@ mod mote_dtype_code {
 }
 
 fn parse_kv(s: &str, what: &str) -> Res<(String, String)> {
-    s.split_once('=')
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .ok_or_else(|| format!("{what} `{s}` is not NAME=VALUE").into())
+    match s.split_once('=') {
+        Some((k, v)) => Ok((k.to_string(), v.to_string())),
+        None => usage(format!("{what} `{s}` is not NAME=VALUE")),
+    }
+}
+
+/// One argument of the call: given in a file, or to be generated.
+enum Arg<'a> {
+    Given(Tensor),
+    Generate {
+        name: &'a str,
+        shape: Vec<i64>,
+        dtype: DType,
+        fill: Fill,
+    },
 }
 
 /// Arguments for `function`: given files first, generated data for the rest.
@@ -338,14 +501,35 @@ fn gather_inputs(model: &Model, io: &InputArgs) -> Res<Vec<Value>> {
         let (k, file) = parse_kv(s, "--input")?;
         given.insert(k, mote::npy::read_npy(&file)?);
     }
-    let mut dims: HashMap<String, i64> = HashMap::new();
-    for s in &io.dims {
-        let (k, v) = parse_kv(s, "--dim")?;
-        dims.insert(
-            k,
-            v.parse()
-                .map_err(|_| format!("--dim {s}: not an integer"))?,
-        );
+    // Every --dim names a symbolic dimension of the parameters, once.
+    let symbolic: Vec<&str> = info
+        .params
+        .iter()
+        .flat_map(|p| p.shape.iter().flatten())
+        .filter_map(|d| match d {
+            Dim::Var(n) => Some(n.as_str()),
+            Dim::Fixed(_) => None,
+        })
+        .collect();
+    let mut dims: HashMap<&str, i64> = HashMap::new();
+    for (k, v) in &io.dims {
+        if !symbolic.contains(&k.as_str()) {
+            let mut known = symbolic.clone();
+            known.sort_unstable();
+            known.dedup();
+            return usage(format!(
+                "--dim {k}={v}: the parameters of `{}` have no symbolic dimension `{k}` ({})",
+                io.function,
+                if known.is_empty() {
+                    "they have none".to_string()
+                } else {
+                    format!("they have {}", known.join(", "))
+                }
+            ));
+        }
+        if let Some(old) = dims.insert(k, *v) {
+            return usage(format!("--dim {k} is given twice ({k}={old} and {k}={v})"));
+        }
     }
     let names: Vec<&str> = info.params.iter().map(|p| p.name.as_str()).collect();
     for k in given.keys() {
@@ -354,22 +538,25 @@ fn gather_inputs(model: &Model, io: &InputArgs) -> Res<Vec<Value>> {
             .and_then(|i| i.parse::<usize>().ok())
             .is_some_and(|i| i < names.len());
         if !names.contains(&k.as_str()) && !is_index {
-            return Err(format!(
+            return usage(format!(
                 "`{}` has no parameter `{k}` (parameters: {})",
                 io.function,
                 names.join(", ")
-            )
-            .into());
+            ));
         }
     }
-    let mut rng = Rng(io.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    let mut args = Vec::with_capacity(info.params.len());
+    // First the shapes of the inputs to generate and their total size, refused before anything
+    // is allocated if it is too large; then the data.
+    let mut plan = Vec::new();
+    let mut total: Option<u64> = Some(0);
+    // The --dim values the generated inputs use, for the error if they are too large.
+    let mut dims_used: Vec<(&str, i64)> = Vec::new();
     for (i, p) in info.params.iter().enumerate() {
         if let Some(t) = given
             .remove(&p.name)
             .or_else(|| given.remove(&format!("arg{i}")))
         {
-            args.push(Value::Tensor(t));
+            plan.push(Arg::Given(t));
             continue;
         }
         let (Some(dtype), Some(shape)) = (p.dtype, &p.shape) else {
@@ -379,16 +566,101 @@ fn gather_inputs(model: &Model, io: &InputArgs) -> Res<Vec<Value>> {
             )
             .into());
         };
-        let shape: Vec<i64> = shape
-            .iter()
-            .map(|d| match d {
+        let Some(fill) = Fill::of(dtype) else {
+            return Err(format!(
+                "cannot generate {dtype} inputs (`{}`); pass it with --input {}=FILE.npy",
+                p.name, p.name
+            )
+            .into());
+        };
+        let mut concrete = Vec::with_capacity(shape.len());
+        for d in shape {
+            concrete.push(match d {
                 Dim::Fixed(v) => *v,
-                Dim::Var(n) => dims.get(n).copied().unwrap_or(1),
-            })
-            .collect();
-        args.push(Value::Tensor(random_tensor(&shape, dtype, &mut rng)?));
+                Dim::Var(n) => match dims.get(n.as_str()) {
+                    Some(&v) => {
+                        if !dims_used.contains(&(n.as_str(), v)) {
+                            dims_used.push((n, v));
+                        }
+                        v
+                    }
+                    None => 1,
+                },
+            });
+        }
+        if concrete.iter().any(|&d| d < 0) {
+            return Err(format!(
+                "cannot generate `{}`: the model gives it a negative dimension ({dtype}{concrete:?})",
+                p.name
+            )
+            .into());
+        }
+        total = total
+            .zip(tensor_bytes(&concrete, dtype.size_bytes()))
+            .and_then(|(t, b)| t.checked_add(b));
+        plan.push(Arg::Generate {
+            name: &p.name,
+            shape: concrete,
+            dtype,
+            fill,
+        });
+    }
+    if total.is_none_or(|t| t > MAX_GENERATED_BYTES) {
+        return usage(too_large(&plan, total, &dims_used));
+    }
+    let mut rng = Rng(io.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut args = Vec::with_capacity(info.params.len());
+    for a in plan {
+        args.push(Value::Tensor(match a {
+            Arg::Given(t) => t,
+            Arg::Generate {
+                name,
+                shape,
+                dtype,
+                fill,
+            } => random_tensor(&shape, dtype, fill, &mut rng)
+                .map_err(|e| format!("cannot generate `{name}`: {e}"))?,
+        }));
     }
     Ok(args)
+}
+
+/// Why the inputs to generate are refused: how much they would need, the largest of them, and
+/// the --dim values that made them so.
+fn too_large(args: &[Arg], total: Option<u64>, dims_used: &[(&str, i64)]) -> String {
+    let need = total.map_or("more than 2^64 bytes".to_string(), |t| format!("{t} bytes"));
+    let largest = args
+        .iter()
+        .filter_map(|a| match a {
+            Arg::Given(_) => None,
+            Arg::Generate {
+                name, shape, dtype, ..
+            } => Some((tensor_bytes(shape, dtype.size_bytes()), name, shape, dtype)),
+        })
+        // Sizes that do not fit 64 bits (None) count as the largest.
+        .max_by_key(|(b, ..)| b.map_or(u128::MAX, u128::from))
+        .map(|(b, name, shape, dtype)| match b {
+            Some(b) => format!("; the largest, `{name}`, is {dtype}{shape:?}: {b} bytes"),
+            None => format!("; `{name}` is {dtype}{shape:?}"),
+        })
+        .unwrap_or_default();
+    let limit = format!("over the limit of {MAX_GENERATED_BYTES} bytes (4 GiB)");
+    if dims_used.is_empty() {
+        format!(
+            "the inputs to generate would need {need}, {limit}{largest}; pass them with --input \
+             or --inputs"
+        )
+    } else {
+        let flags: Vec<String> = dims_used
+            .iter()
+            .map(|(n, v)| format!("--dim {n}={v}"))
+            .collect();
+        format!(
+            "{}: the inputs to generate would need {need}, {limit}{largest}; use a smaller value, \
+             or pass the inputs with --input or --inputs",
+            flags.join(" ")
+        )
+    }
 }
 
 fn session(model: &Model, io: &InputArgs) -> Res<Session> {
@@ -473,16 +745,18 @@ struct Stats {
     mean: f64,
 }
 
-fn stats(mut ms: Vec<f64>) -> Stats {
+/// Order statistics of the timings; `None` for no timings.
+fn stats(mut ms: Vec<f64>) -> Option<Stats> {
     ms.sort_by(f64::total_cmp);
-    let at = |q: f64| ms[((ms.len() - 1) as f64 * q).round() as usize];
-    Stats {
+    let last = ms.len().checked_sub(1)?;
+    let at = |q: f64| ms[((last as f64 * q).round() as usize).min(last)];
+    Some(Stats {
         min: ms[0],
         median: at(0.5),
         p90: at(0.9),
-        max: ms[ms.len() - 1],
+        max: ms[last],
         mean: ms.iter().sum::<f64>() / ms.len() as f64,
-    }
+    })
 }
 
 fn bench(
@@ -494,8 +768,11 @@ fn bench(
     trace: Option<&std::path::Path>,
     as_json: bool,
 ) -> Res<()> {
+    // Also checked by the parser; `stats` needs at least one timing.
     if runs == 0 {
-        return Err("--runs must be at least 1".into());
+        return usage(format!(
+            "--runs 0: expected a whole number from 1 to {MAX_RUNS}"
+        ));
     }
     let model = Model::load(path)?;
     let args = gather_inputs(&model, io)?;
@@ -510,7 +787,9 @@ fn bench(
         s.call(&io.function, &args)?;
         progress("warmup", i, warmup);
     }
-    let mut times = Vec::with_capacity(runs);
+    // Reserve for the common case only: the vector grows as runs complete, so a large --runs
+    // costs memory in step with the time spent, not all at once before the first run.
+    let mut times = Vec::with_capacity(runs.min(TIMES_RESERVED));
     for i in 0..runs {
         let t = Instant::now();
         let out = s.call(&io.function, &args)?;
@@ -521,7 +800,7 @@ fn bench(
     if tty {
         eprint!("\r{:30}\r", "");
     }
-    let st = stats(times);
+    let st = stats(times).ok_or("no timed runs")?;
     let mut profile_rows = Vec::new();
     let profiled_runs = runs.min(50);
     if profile {
@@ -609,4 +888,91 @@ fn bench(
         println!("trace: {}", t.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_whole_numbers_within_their_bounds() {
+        assert_eq!(parse_count("1", 1, 3), Ok(1));
+        assert_eq!(parse_count("3", 1, 3), Ok(3));
+        assert_eq!(parse_count("+2", 1, 3), Ok(2));
+        for bad in [
+            "0",
+            "4",
+            "-1",
+            "-0",
+            "1.0",
+            "1e3",
+            " 1",
+            "",
+            "18446744073709551616",
+        ] {
+            assert_eq!(
+                parse_count(bad, 1, 3),
+                Err("expected a whole number from 1 to 3".to_string()),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(parse_seed("18446744073709551615"), Ok(u64::MAX));
+        assert_eq!(parse_threads("1024"), Ok(1024));
+        assert!(parse_threads("1025").is_err());
+        assert_eq!(parse_runs("10000000"), Ok(10_000_000));
+        assert!(parse_runs("0").is_err());
+        assert_eq!(parse_warmup("0"), Ok(0));
+    }
+
+    #[test]
+    fn dims_are_name_equals_positive_count() {
+        assert_eq!(parse_dim("n=4"), Ok(("n".to_string(), 4)));
+        assert_eq!(
+            parse_dim("seq_len=4294967296"),
+            Ok(("seq_len".to_string(), 1 << 32))
+        );
+        // Only the first `=` splits.
+        assert!(parse_dim("n==4").is_err());
+        for bad in ["n", "=4", "n=0", "n=-1", "n=4294967297", "n=x", ""] {
+            assert!(parse_dim(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn tensor_sizes_are_checked_not_wrapped() {
+        assert_eq!(tensor_bytes(&[2, 3], 4), Some(24));
+        assert_eq!(tensor_bytes(&[], 2), Some(2));
+        assert_eq!(tensor_bytes(&[0, 5], 4), Some(0));
+        assert_eq!(tensor_bytes(&[-1, 5], 4), None);
+        assert_eq!(tensor_bytes(&[1 << 32, 1 << 32], 1), None);
+        assert_eq!(tensor_bytes(&[1 << 31, 1 << 31], 4), None);
+        assert_eq!(tensor_bytes(&[i64::MAX], 2), Some(u64::MAX - 1));
+        assert_eq!(tensor_bytes(&[i64::MAX], 3), None);
+    }
+
+    #[test]
+    fn only_whole_byte_scalar_dtypes_are_generated() {
+        assert!(Fill::of(DType::F32).is_some() && Fill::of(DType::I64).is_some());
+        assert!(matches!(Fill::of(DType::U16), Some(Fill::Uint(2))));
+        for d in [
+            DType::new(mote_dtype_code::INT, 4),
+            DType::new(mote_dtype_code::INT, 128),
+            DType::new(mote_dtype_code::UINT, 0),
+            DType {
+                lanes: 4,
+                ..DType::I32
+            },
+        ] {
+            assert!(Fill::of(d).is_none(), "{d}");
+        }
+    }
+
+    #[test]
+    fn stats_of_no_timings_is_none_not_a_panic() {
+        assert!(stats(Vec::new()).is_none());
+        let s = stats(vec![3.0, 1.0, 2.0]).expect("stats");
+        assert_eq!((s.min, s.median, s.max, s.mean), (1.0, 2.0, 3.0, 2.0));
+        let s = stats(vec![5.0]).expect("stats");
+        assert_eq!((s.min, s.median, s.p90, s.max), (5.0, 5.0, 5.0, 5.0));
+    }
 }
