@@ -238,3 +238,222 @@ fn a_bare_file_name_is_the_file_in_the_current_directory() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Runs `mote`: its exit code (`None` if a signal ended it), stdout and stderr.
+fn mote_status(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_mote"))
+        .args(args)
+        .output()
+        .expect("run mote");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `mote args` is refused as a usage error: exit status 2 (so not a crash, which has no exit
+/// code, nor an abort's 134), one `error:` line naming everything in `names` (the flag and the
+/// bad value), no panic, no failed allocation, nothing on stdout.
+#[track_caller]
+fn assert_refused(args: &[&str], names: &[&str]) {
+    let (code, out, err) = mote_status(args);
+    assert_eq!(code, Some(2), "mote {args:?}: stderr {err}");
+    assert!(out.is_empty(), "mote {args:?}: stdout {out}");
+    assert!(
+        !err.contains("panicked") && !err.contains("memory allocation"),
+        "mote {args:?}: {err}"
+    );
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or_else(|| panic!("mote {args:?}: no error line in {err}"));
+    for n in names {
+        assert!(line.contains(n), "mote {args:?}: `{n}` not in {line}");
+    }
+}
+
+/// `--dim NAME=N` takes N from 1 to 4294967296, for a symbolic dimension the function has,
+/// once; generated inputs over 4 GiB are refused before anything is allocated.
+#[test]
+fn bad_dims_are_refused_with_the_flag_named() {
+    let model = zoo("mlp_dyn.so");
+    for cmd in ["run", "bench"] {
+        // Malformed, negative, zero, past the bound, past i64 and u64: refused by the parser.
+        for v in [
+            "n=-1",
+            "n=0",
+            "n=-0",
+            "n=4294967297",
+            "n=9223372036854775808",
+            "n=99999999999999999999",
+            "n=1e99",
+            "n=abc",
+            "n=",
+            "n",
+            "=3",
+            "-1",
+        ] {
+            assert_refused(
+                &[cmd, &model, "-f", "forward", "--dim", v],
+                &["--dim", &format!("'{v}'")],
+            );
+        }
+        assert_refused(
+            &[cmd, &model, "-f", "forward", "--dim=n=-5"],
+            &["--dim", "n=-5"],
+        );
+        // Within the bound, but x alone would be n * 16 floats: refused, naming the value and
+        // the limit, instead of allocating 6.4 GB (or 275 GB).
+        for n in ["100000000", "4294967296"] {
+            let v = format!("n={n}");
+            assert_refused(
+                &[cmd, &model, "-f", "forward", "--dim", &v],
+                &[&format!("--dim {v}"), "4294967296 bytes", "`x`"],
+            );
+        }
+        // A dimension the function does not have, and one given twice.
+        assert_refused(
+            &[cmd, &model, "-f", "forward", "--dim", "m=3"],
+            &["--dim m=3", "no symbolic dimension `m`", "they have n"],
+        );
+        assert_refused(
+            &[cmd, &model, "-f", "forward", "--dim", "n=2", "--dim", "n=3"],
+            &["--dim n", "n=2", "n=3"],
+        );
+    }
+    // The bounds are not so tight that real values fail: 1, and a batch of 1000.
+    for (n, shape) in [("1", "[1, 8]"), ("1000", "[1000, 8]")] {
+        let (code, out, err) =
+            mote_status(&["run", &model, "-f", "forward", "--dim", &format!("n={n}")]);
+        assert_eq!(code, Some(0), "{err}");
+        assert!(out.contains(&format!("out0: float32 {shape}")), "{out}");
+    }
+    // `--input` without `=` is a usage error too.
+    assert_refused(
+        &["run", &model, "-f", "forward", "--input", "x.npy"],
+        &["--input", "x.npy"],
+    );
+}
+
+/// `--runs` is 1 to 10000000 and `--warmup` 0 to 10000000, whatever the spelling of the bad
+/// value; `--runs -1` is the value -1, not an unknown flag `-1`.
+#[test]
+fn bad_runs_and_warmup_are_refused_with_the_flag_named() {
+    let model = zoo("mlp.so");
+    let bad_runs = [
+        "-1",
+        "0",
+        "10000001",
+        "18446744073709551615",
+        "99999999999999999999999",
+        "1e99",
+        "1.5",
+        "abc",
+        "",
+    ];
+    for v in bad_runs {
+        assert_refused(
+            &["bench", &model, "-f", "forward", "--runs", v],
+            &["--runs", &format!("'{v}'"), "1 to 10000000"],
+        );
+    }
+    let bad_warmup = [
+        "-1",
+        "10000001",
+        "18446744073709551616",
+        "99999999999999999999999",
+        "1e99",
+        "abc",
+    ];
+    for v in bad_warmup {
+        assert_refused(
+            &["bench", &model, "-f", "forward", "--warmup", v],
+            &["--warmup", &format!("'{v}'"), "0 to 10000000"],
+        );
+    }
+    assert_refused(
+        &["bench", &model, "-f", "forward", "--runs=-7"],
+        &["--runs", "'-7'"],
+    );
+    // The smallest legal values run.
+    let (code, out, err) = mote_status(&[
+        "bench", &model, "-f", "forward", "--runs", "1", "--warmup", "0", "--json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let j: serde_json::Value = serde_json::from_str(out.trim()).expect("json");
+    assert_eq!(
+        (j["runs"].as_u64(), j["warmup"].as_u64()),
+        (Some(1), Some(0))
+    );
+    assert!(j["median_ms"].as_f64().is_some_and(|t| t > 0.0), "{j}");
+}
+
+/// `--threads` is 1 to 1024 for both commands that run; `--seed` any u64, nothing else.
+#[test]
+fn bad_threads_and_seeds_are_refused_with_the_flag_named() {
+    let model = zoo("mlp.so");
+    for cmd in ["run", "bench"] {
+        for v in [
+            "-1",
+            "0",
+            "1025",
+            "4294967297",
+            "99999999999999999999999",
+            "1e99",
+            "abc",
+        ] {
+            assert_refused(
+                &[cmd, &model, "-f", "forward", "--threads", v],
+                &["--threads", &format!("'{v}'"), "1 to 1024"],
+            );
+        }
+        for v in ["-1", "18446744073709551616", "1e99", "abc"] {
+            assert_refused(
+                &[cmd, &model, "-f", "forward", "--seed", v],
+                &["--seed", &format!("'{v}'")],
+            );
+        }
+    }
+    let (code, out, err) = mote_status(&[
+        "run",
+        &model,
+        "-f",
+        "forward",
+        "--threads",
+        "1",
+        "--seed",
+        "18446744073709551615",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("1 threads"), "{out}");
+}
+
+/// The bounds are in the help, with the numbers the parser enforces.
+#[test]
+fn help_states_the_bounds() {
+    let (code, out, err) = mote_status(&["bench", "--help"]);
+    assert_eq!(code, Some(0), "{err}");
+    for s in [
+        "--runs <N>",
+        "Timed runs, 1 to 10000000",
+        "Untimed runs first, 0 to 10000000",
+        "1 to 1024",
+        "N is a whole number from 1 to 4294967296",
+        "zero-size dimensions are refused",
+        "at most 4294967296 bytes (4 GiB)",
+    ] {
+        assert!(out.contains(s), "`{s}` not in {out}");
+    }
+    let (code, out, _) = mote_status(&["run", "-h"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        out.contains("N from 1 to 4294967296") && out.contains("1 to 1024"),
+        "{out}"
+    );
+    let (_, out, _) = mote_status(&["--help"]);
+    assert!(
+        out.contains("2 for a malformed or out-of-range argument"),
+        "{out}"
+    );
+}
