@@ -4,7 +4,7 @@ use std::ffi::{c_char, c_void, CString};
 use std::ptr;
 use std::sync::Arc;
 
-use mote::Value;
+use mote::{Arg, Storage, Tensor, Value};
 
 use crate::error::{guard, str_arg, MoteError, MoteErrorCode};
 use crate::tensor::{MoteTensor, TENSORS};
@@ -82,6 +82,17 @@ impl Drop for Registration {
     }
 }
 
+/// A tensor handle over the memory of a lent tensor, without copying (the callback may write
+/// a destination-passing output through it).
+fn lend(t: mote::TensorRef<'_>) -> mote::Result<Tensor> {
+    let data = std::ptr::NonNull::new(t.data_ptr())
+        .ok_or_else(|| mote::Error::InvalidArgument("a lent tensor with NULL data".into()))?;
+    // SAFETY: the memory is valid for `byte_len` bytes while the callback runs; the handle made
+    // from this storage is freed by `Lent` before `Registration::call` returns.
+    let storage = unsafe { Storage::borrowed(data, t.byte_len(), None) };
+    Tensor::view(storage, 0, t.shape(), t.dtype())
+}
+
 /// Handles and strings lent to one callback invocation, released when it returns.
 struct Lent {
     tensors: Vec<*mut MoteTensor>,
@@ -97,7 +108,7 @@ impl Drop for Lent {
 }
 
 impl Registration {
-    fn call(&self, args: &[Value]) -> mote::Result<Value> {
+    fn call(&self, args: &[Arg<'_>]) -> mote::Result<Value> {
         let fail = |message: String| mote::Error::Callback {
             name: self.name.clone(),
             message,
@@ -116,23 +127,23 @@ impl Registration {
                 string: ptr::null(),
                 tensor: ptr::null_mut(),
             };
-            match a {
-                Value::None => arg.kind = MoteArgKind::None as u32,
-                Value::Int(i) => (arg.kind, arg.int_value) = (MoteArgKind::Int as u32, *i),
-                Value::Bool(b) => (arg.kind, arg.int_value) = (MoteArgKind::Bool as u32, *b as i64),
-                Value::Float(f) => (arg.kind, arg.float_value) = (MoteArgKind::Float as u32, *f),
-                Value::OpaquePtr(p) => {
-                    (arg.kind, arg.pointer) = (MoteArgKind::Pointer as u32, *p as *mut c_void)
+            match *a {
+                Arg::None => arg.kind = MoteArgKind::None as u32,
+                Arg::Int(i) => (arg.kind, arg.int_value) = (MoteArgKind::Int as u32, i),
+                Arg::Bool(b) => (arg.kind, arg.int_value) = (MoteArgKind::Bool as u32, b as i64),
+                Arg::Float(f) => (arg.kind, arg.float_value) = (MoteArgKind::Float as u32, f),
+                Arg::OpaquePtr(p) => {
+                    (arg.kind, arg.pointer) = (MoteArgKind::Pointer as u32, p as *mut c_void)
                 }
-                Value::Str(s) => {
+                Arg::Str(s) => {
                     let c = CString::new(s.replace('\0', "")).unwrap_or_default();
                     arg.kind = MoteArgKind::String as u32;
                     arg.string = c.as_ptr();
                     lent._strings.push(c);
                 }
-                Value::Tensor(t) => {
+                Arg::Tensor(t) => {
                     let h = TENSORS
-                        .insert(t.clone())
+                        .insert(lend(t).map_err(|e| fail(e.to_string()))?)
                         .map_err(|e| fail(e.message.to_string_lossy().into_owned()))?;
                     arg.kind = MoteArgKind::Tensor as u32;
                     arg.tensor = h.cast();
@@ -199,7 +210,7 @@ pub unsafe extern "C" fn mote_function_register(
             user_data: user_data as usize,
             free: free_user_data,
         });
-        mote::register_function(name, Arc::new(move |args: &[Value]| reg.call(args)));
+        mote::register_function(name, Arc::new(move |args: &[Arg<'_>]| reg.call(args)));
         Ok(())
     })
 }

@@ -40,7 +40,7 @@ pub use model::{Dim, FunctionInfo, KernelSignature, Model, ParamInfo};
 pub use offload::{NodePlan, SubgraphPlan};
 pub use registry::{lookup_function, register_function, unregister_function, PackedFunc};
 pub use tensor::{Element, Pool, Storage, Tensor, ALIGNMENT};
-pub use value::{Function, Value};
+pub use value::{Arg, Function, TensorRef, Value};
 pub use vm::builtins::BUILTIN_NAMES;
 pub use vm::{default_threads, CallKind, ProfileEntry, Session, SessionOptions, TraceEvent};
 

@@ -7,10 +7,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
 use crate::error::Result;
-use crate::value::Value;
+use crate::value::{Arg, Value};
 
 /// A function callable from models: takes the call's arguments, returns one value.
-pub type PackedFunc = Arc<dyn Fn(&[Value]) -> Result<Value> + Send + Sync>;
+///
+/// The arguments are borrowed for the call (tensors may be a kernel's own memory); keep
+/// anything past it only through an explicit copy ([`Arg::to_value`]).
+pub type PackedFunc = Arc<dyn Fn(&[Arg<'_>]) -> Result<Value> + Send + Sync>;
 
 fn registry() -> &'static RwLock<HashMap<String, PackedFunc>> {
     static REG: OnceLock<RwLock<HashMap<String, PackedFunc>>> = OnceLock::new();

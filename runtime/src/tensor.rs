@@ -17,6 +17,30 @@ use crate::error::{Error, Result};
 /// Alignment of every buffer Mote allocates (TVM's `kAllocAlignment`).
 pub const ALIGNMENT: usize = 64;
 
+/// Byte written over poisoned memory meant for floats: all-ones is a NaN in every IEEE width
+/// (and in bfloat16), so a result element nobody wrote shows as NaN.
+pub(crate) const POISON_FLOAT: u8 = 0xFF;
+/// Byte written over poisoned memory meant for other dtypes: 0xA5A5... is an implausible
+/// integer and not a valid bool.
+pub(crate) const POISON_OTHER: u8 = 0xA5;
+
+/// The poison byte for memory that will hold `dtype` elements.
+pub(crate) fn poison_byte(dtype: DType) -> u8 {
+    if dtype.is_float() {
+        POISON_FLOAT
+    } else {
+        POISON_OTHER
+    }
+}
+
+/// Whether sessions poison memory unless told otherwise: always in builds with the `poison`
+/// feature (the test crates enable it) and in unit tests, else when `MOTE_POISON_MEMORY=1`
+/// (the C test suite).
+pub(crate) fn poison_by_default() -> bool {
+    cfg!(any(test, feature = "poison"))
+        || std::env::var("MOTE_POISON_MEMORY").is_ok_and(|v| v == "1")
+}
+
 /// Owned, 64-byte aligned raw memory.
 struct AlignedBuf {
     ptr: NonNull<u8>,
@@ -60,6 +84,9 @@ impl Drop for AlignedBuf {
 pub struct Pool {
     free: Mutex<PoolState>,
     limit_bytes: usize,
+    /// Overwrite every buffer handed out (fresh or recycled), so that work a kernel skipped
+    /// cannot pass for done by leaving an earlier run's bytes in place.
+    poison: bool,
 }
 
 /// Free buffers by size. A model uses a handful of distinct sizes, so a linear list beats
@@ -81,9 +108,16 @@ impl fmt::Debug for Pool {
 impl Pool {
     /// A pool that keeps at most `limit_bytes` of freed memory for reuse.
     pub fn new(limit_bytes: usize) -> Arc<Pool> {
+        Pool::with_poison(limit_bytes, false)
+    }
+
+    /// A pool that, when `poison` is set, overwrites every buffer it hands out (see
+    /// `SessionOptions::poison_memory`).
+    pub(crate) fn with_poison(limit_bytes: usize, poison: bool) -> Arc<Pool> {
         Arc::new(Pool {
             free: Mutex::new(PoolState::default()),
             limit_bytes,
+            poison,
         })
     }
 
@@ -104,6 +138,11 @@ impl Pool {
                 }
             }
         }
+    }
+
+    /// Whether buffers from this pool are poisoned.
+    pub(crate) fn poisons(&self) -> bool {
+        self.poison
     }
 
     /// Bytes currently held for reuse.
@@ -154,11 +193,27 @@ impl fmt::Debug for Storage {
 impl Storage {
     /// Allocate `len` bytes, from `pool` when it has a buffer of that size.
     pub fn alloc(len: usize, pool: Option<&Arc<Pool>>) -> Result<Arc<Storage>> {
+        Storage::alloc_hinted(len, pool, DType::U8)
+    }
+
+    /// [`Storage::alloc`] for memory that will hold `hint` elements: a poisoning pool fills it
+    /// with that dtype's poison byte.
+    pub(crate) fn alloc_hinted(
+        len: usize,
+        pool: Option<&Arc<Pool>>,
+        hint: DType,
+    ) -> Result<Arc<Storage>> {
         let rounded = len.div_ceil(ALIGNMENT).max(1) * ALIGNMENT;
         let buf = match pool.and_then(|p| p.take(rounded)) {
             Some(b) => b,
             None => AlignedBuf::new(rounded, false)?,
         };
+        if pool.is_some_and(|p| p.poison) {
+            // SAFETY: `buf` is a live allocation of `layout.size()` bytes owned only by us.
+            unsafe {
+                std::ptr::write_bytes(buf.ptr.as_ptr(), poison_byte(hint), buf.layout.size())
+            };
+        }
         Ok(Arc::new(Storage {
             mem: Memory::Owned {
                 buf: Some(buf),
@@ -489,6 +544,38 @@ element! {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_poisoning_pool_poisons_fresh_and_recycled_buffers() {
+        let pool = Pool::with_poison(1 << 20, true);
+        let a = Storage::alloc_hinted(100, Some(&pool), DType::F32).unwrap();
+        // SAFETY: the storage is 100 bytes, unshared.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(a.as_ptr(), 100) };
+        assert!(bytes.iter().all(|&b| b == POISON_FLOAT));
+        let t = Tensor::view(a.clone(), 0, vec![25], DType::F32).unwrap();
+        assert!(t.as_slice::<f32>().unwrap().iter().all(|v| v.is_nan()));
+        bytes.fill(7);
+        let addr = a.as_ptr();
+        drop(t);
+        drop(a);
+        // Same size: the pool hands the same buffer back, overwritten for the new dtype.
+        let b = Storage::alloc_hinted(100, Some(&pool), DType::I32).unwrap();
+        assert_eq!(b.as_ptr(), addr);
+        // SAFETY: as above.
+        let bytes = unsafe { std::slice::from_raw_parts(b.as_ptr(), 100) };
+        assert!(bytes.iter().all(|&b| b == POISON_OTHER));
+        assert!(crate::dtype::DType::F16.is_float() && poison_byte(DType::F16) == POISON_FLOAT);
+        // A pool that does not poison leaves recycled bytes alone (no cost in release).
+        let plain = Pool::new(1 << 20);
+        let c = Storage::alloc(64, Some(&plain)).unwrap();
+        // SAFETY: 64 bytes, unshared.
+        unsafe { std::ptr::write_bytes(c.as_ptr(), 7, 64) };
+        drop(c);
+        let d = Storage::alloc(64, Some(&plain)).unwrap();
+        // SAFETY: as above.
+        assert_eq!(unsafe { *d.as_ptr() }, 7);
+    }
+
     use super::*;
 
     #[test]

@@ -10,6 +10,7 @@ fn check(model: &Model, case: &str, function: &str, threads: usize, iterations: 
     let mut s = model
         .session_with(SessionOptions {
             threads: Some(threads),
+            poison_memory: true,
             ..Default::default()
         })
         .unwrap();

@@ -15,7 +15,7 @@ use super::error_slot::{lossy, set_error};
 use crate::dtype::DType;
 use crate::host::abi::{type_index as ti, DLTensor, FfiAny, SafeCallFn};
 use crate::tensor::{Storage, Tensor, ALIGNMENT};
-use crate::value::Value;
+use crate::value::{Arg, Value};
 
 // ---- workspace ----------------------------------------------------------------------------
 
@@ -141,8 +141,9 @@ pub(crate) enum EnvFunction {
     },
 }
 
-/// Convert one kernel-side argument into a value. Tensors become borrowed views valid for the
-/// duration of the call.
+/// Convert one kernel-side argument into a value. Tensors become views of the kernel's memory
+/// with no owner: they stay inside `function_call`, which lends them to the registered function
+/// only as `Arg::Tensor` (a `TensorRef` bound to the call) and drops them before returning.
 ///
 /// # Safety
 /// Pointer payloads must be valid as the type index says.
@@ -178,8 +179,9 @@ unsafe fn any_to_value(a: &FfiAny) -> Result<Value, String> {
                 .ok_or("tensor with NULL data")?
                 .as_ptr()
                 .wrapping_add(t.byte_offset as usize);
-            // SAFETY: the kernel owns this memory for the duration of the call; the view is
-            // documented as valid only during the call.
+            // SAFETY: the kernel keeps this memory valid while its call to a registered
+            // function runs; the storage never leaves `function_call` (the callee only sees a
+            // `TensorRef` borrowing it), which drops it before returning to the kernel.
             let storage = unsafe { Storage::borrowed(NonNull::new_unchecked(data), len, None) };
             Value::Tensor(Tensor::view(storage, 0, shape, t.dtype).map_err(|e| e.to_string())?)
         }
@@ -233,7 +235,8 @@ pub(crate) unsafe extern "C" fn function_call(
                     .iter()
                     .map(|a| unsafe { any_to_value(a) })
                     .collect::<Result<Vec<_>, _>>()?;
-                let out = f(&vals).map_err(|e| e.to_string())?;
+                let args: Vec<Arg<'_>> = vals.iter().map(Arg::from_value).collect();
+                let out = f(&args).map_err(|e| e.to_string())?;
                 value_to_result(&out)
             }));
             match r {

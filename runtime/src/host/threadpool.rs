@@ -485,7 +485,10 @@ mod tests {
         if unsafe { parallel_barrier(task, penv) } != 0 {
             return -1;
         }
-        let all: u32 = hits[..n as usize].iter().map(|h| h.load(Ordering::SeqCst)).sum();
+        let all: u32 = hits[..n as usize]
+            .iter()
+            .map(|h| h.load(Ordering::SeqCst))
+            .sum();
         if all as i32 == n {
             0
         } else {
@@ -551,11 +554,18 @@ mod tests {
                 Some(("ValueError".into(), "task 2 says no".into()))
             );
             let hits: [AtomicU32; 8] = Default::default();
-            assert_eq!(pool.install(|| launch(body, &hits as *const _ as *const c_void, 0)), 0);
+            assert_eq!(
+                pool.install(|| launch(body, &hits as *const _ as *const c_void, 0)),
+                0
+            );
         }
     }
 
-    unsafe extern "C" fn nested(task: i32, _penv: *mut ParallelGroupEnv, cdata: *mut c_void) -> i32 {
+    unsafe extern "C" fn nested(
+        task: i32,
+        _penv: *mut ParallelGroupEnv,
+        cdata: *mut c_void,
+    ) -> i32 {
         // SAFETY: the test passes `[[AtomicU32; 8]; 4]` that outlives the launch.
         let rows = unsafe { &*(cdata as *const [[AtomicU32; 8]; 4]) };
         let row = &rows[task as usize];
@@ -577,7 +587,10 @@ mod tests {
             let counts: Vec<u32> = row.iter().map(|h| h.load(Ordering::SeqCst)).collect();
             assert_eq!(counts, [1, 0, 0, 0, 0, 0, 0, 0]);
         }
-        assert!(!IN_TASK.with(|w| w.get()), "the launching thread leaves task mode");
+        assert!(
+            !IN_TASK.with(|w| w.get()),
+            "the launching thread leaves task mode"
+        );
     }
 
     #[test]
@@ -647,7 +660,11 @@ mod tests {
     /// it makes 3 x 200,000 launches.
     #[test]
     fn stress_every_task_runs_exactly_once_for_its_own_launch() {
-        let launches: usize = if cfg!(debug_assertions) { 20_000 } else { 200_000 };
+        let launches: usize = if cfg!(debug_assertions) {
+            20_000
+        } else {
+            200_000
+        };
         let sessions = 3;
         std::thread::scope(|scope| {
             for s in 0..sessions {

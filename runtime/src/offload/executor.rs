@@ -62,7 +62,12 @@ impl SubgraphRunner {
             .collect::<Result<Vec<_>>>()?;
         let order = resolve(backends);
         let exec = self.site.executor(&order)?;
-        exec.run(inputs, &self.site.constants, &outputs)?;
+        exec.run(
+            inputs,
+            &self.site.constants,
+            &outputs,
+            crate::tensor::poison_by_default(),
+        )?;
         Ok(outputs)
     }
 }
@@ -240,12 +245,14 @@ impl Executor {
         self.segments.iter().map(|s| s.backend.as_str())
     }
 
-    /// Run on the VM's tensors (already checked against the description).
+    /// Run on the VM's tensors (already checked against the description). With `poison`, the
+    /// scratch arena is overwritten first (see `SessionOptions::poison_memory`).
     pub(crate) fn run(
         &self,
         inputs: &[Tensor],
         constants: &[Tensor],
         outputs: &[Tensor],
+        poison: bool,
     ) -> Result<()> {
         let g = &self.graph;
         let arena = match self.arenas.lock().ok().and_then(|mut a| a.pop()) {
@@ -256,6 +263,16 @@ impl Executor {
                 .map(|&b| Storage::alloc(b, None))
                 .collect::<Result<Vec<_>>>()?,
         };
+        if poison {
+            for (t, s) in self.slot_of.iter().enumerate() {
+                if let Some(s) = *s {
+                    let byte = crate::tensor::poison_byte(g.tensors[t].dtype);
+                    // SAFETY: this run took the arena out of the shared list, so no other run
+                    // uses it; each slot is a live allocation of at least `slot_bytes[s]` bytes.
+                    unsafe { std::ptr::write_bytes(arena[s].as_ptr(), byte, self.slot_bytes[s]) };
+                }
+            }
+        }
         let mut ptrs: Vec<Option<(*mut u8, usize)>> = vec![None; g.tensors.len()];
         let mut copies = Vec::new();
         for (k, &t) in g.inputs.iter().enumerate() {

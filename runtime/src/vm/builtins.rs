@@ -385,7 +385,7 @@ impl Session {
                     }
                 }
                 let n = byte_size(size, hint)?;
-                Value::Storage(Storage::alloc(n, Some(self.pool()))?)
+                Value::Storage(Storage::alloc_hinted(n, Some(self.pool()), hint)?)
             }
             Builtin::AllocTensor => {
                 let storage = match a(0)? {

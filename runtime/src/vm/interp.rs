@@ -9,7 +9,7 @@ use super::program::{Callee, Program};
 use super::Session;
 use crate::error::{Error, Result};
 use crate::loader::executable::{Arg, Instr};
-use crate::value::{Function, Value};
+use crate::value::{Arg as CallArg, Function, Value};
 
 /// Deepest nesting of Relax function calls before the VM reports an error instead of
 /// overflowing the stack.
@@ -137,13 +137,14 @@ impl Session {
             Callee::Kernel(k) => self.call_kernel(m, func, *k, args),
             Callee::Builtin(b) => self.builtin(m, *b, args),
             Callee::Subgraph => self.run_subgraph(m, args),
-            Callee::Registered(f) => f(args).map_err(|e| match e {
-                e @ Error::Callback { .. } => e,
-                e => Error::Callback {
-                    name: model.exe().funcs[func as usize].name.clone(),
-                    message: e.to_string(),
-                },
-            }),
+            Callee::Registered(f) => f(&args.iter().map(CallArg::from_value).collect::<Vec<_>>())
+                .map_err(|e| match e {
+                    e @ Error::Callback { .. } => e,
+                    e => Error::Callback {
+                        name: model.exe().funcs[func as usize].name.clone(),
+                        message: e.to_string(),
+                    },
+                }),
         };
         if let Some(start) = start {
             self.record(m, func, start);

@@ -83,7 +83,7 @@ impl Session {
         }
         let backends = self.backends.as_deref().unwrap_or(&[]);
         let exec = site.executor(backends)?;
-        exec.run(&inputs, &site.constants, &outputs)?;
+        exec.run(&inputs, &site.constants, &outputs, self.pool.poisons())?;
         Ok(Value::None)
     }
 }

@@ -22,6 +22,12 @@ pub struct SessionOptions {
     /// (`"acl"`, `"bnns"`, `"cpu"`, or a plug-in's name). Empty: every backend available
     /// here, vendor libraries first and the built-in CPU backend last.
     pub backends: Vec<String>,
+    /// Overwrite every intermediate buffer the session hands out (fresh or reused) and every
+    /// offload scratch buffer before a run: NaN for floats, `0xA5` bytes otherwise. For tests:
+    /// work a kernel skipped then shows in the outputs instead of passing on an earlier run's
+    /// bytes. Default: on in builds with the `poison` feature or when `MOTE_POISON_MEMORY=1`,
+    /// else off (it costs a memset per allocation).
+    pub poison_memory: bool,
 }
 
 impl Default for SessionOptions {
@@ -30,9 +36,13 @@ impl Default for SessionOptions {
             threads: None,
             pool_limit_bytes: 256 << 20,
             backends: Vec::new(),
+            poison_memory: crate::tensor::poison_by_default(),
         }
     }
 }
+
+/// The most threads a session may use.
+pub const MAX_THREADS: usize = 1024;
 
 /// Default thread count: the environment's choice, else the CPU count.
 pub fn default_threads() -> usize {
@@ -56,14 +66,19 @@ pub fn default_threads() -> usize {
 impl Session {
     pub(crate) fn new(model: Model, options: SessionOptions) -> Result<Session> {
         let threads = options.threads.unwrap_or_else(default_threads);
-        if threads == 0 || threads > 1024 {
+        if threads == 0 || threads > MAX_THREADS {
+            let from = if options.threads.is_some() {
+                "SessionOptions::threads"
+            } else {
+                "MOTE_NUM_THREADS/TVM_NUM_THREADS"
+            };
             return Err(Error::InvalidArgument(format!(
-                "thread count {threads} (must be 1..=1024)"
+                "thread count {threads} from {from} (must be 1..={MAX_THREADS})"
             )));
         }
         Ok(Session {
             model,
-            pool: Pool::new(options.pool_limit_bytes),
+            pool: Pool::with_poison(options.pool_limit_bytes, options.poison_memory),
             threads: Arc::new(ThreadPool::new(threads)),
             regs: Vec::new(),
             argbuf: Vec::new(),

@@ -73,7 +73,7 @@ fn run(
         .iter()
         .map(|&o| Tensor::zeros(&graph.tensors[o].shape, graph.tensors[o].dtype).unwrap())
         .collect();
-    exec.run(inputs, consts, &outputs).unwrap();
+    exec.run(inputs, consts, &outputs, true).unwrap();
     outputs
 }
 
@@ -608,7 +608,7 @@ fn concurrent_runs_of_one_segment_agree() {
                 s.spawn(|| {
                     for _ in 0..8 {
                         let out = Tensor::zeros(&[2, 10], DType::F32).unwrap();
-                        exec.run(&inputs, &consts, std::slice::from_ref(&out))
+                        exec.run(&inputs, &consts, std::slice::from_ref(&out), true)
                             .unwrap();
                         assert_close("concurrent run", &out, &want[0]);
                     }
