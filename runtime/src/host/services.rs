@@ -11,7 +11,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::sync::Mutex;
 
-use super::error_slot::{lossy, set_error};
+use super::error_slot::{c_boundary, lossy, set_error};
 use crate::dtype::DType;
 use crate::host::abi::{type_index as ti, DLTensor, FfiAny, SafeCallFn};
 use crate::tensor::{Storage, Tensor, ALIGNMENT};
@@ -93,38 +93,40 @@ pub(crate) unsafe extern "C" fn free_workspace(
     _dev_id: i32,
     ptr: *mut c_void,
 ) -> i32 {
-    if ptr.is_null() {
-        return 0;
-    }
-    // SAFETY: `ptr` came from `alloc_workspace`, so a header with the block size precedes it.
-    let (base, total) = unsafe {
-        let base = ptr.cast::<u8>().sub(HEADER);
-        (base, base.cast::<usize>().read())
-    };
-    if workspace_layout(total).is_none() {
-        set_error(
-            "MemoryError",
-            "TVMBackendFreeWorkspace: corrupted workspace block",
-        );
-        return -1;
-    }
-    let spilled = WORKSPACE_CACHE.with(|c| {
-        let c = &mut c.borrow_mut().0;
-        // SAFETY: base is non-NULL (ptr was non-NULL and HEADER bytes past it).
-        c.push((total, unsafe { NonNull::new_unchecked(base) }));
-        if c.len() > CACHE_SLOTS {
-            Some(c.remove(0))
-        } else {
-            None
+    c_boundary("TVMBackendFreeWorkspace", -1, || {
+        if ptr.is_null() {
+            return 0;
         }
-    });
-    if let Some((size, p)) = spilled {
-        if let Some(l) = workspace_layout(size) {
-            // SAFETY: every cached block was allocated with the layout of its recorded size.
-            unsafe { std::alloc::dealloc(p.as_ptr(), l) };
+        // SAFETY: `ptr` came from `alloc_workspace`, so a header with the block size precedes it.
+        let (base, total) = unsafe {
+            let base = ptr.cast::<u8>().sub(HEADER);
+            (base, base.cast::<usize>().read())
+        };
+        if workspace_layout(total).is_none() {
+            set_error(
+                "MemoryError",
+                "TVMBackendFreeWorkspace: corrupted workspace block",
+            );
+            return -1;
         }
-    }
-    0
+        let spilled = WORKSPACE_CACHE.with(|c| {
+            let c = &mut c.borrow_mut().0;
+            // SAFETY: base is non-NULL (ptr was non-NULL and HEADER bytes past it).
+            c.push((total, unsafe { NonNull::new_unchecked(base) }));
+            if c.len() > CACHE_SLOTS {
+                Some(c.remove(0))
+            } else {
+                None
+            }
+        });
+        if let Some((size, p)) = spilled {
+            if let Some(l) = workspace_layout(size) {
+                // SAFETY: every cached block was allocated with the layout of its recorded size.
+                unsafe { std::alloc::dealloc(p.as_ptr(), l) };
+            }
+        }
+        0
+    })
 }
 
 // ---- packed functions called from kernels ---------------------------------------------------
@@ -208,54 +210,56 @@ pub(crate) unsafe extern "C" fn function_call(
     n: i32,
     result: *mut FfiAny,
 ) -> i32 {
-    if handle.is_null() || (n > 0 && args.is_null()) || result.is_null() {
-        set_error(
-            "ValueError",
-            "TVMFFIFunctionCall: NULL handle, arguments or result",
-        );
-        return -1;
-    }
-    // SAFETY: handles are only made by `env_lookup`, and are leaked (never freed).
-    let f = unsafe { &*(handle as *const EnvFunction) };
-    match f {
-        // SAFETY: forwarding the kernel's own arguments to another kernel of the same library.
-        EnvFunction::Kernel(k) => unsafe { k(std::ptr::null_mut(), args, n, result) },
-        EnvFunction::Registered { name } => {
-            let r = catch_unwind(AssertUnwindSafe(|| -> Result<FfiAny, String> {
-                let f = crate::registry::lookup_function(name)
-                    .ok_or_else(|| "the function is no longer registered".to_string())?;
-                let raw = if n > 0 {
-                    // SAFETY: checked non-NULL above; the caller passes `n` values.
-                    unsafe { std::slice::from_raw_parts(args, n as usize) }
-                } else {
-                    &[]
-                };
-                // SAFETY: values come from generated code and follow the FFI conventions.
-                let vals = raw
-                    .iter()
-                    .map(|a| unsafe { any_to_value(a) })
-                    .collect::<Result<Vec<_>, _>>()?;
-                let args: Vec<Arg<'_>> = vals.iter().map(Arg::from_value).collect();
-                let out = f(&args).map_err(|e| e.to_string())?;
-                value_to_result(&out)
-            }));
-            match r {
-                Ok(Ok(v)) => {
-                    // SAFETY: checked non-NULL above.
-                    unsafe { *result = v };
-                    0
-                }
-                Ok(Err(m)) => {
-                    set_error("RuntimeError", &format!("{name}: {m}"));
-                    -1
-                }
-                Err(_) => {
-                    set_error("RuntimeError", &format!("{name}: panicked"));
-                    -1
+    c_boundary("TVMFFIFunctionCall", -1, || {
+        if handle.is_null() || (n > 0 && args.is_null()) || result.is_null() {
+            set_error(
+                "ValueError",
+                "TVMFFIFunctionCall: NULL handle, arguments or result",
+            );
+            return -1;
+        }
+        // SAFETY: handles are only made by `env_lookup`, and are leaked (never freed).
+        let f = unsafe { &*(handle as *const EnvFunction) };
+        match f {
+            // SAFETY: forwarding the kernel's own arguments to another kernel of the same library.
+            EnvFunction::Kernel(k) => unsafe { k(std::ptr::null_mut(), args, n, result) },
+            EnvFunction::Registered { name } => {
+                let r = catch_unwind(AssertUnwindSafe(|| -> Result<FfiAny, String> {
+                    let f = crate::registry::lookup_function(name)
+                        .ok_or_else(|| "the function is no longer registered".to_string())?;
+                    let raw = if n > 0 {
+                        // SAFETY: checked non-NULL above; the caller passes `n` values.
+                        unsafe { std::slice::from_raw_parts(args, n as usize) }
+                    } else {
+                        &[]
+                    };
+                    // SAFETY: values come from generated code and follow the FFI conventions.
+                    let vals = raw
+                        .iter()
+                        .map(|a| unsafe { any_to_value(a) })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let args: Vec<Arg<'_>> = vals.iter().map(Arg::from_value).collect();
+                    let out = f(&args).map_err(|e| e.to_string())?;
+                    value_to_result(&out)
+                }));
+                match r {
+                    Ok(Ok(v)) => {
+                        // SAFETY: checked non-NULL above.
+                        unsafe { *result = v };
+                        0
+                    }
+                    Ok(Err(m)) => {
+                        set_error("RuntimeError", &format!("{name}: {m}"));
+                        -1
+                    }
+                    Err(_) => {
+                        set_error("RuntimeError", &format!("{name}: panicked"));
+                        -1
+                    }
                 }
             }
         }
-    }
+    })
 }
 
 /// `TVMFFIEnvModLookupFromImports`: resolve `name` for a kernel of the library whose context
@@ -265,32 +269,34 @@ pub(crate) unsafe extern "C" fn env_lookup(
     name: *const c_char,
     out: *mut *mut c_void,
 ) -> i32 {
-    if ctx.is_null() || name.is_null() || out.is_null() {
-        set_error("ValueError", "TVMFFIEnvModLookupFromImports: NULL argument");
-        return -1;
-    }
-    let name = lossy(name);
-    let r = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: the loader stores a pointer to the live `Library` in the context slot.
-        let lib = unsafe { &*(ctx as *const crate::loader::library::Library) };
-        lib.env_function(&name)
-    }));
-    match r {
-        Ok(Some(h)) => {
-            // SAFETY: `out` checked non-NULL.
-            unsafe { *out = h as *const EnvFunction as *mut c_void };
-            0
+    c_boundary("TVMFFIEnvModLookupFromImports", -1, || {
+        if ctx.is_null() || name.is_null() || out.is_null() {
+            set_error("ValueError", "TVMFFIEnvModLookupFromImports: NULL argument");
+            return -1;
         }
-        _ => {
-            set_error(
-                "RuntimeError",
-                &format!(
-                    "function `{name}` is neither in the model library nor registered with Mote"
-                ),
-            );
-            -1
+        let name = lossy(name);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: the loader stores a pointer to the live `Library` in the context slot.
+            let lib = unsafe { &*(ctx as *const crate::loader::library::Library) };
+            lib.env_function(&name)
+        }));
+        match r {
+            Ok(Some(h)) => {
+                // SAFETY: `out` checked non-NULL.
+                unsafe { *out = h as *const EnvFunction as *mut c_void };
+                0
+            }
+            _ => {
+                set_error(
+                    "RuntimeError",
+                    &format!(
+                        "function `{name}` is neither in the model library nor registered with Mote"
+                    ),
+                );
+                -1
+            }
         }
-    }
+    })
 }
 
 static INIT_ONCE: Mutex<()> = Mutex::new(());
@@ -300,38 +306,40 @@ pub(crate) unsafe extern "C" fn handle_init_once(
     handle: *mut *mut c_void,
     init: Option<unsafe extern "C" fn(*mut *mut c_void) -> i32>,
 ) -> i32 {
-    if handle.is_null() {
-        set_error("ValueError", "TVMFFIHandleInitOnce: NULL handle");
-        return -1;
-    }
-    let slot = handle as *const std::sync::atomic::AtomicPtr<c_void>;
-    // SAFETY: the slot is a pointer-sized, pointer-aligned static of the kernel library.
-    let slot = unsafe { &*slot };
-    if !slot.load(std::sync::atomic::Ordering::Acquire).is_null() {
-        return 0;
-    }
-    let _g = INIT_ONCE.lock();
-    if !slot.load(std::sync::atomic::Ordering::Acquire).is_null() {
-        return 0;
-    }
-    let Some(init) = init else {
-        set_error("ValueError", "TVMFFIHandleInitOnce: NULL init function");
-        return -1;
-    };
-    let mut tmp: *mut c_void = std::ptr::null_mut();
-    // SAFETY: generated init functions take a pointer to write the handle to.
-    if unsafe { init(&mut tmp) } != 0 {
-        return -1;
-    }
-    if tmp.is_null() {
-        set_error(
-            "RuntimeError",
-            "TVMFFIHandleInitOnce: init returned a NULL handle",
-        );
-        return -1;
-    }
-    slot.store(tmp, std::sync::atomic::Ordering::Release);
-    0
+    c_boundary("TVMFFIHandleInitOnce", -1, || {
+        if handle.is_null() {
+            set_error("ValueError", "TVMFFIHandleInitOnce: NULL handle");
+            return -1;
+        }
+        let slot = handle as *const std::sync::atomic::AtomicPtr<c_void>;
+        // SAFETY: the slot is a pointer-sized, pointer-aligned static of the kernel library.
+        let slot = unsafe { &*slot };
+        if !slot.load(std::sync::atomic::Ordering::Acquire).is_null() {
+            return 0;
+        }
+        let _g = INIT_ONCE.lock();
+        if !slot.load(std::sync::atomic::Ordering::Acquire).is_null() {
+            return 0;
+        }
+        let Some(init) = init else {
+            set_error("ValueError", "TVMFFIHandleInitOnce: NULL init function");
+            return -1;
+        };
+        let mut tmp: *mut c_void = std::ptr::null_mut();
+        // SAFETY: generated init functions take a pointer to write the handle to.
+        if unsafe { init(&mut tmp) } != 0 {
+            return -1;
+        }
+        if tmp.is_null() {
+            set_error(
+                "RuntimeError",
+                "TVMFFIHandleInitOnce: init returned a NULL handle",
+            );
+            return -1;
+        }
+        slot.store(tmp, std::sync::atomic::Ordering::Release);
+        0
+    })
 }
 
 #[cfg(test)]

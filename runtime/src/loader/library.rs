@@ -361,23 +361,27 @@ fn mapped_bytes_after(p: *const u8) -> Option<usize> {
         _size: libc::size_t,
         data: *mut c_void,
     ) -> libc::c_int {
-        // SAFETY: dl_iterate_phdr passes valid info for each loaded object, and `data` is our
-        // `Search`.
-        let (info, s) = unsafe { (&*info, &mut *(data as *mut Search)) };
-        for i in 0..info.dlpi_phnum as usize {
-            // SAFETY: dlpi_phdr has dlpi_phnum entries.
-            let ph = unsafe { &*info.dlpi_phdr.add(i) };
-            if ph.p_type != libc::PT_LOAD {
-                continue;
+        // A panic must not unwind into the C library's frame: stop the walk instead.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: dl_iterate_phdr passes valid info for each loaded object, and `data` is our
+            // `Search`.
+            let (info, s) = unsafe { (&*info, &mut *(data as *mut Search)) };
+            for i in 0..info.dlpi_phnum as usize {
+                // SAFETY: dlpi_phdr has dlpi_phnum entries.
+                let ph = unsafe { &*info.dlpi_phdr.add(i) };
+                if ph.p_type != libc::PT_LOAD {
+                    continue;
+                }
+                let start = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
+                let end = start.wrapping_add(ph.p_memsz as usize);
+                if (start..end).contains(&s.addr) {
+                    s.found = Some(end - s.addr);
+                    return 1;
+                }
             }
-            let start = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
-            let end = start.wrapping_add(ph.p_memsz as usize);
-            if (start..end).contains(&s.addr) {
-                s.found = Some(end - s.addr);
-                return 1;
-            }
-        }
-        0
+            0
+        }))
+        .unwrap_or(1)
     }
     let mut s = Search {
         addr: p as usize,
