@@ -11,6 +11,9 @@
 //!
 //! A [`Model`] is `Send + Sync`; a [`Session`] runs it on one thread at a time.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod dtype;
 mod error;
 mod host;

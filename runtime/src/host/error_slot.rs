@@ -81,6 +81,7 @@ mod tests {
         let a = CString::new("Invalid x.shape[0]").unwrap();
         let b = CString::new(", expected 4").unwrap();
         let parts = [a.as_ptr(), std::ptr::null(), b.as_ptr()];
+        // SAFETY: a C string and three parts, each NULL or a C string, all alive for the call.
         unsafe { TVMFFIErrorSetRaisedFromCStrParts(kind.as_ptr(), parts.as_ptr(), 3) };
         assert_eq!(
             take_error(),

@@ -348,6 +348,7 @@ mod tests {
 
     #[test]
     fn workspace_is_aligned_and_reused() {
+        // SAFETY: every block is freed once, after use within its size.
         unsafe {
             let a = alloc_workspace(1, 0, 262_144, 2, 32);
             assert!(!a.is_null());

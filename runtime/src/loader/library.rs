@@ -435,8 +435,10 @@ fn ensure_error_symbol_visible() -> Result<()> {
                 }
                 return Ok(());
             }
-            // SAFETY: dladdr only reads loader data for an address in our own image.
+            // SAFETY: Dl_info is plain C data (pointers and integers); all-zero is valid.
             let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+            // SAFETY: dladdr only reads loader data for an address in our own image and
+            // writes `info`.
             if unsafe { libc::dladdr(ours, &mut info) } != 0 && !info.dli_fname.is_null() {
                 // SAFETY: dli_fname is the path of the object containing Mote; NOLOAD only
                 // changes the flags of an already-loaded object.

@@ -138,8 +138,8 @@ impl PluginBackend {
             .map_err(|e| load_err(path, format!("cannot load plug-in: {e}")))?;
         macro_rules! sym {
             ($name:literal, $ty:ty) => {{
-                // SAFETY: the symbol's type is the one the ABI header declares for this name.
                 let s: libloading::Symbol<$ty> =
+                    // SAFETY: the symbol's type is the one the ABI header declares for this name.
                     unsafe { lib.get(concat!($name, "\0").as_bytes()) }.map_err(|e| {
                         load_err(
                             path,
