@@ -136,8 +136,8 @@ pub(crate) unsafe extern "C" fn free_workspace(
 pub(crate) enum EnvFunction {
     Kernel(SafeCallFn),
     /// Bound late, by name, at every call: re-registering a function takes effect at once and
-    /// a replaced registration is released (the handle itself is never freed, see
-    /// `Library::env_function`).
+    /// a replaced registration is released. (The handle lives as long as the library is
+    /// mapped, see `Library::env_function`.)
     Registered {
         name: String,
     },
@@ -218,7 +218,8 @@ pub(crate) unsafe extern "C" fn function_call(
             );
             return -1;
         }
-        // SAFETY: handles are only made by `env_lookup`, and are leaked (never freed).
+        // SAFETY: handles are only made by `env_lookup`, and stay valid while the library of
+        // the kernel calling with one is mapped (`Library::env_function`).
         let f = unsafe { &*(handle as *const EnvFunction) };
         match f {
             // SAFETY: forwarding the kernel's own arguments to another kernel of the same library.
@@ -283,7 +284,7 @@ pub(crate) unsafe extern "C" fn env_lookup(
         match r {
             Ok(Some(h)) => {
                 // SAFETY: `out` checked non-NULL.
-                unsafe { *out = h as *const EnvFunction as *mut c_void };
+                unsafe { *out = h.as_ptr().cast::<c_void>() };
                 0
             }
             _ => {

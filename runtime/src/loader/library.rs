@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use crate::error::{Error, Result};
@@ -23,8 +24,9 @@ pub(crate) struct Library {
     /// Closed by hand in `Drop`, before the function handles kernels may have cached.
     lib: std::mem::ManuallyDrop<libloading::os::unix::Library>,
     path: PathBuf,
-    /// Handles given to kernels by `env_lookup`; leaked on purpose (see `env_function`).
-    env_cache: Mutex<HashMap<String, &'static EnvFunction>>,
+    /// Handles given to kernels by `env_lookup`, boxed so their addresses stay put. Freed in
+    /// `Drop` once the library is unmapped, leaked if it stays mapped (see `env_function`).
+    env_cache: Mutex<HashMap<String, Box<EnvFunction>>>,
     /// The memory file a library loaded from bytes lives in (see `open_memory`).
     _memfd: Option<std::os::fd::OwnedFd>,
 }
@@ -71,12 +73,11 @@ impl Drop for Library {
                     !h.is_null()
                 }
             });
-        if !still_mapped {
-            for f in cache.into_values() {
-                // SAFETY: every handle in the cache came from `Box::leak` in `env_function`,
-                // and the library that could use it is gone.
-                drop(unsafe { Box::from_raw(f as *const EnvFunction as *mut EnvFunction) });
-            }
+        if still_mapped {
+            // Kernels that stay mapped may still call through their cached handles.
+            cache.into_values().for_each(|f| {
+                Box::leak(f);
+            });
         }
     }
 }
@@ -247,12 +248,14 @@ impl Library {
     }
 
     /// A handle for `name` as kernels look it up. Generated code caches handles in the
-    /// library's static data, so they live as long as the mapping: they are freed when this
-    /// object unmaps the library, and deliberately leaked if someone else keeps it mapped.
-    pub fn env_function(&self, name: &str) -> Option<&'static EnvFunction> {
+    /// library's static data, so a handle must live as long as the mapping, not as long as a
+    /// borrow of `self`: it is a raw pointer, valid until this object unmaps the library (when
+    /// the box is freed), and forever if someone else keeps the library mapped (the box is
+    /// leaked then).
+    pub fn env_function(&self, name: &str) -> Option<NonNull<EnvFunction>> {
         let mut cache = self.env_cache.lock().ok()?;
         if let Some(f) = cache.get(name) {
-            return Some(f);
+            return Some(NonNull::from(&**f));
         }
         let f = if let Some(k) = self.kernel(name) {
             EnvFunction::Kernel(k)
@@ -262,9 +265,10 @@ impl Library {
                 name: name.to_string(),
             }
         };
-        let leaked: &'static EnvFunction = Box::leak(Box::new(f));
-        cache.insert(name.to_string(), leaked);
-        Some(leaked)
+        let boxed = Box::new(f);
+        let handle = NonNull::from(&*boxed);
+        cache.insert(name.to_string(), boxed);
+        Some(handle)
     }
 
     /// Decode `__tvm_ffi__library_bin`; `None` for a library without one (a bare TIR export).
