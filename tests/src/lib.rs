@@ -121,3 +121,98 @@ pub fn assert_close(what: &str, got: &Tensor, want: &Tensor, rtol: f64, atol: f6
 pub fn manifest_path_of(model: &Json) -> PathBuf {
     zoo_path(model["file"].as_str().expect("file"))
 }
+
+/// The offload zoo (`scripts/offload-zoo.sh`, folder in `MOTE_OFFLOAD_ZOO_DIR`): partitioned
+/// models checked against TVM's unpartitioned outputs.
+pub mod offload_zoo {
+    use std::path::PathBuf;
+
+    use mote::{Model, SessionOptions, Tensor, Value};
+    use serde_json::Value as Json;
+
+    pub fn dir() -> PathBuf {
+        match std::env::var_os("MOTE_OFFLOAD_ZOO_DIR") {
+            Some(d) => PathBuf::from(d),
+            None => panic!(
+                "MOTE_OFFLOAD_ZOO_DIR is not set: build the offload zoo with `scripts/offload-zoo.sh` \
+                 (python/offload_zoo.py --out DIR) and export MOTE_OFFLOAD_ZOO_DIR=DIR"
+            ),
+        }
+    }
+
+    pub fn manifest() -> Json {
+        crate::manifest_in(&dir())
+    }
+
+    pub fn load_indexed(file: &str, prefix: &str) -> Vec<Tensor> {
+        crate::load_indexed_in(&dir(), file, prefix)
+    }
+
+    pub fn run_all(backends: &[&str]) {
+        let m = manifest();
+        let models = m["models"].as_array().expect("manifest has `models`");
+        assert!(!models.is_empty(), "the offload zoo has no models");
+        let backends: Vec<String> = backends.iter().map(|s| s.to_string()).collect();
+        let mut checked = 0;
+        for entry in models {
+            let name = entry["name"].as_str().expect("model name");
+            let file = entry["file"].as_str().expect("model file");
+            let model =
+                Model::load(dir().join(file)).unwrap_or_else(|e| panic!("{name}: load: {e}"));
+            let plan = model.partition_plan(&backends);
+            if let Some(n) = entry["subgraphs"].as_u64() {
+                assert_eq!(
+                    plan.len() as u64,
+                    n,
+                    "{name}: number of mote.subgraph calls"
+                );
+            }
+            for p in &plan {
+                assert!(
+                    !p.nodes.is_empty(),
+                    "{name}: subgraph `{}` has no nodes",
+                    p.name
+                );
+            }
+            for threads in [1, 2] {
+                let mut session = model
+                    .session_with(SessionOptions {
+                        threads: Some(threads),
+                        backends: backends.clone(),
+                        poison_memory: true,
+                        ..Default::default()
+                    })
+                    .unwrap_or_else(|e| panic!("{name}: session: {e}"));
+                for case in entry["cases"].as_array().expect("cases") {
+                    let cname = format!(
+                        "{name}.{} ({threads} threads, backends {backends:?})",
+                        case["case"]
+                    );
+                    let function = case["function"].as_str().expect("function");
+                    let args: Vec<Value> =
+                        load_indexed(case["inputs"].as_str().expect("inputs"), "arg")
+                            .into_iter()
+                            .map(Value::Tensor)
+                            .collect();
+                    let out = session
+                        .call(function, &args)
+                        .unwrap_or_else(|e| panic!("{cname}: {e}"))
+                        .flatten_tensors();
+                    let expected =
+                        load_indexed(case["expected"].as_str().expect("expected"), "out");
+                    assert_eq!(out.len(), expected.len(), "{cname}: number of outputs");
+                    let tol = &case["tolerance"];
+                    let (rtol, atol) = (
+                        tol["rtol"].as_f64().expect("rtol"),
+                        tol["atol"].as_f64().expect("atol"),
+                    );
+                    for (i, (g, w)) in out.iter().zip(&expected).enumerate() {
+                        crate::assert_close(&format!("{cname} out{i}"), g, w, rtol, atol);
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 0, "no case was checked");
+    }
+}

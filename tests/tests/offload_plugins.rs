@@ -1,0 +1,64 @@
+//! The offload zoo with backend plug-ins loaded: the C test plug-in, and on Arm Linux the real
+//! ACL shim. A process of its own (see `offload.rs`), so loading a plug-in here cannot change
+//! what "the default backends" means to another test; every run here names its backends.
+
+use mote::Model;
+use mote_tests::offload_zoo::{dir, manifest, run_all};
+
+/// With the C test plug-in (float32 add and relu only) loaded and preferred, the nodes it takes
+/// run in it on the VM's own buffers and the rest falls back to `cpu`; results still match TVM.
+#[test]
+fn offload_zoo_matches_tvm_with_the_test_plugin_preferred() {
+    let path = env!("MOTE_TEST_PLUGIN");
+    assert!(
+        !path.is_empty(),
+        "tests/build.rs did not build the test plug-in"
+    );
+    mote::backend::load_plugin(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let m = manifest();
+    let mut on_plugin = 0;
+    for entry in m["models"].as_array().expect("models") {
+        let file = entry["file"].as_str().expect("file");
+        let model = Model::load(dir().join(file)).expect("load");
+        for p in model.partition_plan(&["testplug".to_string(), "cpu".to_string()]) {
+            on_plugin += p.nodes.iter().filter(|n| n.backend == "testplug").count();
+            for n in p.nodes.iter().filter(|n| n.backend == "cpu") {
+                assert!(
+                    n.fallback_reasons
+                        .iter()
+                        .any(|r| r.starts_with("testplug:")),
+                    "{file}: node `{}` fell back without a reason: {n:?}",
+                    n.name
+                );
+            }
+        }
+    }
+    assert!(on_plugin > 0, "no zoo node went to the test plug-in");
+    run_all(&["testplug", "cpu"]);
+}
+
+/// On Arm Linux, the real ACL backend (`libmote_acl.so`, built by `scripts/build-acl-shim.sh`
+/// against ACL 24.11) is loaded and preferred: every subgraph node of the zoo must run in ACL,
+/// and every output still matches TVM's
+/// unpartitioned model.
+#[cfg(all(target_arch = "aarch64", target_os = "linux"))]
+#[test]
+fn offload_zoo_matches_tvm_on_acl() {
+    let path = std::env::var("MOTE_ACL_PLUGIN").unwrap_or_else(|_| {
+        panic!("MOTE_ACL_PLUGIN is not set: build libmote_acl.so with scripts/build-acl-shim.sh (scripts/test-aarch64.sh does)")
+    });
+    mote::backend::load_plugin(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let prefs = ["acl".to_string(), "cpu".to_string()];
+    let (mut on_acl, mut total) = (0, 0);
+    for entry in manifest()["models"].as_array().expect("models") {
+        let model = Model::load(dir().join(entry["file"].as_str().expect("file"))).expect("load");
+        for p in model.partition_plan(&prefs) {
+            total += p.nodes.len();
+            on_acl += p.nodes.iter().filter(|n| n.backend == "acl").count();
+        }
+    }
+    eprintln!("offload zoo on ACL: {on_acl} of {total} subgraph nodes run in ACL");
+    assert!(total > 0, "the offload zoo has no subgraph nodes");
+    assert_eq!(on_acl, total, "every subgraph node of the zoo runs in ACL");
+    run_all(&["acl", "cpu"]);
+}
