@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run):
 #   1. formatting and clippy (-D warnings) on the host's stable Rust;
-#   2. the x86_64 model zoo built with TVM 0.27, then every Rust test on the host;
+#   2. the x86_64 model zoo built with TVM 0.27, then every Rust test on the host, and the
+#      thread-pool stress test again in release;
 #   3. the C ABI: header drift and hygiene, ABI baseline, C tests under valgrind, CMake example;
 #   4. the aarch64 zoos, and the same tests cross-built with trixie's Rust 1.85 under qemu,
 #      including the offload zoo on the real ACL through libmote_acl.so; the shim's own C test;
@@ -39,6 +40,11 @@ cargo test --workspace --locked 2>&1 | tee "$MOTE_CACHE/last-host-tests.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "host tests"
 record "host tests: $(grep -E '^test result:' "$MOTE_CACHE/last-host-tests.log" | awk '{p+=$4; f+=$6} END {print p " passed, " f " failed"}')"
 
+step "thread-pool stress test (release: 3 sessions x 4 threads x 200,000 launches)"
+cargo test -p mote --release --locked --lib stress_ 2>&1 | tee "$MOTE_CACHE/last-stress-tests.log"
+[ "${PIPESTATUS[0]}" = 0 ] || fail "thread-pool stress test"
+record "stress: $(grep -E '^test result:' "$MOTE_CACHE/last-stress-tests.log" | awk '{p+=$4; f+=$6} END {print p " passed, " f " failed"}')"
+
 step "C ABI (header, ABI baseline, C tests under valgrind, CMake)"
 scripts/test-ffi.sh 2>&1 | tee "$MOTE_CACHE/last-ffi-tests.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "C ABI tests"
@@ -63,7 +69,7 @@ record "check builds: ok"
 step "summary"
 printf '%s\n' "${results[@]}"
 total_p=0; total_f=0
-for log in "$MOTE_CACHE/last-host-tests.log" "$MOTE_CACHE/last-aarch64-tests.log"; do
+for log in "$MOTE_CACHE/last-host-tests.log" "$MOTE_CACHE/last-stress-tests.log" "$MOTE_CACHE/last-aarch64-tests.log"; do
     read -r p f < <(grep -E '^test result:' "$log" | awk '{p+=$4; f+=$6} END {print p+0, f+0}')
     total_p=$((total_p + p)); total_f=$((total_f + f))
 done
