@@ -100,6 +100,11 @@ enum MoteErrorCode
   MOTE_ERROR_CODE_SUBGRAPH = 15,
   // A backend (built-in or plug-in) failed to load, prepare or run a subgraph.
   MOTE_ERROR_CODE_BACKEND = 16,
+  // The session is running a call that cannot wait for this one: the caller is a callback
+  // of that very call (a session cannot be re-entered from its own callbacks), or a callback
+  // calling a session another thread is running (waiting could deadlock). The session
+  // itself is fine: call it again once the running call has returned.
+  MOTE_ERROR_CODE_BUSY = 17,
   // A handle is not a live handle of the expected type (already freed, or of another type).
   MOTE_ERROR_CODE_INVALID_HANDLE = 64,
   // A required pointer argument is NULL.

@@ -44,6 +44,11 @@ pub enum MoteErrorCode {
     Subgraph = 15,
     /// A backend (built-in or plug-in) failed to load, prepare or run a subgraph.
     Backend = 16,
+    /// The session is running a call that cannot wait for this one: the caller is a callback
+    /// of that very call (a session cannot be re-entered from its own callbacks), or a callback
+    /// calling a session another thread is running (waiting could deadlock). The session
+    /// itself is fine: call it again once the running call has returned.
+    Busy = 17,
     /// A handle is not a live handle of the expected type (already freed, or of another type).
     InvalidHandle = 64,
     /// A required pointer argument is NULL.
@@ -55,6 +60,7 @@ pub enum MoteErrorCode {
 }
 
 /// An error: a stable code and a message. Owned by the caller, freed with `mote_error_free`.
+#[derive(Debug)]
 pub struct MoteError {
     pub(crate) code: u32,
     pub(crate) message: CString,
@@ -100,9 +106,55 @@ impl MoteError {
 
 impl From<mote::Error> for MoteError {
     fn from(e: mote::Error) -> Self {
-        Self::with_raw_code(e.code() as u32, e.to_string())
+        Self::with_raw_code(MoteErrorCode::from(e.code()) as u32, e.to_string())
     }
 }
+
+/// The one list that ties `mote::ErrorCode` to `MoteErrorCode`. Both conversions below are
+/// exhaustive matches without a wildcard, generated from this list, so a variant added to
+/// either enum does not compile until it is listed here; the tests then check that each pair
+/// has the same number and the same name.
+///
+/// Naming rule: a runtime code and its C code have the same Rust variant name;
+/// cbindgen spells the C constant `MOTE_ERROR_CODE_` + the name in SCREAMING_SNAKE_CASE
+/// (`ErrorCode::InvalidArgument` <-> `MoteErrorCode::InvalidArgument` =
+/// `MOTE_ERROR_CODE_INVALID_ARGUMENT`). Codes of the C layer alone (64 and up) are listed
+/// after `c_only`.
+macro_rules! error_code_table {
+    ($($name:ident),* $(,)?; c_only: $($c_only:ident),* $(,)?) => {
+        impl From<mote::ErrorCode> for MoteErrorCode {
+            fn from(c: mote::ErrorCode) -> MoteErrorCode {
+                match c {
+                    $(mote::ErrorCode::$name => MoteErrorCode::$name,)*
+                }
+            }
+        }
+
+        impl MoteErrorCode {
+            /// The runtime's code of the same name, `None` for the C layer's own codes.
+            #[cfg_attr(not(test), allow(dead_code))]
+            pub(crate) fn runtime(self) -> Option<mote::ErrorCode> {
+                match self {
+                    $(MoteErrorCode::$name => Some(mote::ErrorCode::$name),)*
+                    $(MoteErrorCode::$c_only => None,)*
+                }
+            }
+        }
+
+        #[cfg(test)]
+        const SHARED_CODES: &[(mote::ErrorCode, MoteErrorCode, &str)] =
+            &[$((mote::ErrorCode::$name, MoteErrorCode::$name, stringify!($name)),)*];
+        #[cfg(test)]
+        const C_ONLY_CODES: &[(MoteErrorCode, &str)] =
+            &[$((MoteErrorCode::$c_only, stringify!($c_only)),)*];
+    };
+}
+
+error_code_table!(
+    Io, Load, Format, Unsupported, MissingFunctions, UnknownFunction, ArgumentCount, Mismatch,
+    Kernel, Callback, InvalidArgument, Npy, Vm, OutOfMemory, Subgraph, Backend, Busy;
+    c_only: InvalidHandle, NullArgument, InvalidUtf8, Internal
+);
 
 pub(crate) type Result<T> = std::result::Result<T, MoteError>;
 
@@ -206,4 +258,87 @@ pub unsafe extern "C" fn mote_error_new(code: u32, message: *const c_char) -> *m
         };
         MoteError::with_raw_code(code, text).into_raw()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    /// `InvalidArgument` -> `INVALID_ARGUMENT`, as cbindgen's `ScreamingSnakeCase` does.
+    fn screaming(name: &str) -> String {
+        let mut out = String::new();
+        for (i, ch) in name.chars().enumerate() {
+            if ch.is_ascii_uppercase() && i > 0 {
+                out.push('_');
+            }
+            out.push(ch.to_ascii_uppercase());
+        }
+        out
+    }
+
+    #[test]
+    fn runtime_codes_map_to_c_codes_of_the_same_number_and_name() {
+        for &(runtime, c, name) in SHARED_CODES {
+            assert_eq!(MoteErrorCode::from(runtime), c, "{name}");
+            assert_eq!(runtime as u32, c as u32, "{name}: numbers differ");
+            assert_eq!(format!("{runtime:?}"), name);
+            assert_eq!(format!("{c:?}"), name);
+            assert!((runtime as u32) < 64, "{name}: runtime codes are below 64");
+        }
+    }
+
+    #[test]
+    fn c_codes_map_back_to_runtime_codes_or_are_the_c_layers_own() {
+        for &(runtime, c, name) in SHARED_CODES {
+            assert_eq!(c.runtime(), Some(runtime), "{name}");
+        }
+        for &(c, name) in C_ONLY_CODES {
+            assert_eq!(c.runtime(), None, "{name}");
+            assert_eq!(format!("{c:?}"), name);
+            assert!(c as u32 >= 64, "{name}: C-only codes are 64 and up");
+        }
+        let numbers: Vec<u32> = SHARED_CODES
+            .iter()
+            .map(|&(_, c, _)| c as u32)
+            .chain(C_ONLY_CODES.iter().map(|&(c, _)| c as u32))
+            .collect();
+        let unique: HashSet<u32> = numbers.iter().copied().collect();
+        assert_eq!(unique.len(), numbers.len(), "a number is used twice");
+        assert!(
+            !unique.contains(&0),
+            "0 means 'no error' to mote_error_code"
+        );
+    }
+
+    /// The checked-in header lists exactly these codes, under the rule's names.
+    #[test]
+    fn the_header_spells_every_code_by_the_naming_rule() {
+        let header = include_str!("../include/mote.h");
+        let listed: HashSet<String> = header
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("MOTE_ERROR_CODE_"))
+            .map(|l| l.trim_end_matches(',').to_string())
+            .collect();
+        let expected: HashSet<String> = SHARED_CODES
+            .iter()
+            .map(|&(_, c, name)| (c, name))
+            .chain(C_ONLY_CODES.iter().copied())
+            .map(|(c, name)| format!("MOTE_ERROR_CODE_{} = {}", screaming(name), c as u32))
+            .collect();
+        assert_eq!(listed, expected);
+        assert_eq!(screaming("InvalidArgument"), "INVALID_ARGUMENT");
+    }
+
+    #[test]
+    fn runtime_errors_keep_their_code() {
+        let e = MoteError::from(mote::Error::InvalidArgument("x".into()));
+        assert_eq!(e.code, MoteErrorCode::InvalidArgument as u32);
+        let e = MoteError::from(mote::Error::Backend {
+            backend: "b".into(),
+            message: "m".into(),
+        });
+        assert_eq!(e.code, 16);
+    }
 }

@@ -90,6 +90,11 @@ pub enum Error {
 }
 
 /// Stable numeric error codes, shared by every binding. Values are never reused.
+///
+/// The C ABI's `MoteErrorCode` (`ffi/src/error.rs`) repeats these under the same names
+/// (`ErrorCode::InvalidArgument` is `MOTE_ERROR_CODE_INVALID_ARGUMENT`) and numbers; a test in
+/// `mote-ffi` fails to compile or fails when the two drift apart. Codes 64 and up are the C
+/// layer's own and are not listed here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum ErrorCode {
@@ -109,6 +114,11 @@ pub enum ErrorCode {
     OutOfMemory = 14,
     Subgraph = 15,
     Backend = 16,
+    /// A session was called while it was already running a call that cannot wait for it: from
+    /// a callback of that very call (re-entry), or from a callback while another thread holds
+    /// the session. Reported by bindings that share a session between callers (the C ABI);
+    /// no [`Error`] of this crate has it, since `Session` methods take `&mut self`.
+    Busy = 17,
 }
 
 impl Error {
