@@ -67,17 +67,20 @@ check abi-structs-covered test -z "$missing_structs"
 
 # C tests, built against the installed header and library, run under valgrind memcheck.
 cflags=(-std=c11 -D_GNU_SOURCE "${warn[@]}" -Wno-pedantic -g -O1)
-for t in test_api test_zoo; do
+for t in test_api test_zoo test_callbacks; do
     gcc "${cflags[@]}" "ffi/tests/c/$t.c" -o "$out/$t" $(pkg-config --cflags --libs mote) -lpthread -lm \
         || die "$t did not build"
 done
 gcc -std=gnu11 -Wall -Wextra -Werror -g ffi/tests/c/test_dlopen.c -I"$inc" -o "$out/test_dlopen" -ldl \
     || die "test_dlopen did not build"
 "$venv/bin/python" ffi/tests/zoo_cases.py "$MOTE_ZOO_DIR" "$out/cases" 2>/dev/null || die "zoo_cases.py failed"
+"$venv/bin/python" ffi/tests/callback_models.py "$out/models" >"$out/callback-models.log" 2>&1 \
+    || { cat "$out/callback-models.log" >&2; die "callback_models.py failed"; }
 vg=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect
     --show-leak-kinds=definite,indirect)
 check c-api-valgrind "${vg[@]}" "$out/test_api" "$MOTE_ZOO_DIR" "$out/scratch"
 check c-zoo-valgrind "${vg[@]}" "$out/test_zoo" "$out/cases"
+check c-callbacks-valgrind "${vg[@]}" "$out/test_callbacks" "$MOTE_ZOO_DIR" "$out/models"
 check c-dlopen-local-valgrind "${vg[@]}" "$out/test_dlopen" "$prefix/lib/libmote.so" "$MOTE_ZOO_DIR"
 
 # The README's C program, linked through pkg-config, shared and static: raise.so computes 3 * x.

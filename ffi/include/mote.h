@@ -169,7 +169,9 @@ typedef struct MoteProfile MoteProfile;
 
 // A VM session: registers, memory pool and worker threads for one model (opaque handle).
 // Calls on one session are serialized (a second thread waits); use one session per thread
-// to run in parallel.
+// to run in parallel. A session is never re-entered: a call from a callback of a running call
+// of the same session, or from a callback while another thread runs the session, fails with
+// `MOTE_ERROR_CODE_BUSY` instead of waiting (which would deadlock).
 typedef struct MoteSession MoteSession;
 
 // Options for a new session (opaque handle; a builder). Any thread, one at a time.
@@ -178,14 +180,27 @@ typedef struct MoteSessionOptions MoteSessionOptions;
 // An n-dimensional array (opaque handle). Thread-safety: a tensor handle may be used from any
 // thread; its data is plain memory, so concurrent writes (or a write while a session reads
 // the tensor) are data races the caller must avoid.
+//
+// A tensor handle a callback receives as an argument (`MoteArg.tensor`) is *lent*: it may view
+// memory that belongs to a compiled kernel and is valid only while the callback runs, and Mote
+// frees the handle when the callback returns. Nothing keeps a lent tensor's memory: keeping it
+// copies it (`mote_tensor_clone`, an input to `mote_session_run`/`mote_session_set_input`).
 typedef struct MoteTensor MoteTensor;
 
 // A list of tensors, the outputs of a call (opaque handle). Immutable; any thread.
 typedef struct MoteTensorList MoteTensorList;
 
 // One argument of a callback. Only the field matching `kind` is meaningful. Everything is
-// borrowed for the duration of the callback: `tensor` is freed by Mote after it returns (use
-// `mote_tensor_clone` to keep it), `string` likewise.
+// lent for the duration of the callback and released by Mote when it returns.
+//
+// `tensor` is a lent handle: its memory may belong to the kernel that made the call (a
+// scratch buffer, an output) and be reused or freed as soon as the callback returns. Read and
+// write it through `mote_tensor_info(...).data` during the call (writes reach the kernel's
+// buffer: that is how destination-passing outputs are produced). To keep its contents, use
+// `mote_tensor_clone`, which for a lent handle makes a deep copy owned by the new handle;
+// passed as an input to `mote_session_run` or `mote_session_set_input`, it is copied too. Do
+// not keep `data`, `shape` or the handle itself beyond the call. `string` and `pointer` are
+// likewise valid only during the call.
 typedef struct {
   // A `MoteArgKind` value.
   uint32_t kind;
@@ -201,15 +216,26 @@ typedef struct {
 
 // A function implemented in C. Return NULL on success or an error made with
 // `mote_error_new` (Mote takes ownership and reports it as `MOTE_ERROR_CODE_CALLBACK`). To
-// return a tensor, store a handle you created in `*result` (Mote takes ownership); leave it
-// NULL to return nothing. Called from whichever thread runs the session, possibly several at
-// once: `user_data` must be safe to share between threads.
+// return a tensor, store a handle you created in `*result` (Mote takes ownership; a lent
+// argument handle stored there is returned as a copy); leave it NULL to return nothing.
+// Called from whichever thread runs the session (or one of its worker threads), possibly
+// several at once: `user_data` must be safe to share between threads.
+//
+// The callback must return normally: a C++ exception or a `longjmp` must not leave it (that
+// would unwind through Mote's frames, which is undefined behaviour). Catch everything inside
+// and return an error made with `mote_error_new` instead.
+//
+// A callback may call Mote, with one limit: a session is never re-entered. Calling the
+// session that is running this callback gives `MOTE_ERROR_CODE_BUSY`, as does calling any
+// session another thread is running (a callback does not wait for a session).
 typedef MoteError *(*MoteFunctionCallback)(void *user_data,
                                            const MoteArg *args,
                                            size_t num_args,
                                            MoteTensor **result);
 
-// Called once when a registration is replaced or removed, to release `user_data`.
+// Called once to release the `user_data` of a registration when it is no longer used (see
+// `mote_function_register`), with no lock of Mote's held: it may call Mote. Must return
+// normally (no C++ exception, no `longjmp`).
 typedef void (*MoteFreeCallback)(void *user_data);
 
 // Receives one log record: `level` is a `MoteLogLevel`, `target` the Mote module, `message`
@@ -253,7 +279,7 @@ typedef struct {
 } MoteProfileEntry;
 
 // Called once, from any thread, when Mote no longer uses memory lent to it with
-// `mote_tensor_from_borrowed`.
+// `mote_tensor_from_borrowed`. Must return normally (no C++ exception, no `longjmp`).
 typedef void (*MoteReleaseCallback)(void *user_data);
 
 // What `mote_tensor_info` reports. Pointers are borrowed from the tensor and valid until it is
@@ -294,16 +320,27 @@ void mote_error_free(MoteError *error);
 MoteError *mote_error_new(uint32_t code, const char *message);
 
 // Register `callback` under `name` (process-wide), replacing any function of that name.
-// Models loaded afterwards can call it by name (TVM's `call_packed` / `call_dps_packed`, or a
-// kernel's function lookup). `free_user_data` (may be NULL) is called once when the
-// registration is replaced or removed.
+//
+// Models reach it by name in two ways, bound at different times:
+// - a kernel's lookup of a global function (TIR `T.call_packed`) is bound late, by name, at
+//   each call: a new registration takes effect at once, even for models already loaded, and
+//   a call made while nothing is registered fails with `MOTE_ERROR_CODE_KERNEL`;
+// - a call the model's bytecode makes itself (Relax `R.call_packed` / `R.call_dps_packed`) is
+//   resolved when the model is loaded: register before `mote_model_load` (a missing function
+//   fails the load with `MOTE_ERROR_CODE_MISSING_FUNCTIONS`), and a loaded model keeps
+//   calling the registration it resolved, even after it is replaced or removed.
+//
+// `free_user_data` (may be NULL) is called once, to release `user_data`, when the
+// registration is no longer used: replaced or removed, no call to it running, and every
+// model that resolved it at load freed (sessions keep their model).
 MoteError *mote_function_register(const char *name,
                                   MoteFunctionCallback callback,
                                   void *user_data,
                                   MoteFreeCallback free_user_data);
 
 // Remove the function registered under `name`; `*existed` (may be NULL) says whether there
-// was one. Models already loaded keep the function they resolved.
+// was one. Kernel lookups fail from the next call on; models that resolved the function at
+// load keep calling it (see `mote_function_register`).
 MoteError *mote_function_unregister(const char *name, bool *existed);
 
 // Send Mote's log records up to `max_level` (a `MoteLogLevel`) to `callback`, process-wide,
@@ -366,7 +403,10 @@ MoteError *mote_session_new(const MoteModel *model,
 void mote_session_free(MoteSession *session);
 
 // Call `function` with `num_inputs` tensors; its result (tuples flattened depth-first) is
-// written to `*outputs` as a new list the caller frees. Inputs are borrowed for the call.
+// written to `*outputs` as a new list the caller frees. Inputs are borrowed for the call (an
+// output may share an input's memory), except tensors lent to a callback, which are copied.
+// From a callback of a call running on this session, or while another thread runs it, this
+// fails with `MOTE_ERROR_CODE_BUSY` (see `MoteSession`).
 MoteError *mote_session_run(MoteSession *session,
                             const char *function,
                             const MoteTensor *const *inputs,
@@ -374,7 +414,8 @@ MoteError *mote_session_run(MoteSession *session,
                             MoteTensorList **outputs);
 
 // Stateful API, step 1: bind the inputs of `function` for later `mote_session_invoke_stateful`
-// calls (the tensors are retained by the session until replaced or the session is freed).
+// calls (the tensors are retained by the session until replaced or the session is freed;
+// tensors lent to a callback are copied).
 MoteError *mote_session_set_input(MoteSession *session,
                                   const char *function,
                                   const MoteTensor *const *inputs,
@@ -434,13 +475,21 @@ MoteError *mote_tensor_from_borrowed(MoteDtype dtype,
                                      MoteTensor **out);
 
 // Dtype, shape, data pointer and size of a tensor. The pointers are borrowed: valid until
-// the tensor is freed.
+// the tensor is freed. For a tensor lent to a callback, `data` is the lent memory itself
+// (writes reach the caller's buffer, as destination-passing outputs need) and is valid only
+// until the callback returns.
 MoteError *mote_tensor_info(const MoteTensor *tensor, MoteTensorInfo *out);
 
-// A second handle to the same tensor (same memory). Free both.
+// A second handle to a tensor, which the caller frees. For an ordinary handle it shares the
+// memory (no copy). For a tensor lent to a callback (`MoteArg.tensor`) it is a deep copy into
+// fresh memory owned by the new handle, valid after the callback returns: the lent memory may
+// belong to a kernel and be reused or freed once the call is over. The copy is a snapshot:
+// later writes to the lent tensor do not reach it. Cloning a lent tensor after its callback
+// has returned gives `MOTE_ERROR_CODE_INVALID_HANDLE`.
 MoteError *mote_tensor_clone(const MoteTensor *tensor, MoteTensor **out);
 
-// Free a tensor handle. NULL is a no-op; memory shared with live outputs stays alive.
+// Free a tensor handle. NULL is a no-op; memory shared with live outputs stays alive. Handles
+// lent to a callback are freed by Mote when it returns (freeing one earlier is harmless).
 void mote_tensor_free(MoteTensor *tensor);
 
 // Number of tensors in a list.

@@ -11,6 +11,7 @@
 #![allow(clippy::missing_safety_doc)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod callback;
 mod error;
 mod function;
 mod handle;

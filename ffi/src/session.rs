@@ -1,7 +1,9 @@
 //! Sessions: running functions, the stateful API, profiling.
 
 use std::ffi::{c_char, CString};
-use std::sync::Mutex;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use mote::{Session, SessionOptions, Tensor, Value};
 
@@ -17,7 +19,9 @@ pub struct MoteSessionOptions {
 
 /// A VM session: registers, memory pool and worker threads for one model (opaque handle).
 /// Calls on one session are serialized (a second thread waits); use one session per thread
-/// to run in parallel.
+/// to run in parallel. A session is never re-entered: a call from a callback of a running call
+/// of the same session, or from a callback while another thread runs the session, fails with
+/// `MOTE_ERROR_CODE_BUSY` instead of waiting (which would deadlock).
 pub struct MoteSession {
     _private: [u8; 0],
 }
@@ -45,11 +49,99 @@ pub(crate) struct Profile {
 }
 
 static OPTIONS: Table<Mutex<SessionOptions>> = Table::new(0x4f, "MoteSessionOptions");
-static SESSIONS: Table<Mutex<Session>> = Table::new(0x53, "MoteSession");
+static SESSIONS: Table<Exclusive<Session>> = Table::new(0x53, "MoteSession");
 static PROFILES: Table<Profile> = Table::new(0x50, "MoteProfile");
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A small number naming the current thread (never 0), for [`Exclusive`]'s owner field.
+fn thread_number() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static NUMBER: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    NUMBER.with(|n| *n)
+}
+
+/// A mutex that knows which thread holds it, so that a thread asking again (a callback of a
+/// session call calling the same session) gets an error instead of a deadlock. Other threads
+/// wait as with a plain mutex, except from inside an embedder callback, where waiting could
+/// deadlock too (the holder may be waiting for that very callback, run on one of its worker
+/// threads), so they get the error at once.
+pub(crate) struct Exclusive<T> {
+    value: Mutex<T>,
+    /// `thread_number()` of the holder, 0 when free. Only the holder writes its own number
+    /// (after locking) and clears it (before unlocking), so reading one's own number here
+    /// proves one holds the lock.
+    owner: AtomicU64,
+}
+
+pub(crate) struct ExclusiveGuard<'a, T> {
+    guard: MutexGuard<'a, T>,
+    owner: &'a AtomicU64,
+}
+
+impl<T> Drop for ExclusiveGuard<'_, T> {
+    fn drop(&mut self) {
+        // Runs before `guard` unlocks the mutex.
+        self.owner.store(0, Ordering::Release);
+    }
+}
+
+impl<T> Deref for ExclusiveGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.guard
+    }
+}
+
+impl<T> DerefMut for ExclusiveGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.guard
+    }
+}
+
+impl<T> Exclusive<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Exclusive {
+            value: Mutex::new(value),
+            owner: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> Result<ExclusiveGuard<'_, T>> {
+        let me = thread_number();
+        if self.owner.load(Ordering::Acquire) == me {
+            return Err(MoteError::new(
+                MoteErrorCode::Busy,
+                "the session is already running a call on this thread: a callback of that \
+                 call cannot call the same session (calls on one session do not nest)",
+            ));
+        }
+        let guard = if crate::callback::inside() {
+            match self.value.try_lock() {
+                Ok(g) => g,
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(TryLockError::WouldBlock) => {
+                    return Err(MoteError::new(
+                        MoteErrorCode::Busy,
+                        "the session is running a call on another thread, and a callback does \
+                         not wait for a session (the session could be waiting for this \
+                         callback); call it outside the callback, or use another session",
+                    ))
+                }
+            }
+        } else {
+            lock(&self.value)
+        };
+        self.owner.store(me, Ordering::Release);
+        Ok(ExclusiveGuard {
+            guard,
+            owner: &self.owner,
+        })
+    }
 }
 
 /// New session options with the defaults: threads = number of CPUs (or `MOTE_NUM_THREADS`),
@@ -139,7 +231,7 @@ pub unsafe extern "C" fn mote_session_new(
             lock(&*OPTIONS.get(options)?).clone()
         };
         let s = m.model.session_with(opts)?;
-        write_out(out, SESSIONS.insert(Mutex::new(s))?.cast());
+        write_out(out, SESSIONS.insert(Exclusive::new(s))?.cast());
         Ok(())
     })
 }
@@ -163,9 +255,12 @@ fn tensor_args(inputs: *const *const MoteTensor, count: usize) -> Result<Vec<Val
         .iter()
         .enumerate()
         .map(|(i, &h)| {
+            // A tensor lent to a callback is copied: the session may keep an input (as a bound
+            // input, in its registers, as an output) beyond the callback that lent it.
             TENSORS
                 .get(h)
-                .map(|t| Value::Tensor((*t).clone()))
+                .and_then(|e| e.keep())
+                .map(Value::Tensor)
                 .map_err(|e| e.context(format_args!("input {i}")))
         })
         .collect()
@@ -207,7 +302,10 @@ fn list_out(v: &Value, out: *mut *mut MoteTensorList) -> Result<()> {
 }
 
 /// Call `function` with `num_inputs` tensors; its result (tuples flattened depth-first) is
-/// written to `*outputs` as a new list the caller frees. Inputs are borrowed for the call.
+/// written to `*outputs` as a new list the caller frees. Inputs are borrowed for the call (an
+/// output may share an input's memory), except tensors lent to a callback, which are copied.
+/// From a callback of a call running on this session, or while another thread runs it, this
+/// fails with `MOTE_ERROR_CODE_BUSY` (see `MoteSession`).
 #[no_mangle]
 pub unsafe extern "C" fn mote_session_run(
     session: *mut MoteSession,
@@ -221,13 +319,14 @@ pub unsafe extern "C" fn mote_session_run(
         let s = SESSIONS.get(session)?;
         let function = str_arg(function, "function")?;
         let args = tensor_args(inputs, num_inputs)?;
-        let result = lock(&s).call(function, &args)?;
+        let result = s.lock()?.call(function, &args)?;
         list_out(&result, outputs)
     })
 }
 
 /// Stateful API, step 1: bind the inputs of `function` for later `mote_session_invoke_stateful`
-/// calls (the tensors are retained by the session until replaced or the session is freed).
+/// calls (the tensors are retained by the session until replaced or the session is freed;
+/// tensors lent to a callback are copied).
 #[no_mangle]
 pub unsafe extern "C" fn mote_session_set_input(
     session: *mut MoteSession,
@@ -239,7 +338,7 @@ pub unsafe extern "C" fn mote_session_set_input(
         let s = SESSIONS.get(session)?;
         let function = str_arg(function, "function")?;
         let args = tensor_args(inputs, num_inputs)?;
-        lock(&s).set_input(function, args)?;
+        s.lock()?.set_input(function, args)?;
         Ok(())
     })
 }
@@ -252,7 +351,7 @@ pub unsafe extern "C" fn mote_session_invoke_stateful(
 ) -> *mut MoteError {
     guard(|| {
         let s = SESSIONS.get(session)?;
-        lock(&s).invoke_stateful(str_arg(function, "function")?)?;
+        s.lock()?.invoke_stateful(str_arg(function, "function")?)?;
         Ok(())
     })
 }
@@ -268,7 +367,7 @@ pub unsafe extern "C" fn mote_session_get_output(
     guard(|| {
         check_out(outputs, "outputs")?;
         let s = SESSIONS.get(session)?;
-        let v = lock(&s).get_output(str_arg(function, "function")?)?;
+        let v = s.lock()?.get_output(str_arg(function, "function")?)?;
         list_out(&v, outputs)
     })
 }
@@ -281,7 +380,7 @@ pub unsafe extern "C" fn mote_session_set_profiling(
     enabled: bool,
 ) -> *mut MoteError {
     guard(|| {
-        lock(&*SESSIONS.get(session)?).set_profiling(enabled);
+        SESSIONS.get(session)?.lock()?.set_profiling(enabled);
         Ok(())
     })
 }
@@ -295,7 +394,7 @@ pub unsafe extern "C" fn mote_session_take_profile(
 ) -> *mut MoteError {
     guard(|| {
         check_out(out, "out")?;
-        let entries = lock(&*SESSIONS.get(session)?).take_profile();
+        let entries = SESSIONS.get(session)?.lock()?.take_profile();
         let rows = entries
             .iter()
             .map(|e| {
@@ -358,4 +457,73 @@ pub unsafe extern "C" fn mote_profile_get(
 #[no_mangle]
 pub unsafe extern "C" fn mote_profile_free(profile: *mut MoteProfile) {
     crate::error::guard_value((), || PROFILES.free(profile))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn code_of<T>(r: Result<T>) -> Option<(u32, String)> {
+        r.err()
+            .map(|e| (e.code, e.message.to_string_lossy().into_owned()))
+    }
+
+    #[test]
+    fn the_holding_thread_gets_busy_instead_of_a_deadlock() {
+        let x = Exclusive::new(1u32);
+        let mut g = x.lock().unwrap();
+        *g += 1;
+        let (code, message) = code_of(x.lock()).expect("a nested lock must fail");
+        assert_eq!(code, MoteErrorCode::Busy as u32);
+        assert!(message.contains("on this thread"), "{message}");
+        drop(g);
+        assert_eq!(*x.lock().unwrap(), 2, "usable again once released");
+    }
+
+    #[test]
+    fn other_threads_wait_for_the_holder() {
+        let x = Arc::new(Exclusive::new(0u32));
+        let released = Arc::new(AtomicBool::new(false));
+        let g = x.lock().unwrap();
+        let waiter = {
+            let (x, released) = (Arc::clone(&x), Arc::clone(&released));
+            std::thread::spawn(move || {
+                let mut g = x.lock().expect("an ordinary thread waits");
+                assert!(
+                    released.load(Ordering::SeqCst),
+                    "got the lock while it was held"
+                );
+                *g += 1;
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        released.store(true, Ordering::SeqCst);
+        drop(g);
+        waiter.join().unwrap();
+        assert_eq!(*x.lock().unwrap(), 1);
+    }
+
+    #[test]
+    fn a_callback_on_another_thread_gets_busy_instead_of_waiting() {
+        let x = Arc::new(Exclusive::new(0u32));
+        let g = x.lock().unwrap();
+        let x2 = Arc::clone(&x);
+        let r = std::thread::spawn(move || {
+            crate::callback::embedder(|| code_of(x2.lock().map(|_| ())))
+        })
+        .join()
+        .unwrap();
+        let (code, message) = r.expect("must not wait from a callback");
+        assert_eq!(code, MoteErrorCode::Busy as u32);
+        assert!(message.contains("another thread"), "{message}");
+        drop(g);
+        // Free: a callback gets it at once.
+        let x2 = Arc::clone(&x);
+        std::thread::spawn(move || crate::callback::embedder(|| assert!(x2.lock().is_ok())))
+            .join()
+            .unwrap();
+    }
 }

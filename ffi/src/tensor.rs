@@ -3,7 +3,7 @@
 use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use mote::{DType, Storage, Tensor, ALIGNMENT};
 
@@ -13,6 +13,11 @@ use crate::handle::Table;
 /// An n-dimensional array (opaque handle). Thread-safety: a tensor handle may be used from any
 /// thread; its data is plain memory, so concurrent writes (or a write while a session reads
 /// the tensor) are data races the caller must avoid.
+///
+/// A tensor handle a callback receives as an argument (`MoteArg.tensor`) is *lent*: it may view
+/// memory that belongs to a compiled kernel and is valid only while the callback runs, and Mote
+/// frees the handle when the callback returns. Nothing keeps a lent tensor's memory: keeping it
+/// copies it (`mote_tensor_clone`, an input to `mote_session_run`/`mote_session_set_input`).
 pub struct MoteTensor {
     _private: [u8; 0],
 }
@@ -59,10 +64,74 @@ pub struct MoteTensorInfo {
 }
 
 /// Called once, from any thread, when Mote no longer uses memory lent to it with
-/// `mote_tensor_from_borrowed`.
+/// `mote_tensor_from_borrowed`. Must return normally (no C++ exception, no `longjmp`).
 pub type MoteReleaseCallback = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
 
-pub(crate) static TENSORS: Table<Tensor> = Table::new(0x54, "MoteTensor");
+pub(crate) static TENSORS: Table<TensorEntry> = Table::new(0x54, "MoteTensor");
+
+/// What a `MoteTensor` handle names.
+pub(crate) struct TensorEntry {
+    tensor: Tensor,
+    /// `Some` for a tensor lent to a callback: its memory may belong to a kernel and be valid
+    /// only during the call. The flag is `true` while the loan lasts; copies read the memory
+    /// under its read lock and the loan ends under its write lock, so no copy made from another
+    /// thread can read the memory after the callback has returned.
+    loan: Option<RwLock<bool>>,
+}
+
+impl TensorEntry {
+    pub(crate) fn tensor(&self) -> &Tensor {
+        &self.tensor
+    }
+
+    /// The tensor, to be kept beyond the handle: the same memory for an ordinary handle, a
+    /// deep copy into fresh memory for a lent one.
+    pub(crate) fn keep(&self) -> Result<Tensor> {
+        let Some(loan) = &self.loan else {
+            return Ok(self.tensor.clone());
+        };
+        let live = loan.read().unwrap_or_else(|p| p.into_inner());
+        if !*live {
+            return Err(MoteError::new(
+                MoteErrorCode::InvalidHandle,
+                "the MoteTensor was lent to a callback that has returned",
+            ));
+        }
+        Ok(self.tensor.deep_copy()?)
+    }
+}
+
+/// A tensor lent to a callback for one call: the handle, freed when the loan is dropped.
+pub(crate) struct Loan {
+    handle: *mut MoteTensor,
+    entry: Arc<TensorEntry>,
+}
+
+impl Loan {
+    pub(crate) fn new(tensor: Tensor) -> Result<Loan> {
+        let entry = Arc::new(TensorEntry {
+            tensor,
+            loan: Some(RwLock::new(true)),
+        });
+        let handle = TENSORS.insert_arc(Arc::clone(&entry))?.cast();
+        Ok(Loan { handle, entry })
+    }
+
+    pub(crate) fn handle(&self) -> *mut MoteTensor {
+        self.handle
+    }
+}
+
+impl Drop for Loan {
+    fn drop(&mut self) {
+        // The handle may already be gone (the callback freed it, or passed it on as its
+        // result): either way it must not be live after this.
+        let _ = TENSORS.remove(self.handle);
+        if let Some(loan) = &self.entry.loan {
+            *loan.write().unwrap_or_else(|p| p.into_inner()) = false;
+        }
+    }
+}
 pub(crate) static TENSOR_LISTS: Table<Vec<Tensor>> = Table::new(0x4c, "MoteTensorList");
 
 impl From<MoteDtype> for DType {
@@ -86,7 +155,12 @@ impl From<DType> for MoteDtype {
 }
 
 pub(crate) fn new_handle(t: Tensor) -> Result<*mut MoteTensor> {
-    Ok(TENSORS.insert(t)?.cast())
+    Ok(TENSORS
+        .insert(TensorEntry {
+            tensor: t,
+            loan: None,
+        })?
+        .cast())
 }
 
 fn shape_arg<'a>(shape: *const i64, ndim: usize) -> Result<&'a [i64]> {
@@ -176,19 +250,19 @@ pub unsafe extern "C" fn mote_tensor_from_copy(
     })
 }
 
-struct Lent {
+struct Borrowed {
     release: MoteReleaseCallback,
     user_data: usize,
     /// Set once the tensor is handed to the caller: a failed call must not call `release`.
     armed: Arc<AtomicBool>,
 }
 
-impl Drop for Lent {
+impl Drop for Borrowed {
     fn drop(&mut self) {
         if let (Some(release), true) = (self.release, self.armed.load(Ordering::Acquire)) {
             // SAFETY: the caller registered this callback to be called exactly once, from any
             // thread, when the memory is no longer used; this is that moment.
-            unsafe { release(self.user_data as *mut c_void) }
+            crate::callback::embedder(|| unsafe { release(self.user_data as *mut c_void) })
         }
     }
 }
@@ -234,7 +308,7 @@ pub unsafe extern "C" fn mote_tensor_from_borrowed(
             ));
         }
         let armed = Arc::new(AtomicBool::new(false));
-        let owner = Lent {
+        let owner = Borrowed {
             release,
             user_data: user_data as usize,
             armed: Arc::clone(&armed),
@@ -250,7 +324,9 @@ pub unsafe extern "C" fn mote_tensor_from_borrowed(
 }
 
 /// Dtype, shape, data pointer and size of a tensor. The pointers are borrowed: valid until
-/// the tensor is freed.
+/// the tensor is freed. For a tensor lent to a callback, `data` is the lent memory itself
+/// (writes reach the caller's buffer, as destination-passing outputs need) and is valid only
+/// until the callback returns.
 #[no_mangle]
 pub unsafe extern "C" fn mote_tensor_info(
     tensor: *const MoteTensor,
@@ -258,7 +334,8 @@ pub unsafe extern "C" fn mote_tensor_info(
 ) -> *mut MoteError {
     guard(|| {
         check_out(out, "out")?;
-        let t = TENSORS.get(tensor)?;
+        let e = TENSORS.get(tensor)?;
+        let t = e.tensor();
         write_out(
             out,
             MoteTensorInfo {
@@ -273,7 +350,12 @@ pub unsafe extern "C" fn mote_tensor_info(
     })
 }
 
-/// A second handle to the same tensor (same memory). Free both.
+/// A second handle to a tensor, which the caller frees. For an ordinary handle it shares the
+/// memory (no copy). For a tensor lent to a callback (`MoteArg.tensor`) it is a deep copy into
+/// fresh memory owned by the new handle, valid after the callback returns: the lent memory may
+/// belong to a kernel and be reused or freed once the call is over. The copy is a snapshot:
+/// later writes to the lent tensor do not reach it. Cloning a lent tensor after its callback
+/// has returned gives `MOTE_ERROR_CODE_INVALID_HANDLE`.
 #[no_mangle]
 pub unsafe extern "C" fn mote_tensor_clone(
     tensor: *const MoteTensor,
@@ -281,13 +363,14 @@ pub unsafe extern "C" fn mote_tensor_clone(
 ) -> *mut MoteError {
     guard(|| {
         check_out(out, "out")?;
-        let t = TENSORS.get(tensor)?;
-        write_out(out, TENSORS.insert_arc(t)?.cast());
+        let kept = TENSORS.get(tensor)?.keep()?;
+        write_out(out, new_handle(kept)?);
         Ok(())
     })
 }
 
-/// Free a tensor handle. NULL is a no-op; memory shared with live outputs stays alive.
+/// Free a tensor handle. NULL is a no-op; memory shared with live outputs stays alive. Handles
+/// lent to a callback are freed by Mote when it returns (freeing one earlier is harmless).
 #[no_mangle]
 pub unsafe extern "C" fn mote_tensor_free(tensor: *mut MoteTensor) {
     crate::error::guard_value((), || TENSORS.free(tensor))
