@@ -240,7 +240,9 @@ typedef void (*MoteFreeCallback)(void *user_data);
 
 // Receives one log record: `level` is a `MoteLogLevel`, `target` the Mote module, `message`
 // the text (both UTF-8, borrowed for the call). Called from any thread Mote logs on, possibly
-// concurrently.
+// concurrently. It may call Mote (even `mote_log_set_callback`); records Mote produces on a
+// thread while that thread is inside the log callback are dropped, so it never recurses. It
+// must return normally (no C++ exception, no `longjmp`).
 typedef void (*MoteLogCallback)(void *user_data,
                                 uint32_t level,
                                 const char *target,
@@ -347,6 +349,13 @@ MoteError *mote_function_unregister(const char *name, bool *existed);
 // replacing an earlier callback. NULL `callback` or `MOTE_LOG_LEVEL_OFF` stops logging.
 // Fails with `MOTE_ERROR_CODE_UNSUPPORTED` if another logger of the Rust `log` crate was
 // installed in this process first.
+//
+// When it returns, the replaced callback is not running on any thread and will not be called
+// again, so its `user_data` may be released: it waits for calls of the replaced callback
+// that are running on other threads to return. Called from inside the log callback itself,
+// it cannot wait (two threads doing so would wait for each other) and returns at once: the
+// replaced callback may then still be finishing on other threads until the next
+// `mote_log_set_callback` made outside the log callback returns, which waits for them too.
 MoteError *mote_log_set_callback(MoteLogCallback callback, void *user_data, uint32_t max_level);
 
 // Load a model library made by TVM 0.27's `export_library`. Loading runs the library's code:

@@ -1,4 +1,4 @@
-/* Callbacks that receive tensors or call Mote back.
+/* Callbacks that receive tensors, call Mote back, or replace themselves.
  *
  *   test_callbacks ZOO_DIR MODELS_DIR
  *
@@ -508,6 +508,72 @@ static void test_free_callback_may_call_mote(void) {
     CHECK(existed);
 }
 
+/* ---- logs -------------------------------------------------------------------------------- */
+
+/* A warning from Mote: a double free is detected and logged. */
+static void provoke_warning(void) {
+    MoteTensor *t = NULL;
+    OK(mote_tensor_new(F32, SHAPE, 1, &t));
+    mote_tensor_free(t);
+    mote_tensor_free(t);
+}
+
+static int first_calls, second_calls;
+static MoteError *set_from_inside = (MoteError *)0x1;
+static void second_log(void *user_data, uint32_t level, const char *target, const char *message) {
+    (void)level, (void)target, (void)message;
+    CHECK(user_data == &second_calls);
+    second_calls++;
+}
+static void first_log(void *user_data, uint32_t level, const char *target, const char *message) {
+    (void)target;
+    CHECK(user_data == &first_calls && level == MOTE_LOG_LEVEL_WARN);
+    CHECK(strstr(message, "double free") != NULL);
+    first_calls++;
+    set_from_inside = mote_log_set_callback(second_log, &second_calls, MOTE_LOG_LEVEL_WARN);
+    provoke_warning(); /* made inside the log callback: dropped, not recursed into */
+}
+
+/* The log callback replaces itself: no deadlock, and the next record goes to the new one. */
+static void test_log_set_from_inside(void) {
+    OK(mote_log_set_callback(first_log, &first_calls, MOTE_LOG_LEVEL_WARN));
+    provoke_warning();
+    CHECK(first_calls == 1 && second_calls == 0);
+    CHECK(set_from_inside == NULL);
+    provoke_warning();
+    CHECK(first_calls == 1 && second_calls == 1);
+    OK(mote_log_set_callback(NULL, NULL, MOTE_LOG_LEVEL_OFF));
+    provoke_warning();
+    CHECK(second_calls == 1);
+}
+
+/* Replacing the callback while another thread is inside it waits for that call to return, so
+ * the replaced callback's user data may be freed at once (valgrind checks it is not used). */
+static atomic_int slow_entered;
+static void slow_log(void *user_data, uint32_t level, const char *target, const char *message) {
+    (void)level, (void)target, (void)message;
+    if (atomic_exchange(&slow_entered, 1)) return;
+    usleep(300 * 1000);
+    *(int *)user_data = 1;
+}
+static void *warn_thread(void *p) {
+    (void)p;
+    provoke_warning();
+    return NULL;
+}
+
+static void test_log_replace_waits(void) {
+    int *done = calloc(1, sizeof *done);
+    OK(mote_log_set_callback(slow_log, done, MOTE_LOG_LEVEL_WARN));
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, warn_thread, NULL) == 0);
+    while (!atomic_load(&slow_entered)) usleep(1000);
+    OK(mote_log_set_callback(NULL, NULL, MOTE_LOG_LEVEL_OFF));
+    CHECK(*done == 1); /* the running call had finished */
+    free(done);
+    pthread_join(th, NULL);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: %s ZOO_DIR MODELS_DIR\n", argv[0]);
@@ -537,5 +603,7 @@ int main(int argc, char **argv) {
 
     test_shared_session_serializes();
     test_free_callback_may_call_mote();
+    test_log_set_from_inside();
+    test_log_replace_waits();
     return finish("test_callbacks");
 }
