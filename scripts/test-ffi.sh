@@ -85,17 +85,27 @@ check c-dlopen-local-valgrind "${vg[@]}" "$out/test_dlopen" "$prefix/lib/libmote
 
 # The README's C program, linked through pkg-config, shared and static: raise.so computes 3 * x.
 c_example_ok() {
-    gcc -std=c11 "${warn[@]}" ffi/examples/c/run.c -o "$out/run_c" $(pkg-config --cflags --libs "$1") \
-        && "$out/run_c" "$MOTE_ZOO_DIR/raise.so" | tee /dev/stderr | grep -qx 'y\[0\] = 3'
+    gcc -std=c11 "${warn[@]}" ffi/examples/c/run.c -o "$out/run_$1" $(pkg-config --cflags --libs "$1") \
+        && "$out/run_$1" "$MOTE_ZOO_DIR/raise.so" | tee /dev/stderr | grep -qx 'y\[0\] = 3'
 }
 check c-example-pkg-config c_example_ok mote
 check c-example-pkg-config-static c_example_ok mote-static
+# What the header claims for static linking: `pkg-config --libs mote-static` exports the error
+# symbol model libraries resolve from the executable, and the static program really exports it.
+static_export_ok() {
+    pkg-config --libs mote-static | tee /dev/stderr \
+        | grep -q -- '--export-dynamic-symbol=TVMFFIErrorSetRaisedFromCStrParts' \
+        && nm -D --defined-only "$out/run_mote-static" | grep -qw TVMFFIErrorSetRaisedFromCStrParts
+}
+check static-exports-error-symbol static_export_ok
 
 # A C++ program built with CMake's find_package, shared and static.
 cmake_ok() {
     cmake -S ffi/examples/cpp -B "$out/cmake" -DCMAKE_PREFIX_PATH="$prefix" \
         && cmake --build "$out/cmake" -j 2 \
         && "$out/cmake/run_model" "$MOTE_ZOO_DIR/mlp.so" forward | tee /dev/stderr | grep -q 'out0: shape \[2, 8\]' \
+        && "$out/cmake/run_model" "$MOTE_ZOO_DIR/packed.so" main | tee /dev/stderr \
+            | grep -qx 'out0: shape \[8\], 32 bytes, first 1' \
         && "$out/cmake/run_model_static" "$MOTE_ZOO_DIR/raise.so" main | grep -q 'out0: shape \[8\]'
 }
 check cmake-example cmake_ok

@@ -12,20 +12,37 @@
  *   released with the matching *_free(). Strings and arrays returned by pointer are borrowed
  *   from the handle they came from and stay valid until that handle is freed. Inputs are
  *   borrowed for the duration of the call unless a function says it retains them.
+ *   Tensors a callback receives (MoteArg.tensor) are lent: their memory may belong to a
+ *   kernel and is valid only until the callback returns, when Mote frees the handle. Keeping
+ *   one copies it: mote_tensor_clone() of a lent tensor is a deep copy, and a lent tensor
+ *   passed to mote_session_run() or mote_session_set_input() is copied.
  * NULL. Every *_free(NULL) is a no-op. A NULL handle or required pointer argument gives
  *   MOTE_ERROR_CODE_NULL_ARGUMENT. A freed handle, or a handle of another type, gives
  *   MOTE_ERROR_CODE_INVALID_HANDLE (handles are checked tokens, not raw pointers).
  * Panics. A bug inside Mote never unwinds into C: it is caught at the entry point and
  *   returned as MOTE_ERROR_CODE_INTERNAL.
+ * Callbacks must return normally: a C++ exception or a longjmp must never leave a callback
+ *   (function, free, release or log callback) through Mote's frames; that is undefined
+ *   behaviour. In C++, catch everything inside the callback: a function callback returns an
+ *   error made with mote_error_new() instead; the others have no error to return and must
+ *   handle or drop it themselves.
  * Threads. MoteModel: share freely between threads. MoteSession: calls on one session are
- *   serialized; use one session per thread to run in parallel. MoteTensor, MoteTensorList,
- *   MoteProfile, MoteSessionOptions: usable from any thread; the caller synchronizes writes
- *   to tensor data. Callbacks (functions, logs, releases) may be called from any thread.
+ *   serialized; use one session per thread to run in parallel. A session is never re-entered:
+ *   calling it from a callback of its own running call, or from any callback while another
+ *   thread runs it, fails with MOTE_ERROR_CODE_BUSY instead of deadlocking. MoteTensor,
+ *   MoteTensorList, MoteProfile, MoteSessionOptions: usable from any thread; the caller
+ *   synchronizes writes to tensor data. Callbacks (functions, logs, releases, frees) may be
+ *   called from any thread.
+ * Registered functions (mote_function_register). A kernel's lookup of a global function is
+ *   bound by name at each call, so a new registration takes effect at once; a call the model's
+ *   bytecode makes itself (R.call_packed, R.call_dps_packed) is resolved when the model is
+ *   loaded, and the model keeps calling the registration it resolved.
  * Versioning. MOTE_ABI_VERSION must equal mote_abi_version(). Within one ABI version,
  *   functions and enum values are only added, never changed or removed.
  * Linking statically (libmote.a): the executable must export the symbol
- *   TVMFFIErrorSetRaisedFromCStrParts for model libraries to report errors
- *   (`pkg-config --static --libs mote` adds the linker flag).
+ *   TVMFFIErrorSetRaisedFromCStrParts for model libraries to report errors. The static
+ *   package adds the linker flag: `pkg-config --libs mote-static`, or CMake's target
+ *   mote::mote_static (`mote.pc` describes the shared library only).
  */
 
 

@@ -3,7 +3,10 @@
 //   run_model MODEL.so [FUNCTION]
 //
 // A small RAII layer over the C ABI: each handle type gets a unique_ptr with its _free, and
-// every MoteError* becomes a C++ exception.
+// every MoteError* becomes a C++ exception. It also registers a function models can call by
+// name ("mote.zoo.scale_shift", which the zoo's `packed` model calls), implemented in C++:
+// exceptions must never leave a callback into Mote, so it catches them all and returns a
+// MoteError instead.
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
@@ -51,6 +54,26 @@ Tensor ramp(const MoteParamInfo &p) {
     return tensor;
 }
 
+// dst[i] = 2 * src[i] + 1 for the arguments (src, dst, n) the `packed` model's kernel passes.
+// Everything that can throw runs inside the try block; nothing propagates into Mote.
+MoteError *scale_shift(void *, const MoteArg *args, size_t num_args, MoteTensor **) {
+    try {
+        if (num_args != 3 || args[0].kind != MOTE_ARG_KIND_POINTER ||
+            args[1].kind != MOTE_ARG_KIND_POINTER || args[2].kind != MOTE_ARG_KIND_INT ||
+            args[2].int_value < 0)
+            throw std::invalid_argument("scale_shift takes (src pointer, dst pointer, count)");
+        const auto *src = static_cast<const float *>(args[0].pointer);
+        auto *dst = static_cast<float *>(args[1].pointer);
+        std::vector<float> staged(src, src + args[2].int_value);  // may throw std::bad_alloc
+        for (size_t i = 0; i < staged.size(); i++) dst[i] = 2.0f * staged[i] + 1.0f;
+        return nullptr;
+    } catch (const std::exception &e) {
+        return mote_error_new(MOTE_ERROR_CODE_CALLBACK, e.what());
+    } catch (...) {
+        return mote_error_new(MOTE_ERROR_CODE_CALLBACK, "unknown C++ exception");
+    }
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -60,6 +83,7 @@ int main(int argc, char **argv) {
     }
     const char *function = argc > 2 ? argv[2] : "main";
     try {
+        check(mote_function_register("mote.zoo.scale_shift", scale_shift, nullptr, nullptr));
         MoteModel *m = nullptr;
         check(mote_model_load(argv[1], &m));
         Model model(m);
