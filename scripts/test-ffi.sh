@@ -17,6 +17,9 @@ for tool in gcc g++ cmake valgrind pkg-config nm; do
     command -v "$tool" >/dev/null || die "$tool is required and missing"
 done
 venv="$(scripts/venv.sh | tail -n 1)" || die "no Python venv"
+# Every session the C tests make fills fresh and recycled storage with NaN / 0xA5, so a kernel
+# task that never ran shows up as a wrong output instead of last run's bytes.
+export MOTE_POISON_MEMORY=1
 
 out="${CARGO_TARGET_DIR:-$root/target}/ffi-tests"
 rm -rf "$out"; mkdir -p "$out/scratch"

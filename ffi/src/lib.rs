@@ -10,6 +10,7 @@
 // `# Safety` section repeated on each of the functions.
 #![allow(clippy::missing_safety_doc)]
 #![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod callback;
 mod error;
