@@ -391,7 +391,9 @@ mod tests {
         for (i, v) in buf.iter_mut().enumerate() {
             *v = i as f32 + 0.5;
         }
-        let r = reg.call(&[Arg::from_value(&Value::Tensor(view_of(&mut buf)))]).unwrap();
+        let r = reg
+            .call(&[Arg::from_value(&Value::Tensor(view_of(&mut buf)))])
+            .unwrap();
         assert!(matches!(r, Value::None));
         drop(reg);
         // The write through the lent data pointer reached the lender's memory.
@@ -423,7 +425,9 @@ mod tests {
         };
         let reg = registration(&mut seen);
         let mut buf = Box::new([7f32; 16]);
-        let r = reg.call(&[Arg::from_value(&Value::Tensor(view_of(&mut buf)))]).unwrap();
+        let r = reg
+            .call(&[Arg::from_value(&Value::Tensor(view_of(&mut buf)))])
+            .unwrap();
         let Value::Tensor(t) = r else {
             panic!("expected a tensor")
         };

@@ -55,7 +55,8 @@ class _Target:
 
 
 _ACL = _Target("acl", quantized=True, concat=True, any_groups=False, layout="NHWC")
-# BNNS has no concatenation layer and no requantising int8 conv (spec/acl-bnns.md section 5).
+# BNNS has no concatenation layer and no requantising int8 conv (docs/bnns.md, "What
+# runs on BNNS" and "What falls back to `cpu`").
 _BNNS = _Target("bnns", quantized=False, concat=False, any_groups=True, layout="NCHW")
 
 

@@ -320,8 +320,8 @@ impl Model {
         let k = self.inner.library().kernel(name)?;
         let mut result = FfiAny::NONE;
         crate::host::error_slot::take_error();
-        // SAFETY: a zero-argument call with NULL args: kernels reject the count first (spec
-        // §2.4) and report the expected signature.
+        // SAFETY: a zero-argument call with NULL args: kernels reject the count first
+        // (docs/tvm-format.md §7.5) and report the expected signature.
         let rc = unsafe { k(std::ptr::null_mut(), std::ptr::null(), 0, &mut result) };
         let (_, msg) = crate::host::error_slot::take_error()?;
         if rc == 0 {

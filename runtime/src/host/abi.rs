@@ -1,11 +1,13 @@
-//! The C structures of the kernel ABI Mote implements (tvm-ffi "safe call", DLPack).
+//! The C structures of the kernel ABI Mote implements (tvm-ffi "safe call", DLPack), as
+//! docs/tvm-format.md §6-§7 describes them.
 //! Internal: nothing here is part of Mote's public API.
 
 use std::ffi::c_void;
 
 use crate::dtype::DType;
 
-/// `TVMFFITypeIndex` values Mote produces or accepts.
+/// `TVMFFITypeIndex` values Mote produces or accepts (docs/tvm-format.md §6.2 says which
+/// direction each goes).
 pub mod type_index {
     pub const NONE: i32 = 0;
     pub const INT: i32 = 1;
@@ -18,7 +20,27 @@ pub mod type_index {
     pub const TENSOR: i32 = 70;
 }
 
+/// DLPack's device type for host memory, the only device Mote runs on (docs/tvm-format.md §6.4).
 pub const DEVICE_CPU: i32 = 1;
+
+/// Size of the `TVMFFIObject` header every tvm-ffi heap object starts with; a Tensor object
+/// (type index 70) keeps its `DLTensor` right after it (docs/tvm-format.md §6.5).
+pub const OBJECT_HEADER_BYTES: usize = 24;
+
+/// A `DLDataType` as the payload of a `TVMFFIAny` of type `DATA_TYPE`: `code | bits << 8 |
+/// lanes << 16` (docs/tvm-format.md §6.3).
+pub fn pack_dtype(dt: DType) -> u64 {
+    dt.code as u64 | (dt.bits as u64) << 8 | (dt.lanes as u64) << 16
+}
+
+/// The inverse of [`pack_dtype`]; bits above the 32 it writes are ignored.
+pub fn unpack_dtype(payload: u64) -> DType {
+    DType {
+        code: payload as u8,
+        bits: (payload >> 8) as u8,
+        lanes: (payload >> 16) as u16,
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
@@ -27,7 +49,7 @@ pub struct DLDevice {
     pub device_id: i32,
 }
 
-/// DLPack's `DLTensor`, 48 bytes on 64-bit targets.
+/// DLPack's `DLTensor`, 48 bytes on 64-bit targets (docs/tvm-format.md §6.4).
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 pub struct DLTensor {
@@ -40,7 +62,7 @@ pub struct DLTensor {
     pub byte_offset: u64,
 }
 
-/// `TVMFFIAny`: a 16-byte tagged value. The union is kept as raw bits.
+/// `TVMFFIAny`: a 16-byte tagged value (docs/tvm-format.md §6.1). The union is kept as raw bits.
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 pub struct FfiAny {
@@ -84,11 +106,10 @@ impl FfiAny {
         }
     }
     pub fn dtype(dt: DType) -> Self {
-        let bits = dt.code as u64 | (dt.bits as u64) << 8 | (dt.lanes as u64) << 16;
         FfiAny {
             type_index: type_index::DATA_TYPE,
             zero_padding: 0,
-            value: bits,
+            value: pack_dtype(dt),
         }
     }
     pub fn as_ptr(&self) -> *mut c_void {

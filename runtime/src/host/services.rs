@@ -12,7 +12,6 @@ use std::ptr::NonNull;
 use std::sync::Mutex;
 
 use super::error_slot::{c_boundary, lossy, set_error};
-use crate::dtype::DType;
 use crate::host::abi::{type_index as ti, DLTensor, FfiAny, SafeCallFn};
 use crate::tensor::{Storage, Tensor, ALIGNMENT};
 use crate::value::{Arg, Value};
@@ -156,16 +155,14 @@ unsafe fn any_to_value(a: &FfiAny) -> Result<Value, String> {
         ti::BOOL => Value::Bool(a.value != 0),
         ti::FLOAT => Value::Float(f64::from_bits(a.value)),
         ti::OPAQUE_PTR => Value::OpaquePtr(a.value as usize),
-        ti::DATA_TYPE => Value::DType(DType {
-            code: a.value as u8,
-            bits: (a.value >> 8) as u8,
-            lanes: (a.value >> 16) as u16,
-        }),
+        ti::DATA_TYPE => Value::DType(crate::host::abi::unpack_dtype(a.value)),
         ti::RAW_STR => Value::Str(lossy(a.as_ptr() as *const c_char).into()),
         ti::DL_TENSOR_PTR | ti::TENSOR => {
             let p = if a.type_index == ti::TENSOR {
-                // SAFETY: a Tensor object keeps its DLTensor right after the 24-byte header.
-                unsafe { a.as_ptr().cast::<u8>().add(24).cast::<DLTensor>() }
+                let header = crate::host::abi::OBJECT_HEADER_BYTES;
+                // SAFETY: a Tensor object keeps its DLTensor right after the object header
+                // (docs/tvm-format.md §6.5); the caller guarantees a live object.
+                unsafe { a.as_ptr().cast::<u8>().add(header).cast::<DLTensor>() }
             } else {
                 a.as_ptr().cast::<DLTensor>()
             };

@@ -1,5 +1,5 @@
 //! The `relax.VMExecutable` payload: function table, constant pool and bytecode
-//! (spec/tvm-0.27.md §3). Parsing validates everything the interpreter relies on, so a corrupted
+//! (docs/tvm-format.md §3-§5). Parsing validates everything the interpreter relies on, so a corrupted
 //! file is a [`Error::Format`] here rather than a surprise mid-run.
 
 use std::sync::Arc;
@@ -9,12 +9,41 @@ use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 use crate::value::Value;
 
+/// Executable magic of older TVM: no memory-scope section (docs/tvm-format.md §3.2).
 const MAGIC_V1: u64 = 0xD225_DE2F_4214_151D;
+/// Executable magic TVM 0.27 writes: a memory-scope section follows the bytecode (§3.2, §3.5).
 const MAGIC_V2: u64 = 0xD225_DE2F_4214_151E;
+/// First word of every tensor record in the constant pool (docs/tvm-format.md §5.2).
 const TENSOR_MAGIC: u64 = 0xDD5E_40F0_96B4_A13F;
+/// The only executable version string Mote reads (docs/tvm-format.md §3.2).
 const VM_VERSION: &str = "0.14";
+/// Register word `%void`: a discarded destination, None as a source (docs/tvm-format.md §4.3).
 const VOID_REGISTER: i64 = 1 << 54;
+/// Register word `%vm`: the VM context (docs/tvm-format.md §4.3).
 const VM_REGISTER: i64 = (1 << 54) + 1;
+/// An argument word keeps its kind in the top 8 bits and a 56-bit two's-complement value
+/// below (docs/tvm-format.md §4.4).
+const ARG_KIND_SHIFT: u32 = 56;
+/// Instruction opcodes, each an instruction's first word (docs/tvm-format.md §4.2).
+mod opcode {
+    pub const CALL: i64 = 1;
+    pub const RET: i64 = 2;
+    pub const GOTO: i64 = 3;
+    pub const IF: i64 = 4;
+}
+/// Function-table kinds (docs/tvm-format.md §3.4).
+mod func_kind {
+    pub const PACKED: i32 = 0;
+    pub const VM: i32 = 1;
+    pub const VM_TIR: i32 = 2;
+}
+/// Argument kinds (docs/tvm-format.md §4.4).
+mod arg_kind {
+    pub const REGISTER: u64 = 0;
+    pub const IMMEDIATE: u64 = 1;
+    pub const CONST_IDX: u64 = 2;
+    pub const FUNC_IDX: u64 = 3;
+}
 
 /// Bounds-checked little-endian reader over a byte slice.
 pub(crate) struct Reader<'a> {
@@ -233,7 +262,7 @@ impl Executable {
                     .ok_or_else(|| bad("runs past the end of the bytecode"))
             };
             let instr = match word(0)? {
-                1 => {
+                opcode::CALL => {
                     let dst = match word(1)? {
                         VOID_REGISTER | VM_REGISTER => None,
                         r => Some(u32::try_from(r).map_err(|_| bad("bad destination register"))?),
@@ -255,13 +284,13 @@ impl Executable {
                         nargs,
                     }
                 }
-                2 => Instr::Ret {
+                opcode::RET => Instr::Ret {
                     reg: decode_reg(word(1)?).map_err(|m| bad(&m))?,
                 },
-                3 => Instr::Goto {
+                opcode::GOTO => Instr::Goto {
                     target: relative(pc, word(1)?).ok_or_else(|| bad("jump out of range"))?,
                 },
-                4 => Instr::If {
+                opcode::IF => Instr::If {
                     cond: decode_reg(word(1)?).map_err(|m| bad(&m))?,
                     else_target: relative(pc, word(2)?).ok_or_else(|| bad("jump out of range"))?,
                 },
@@ -385,23 +414,25 @@ fn decode_reg(w: i64) -> Result<Arg, String> {
 }
 
 fn decode_arg(word: i64) -> Result<Arg, String> {
-    let kind = (word as u64) >> 56;
-    let value = (word << 8) >> 8;
+    let kind = (word as u64) >> ARG_KIND_SHIFT;
+    // Shifting the kind out and back arithmetically sign-extends the 56-bit value.
+    let tag_bits = 64 - ARG_KIND_SHIFT;
+    let value = (word << tag_bits) >> tag_bits;
     let idx = |v: i64| u32::try_from(v).map_err(|_| format!("bad index {v}"));
     match kind {
-        0 => decode_reg(value),
-        1 => Ok(Arg::Imm(value)),
-        2 => Ok(Arg::Const(idx(value)?)),
-        3 => Ok(Arg::Func(idx(value)?)),
+        arg_kind::REGISTER => decode_reg(value),
+        arg_kind::IMMEDIATE => Ok(Arg::Imm(value)),
+        arg_kind::CONST_IDX => Ok(Arg::Const(idx(value)?)),
+        arg_kind::FUNC_IDX => Ok(Arg::Func(idx(value)?)),
         k => Err(format!("unknown argument kind {k}")),
     }
 }
 
 fn parse_func(r: &mut Reader) -> Result<FuncInfo> {
     let kind = match r.i32()? {
-        0 => FuncKind::Packed,
-        1 => FuncKind::Vm,
-        2 => {
+        func_kind::PACKED => FuncKind::Packed,
+        func_kind::VM => FuncKind::Vm,
+        func_kind::VM_TIR => {
             return Err(Error::Unsupported(
                 "compiled-mode functions (exec_mode=\"compiled\"); build with the default bytecode mode".into(),
             ))
@@ -451,7 +482,7 @@ fn parse_func(r: &mut Reader) -> Result<FuncInfo> {
     })
 }
 
-/// A Tensor record (also used by `const_loader`).
+/// A tensor record (docs/tvm-format.md §5.2), in the constant pool and in `const_loader`.
 pub(crate) fn parse_tensor(r: &mut Reader) -> Result<Tensor> {
     let magic = r.u64()?;
     if magic != TENSOR_MAGIC {

@@ -1,4 +1,4 @@
-//! Loading a model library made by `export_library` (spec/tvm-0.27.md §1): `dlopen` with
+//! Loading a model library made by `export_library` (docs/tvm-format.md §1-§2): `dlopen` with
 //! `RTLD_LOCAL`, the context slots, the `__tvm_ffi__library_bin` module blob and its import tree.
 
 use std::collections::HashMap;
@@ -13,10 +13,22 @@ use crate::host::error_slot;
 use crate::host::services::{self, EnvFunction};
 use crate::loader::executable::Reader;
 
+/// The module blob: a length-prefixed payload (docs/tvm-format.md §1.3, §2).
 const BLOB_SYMBOL: &str = "__tvm_ffi__library_bin";
+/// The pointer slot Mote fills with its `Library` for by-name lookups (docs/tvm-format.md §1.3,
+/// §8.4).
 const CTX_SYMBOL: &str = "__tvm_ffi__library_ctx";
+/// Prefix of every kernel symbol, `__tvm_ffi_<name>` (docs/tvm-format.md §1.3).
 const KERNEL_PREFIX: &str = "__tvm_ffi_";
+/// The error function libraries import from the process (docs/tvm-format.md §1.2, §7.4).
 const ERROR_SYMBOL: &str = "TVMFFIErrorSetRaisedFromCStrParts";
+/// Bytes of the `u64` length before the blob's payload (docs/tvm-format.md §2.1).
+const BLOB_LENGTH_BYTES: usize = 8;
+/// Mach-O magics, as the first four bytes read little-endian: 64-bit, 32-bit, and a universal
+/// (fat) file; a universal file read big-endian is `FAT_MAGIC` too (docs/tvm-format.md §1.1).
+const MACHO_MAGIC_64: u32 = 0xfeed_facf;
+const MACHO_MAGIC_32: u32 = 0xfeed_face;
+const FAT_MAGIC: u32 = 0xcafe_babe;
 
 /// A loaded model library. One per mapped file: loading the same file twice shares it, because
 /// the system loader maps it once and its context slots are global to the mapping.
@@ -187,7 +199,8 @@ impl Library {
         (!p.is_null()).then_some(p)
     }
 
-    /// Write Mote's service functions into every context slot the library has.
+    /// Write Mote's service functions into every context slot the library has (the eight
+    /// slots of docs/tvm-format.md §8.1).
     fn fill_context_slots(self: &Arc<Self>) {
         let slots: [(&str, usize); 8] = [
             (
@@ -243,7 +256,7 @@ impl Library {
     /// The kernel `__tvm_ffi_<name>`, if the library exports it.
     pub fn kernel(&self, name: &str) -> Option<SafeCallFn> {
         let p = self.symbol(&format!("{KERNEL_PREFIX}{name}"))?;
-        // SAFETY: `__tvm_ffi_` functions have the safe-call signature (spec §2.1).
+        // SAFETY: `__tvm_ffi_` functions have the safe-call signature (docs/tvm-format.md §7.1).
         Some(unsafe { std::mem::transmute::<*mut c_void, SafeCallFn>(p) })
     }
 
@@ -282,21 +295,21 @@ impl Library {
                 "{BLOB_SYMBOL} does not point into the library's mapped data"
             ))
         })?;
-        if bound < 8 {
+        if bound < BLOB_LENGTH_BYTES {
             return Err(Error::Format(format!("{BLOB_SYMBOL} is truncated")));
         }
-        let mut len = [0u8; 8];
+        let mut len = [0u8; BLOB_LENGTH_BYTES];
         // SAFETY: at least 8 mapped bytes follow `p` (checked above); the blob may be unaligned.
-        unsafe { std::ptr::copy_nonoverlapping(p, len.as_mut_ptr(), 8) };
+        unsafe { std::ptr::copy_nonoverlapping(p, len.as_mut_ptr(), BLOB_LENGTH_BYTES) };
         let nbytes = u64::from_le_bytes(len);
-        if nbytes > (bound - 8) as u64 {
+        let payload_bound = bound - BLOB_LENGTH_BYTES;
+        if nbytes > payload_bound as u64 {
             return Err(Error::Format(format!(
-                "{BLOB_SYMBOL} claims {nbytes} bytes but only {} are mapped",
-                bound - 8
+                "{BLOB_SYMBOL} claims {nbytes} bytes but only {payload_bound} are mapped"
             )));
         }
         // SAFETY: `nbytes` bytes after the length are mapped (checked above) and read-only.
-        let blob = unsafe { std::slice::from_raw_parts(p.add(8), nbytes as usize) };
+        let blob = unsafe { std::slice::from_raw_parts(p.add(BLOB_LENGTH_BYTES), nbytes as usize) };
         parse_module_tree(blob).map(Some)
     }
 }
@@ -304,8 +317,8 @@ impl Library {
 fn is_macho(m: &[u8; 4]) -> bool {
     matches!(
         u32::from_le_bytes(*m),
-        0xfeed_facf | 0xfeed_face | 0xcafe_babe
-    ) || matches!(u32::from_be_bytes(*m), 0xcafe_babe)
+        MACHO_MAGIC_64 | MACHO_MAGIC_32 | FAT_MAGIC
+    ) || u32::from_be_bytes(*m) == FAT_MAGIC
 }
 
 pub(crate) fn parse_module_tree(blob: &[u8]) -> Result<ModuleTree> {

@@ -1,4 +1,4 @@
-//! The `vm.builtin.*` functions TVM 0.27's Relax pipeline emits for CPU (spec §3.8).
+//! The `vm.builtin.*` functions TVM 0.27's Relax pipeline emits for CPU (docs/tvm-format.md §9).
 
 use std::sync::Arc;
 
