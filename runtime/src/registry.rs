@@ -1,10 +1,18 @@
 //! The process-wide registry of named functions the VM and kernels can call.
 //!
-//! A model's bytecode and kernels call functions by name. Names are resolved against the model's
-//! own kernels, then Mote's builtins, then this registry. Register before loading the model.
+//! Models reach a registered function by name in two ways, bound at different times
+//! (docs/tvm-format.md §3.4, §8.4):
+//! - a call the model's bytecode makes (Relax `R.call_packed` / `R.call_dps_packed`) is
+//!   resolved once, when the model loads, after the model's own kernels and Mote's builtins:
+//!   register before loading (a name nothing provides fails the load with
+//!   [`Error::MissingFunctions`](crate::Error::MissingFunctions)); a loaded model keeps the
+//!   function it resolved, even after it is replaced or removed here;
+//! - a kernel's lookup (TIR `T.call_packed`) is resolved at run time, through a handle the
+//!   library keeps per name, after the library's own kernels: a new registration takes effect
+//!   at the next call, even for models already loaded.
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::error::Result;
 use crate::value::{Arg, Value};
@@ -15,28 +23,40 @@ use crate::value::{Arg, Value};
 /// anything past it only through an explicit copy ([`Arg::to_value`]).
 pub type PackedFunc = Arc<dyn Fn(&[Arg<'_>]) -> Result<Value> + Send + Sync>;
 
-fn registry() -> &'static RwLock<HashMap<String, PackedFunc>> {
-    static REG: OnceLock<RwLock<HashMap<String, PackedFunc>>> = OnceLock::new();
+type Registry = HashMap<String, PackedFunc>;
+
+fn registry() -> &'static RwLock<Registry> {
+    static REG: OnceLock<RwLock<Registry>> = OnceLock::new();
     REG.get_or_init(Default::default)
 }
 
-/// Register `f` under `name`, replacing any earlier registration. Models loaded afterwards
-/// resolve calls to `name` to it.
-pub fn register_function(name: &str, f: PackedFunc) {
-    if let Ok(mut r) = registry().write() {
-        r.insert(name.to_string(), f);
-    }
+// The map is only ever swapped entry by entry, so a panic elsewhere while a guard was held
+// cannot leave it half-updated: a poisoned lock is safe to keep using.
+fn read() -> RwLockReadGuard<'static, Registry> {
+    registry().read().unwrap_or_else(|p| p.into_inner())
+}
+fn write() -> RwLockWriteGuard<'static, Registry> {
+    registry().write().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Remove a registration. Models that already resolved it keep their reference.
+/// Register `f` under `name`, replacing any earlier registration (see the module docs for when
+/// models see it).
+pub fn register_function(name: &str, f: PackedFunc) {
+    let replaced = write().insert(name.to_string(), f);
+    // Dropped after the lock is released: the last reference to a closure may run code (a C
+    // registration's free callback) that registers or looks up functions itself.
+    drop(replaced);
+}
+
+/// Remove a registration; `true` if there was one. Models that resolved it at load keep their
+/// reference; kernel lookups fail from the next call on.
 pub fn unregister_function(name: &str) -> bool {
-    registry()
-        .write()
-        .map(|mut r| r.remove(name).is_some())
-        .unwrap_or(false)
+    let removed = write().remove(name);
+    // As in `register_function`, released outside the lock.
+    removed.is_some()
 }
 
 /// Look a registered function up.
 pub fn lookup_function(name: &str) -> Option<PackedFunc> {
-    registry().read().ok()?.get(name).cloned()
+    read().get(name).cloned()
 }
