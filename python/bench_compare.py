@@ -34,7 +34,7 @@ def main():
     rows = []
     for m in manifest["models"]:
         for c in m["cases"]:
-            if c["mode"] != "call" or c.get("expect_error"):
+            if c["mode"] not in ("call", "kernel") or c.get("expect_error"):
                 continue
             proc = subprocess.run(
                 [args.mote, "bench", os.path.join(args.zoo, m["file"]), "--function", c["function"],

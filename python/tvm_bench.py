@@ -63,13 +63,15 @@ def main(argv=None) -> int:
         if only and model["name"] not in only:
             continue
         lib = tvm.runtime.load_module(os.path.join(args.zoo, model["file"]))
-        vm = relax.VirtualMachine(lib, dev)
+        # A kernel-only library is timed directly: its kernels are the library's functions.
+        vm = lib if model.get("kind") == "kernels" else relax.VirtualMachine(lib, dev)
         for case in model["cases"]:
-            if case.get("mode", "call") != "call" or case.get("expect_error"):
+            if case.get("mode", "call") not in ("call", "kernel") or case.get("expect_error"):
                 continue
             with np.load(os.path.join(args.zoo, case["inputs"])) as npz:
                 arrays = [npz[f"arg{i}"] for i in range(len(npz.files))]
-            inputs = [tvm.runtime.tensor(a, dev) for a in arrays]
+            scalars = case.get("scalars", [])
+            inputs = [a.item() if i in scalars else tvm.runtime.tensor(a, dev) for i, a in enumerate(arrays)]
             timer = vm.time_evaluator(
                 case["function"], dev, number=1, repeat=args.runs, min_repeat_ms=args.min_repeat_ms
             )

@@ -15,6 +15,13 @@ Output layout (see manifest.json):
     NAME.CASE.inputs.npz                arg0, arg1, ... in parameter order
     NAME.CASE.expected.npz              out0, out1, ... (tuples flattened depth-first)
 
+Models of kind "kernels" are kernel-only libraries (a TIR module exported on its own). Their
+cases have mode "kernel": the inputs are every argument of the kernel, outputs included (as NaN
+buffers), "outputs" lists the indices of the arguments the kernel writes and "scalars" those of
+scalar parameters (0-d arrays); the expected outputs are those arguments after TVM's
+lib[kernel](...) call, in "outputs" order. "functions" lists every __tvm_ffi_<name> function
+the library exports, as nm reads it.
+
 Progress goes to stderr, one summary line per model.
 """
 
@@ -52,8 +59,13 @@ class Case:
     case: str  # case name, unique within a model
     function: str  # Relax function to call
     inputs: list  # numpy arrays, one per function parameter, in order
-    mode: str = "call"  # "call" or "stateful"
+    mode: str = "call"  # "call", "stateful", or "kernel" (a kernel-only library's kernel)
     expect_error: str | None = None  # substring of TVM's error message, if the call must fail
+    # "kernel" mode only: `inputs` are every argument of the kernel in order, outputs included;
+    # `outputs` are the indices of the arguments the kernel writes (their stored contents are
+    # NaN), `scalars` the indices of scalar parameters (stored as 0-d arrays).
+    outputs: list[int] = field(default_factory=list)
+    scalars: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -69,6 +81,9 @@ class Model:
     # Extra looseness factor for the aarch64 tolerances (deep float models).
     aarch64_loosen: float = 1.0
     notes: list[str] = field(default_factory=list)
+    # "relax": a Relax module (a relax.VMExecutable export). "kernels": a TIR-only module,
+    # exported with no module blob; TVM runs it as lib[kernel](args...) (see Case.outputs).
+    kind: str = "relax"
 
 
 def init_weights(params, rng: np.random.Generator, overrides=None) -> dict[str, np.ndarray]:
@@ -673,6 +688,143 @@ def model_packed() -> Model:
     )
 
 
+# ---- gemm, kernels: kernel-only libraries ------------------------------------------------
+#
+# A TIR module compiled on its own (tvm.compile(tir_mod, target="llvm").export_library) has
+# __tvm_ffi_<name> kernel symbols but no __tvm_ffi__library_bin blob. TVM runs it as
+# lib["gemm"](a, b, c): destination-passing, the caller allocates the output `c`.
+
+GEMM_M, GEMM_K, GEMM_N = 64, 32, 48
+
+
+@I.ir_module
+class _Gemm:
+    @T.prim_func
+    def gemm(
+        A: T.Buffer((64, 32), "float32"),
+        B: T.Buffer((32, 48), "float32"),
+        C: T.Buffer((64, 48), "float32"),
+    ):
+        T.func_attr({"tir.noalias": True})
+        # T.parallel: the kernel goes through the __TVMBackendParallelLaunch slot.
+        for i in T.parallel(64):
+            for j in range(48):
+                C[i, j] = T.float32(0)
+                for k in range(32):
+                    C[i, j] = C[i, j] + A[i, k] * B[k, j]
+
+
+@I.ir_module
+class _Kernels:
+    @T.prim_func
+    def gemm(
+        A: T.Buffer((64, 32), "float32"),
+        B: T.Buffer((32, 48), "float32"),
+        C: T.Buffer((64, 48), "float32"),
+    ):
+        T.func_attr({"tir.noalias": True})
+        for i, j in T.grid(64, 48):
+            C[i, j] = T.float32(0)
+            for k in range(32):
+                C[i, j] = C[i, j] + A[i, k] * B[k, j]
+
+    @T.prim_func
+    def scaled_gemm(
+        A: T.Buffer((64, 32), "float32"),
+        B: T.Buffer((32, 48), "float32"),
+        alpha: T.float32,
+        C: T.Buffer((64, 48), "float32"),
+    ):
+        T.func_attr({"tir.noalias": True})
+        # A 12 KiB intermediate (a workspace allocation) and two parallel loops.
+        acc = T.alloc_buffer((64, 48), "float32")
+        for i in T.parallel(64):
+            for j in range(48):
+                acc[i, j] = T.float32(0)
+                for k in range(32):
+                    acc[i, j] = acc[i, j] + A[i, k] * B[k, j]
+        for i in T.parallel(64):
+            for j in range(48):
+                C[i, j] = acc[i, j] * alpha
+
+    @T.prim_func
+    def shift(X: T.Buffer((16,), "int32"), n: T.int32, Y: T.Buffer((16,), "int32")):
+        T.func_attr({"tir.noalias": True})
+        for i in range(16):
+            Y[i] = X[i] + n
+
+
+def _nan_buffer(shape) -> np.ndarray:
+    return np.full(shape, np.nan, dtype="float32")
+
+
+def _gemm_np(case: Case) -> list:
+    a, b = case.inputs[0].astype(np.float64), case.inputs[1].astype(np.float64)
+    if case.function == "scaled_gemm":
+        return [float(case.inputs[2]) * (a @ b)]
+    if case.function == "shift":
+        return [case.inputs[0].astype(np.int64) + int(case.inputs[1])]
+    return [a @ b]
+
+
+def model_gemm() -> Model:
+    seed = 131
+    r = rng_for(seed, 1)
+    a = r.standard_normal((GEMM_M, GEMM_K)).astype("float32")
+    b = r.standard_normal((GEMM_K, GEMM_N)).astype("float32")
+    c = _nan_buffer((GEMM_M, GEMM_N))
+    return Model(
+        name="gemm",
+        kind="kernels",
+        description="kernel-only library (TIR module, no Relax, no module blob): one kernel "
+        "gemm(A[64,32], B[32,48], C[64,48]) f32, C = A @ B with a T.parallel loop, and the weak "
+        "alias __tvm_ffi_main TVM emits for a single kernel; cases call gemm and main with a NaN "
+        "output buffer, then the wrong arity and a wrong shape, which the kernel's own checks raise",
+        mod=_Gemm,
+        cases=[
+            Case("gemm", "gemm", [a, b, c], mode="kernel", outputs=[2]),
+            Case("main", "main", [a, b, c], mode="kernel", outputs=[2]),
+            Case("arity", "gemm", [a, b], mode="kernel", expect_error="Expected 3 arguments"),
+            Case(
+                "shape", "gemm", [a[:63].copy(), b, c], mode="kernel",
+                expect_error="Invalid A.shape[0] on argument #0",
+            ),
+        ],
+        numpy_ref=lambda c: [c.inputs[0].astype(np.float64) @ c.inputs[1].astype(np.float64)],
+    )
+
+
+def model_kernels() -> Model:
+    seed = 132
+    r = rng_for(seed, 1)
+    a = r.standard_normal((GEMM_M, GEMM_K)).astype("float32")
+    b = r.standard_normal((GEMM_K, GEMM_N)).astype("float32")
+    x = r.integers(-1000, 1000, size=(16,), dtype=np.int32)
+    return Model(
+        name="kernels",
+        kind="kernels",
+        description="kernel-only library with three kernels and so no main alias: "
+        "gemm(A[64,32], B[32,48], C[64,48]) f32; scaled_gemm(A, B, alpha: float32, C) = alpha * A @ B "
+        "through a 12 KiB workspace intermediate and two T.parallel loops; "
+        "shift(X[16] i32, n: int32, Y[16] i32) = X + n; scalars are stored as 0-d arrays",
+        mod=_Kernels,
+        cases=[
+            Case("gemm", "gemm", [a, b, _nan_buffer((GEMM_M, GEMM_N))], mode="kernel", outputs=[2]),
+            Case(
+                "scaled_gemm", "scaled_gemm",
+                [a, b, np.array(-0.75, dtype="float32"), _nan_buffer((GEMM_M, GEMM_N))],
+                mode="kernel", outputs=[3], scalars=[2],
+            ),
+            Case(
+                "shift", "shift",
+                [x, np.array(12345, dtype="int32"), np.full((16,), -559038737, dtype="int32")],
+                mode="kernel", outputs=[2], scalars=[1],
+            ),
+        ],
+        numpy_ref=_gemm_np,
+    )
+
+
 MODELS: list[Callable[[], Model]] = [
     model_mlp,
     model_cnn,
@@ -686,6 +838,8 @@ MODELS: list[Callable[[], Model]] = [
     model_half,
     model_raise,
     model_packed,
+    model_gemm,
+    model_kernels,
 ]
 
 # --------------------------------------------------------------------------------------
@@ -728,7 +882,15 @@ def check_signature(mod: tvm.IRModule, case: Case, model: str):
 
 
 def run_case(vm, case: Case):
+    """Run one case in TVM: `vm` is a relax.VirtualMachine, or for "kernel" cases the loaded
+    kernel library itself, whose kernels are called as lib[name](args...)."""
     dev = tvm.cpu(0)
+    if case.mode == "kernel":
+        args = [a.item() if i in case.scalars else tvm.runtime.tensor(a, dev) for i, a in enumerate(case.inputs)]
+        result = vm[case.function](*args)
+        if result is not None:
+            raise RuntimeError(f"kernel {case.function} returned {result!r}, expected None")
+        return [args[i] for i in case.outputs]
     args = [tvm.runtime.tensor(a, dev) for a in case.inputs]
     if case.mode == "call":
         return vm[case.function](*args)
@@ -739,20 +901,25 @@ def run_case(vm, case: Case):
     raise ValueError(f"unknown mode {case.mode}")
 
 
-def dynamic_symbols(path: str) -> set[str]:
-    res = subprocess.run(["nm", "-D", path], capture_output=True, text=True, check=True)
+def dynamic_symbols(path: str, defined: bool = False) -> set[str]:
+    cmd = ["nm", "-D"] + (["--defined-only"] if defined else []) + [path]
+    res = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return {line.split()[-1] for line in res.stdout.splitlines() if line.split()}
 
 
 def build_model(model: Model, arch: str, out_dir: str, scratch: str) -> dict:
     t0 = time.time()
     name = model.name
+    kernel_lib = model.kind == "kernels"
     for case in model.cases:
-        check_signature(model.mod, case, name)
+        if kernel_lib != (case.mode == "kernel"):
+            raise ValueError(f"{name}.{case.case}: mode {case.mode} in a model of kind {model.kind}")
+        if not kernel_lib:
+            check_signature(model.mod, case, name)
 
     # Target build (and, for aarch64, a reference build for the host in scratch space).
-    entry = {"name": name, "file": f"{name}.so", "description": model.description}
-    host_lib, obj = export_model(model.mod, arch, name, entry, out_dir, scratch)
+    entry = {"name": name, "file": f"{name}.so", "description": model.description, "kind": model.kind}
+    host_lib, obj = export_model(model.mod, arch, name, entry, out_dir, scratch, kernels_only=kernel_lib)
     t_compile = time.time() - t0
 
     # Kernel names: from the aarch64 object, else from the host library (same kernels).
@@ -768,12 +935,27 @@ def build_model(model: Model, arch: str, out_dir: str, scratch: str) -> dict:
             if need not in syms:
                 raise RuntimeError(f"par: {host_lib} lacks the {need} slot")
 
-    # Oracle: TVM's VM on the host build.
-    vm = relax.VirtualMachine(tvm.runtime.load_module(host_lib), tvm.cpu(0))
+    if kernel_lib:
+        # What a kernel-only library exports, as binutils reads it (an oracle for Mote's own
+        # reading of the dynamic symbol table): every defined __tvm_ffi_<name> function, the
+        # weak __tvm_ffi_main alias included, and no module blob.
+        syms = dynamic_symbols(host_lib, defined=True)
+        if "__tvm_ffi__library_bin" in syms:
+            raise RuntimeError(f"{name}: a kernel-only export has a module blob")
+        entry["functions"] = sorted(
+            s[len("__tvm_ffi_"):] for s in syms if s.startswith("__tvm_ffi_") and not s.startswith("__tvm_ffi__")
+        )
+
+    # Oracle: TVM's VM on the host build (a kernel-only library is called directly).
+    lib = tvm.runtime.load_module(host_lib)
+    vm = lib if kernel_lib else relax.VirtualMachine(lib, tvm.cpu(0))
     cases_out = []
     for case in model.cases:
         stem = f"{name}.{case.case}"
         rec = case_record(out_dir, stem, case.case, case.function, case.inputs, case.mode, case.expect_error)
+        if kernel_lib:
+            rec["outputs"] = case.outputs
+            rec["scalars"] = case.scalars
         if case.expect_error is not None:
             try:
                 run_case(vm, case)

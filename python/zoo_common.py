@@ -69,9 +69,10 @@ def kernel_names(path: str, dynamic: bool) -> list[str] | None:
 
 
 def export_model(mod: tvm.IRModule, arch: str, name: str, entry: dict, out_dir: str, scratch: str,
-                 allow_c: bool = False) -> tuple[str, str | None]:
+                 allow_c: bool = False, kernels_only: bool = False) -> tuple[str, str | None]:
     """Compile `mod` for `arch` and export it: OUT/NAME.so (x86_64) or OUT/NAME.tar (aarch64,
-    lib0.o + devc.o; recorded as entry["archive"]).
+    lib0.o + devc.o, or lib0.o alone with `kernels_only`: a TIR-only module has no module blob;
+    recorded as entry["archive"]).
 
     Returns (host_lib, obj): host_lib is a host shared library of `mod` for the oracle (the
     exported NAME.so itself on x86_64, a build in `scratch` otherwise); obj is the archive's
@@ -88,13 +89,13 @@ def export_model(mod: tvm.IRModule, arch: str, name: str, entry: dict, out_dir: 
     obj = None
     with tarfile.open(tar_path) as tf:
         members = set(tf.getnames())
-        if {"lib0.o", "devc.o"} <= members:
+        if {"lib0.o", "devc.o"} <= members or (kernels_only and members == {"lib0.o"}):
             objdir = os.path.join(scratch, f"{name}.objs")
             os.makedirs(objdir, exist_ok=True)
             tf.extract("lib0.o", objdir)
             obj = os.path.join(objdir, "lib0.o")
         elif not (allow_c and {"lib0.c", "devc.c"} <= members):
-            want = "lib0.o+devc.o or lib0.c+devc.c" if allow_c else "lib0.o and devc.o"
+            want = "lib0.o+devc.o or lib0.c+devc.c" if allow_c else "lib0.o alone" if kernels_only else "lib0.o and devc.o"
             raise RuntimeError(f"{tar_path}: expected {want}, found {sorted(members)}")
     entry["archive"] = f"{name}.tar"
     host_lib = os.path.join(scratch, f"{name}.so")

@@ -67,7 +67,8 @@ pub struct KernelSignature {
 static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
 
 impl Model {
-    /// Load a library made by TVM 0.27's `export_library`.
+    /// Load a library made by TVM 0.27's `export_library`: a Relax model, or a kernel-only
+    /// library (a TIR module compiled on its own; see [`Model::is_kernel_library`]).
     ///
     /// Loading a library runs its code: only load model files you trust as you would trust a
     /// native library. Every name the bytecode calls is resolved now; anything Mote cannot
@@ -86,12 +87,9 @@ impl Model {
 
     fn from_library(library: Arc<Library>) -> Result<Model> {
         let path = library.path().to_path_buf();
-        let tree = library.module_tree()?.ok_or_else(|| {
-            Error::Unsupported(format!(
-                "{} has no __tvm_ffi__library_bin: it is not a Relax VM export (compile a Relax module with tvm.compile)",
-                path.display()
-            ))
-        })?;
+        let Some(tree) = library.module_tree()? else {
+            return Self::from_kernel_library(library);
+        };
         let root = tree.kinds.first().map(String::as_str).unwrap_or("");
         if root != "relax.VMExecutable" {
             return Err(Error::Unsupported(format!(
@@ -117,6 +115,30 @@ impl Model {
             path.display(),
             model.function_names().len(),
             model.kernels().len()
+        );
+        Ok(model)
+    }
+
+    /// A library without a module blob: its functions are the kernels it exports
+    /// (docs/tvm-format.md §1.4).
+    fn from_kernel_library(library: Arc<Library>) -> Result<Model> {
+        let kernels = library.exported_kernels()?.to_vec();
+        if kernels.is_empty() {
+            return Err(Error::Unsupported(format!(
+                "{} has neither a __tvm_ffi__library_bin module blob nor any __tvm_ffi_<name> \
+                 kernel: it is not a library exported by TVM",
+                library.path().display()
+            )));
+        }
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let program = Program::link_kernel_library(id, library, &kernels)?;
+        let model = Model {
+            inner: Arc::new(program),
+        };
+        log::debug!(
+            "loaded {}: a kernel-only library with kernels {}",
+            model.path().display(),
+            kernels.join(", ")
         );
         Ok(model)
     }
@@ -162,18 +184,31 @@ impl Model {
         self.inner.library().path()
     }
 
-    /// Names of the Relax functions callable from outside.
+    /// Whether this is a kernel-only library: a TIR module exported on its own
+    /// (`tvm.compile(tir_mod, target="llvm").export_library(...)`), which has kernels but no
+    /// Relax VM executable. Its functions are its kernels, called with every argument, outputs
+    /// included (destination passing): [`Session::call`] passes tensors as views of the
+    /// caller's memory, so the kernel writes into the caller's output tensors, and returns the
+    /// kernel's own result (usually `Value::None`). `main` is among them when the library has
+    /// TVM's `main` alias (emitted when the module has exactly one kernel).
+    pub fn is_kernel_library(&self) -> bool {
+        self.inner.is_kernel_library()
+    }
+
+    /// Names of the functions callable from outside: the Relax functions, or for a kernel-only
+    /// library its kernels (sorted, `main` included when the library has that alias).
     pub fn function_names(&self) -> Vec<String> {
+        let kernels = self.is_kernel_library();
         self.inner
             .exe()
             .funcs
             .iter()
-            .filter(|f| f.kind == FuncKind::Vm)
+            .filter(|f| kernels || f.kind == FuncKind::Vm)
             .map(|f| f.name.clone())
             .collect()
     }
 
-    /// Names of the kernels the bytecode calls.
+    /// Names of the kernels the bytecode calls; for a kernel-only library, every kernel.
     pub fn kernels(&self) -> Vec<String> {
         self.entries(|c| matches!(c, Callee::Kernel(_)))
     }
@@ -212,8 +247,30 @@ impl Model {
     }
 
     /// Everything known about a function's parameters.
+    ///
+    /// For a kernel-only library this is what the kernel reports when probed with no
+    /// arguments ([`Model::kernel_signature`]): every parameter's name, and the dtype and shape
+    /// of tensor parameters (both `None` for a scalar). A kernel that reports nothing is
+    /// [`Error::Unsupported`].
     pub fn function_info(&self, name: &str) -> Result<FunctionInfo> {
         let m = &self.inner;
+        if m.is_kernel_library() {
+            self.kernel_function(name)?;
+            let sig = self.kernel_signature(name).ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "kernel `{name}` did not report its parameters when called with no \
+                     arguments, so its signature is unknown"
+                ))
+            })?;
+            return Ok(FunctionInfo {
+                name: name.to_string(),
+                params: sig
+                    .params
+                    .into_iter()
+                    .map(|(name, dtype, shape)| ParamInfo { name, dtype, shape })
+                    .collect(),
+            });
+        }
         let fidx = self.vm_function(name)?;
         let f = &m.exe().funcs[fidx];
         let mut params: Vec<ParamInfo> = f
@@ -313,9 +370,25 @@ impl Model {
             })
     }
 
+    /// The function-table index of kernel `name` of a kernel-only library.
+    pub(crate) fn kernel_function(&self, name: &str) -> Result<u32> {
+        self.inner
+            .exe()
+            .find(name)
+            .map(|i| i as u32)
+            .ok_or_else(|| Error::UnknownFunction {
+                name: name.to_string(),
+                available: self.function_names(),
+            })
+    }
+
     /// The signature a kernel reports when called with no arguments (generated kernels check
     /// their argument count before touching anything, and name every parameter's shape in the
     /// error).
+    ///
+    /// TVM's `main` alias reports the kernel it stands for, under that kernel's name; in a
+    /// kernel-only library, where that kernel is the only other one, Mote reads the signature
+    /// under its name (docs/tvm-format.md §7.5).
     pub fn kernel_signature(&self, name: &str) -> Option<KernelSignature> {
         let k = self.inner.library().kernel(name)?;
         let mut result = FfiAny::NONE;
@@ -327,9 +400,29 @@ impl Model {
         if rc == 0 {
             return None;
         }
-        parse_signature(name, &msg)
+        parse_signature(name, &msg).or_else(|| {
+            if !self.is_kernel_library() || name != MAIN_ALIAS {
+                return None;
+            }
+            let names = self.function_names();
+            let [a, b] = names.as_slice() else {
+                return None;
+            };
+            let aliased = match (a.as_str(), b.as_str()) {
+                (MAIN_ALIAS, other) | (other, MAIN_ALIAS) => other,
+                _ => return None,
+            };
+            let sig = parse_signature(aliased, &msg)?;
+            Some(KernelSignature {
+                name: name.to_string(),
+                params: sig.params,
+            })
+        })
     }
 }
+
+/// The weak alias TVM emits for the only kernel of a TIR module (docs/tvm-format.md §1.3).
+const MAIN_ALIAS: &str = "main";
 
 /// Dims from an error context's `annotation=R.Tensor((n, 16), dtype=...)`.
 fn annotation_dims(err: &str) -> Option<Vec<String>> {

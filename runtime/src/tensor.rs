@@ -412,7 +412,9 @@ impl Tensor {
     /// The raw element bytes.
     pub fn data(&self) -> &[u8] {
         // SAFETY: the view lies inside the storage (checked in `view`), which lives as long as
-        // `self`. Writers (kernels) only write tensors the VM allocated before handing them out.
+        // `self`. Writers (kernels) write tensors the VM allocated before handing them out, and
+        // the arguments of a kernel-only library's kernel while `Session::call` runs, which
+        // documents that no borrow of their data may be held across that call.
         unsafe { std::slice::from_raw_parts(self.data_ptr(), self.byte_len()) }
     }
 

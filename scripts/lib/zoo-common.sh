@@ -14,8 +14,8 @@
 # Cache folder: ${MOTE_CACHE:-$HOME/.cache/mote}/<zoo_kind>-<target>-<hash>; an existing one with
 # a `.ok` marker is reused.  A build happens in a temporary folder renamed into place only when
 # complete; one builder at a time per folder (flock).  aarch64: the builder writes NAME.tar
-# (lib0.o + devc.o, or lib0.c + devc.c when TVM left no kernel) and each is linked into NAME.so
-# with $MOTE_AARCH64_LINK.  Prints the folder as the last stdout line; progress goes to stderr.
+# (lib0.o + devc.o; lib0.o alone for a kernel-only library; lib0.c + devc.c when TVM left no
+# kernel) and each is linked into NAME.so with $MOTE_AARCH64_LINK.  Prints the folder as the last stdout line; progress goes to stderr.
 
 die() { echo "$zoo_prog: error: $*" >&2; exit 1; }
 log() { echo "$zoo_prog: $*" >&2; }
@@ -130,10 +130,13 @@ zoo_link() {
         # (plain C: an empty unit and the module blob) instead of objects; gcc takes both.
         if [ -f "$objs/lib0.o" ] && [ -f "$objs/devc.o" ]; then
             parts=("$objs/lib0.o" "$objs/devc.o")
+        # A kernel-only export (a TIR module, no Relax) has no module blob, so no devc.o.
+        elif [ -f "$objs/lib0.o" ] && [ "$(ls "$objs")" = lib0.o ]; then
+            parts=("$objs/lib0.o")
         elif [ -f "$objs/lib0.c" ] && [ -f "$objs/devc.c" ]; then
             parts=("$objs/lib0.c" "$objs/devc.c")
         else
-            die "$tarball lacks lib0.o/devc.o (or lib0.c/devc.c)"
+            die "$tarball lacks lib0.o/devc.o (or lib0.o alone, or lib0.c/devc.c)"
         fi
         log "linking $name.so with: $*"
         (cd "$root" && "$@" -shared -fPIC -o "$dir/$name.so" "${parts[@]}") >&2 \

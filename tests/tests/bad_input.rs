@@ -49,12 +49,17 @@ fn not_a_library_is_a_load_error() {
 
 #[test]
 fn truncated_library_is_a_load_error() {
-    let bytes = mlp_bytes();
-    for (i, keep) in [bytes.len() / 2, bytes.len() / 10, 64]
-        .into_iter()
-        .enumerate()
-    {
-        let p = scratch(&format!("truncated{i}.so"));
+    let mlp = mlp_bytes();
+    truncated_library_is_refused("mlp", &mlp, &[mlp.len() / 2, mlp.len() / 10, 64]);
+    // A kernel-only library's kernels are listed from its section headers, the last bytes of
+    // the file: one byte less is enough to refuse it.
+    let gemm = gemm_bytes();
+    truncated_library_is_refused("gemm", &gemm, &[gemm.len() - 1, gemm.len() / 2, 64]);
+}
+
+fn truncated_library_is_refused(lib: &str, bytes: &[u8], keep: &[usize]) {
+    for (i, &keep) in keep.iter().enumerate() {
+        let p = scratch(&format!("truncated-{lib}-{i}.so"));
         std::fs::write(&p, &bytes[..keep]).unwrap();
         let e = Model::load(&p)
             .err()
@@ -264,4 +269,115 @@ fn an_unregistered_packed_function_is_a_kernel_error_naming_it() {
     let e = s.call("main", &args).err().unwrap();
     assert!(matches!(e, Error::Kernel { .. }), "{e:?}");
     assert!(e.to_string().contains("mote.zoo.scale_shift"), "{e}");
+}
+
+// ---- kernel-only libraries: their kernels are listed from the ELF dynamic symbol table ----
+
+fn gemm_bytes() -> Vec<u8> {
+    std::fs::read(zoo_path("gemm.so")).unwrap()
+}
+
+fn u64_at(b: &[u8], at: usize) -> usize {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap()) as usize
+}
+
+/// (offset of the section-header table, entry size, count, index of `.dynsym`) of a 64-bit ELF
+/// file. The system loader never reads section headers, so corrupting them can only affect
+/// Mote's own listing.
+fn section_headers(lib: &[u8]) -> (usize, usize, usize, usize) {
+    let shoff = u64_at(lib, 40);
+    let entsize = u16::from_le_bytes([lib[58], lib[59]]) as usize;
+    let count = u16::from_le_bytes([lib[60], lib[61]]) as usize;
+    let dynsym = (0..count)
+        .find(|i| lib[shoff + i * entsize + 4] == 11)
+        .expect("a .dynsym section");
+    (shoff, entsize, count, dynsym)
+}
+
+fn load_kernel_bytes(name: &str, bytes: &[u8]) -> mote::Result<Model> {
+    let p = scratch(name);
+    std::fs::write(&p, bytes).unwrap();
+    let r = Model::load(&p);
+    std::fs::remove_file(&p).unwrap();
+    r
+}
+
+#[test]
+fn a_malformed_dynamic_symbol_table_is_a_format_error() {
+    let good = gemm_bytes();
+    let (shoff, entsize, count, dynsym) = section_headers(&good);
+    let h = shoff + dynsym * entsize;
+    let format_error = |what: &str, bytes: &[u8], needle: &str| match load_kernel_bytes(
+        &format!("symtab-{what}.so"),
+        bytes,
+    ) {
+        Err(Error::Format(m)) => assert!(m.contains(needle), "{what}: {m}"),
+        r => panic!("{what}: expected a format error, got {:?}", r.map(|_| ())),
+    };
+    let mut b = good.clone();
+    b[40..48].copy_from_slice(&(good.len() as u64 + 1).to_le_bytes());
+    format_error("table-past-end", &b, "past the end");
+    let mut b = good.clone();
+    b[40..48].fill(0);
+    format_error("no-headers", &b, "no section headers");
+    let mut b = good.clone();
+    b[h + 40..h + 44].copy_from_slice(&(count as u32 + 5).to_le_bytes());
+    format_error("link-out-of-range", &b, "string table");
+    let mut b = good.clone();
+    b[h + 24..h + 32].copy_from_slice(&(good.len() as u64 - 8).to_le_bytes());
+    format_error("symbols-past-end", &b, "outside the file");
+    let mut b = good.clone();
+    b[h + 56..h + 64].copy_from_slice(&4u64.to_le_bytes());
+    format_error("tiny-entries", &b, "symbol size");
+    // The same library, intact, loads as a kernel library.
+    assert!(load_kernel_bytes("symtab-intact.so", &good)
+        .unwrap()
+        .is_kernel_library());
+}
+
+#[test]
+fn corrupted_section_headers_never_crash_a_kernel_library() {
+    let good = gemm_bytes();
+    let (shoff, entsize, count, _) = section_headers(&good);
+    let (mut loaded, mut failed) = (0, 0);
+    for (k, off) in (0..entsize * count).step_by(3).enumerate() {
+        let mut b = good.clone();
+        b[shoff + off] ^= 0xa5;
+        match load_kernel_bytes(&format!("shdr{k}.so"), &b) {
+            Ok(m) => {
+                loaded += 1;
+                // Whatever is listed was found by the system loader: a subset of the truth.
+                for n in m.function_names() {
+                    assert!(n == "gemm" || n == "main", "listed `{n}`");
+                }
+            }
+            Err(e) => {
+                failed += 1;
+                assert!(
+                    matches!(e, Error::Format(_) | Error::Unsupported(_)),
+                    "corrupting byte {off} of the section headers: {e:?}"
+                );
+            }
+        }
+    }
+    assert!(failed > 0 && loaded > 0, "loaded {loaded}, failed {failed}");
+}
+
+#[test]
+fn a_library_with_neither_blob_nor_kernels_is_unsupported() {
+    // Rename the kernels in every string table: the loader still maps the file, but nothing
+    // named __tvm_ffi_<name> is left.
+    let mut b = gemm_bytes();
+    let mut renamed = 0;
+    for name in [&b"__tvm_ffi_gemm\0"[..], b"__tvm_ffi_main\0"] {
+        while let Some(at) = b.windows(name.len()).position(|w| w == name) {
+            b[at + 8] = b'X';
+            renamed += 1;
+        }
+    }
+    assert!(renamed >= 2);
+    match load_kernel_bytes("no-kernels.so", &b) {
+        Err(Error::Unsupported(m)) => assert!(m.contains("not a library exported by TVM"), "{m}"),
+        r => panic!("{:?}", r.map(|_| ())),
+    }
 }

@@ -1,6 +1,7 @@
-//! Every zoo model, run through Mote, matches TVM's own `relax.VirtualMachine` outputs.
+//! Every zoo model, run through Mote, matches TVM's own `relax.VirtualMachine` outputs; the
+//! kernel-only libraries (`gemm`, `kernels`) match TVM's own `lib[kernel](...)` calls.
 
-use mote::{Arg, Model, SessionOptions, Value};
+use mote::{Arg, DType, Error, Model, Session, SessionOptions, Tensor, Value};
 use mote_tests::*;
 
 /// The function the `packed` model's kernel calls by name: dst[i] = 2 * src[i] + 1 on raw
@@ -29,6 +30,10 @@ fn register_scale_shift() {
 fn run_model(name: &str) {
     register_scale_shift();
     let entry = model_entry(name);
+    if entry["kind"] == "kernels" {
+        run_kernel_library(name, &entry);
+        return;
+    }
     let model =
         Model::load(manifest_path_of(&entry)).unwrap_or_else(|e| panic!("{name}: load: {e}"));
     for threads in [1, 2] {
@@ -112,6 +117,282 @@ fn run_model(name: &str) {
     }
 }
 
+/// Overwrite every byte of a tensor the test owns alone with 0xFF: NaN in every float width,
+/// -1 in every integer width, a value no zoo kernel output has.
+fn poison(t: &mut Tensor) {
+    t.data_mut()
+        .expect("the test holds the only handle to its output buffer")
+        .fill(0xFF);
+}
+
+/// A case's arguments: tensors from its `.npz`, in order, with the `scalars` indices (0-d
+/// arrays) turned into scalars by their dtype and the `outputs` indices poisoned.
+fn kernel_args(case: &serde_json::Value) -> Vec<Value> {
+    let index_list = |k: &str| -> Vec<usize> {
+        case[k]
+            .as_array()
+            .unwrap_or_else(|| panic!("kernel case without `{k}`"))
+            .iter()
+            .map(|v| v.as_u64().expect("index") as usize)
+            .collect()
+    };
+    let (scalars, outputs) = (index_list("scalars"), index_list("outputs"));
+    load_args(case["inputs"].as_str().unwrap())
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut t)| {
+            if scalars.contains(&i) {
+                assert_eq!(t.ndim(), 0, "arg{i} is a scalar, stored as a 0-d array");
+                let v = to_f64(&t)[0];
+                return match t.dtype() {
+                    DType::F32 | DType::F64 => Value::Float(v),
+                    _ => Value::Int(v as i64),
+                };
+            }
+            if outputs.contains(&i) {
+                poison(&mut t);
+            }
+            Value::Tensor(t)
+        })
+        .collect()
+}
+
+/// Every case of a kernel-only library: each kernel called with caller-provided, poisoned
+/// output buffers must fill them with TVM's values, leave its inputs alone and return None;
+/// the cases where TVM's kernel raises must raise the same message as `Error::Kernel`.
+fn run_kernel_library(name: &str, entry: &serde_json::Value) {
+    let model =
+        Model::load(manifest_path_of(entry)).unwrap_or_else(|e| panic!("{name}: load: {e}"));
+    assert!(model.is_kernel_library(), "{name}: not a kernel library");
+    let listed: Vec<&str> = entry["functions"]
+        .as_array()
+        .expect("functions")
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        model.function_names(),
+        listed,
+        "{name}: kernels as nm lists them"
+    );
+    assert_eq!(model.kernels(), listed, "{name}: kernels()");
+    for threads in [1, 2] {
+        let mut session = model
+            .session_with(SessionOptions {
+                threads: Some(threads),
+                poison_memory: true,
+                ..Default::default()
+            })
+            .unwrap();
+        for case in entry["cases"].as_array().expect("cases") {
+            let cname = format!(
+                "{name}.{} ({threads} threads)",
+                case["case"].as_str().unwrap()
+            );
+            assert_eq!(case["mode"], "kernel", "{cname}");
+            let function = case["function"].as_str().unwrap();
+            if let Some(expected_error) = case["expect_error"].as_str() {
+                let err = session
+                    .call(function, &kernel_args(case))
+                    .expect_err(&format!("{cname}: TVM raises here, Mote must too"));
+                assert!(
+                    matches!(&err, Error::Kernel { kernel, .. } if kernel == function),
+                    "{cname}: {err:?} is not an error of kernel `{function}`"
+                );
+                assert!(
+                    err.to_string().contains(expected_error),
+                    "{cname}: error `{err}` does not mention `{expected_error}`"
+                );
+                continue;
+            }
+            let want = load_outputs(case["expected"].as_str().unwrap());
+            let outputs: Vec<usize> = case["outputs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap() as usize)
+                .collect();
+            assert_eq!(outputs.len(), want.len(), "{cname}: outputs");
+            let tol = &case["tolerance"];
+            let (rtol, atol) = (tol["rtol"].as_f64().unwrap(), tol["atol"].as_f64().unwrap());
+            let given = load_args(case["inputs"].as_str().unwrap());
+            // Twice in one session, each time into freshly poisoned buffers.
+            for run in ["first", "second"] {
+                let args = kernel_args(case);
+                let result = session
+                    .call(function, &args)
+                    .unwrap_or_else(|e| panic!("{cname} {run} run: {e}"));
+                assert!(
+                    matches!(result, Value::None),
+                    "{cname}: a destination-passing kernel returns None, got {result:?}"
+                );
+                for (k, (&i, w)) in outputs.iter().zip(&want).enumerate() {
+                    let got = args[i].as_tensor().expect("output buffer");
+                    assert_close(&format!("{cname} {run} run out{k}"), got, w, rtol, atol);
+                }
+                for (i, a) in args.iter().enumerate() {
+                    if let (Some(t), false) = (a.as_tensor(), outputs.contains(&i)) {
+                        assert_close(&format!("{cname} input {i}"), t, &given[i], 0.0, 0.0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn session(model: &Model, threads: usize) -> Session {
+    model
+        .session_with(SessionOptions {
+            threads: Some(threads),
+            poison_memory: true,
+            ..Default::default()
+        })
+        .unwrap()
+}
+
+/// `gemm.gemm`'s arguments, the output poisoned, and TVM's output.
+fn gemm_case() -> (Vec<Tensor>, Tensor) {
+    let mut args = load_args("gemm.gemm.inputs.npz");
+    poison(&mut args[2]);
+    (args, load_outputs("gemm.gemm.expected.npz").remove(0))
+}
+
+#[test]
+fn kernel_library_runs_through_every_entry_point() {
+    let model = Model::load(zoo_path("gemm.so")).unwrap();
+    assert_eq!(model.function_names(), ["gemm", "main"]);
+    for threads in [1, 2] {
+        let mut s = session(&model, threads);
+        // `run` passes the tensors the same way and returns no outputs: the kernel wrote C.
+        let (args, want) = gemm_case();
+        assert!(s.run("gemm", &args).unwrap().is_empty());
+        assert_close("run: C", &args[2], &want, 1e-5, 1e-5);
+        // The stateful API stores the arguments and calls the kernel.
+        let (args, want) = gemm_case();
+        s.set_input("main", args.iter().cloned().map(Value::Tensor).collect())
+            .unwrap();
+        s.invoke_stateful("main").unwrap();
+        assert!(matches!(s.get_output("main").unwrap(), Value::None));
+        assert_close("stateful main: C", &args[2], &want, 1e-5, 1e-5);
+        // Profiling sees the kernel.
+        let (args, _) = gemm_case();
+        s.set_profiling(true);
+        s.run("gemm", &args).unwrap();
+        let p = s.take_profile();
+        assert!(
+            p.iter()
+                .any(|e| e.name == "gemm" && e.kind == mote::CallKind::Kernel && e.calls == 1),
+            "{p:?}"
+        );
+    }
+    // From memory, too.
+    let bytes = std::fs::read(zoo_path("gemm.so")).unwrap();
+    let model = Model::load_from_memory(&bytes).unwrap();
+    assert!(model.is_kernel_library());
+    let (args, want) = gemm_case();
+    session(&model, 2).run("main", &args).unwrap();
+    assert_close("from memory: C", &args[2], &want, 1e-5, 1e-5);
+}
+
+#[test]
+fn kernel_library_errors_are_typed_and_the_session_goes_on() {
+    let model = Model::load(zoo_path("gemm.so")).unwrap();
+    let mut s = session(&model, 2);
+    let (args, want) = gemm_case();
+    let values: Vec<Value> = args.iter().cloned().map(Value::Tensor).collect();
+
+    match s.call("gemm2", &values).unwrap_err() {
+        Error::UnknownFunction { name, available } => {
+            assert_eq!(name, "gemm2");
+            assert_eq!(available, ["gemm", "main"]);
+        }
+        e => panic!("wrong name: {e:?}"),
+    }
+    let e = s.set_input("nope", values.clone()).unwrap_err();
+    assert!(matches!(e, Error::UnknownFunction { .. }), "{e:?}");
+
+    let kernel_error = |e: Error, needle: &str| match &e {
+        Error::Kernel {
+            kernel, message, ..
+        } if kernel == "gemm" && message.contains(needle) => {}
+        _ => panic!("expected a kernel error of gemm with `{needle}`, got {e:?}"),
+    };
+    kernel_error(
+        s.call("gemm", &values[..2]).unwrap_err(),
+        "Expected 3 arguments",
+    );
+    kernel_error(s.call("gemm", &[]).unwrap_err(), "Expected 3 arguments");
+    let mut extra = values.clone();
+    extra.push(Value::Int(1));
+    kernel_error(s.call("gemm", &extra).unwrap_err(), "Expected 3 arguments");
+    let mut wrong = values.clone();
+    wrong[1] = Value::Tensor(Tensor::zeros(&[32, 47], DType::F32).unwrap());
+    kernel_error(s.call("gemm", &wrong).unwrap_err(), "B.shape[1]");
+    wrong[1] = Value::Tensor(Tensor::zeros(&[32, 48], DType::F64).unwrap());
+    kernel_error(s.call("gemm", &wrong).unwrap_err(), "B.dtype");
+    wrong[1] = Value::Tensor(Tensor::zeros(&[32, 48, 1], DType::F32).unwrap());
+    kernel_error(s.call("gemm", &wrong).unwrap_err(), "B.ndim");
+    wrong[1] = Value::Int(3);
+    kernel_error(s.call("gemm", &wrong).unwrap_err(), "B");
+    // What no kernel can take is refused before the call.
+    wrong[1] = Value::Str("B".into());
+    let e = s.call("gemm", &wrong).unwrap_err();
+    assert!(matches!(e, Error::Mismatch(_)), "{e:?}");
+
+    // The session still works, and the failed calls wrote nothing.
+    assert!(to_f64(&args[2]).iter().all(|v| v.is_nan()));
+    assert!(matches!(s.call("gemm", &values).unwrap(), Value::None));
+    assert_close("after the errors: C", &args[2], &want, 1e-5, 1e-5);
+}
+
+#[test]
+fn kernel_library_describes_its_kernels() {
+    let gemm = Model::load(zoo_path("gemm.so")).unwrap();
+    let (nconst, bytes) = gemm.constant_bytes();
+    assert_eq!((nconst, bytes), (0, 0));
+    assert!(gemm.builtins().is_empty() && gemm.partition_plan(&[]).is_empty());
+    let f32_param = |p: &mote::ParamInfo, name: &str, shape: [i64; 2]| {
+        assert_eq!(p.name, name);
+        assert_eq!(p.dtype, Some(DType::F32), "{name}");
+        assert_eq!(
+            p.shape,
+            Some(shape.iter().map(|&d| mote::Dim::Fixed(d)).collect()),
+            "{name}"
+        );
+    };
+    // `main` reports the kernel it stands for.
+    for function in ["gemm", "main"] {
+        let info = gemm.function_info(function).unwrap();
+        assert_eq!(info.name, function);
+        assert_eq!(info.params.len(), 3, "{function}");
+        f32_param(&info.params[0], "A", [64, 32]);
+        f32_param(&info.params[1], "B", [32, 48]);
+        f32_param(&info.params[2], "C", [64, 48]);
+    }
+    let e = gemm.function_info("gemm2").unwrap_err();
+    assert!(matches!(e, Error::UnknownFunction { .. }), "{e:?}");
+
+    let kernels = Model::load(zoo_path("kernels.so")).unwrap();
+    assert_eq!(
+        kernels.function_names(),
+        ["gemm", "scaled_gemm", "shift"],
+        "three kernels and no main alias"
+    );
+    let e = kernels.function_info("main").unwrap_err();
+    assert!(
+        matches!(&e, Error::UnknownFunction { available, .. } if available.len() == 3),
+        "{e:?}"
+    );
+    let info = kernels.function_info("scaled_gemm").unwrap();
+    let names: Vec<&str> = info.params.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["A", "B", "alpha", "C"]);
+    assert!(info.params[2].dtype.is_none() && info.params[2].shape.is_none());
+    f32_param(&info.params[3], "C", [64, 48]);
+    let shift = kernels.kernel_signature("shift").unwrap();
+    assert_eq!(shift.params[0].1, Some(DType::I32));
+    assert_eq!(shift.params[1], ("n".to_string(), None, None));
+}
+
 macro_rules! zoo_tests {
     ($($name:ident),* $(,)?) => {
         $( #[test] fn $name() { run_model(stringify!($name)); } )*
@@ -139,5 +420,7 @@ zoo_tests!(
     quant,
     half,
     raise,
-    packed
+    packed,
+    gemm,
+    kernels
 );

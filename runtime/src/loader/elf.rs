@@ -1,8 +1,27 @@
 //! A pre-flight check of ELF files before `dlopen`: the system loader maps segments without
 //! checking them against the file size, so a truncated library would crash the process
-//! (SIGBUS) instead of failing to load.
+//! (SIGBUS) instead of failing to load. Also the list of kernels a library exports, read from
+//! its dynamic symbol table: a kernel-only library has no module blob to name them
+//! (docs/tvm-format.md §1.4).
 
 use crate::error::{Error, Result};
+
+/// Section types Mote reads (docs/tvm-format.md §1.4): the dynamic symbol table and the string
+/// table its `sh_link` names.
+const SHT_STRTAB: u64 = 3;
+const SHT_DYNSYM: u64 = 11;
+/// Symbol bindings, types and visibilities of an exported kernel (docs/tvm-format.md §1.4).
+const STB_GLOBAL: u8 = 1;
+const STB_WEAK: u8 = 2;
+const STT_FUNC: u8 = 2;
+const STV_DEFAULT: u8 = 0;
+const STV_PROTECTED: u8 = 3;
+/// `st_shndx` of an undefined (imported) symbol.
+const SHN_UNDEF: u64 = 0;
+/// Prefix of kernel symbols, and of the library's own data symbols, which are not kernels
+/// (docs/tvm-format.md §1.3).
+const KERNEL_PREFIX: &[u8] = b"__tvm_ffi_";
+const RESERVED_PREFIX: &[u8] = b"__tvm_ffi__";
 
 fn u16_at(b: &[u8], off: usize) -> Option<u64> {
     Some(u16::from_le_bytes(b.get(off..off + 2)?.try_into().ok()?) as u64)
@@ -112,9 +131,319 @@ pub(crate) fn check(file: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// One section header, the fields Mote uses.
+struct Section {
+    kind: u64,
+    offset: u64,
+    size: u64,
+    link: u64,
+    entsize: u64,
+}
+
+/// The kernels a library exports: `<name>` for every `__tvm_ffi_<name>` in its dynamic symbol
+/// table that is a defined function, global or weak, of default or protected visibility, and
+/// does not start with `__tvm_ffi__`; sorted, without duplicates. The table is found through
+/// the section headers (`SHT_DYNSYM` and the string table its `sh_link` names). `file` has
+/// passed [`check`]. Anything that does not fit in the file is a format error
+/// (docs/tvm-format.md §1.4).
+pub(crate) fn exported_kernels(file: &[u8]) -> Result<Vec<String>> {
+    let bad = |m: String| Error::Format(format!("ELF dynamic symbol table: {m}"));
+    let short = || {
+        bad(format!(
+            "section headers past the end of the file ({} bytes)",
+            file.len()
+        ))
+    };
+    let is64 = match file.get(4) {
+        Some(2) => true,
+        Some(1) => false,
+        _ => return Err(bad("not a 32- or 64-bit ELF file".into())),
+    };
+    let (shoff, shentsize, shnum) = if is64 {
+        (u64_at(file, 40), u16_at(file, 58), u16_at(file, 60))
+    } else {
+        (u32_at(file, 32), u16_at(file, 46), u16_at(file, 48))
+    };
+    let (shoff, shentsize, mut shnum) = (
+        shoff.ok_or_else(short)?,
+        shentsize.ok_or_else(short)?,
+        shnum.ok_or_else(short)?,
+    );
+    if shoff == 0 {
+        return Err(bad(
+            "the file has no section headers, so Mote cannot list its kernels".into(),
+        ));
+    }
+    if shentsize < if is64 { 64 } else { 40 } {
+        return Err(bad(format!("section header size {shentsize} is too small")));
+    }
+    let len = file.len() as u64;
+    let at = |i: u64| -> Result<Section> {
+        let h = i
+            .checked_mul(shentsize)
+            .and_then(|o| o.checked_add(shoff))
+            .filter(|&h| h.checked_add(shentsize).is_some_and(|e| e <= len))
+            .ok_or_else(short)? as usize;
+        let f = if is64 {
+            (
+                u32_at(file, h + 4),
+                u64_at(file, h + 24),
+                u64_at(file, h + 32),
+                u32_at(file, h + 40),
+                u64_at(file, h + 56),
+            )
+        } else {
+            (
+                u32_at(file, h + 4),
+                u32_at(file, h + 16),
+                u32_at(file, h + 20),
+                u32_at(file, h + 24),
+                u32_at(file, h + 36),
+            )
+        };
+        match f {
+            (Some(kind), Some(offset), Some(size), Some(link), Some(entsize)) => Ok(Section {
+                kind,
+                offset,
+                size,
+                link,
+                entsize,
+            }),
+            _ => Err(short()),
+        }
+    };
+    // More than 0xff00 sections: the count is in section 0's `sh_size`.
+    if shnum == 0 {
+        shnum = at(0)?.size;
+    }
+    let mut dynsym = None;
+    for i in 0..shnum {
+        let s = at(i)?;
+        if s.kind == SHT_DYNSYM {
+            if dynsym.is_some() {
+                return Err(bad("more than one dynamic symbol table".into()));
+            }
+            dynsym = Some(s);
+        }
+    }
+    // No dynamic symbols at all: nothing is exported.
+    let Some(dynsym) = dynsym else {
+        return Ok(Vec::new());
+    };
+    let in_file = |s: &Section| {
+        s.offset
+            .checked_add(s.size)
+            .is_some_and(|e| e <= len)
+            .then(|| s.offset as usize..(s.offset + s.size) as usize)
+    };
+    let symbols = &file
+        [in_file(&dynsym).ok_or_else(|| bad("the symbol table lies outside the file".into()))?];
+    let sym_size = if is64 { 24 } else { 16 };
+    if dynsym.entsize < sym_size {
+        return Err(bad(format!("symbol size {} is too small", dynsym.entsize)));
+    }
+    if dynsym.link >= shnum {
+        return Err(bad(format!(
+            "its string table is section {}, but there are {shnum}",
+            dynsym.link
+        )));
+    }
+    let strtab = at(dynsym.link)?;
+    if strtab.kind != SHT_STRTAB {
+        return Err(bad(format!(
+            "its string table (section {}) is of type {}",
+            dynsym.link, strtab.kind
+        )));
+    }
+    let strings = &file
+        [in_file(&strtab).ok_or_else(|| bad("the string table lies outside the file".into()))?];
+    let mut kernels = Vec::new();
+    for entry in symbols.chunks_exact(dynsym.entsize as usize) {
+        // st_name, then (64-bit) st_info, st_other, st_shndx; (32-bit) after value and size.
+        let (name, info, other, shndx) = if is64 {
+            (u32_at(entry, 0), entry[4], entry[5], u16_at(entry, 6))
+        } else {
+            (u32_at(entry, 0), entry[12], entry[13], u16_at(entry, 14))
+        };
+        let (Some(name), Some(shndx)) = (name, shndx) else {
+            return Err(short());
+        };
+        let (bind, kind, visibility) = (info >> 4, info & 0xf, other & 3);
+        if !matches!(bind, STB_GLOBAL | STB_WEAK)
+            || kind != STT_FUNC
+            || shndx == SHN_UNDEF
+            || !matches!(visibility, STV_DEFAULT | STV_PROTECTED)
+        {
+            continue;
+        }
+        let tail = strings
+            .get(name as usize..)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                bad(format!(
+                    "a symbol name at {name} lies outside the {}-byte string table",
+                    strings.len()
+                ))
+            })?;
+        let end = tail
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or_else(|| bad(format!("the symbol name at {name} is not terminated")))?;
+        let symbol = &tail[..end];
+        if !symbol.starts_with(KERNEL_PREFIX) || symbol.starts_with(RESERVED_PREFIX) {
+            continue;
+        }
+        // A name that is not UTF-8 cannot be asked for by name; it is not listed.
+        if let Ok(k) = std::str::from_utf8(&symbol[KERNEL_PREFIX.len()..]) {
+            if !k.is_empty() {
+                kernels.push(k.to_string());
+            }
+        }
+    }
+    kernels.sort();
+    kernels.dedup();
+    Ok(kernels)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A 64-bit little-endian shared object with section headers `[null, .dynstr, .dynsym]`
+    /// and these dynamic symbols: `(name, st_info, st_other, st_shndx)`.
+    fn elf_with_symbols(symbols: &[(&str, u8, u8, u16)]) -> Vec<u8> {
+        let mut strtab = vec![0u8];
+        let mut syms = vec![0u8; 24]; // the null symbol
+        for (name, info, other, shndx) in symbols {
+            let at = strtab.len() as u32;
+            strtab.extend_from_slice(name.as_bytes());
+            strtab.push(0);
+            let mut e = [0u8; 24];
+            e[..4].copy_from_slice(&at.to_le_bytes());
+            e[4] = *info;
+            e[5] = *other;
+            e[6..8].copy_from_slice(&shndx.to_le_bytes());
+            syms.extend_from_slice(&e);
+        }
+        let mut f = vec![0u8; 64];
+        f[..4].copy_from_slice(b"\x7fELF");
+        f[4] = 2;
+        f[5] = 1;
+        f[16] = 3;
+        let str_off = f.len() as u64;
+        f.extend_from_slice(&strtab);
+        let sym_off = f.len() as u64;
+        f.extend_from_slice(&syms);
+        let shoff = f.len() as u64;
+        let section = |kind: u32, offset: u64, size: u64, link: u32, entsize: u64| {
+            let mut h = [0u8; 64];
+            h[4..8].copy_from_slice(&kind.to_le_bytes());
+            h[24..32].copy_from_slice(&offset.to_le_bytes());
+            h[32..40].copy_from_slice(&size.to_le_bytes());
+            h[40..44].copy_from_slice(&link.to_le_bytes());
+            h[56..64].copy_from_slice(&entsize.to_le_bytes());
+            h
+        };
+        f.extend_from_slice(&[0u8; 64]);
+        f.extend_from_slice(&section(3, str_off, strtab.len() as u64, 0, 0));
+        f.extend_from_slice(&section(11, sym_off, syms.len() as u64, 1, 24));
+        f[40..48].copy_from_slice(&shoff.to_le_bytes());
+        f[58..60].copy_from_slice(&64u16.to_le_bytes());
+        f[60..62].copy_from_slice(&3u16.to_le_bytes());
+        f
+    }
+
+    const FUNC_GLOBAL: u8 = 0x12;
+    const FUNC_WEAK: u8 = 0x22;
+
+    #[test]
+    fn lists_defined_exported_kernel_functions_only() {
+        let f = elf_with_symbols(&[
+            ("__tvm_ffi_scale", FUNC_GLOBAL, 0, 9),
+            ("__tvm_ffi_gemm", FUNC_GLOBAL, 0, 9),
+            ("__tvm_ffi_main", FUNC_WEAK, 0, 9),
+            ("__tvm_ffi_prot", FUNC_GLOBAL, 3, 9),
+            ("__tvm_ffi_gemm", FUNC_GLOBAL, 0, 9),
+            // Not kernels: the blob and slots (objects), reserved names, imports, local and
+            // hidden symbols, other functions, the bare prefix.
+            ("__tvm_ffi__library_bin", 0x11, 0, 9),
+            ("__tvm_ffi__weird", FUNC_GLOBAL, 0, 9),
+            ("__tvm_ffi_imported", FUNC_GLOBAL, 0, 0),
+            ("__tvm_ffi_local", 0x02, 0, 9),
+            ("__tvm_ffi_hidden", FUNC_GLOBAL, 2, 9),
+            ("__tvm_ffi_data", 0x11, 0, 9),
+            ("memcpy", FUNC_GLOBAL, 0, 9),
+            ("__tvm_ffi_", FUNC_GLOBAL, 0, 9),
+        ]);
+        assert_eq!(
+            exported_kernels(&f).unwrap(),
+            ["gemm", "main", "prot", "scale"]
+        );
+        assert!(exported_kernels(&elf_with_symbols(&[])).unwrap().is_empty());
+    }
+
+    #[test]
+    fn malformed_symbol_tables_are_format_errors() {
+        let good = elf_with_symbols(&[("__tvm_ffi_gemm", FUNC_GLOBAL, 0, 9)]);
+        let shoff = u64::from_le_bytes(good[40..48].try_into().unwrap()) as usize;
+        let (strtab, dynsym) = (shoff + 64, shoff + 128);
+        let is_format = |f: &[u8], what: &str| match exported_kernels(f) {
+            Err(Error::Format(m)) => m,
+            r => panic!("{what}: {r:?}"),
+        };
+        let mut f = good.clone();
+        f[40..48].fill(0);
+        assert!(is_format(&f, "no section headers").contains("no section headers"));
+        let mut f = good.clone();
+        f[40..48].copy_from_slice(&(good.len() as u64).to_le_bytes());
+        is_format(&f, "section headers past the end");
+        let mut f = good.clone();
+        f[58] = 32;
+        is_format(&f, "small section headers");
+        let mut f = good.clone();
+        f[dynsym + 40] = 7; // sh_link past the table
+        is_format(&f, "link out of range");
+        let mut f = good.clone();
+        f[dynsym + 40] = 2; // sh_link to itself, not a string table
+        is_format(&f, "link to a non-string table");
+        let mut f = good.clone();
+        f[dynsym + 32..dynsym + 40].copy_from_slice(&u64::MAX.to_le_bytes());
+        is_format(&f, "symbol table size overflows");
+        let mut f = good.clone();
+        f[dynsym + 56] = 8;
+        is_format(&f, "small symbol entries");
+        let mut f = good.clone();
+        f[strtab + 24..strtab + 32].copy_from_slice(&(good.len() as u64).to_le_bytes());
+        is_format(&f, "string table outside the file");
+        let mut f = good.clone();
+        f[strtab + 32..strtab + 40].copy_from_slice(&5u64.to_le_bytes());
+        is_format(&f, "names past the string table");
+        let mut f = good.clone();
+        f[64 + 15] = b'x'; // the NUL after `__tvm_ffi_gemm`: the last name runs off the table
+        is_format(&f, "unterminated name");
+        let mut f = good.clone();
+        f.extend_from_slice(&good[dynsym..dynsym + 64]);
+        f[60] = 4; // a second SHT_DYNSYM
+        is_format(&f, "two symbol tables");
+    }
+
+    #[test]
+    fn every_cut_and_byte_flip_is_an_answer_not_a_panic() {
+        let good = elf_with_symbols(&[
+            ("__tvm_ffi_gemm", FUNC_GLOBAL, 0, 9),
+            ("__tvm_ffi_main", FUNC_WEAK, 0, 9),
+        ]);
+        for cut in 0..good.len() {
+            let _ = exported_kernels(&good[..cut]);
+        }
+        for i in 0..good.len() {
+            for bit in 0..8 {
+                let mut f = good.clone();
+                f[i] ^= 1 << bit;
+                let _ = exported_kernels(&f);
+            }
+        }
+    }
 
     #[test]
     fn rejects_what_is_not_a_whole_library() {

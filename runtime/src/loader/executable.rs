@@ -393,6 +393,28 @@ impl Executable {
             })
     }
 
+    /// An executable with no bytecode and no constants whose function table is one packed
+    /// entry per name: how a kernel-only library's kernels are held (docs/tvm-format.md §1.4).
+    pub fn packed_only(names: &[String]) -> Executable {
+        Executable {
+            funcs: names
+                .iter()
+                .map(|n| FuncInfo {
+                    kind: FuncKind::Packed,
+                    name: n.clone(),
+                    start: 0,
+                    end: 0,
+                    num_args: 0,
+                    register_file_size: 0,
+                    param_names: Vec::new(),
+                })
+                .collect(),
+            constants: Vec::new(),
+            instrs: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+
     /// Index of a function by name.
     pub fn find(&self, name: &str) -> Option<usize> {
         self.funcs.iter().position(|f| f.name == name)

@@ -1,5 +1,6 @@
 //! Loading a model library made by `export_library` (docs/tvm-format.md §1-§2): `dlopen` with
-//! `RTLD_LOCAL`, the context slots, the `__tvm_ffi__library_bin` module blob and its import tree.
+//! `RTLD_LOCAL`, the context slots, the `__tvm_ffi__library_bin` module blob and its import tree,
+//! and for a kernel-only library (no blob) the kernels its dynamic symbol table lists (§1.4).
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
@@ -41,6 +42,19 @@ pub(crate) struct Library {
     env_cache: Mutex<HashMap<String, Box<EnvFunction>>>,
     /// The memory file a library loaded from bytes lives in (see `open_memory`).
     _memfd: Option<std::os::fd::OwnedFd>,
+    /// The kernels the file's dynamic symbol table exports, read before `dlopen`. Only a
+    /// kernel-only library (no module blob) needs them, so a table Mote cannot read fails
+    /// only such a library.
+    exported: KernelListing,
+}
+
+/// What the file says about the kernels it exports (docs/tvm-format.md §1.4).
+enum KernelListing {
+    Listed(Vec<String>),
+    /// The ELF dynamic symbol table is malformed: why.
+    Malformed(String),
+    /// A Mach-O file: Mote does not read its symbol table.
+    Unavailable,
 }
 
 // SAFETY: a dlopen handle may be used from any thread; the cache is behind a mutex.
@@ -146,14 +160,21 @@ impl Library {
             },
             e => e,
         };
-        if bytes.starts_with(b"\x7fELF") {
+        let exported = if bytes.starts_with(b"\x7fELF") {
             crate::loader::elf::check(bytes).map_err(with_path)?;
-        } else if !(bytes.len() >= 4 && is_macho(&[bytes[0], bytes[1], bytes[2], bytes[3]])) {
+            match crate::loader::elf::exported_kernels(bytes) {
+                Ok(names) => KernelListing::Listed(names),
+                Err(Error::Format(m)) => KernelListing::Malformed(m),
+                Err(e) => KernelListing::Malformed(e.to_string()),
+            }
+        } else if bytes.len() >= 4 && is_macho(&[bytes[0], bytes[1], bytes[2], bytes[3]]) {
+            KernelListing::Unavailable
+        } else {
             return Err(Error::Load {
                 path: path.into(),
                 message: "not a shared library (bad magic); export the model with export_library(\"model.so\")".into(),
             });
-        }
+        };
         let flags = libc::RTLD_LAZY | libc::RTLD_LOCAL;
         // SAFETY: loading a model library runs its initializers: model files are code, and the
         // caller chose to trust this one (documented on `Model::load`).
@@ -180,6 +201,7 @@ impl Library {
             path: path.into(),
             env_cache: Mutex::new(HashMap::new()),
             _memfd: memfd,
+            exported,
         });
         library.fill_context_slots();
         live.retain(|_, w| w.strong_count() > 0);
@@ -258,6 +280,22 @@ impl Library {
         let p = self.symbol(&format!("{KERNEL_PREFIX}{name}"))?;
         // SAFETY: `__tvm_ffi_` functions have the safe-call signature (docs/tvm-format.md §7.1).
         Some(unsafe { std::mem::transmute::<*mut c_void, SafeCallFn>(p) })
+    }
+
+    /// The kernels the library exports, `<name>` for each `__tvm_ffi_<name>` (sorted): read
+    /// from the ELF dynamic symbol table before the library was opened. A malformed table is
+    /// [`Error::Format`]; a Mach-O file, whose table Mote does not read, is
+    /// [`Error::Unsupported`] (docs/tvm-format.md §1.4).
+    pub fn exported_kernels(&self) -> Result<&[String]> {
+        match &self.exported {
+            KernelListing::Listed(names) => Ok(names),
+            KernelListing::Malformed(m) => Err(Error::Format(m.clone())),
+            KernelListing::Unavailable => Err(Error::Unsupported(format!(
+                "{} is a Mach-O library without a module blob (a kernel-only library): Mote lists \
+                 kernels from ELF dynamic symbol tables only; export a Relax module instead",
+                self.path.display()
+            ))),
+        }
     }
 
     /// A handle for `name` as kernels look it up. Generated code caches handles in the

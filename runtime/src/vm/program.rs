@@ -1,6 +1,8 @@
 //! The loaded program a model shares between its sessions: the executable, the library whose
 //! kernels it calls, what every function-table entry resolved to, and the checked call sites of
-//! offloaded subgraphs. Built once by [`Program::link`] and immutable afterwards.
+//! offloaded subgraphs. Built once by [`Program::link`] (a Relax executable) or
+//! [`Program::link_kernel_library`] (a kernel-only library, whose function table is its
+//! kernels and which has no bytecode) and immutable afterwards.
 
 use std::sync::Arc;
 
@@ -34,6 +36,9 @@ pub(crate) struct Program {
     callees: Vec<Callee>,
     /// Every `mote.subgraph` call site, parsed and checked at load.
     subgraphs: Vec<Site>,
+    /// A kernel-only library: every entry of `exe.funcs` is a packed entry resolved to a
+    /// kernel, and those are the functions callable from outside.
+    kernel_library: bool,
 }
 
 impl Program {
@@ -74,7 +79,41 @@ impl Program {
             exe,
             callees,
             subgraphs,
+            kernel_library: false,
         })
+    }
+
+    /// A kernel-only library (docs/tvm-format.md §1.4): its function table is `kernels`, the
+    /// names the dynamic symbol table lists, each resolved now through the system loader.
+    pub(crate) fn link_kernel_library(
+        id: usize,
+        library: Arc<Library>,
+        kernels: &[String],
+    ) -> Result<Program> {
+        let callees = kernels
+            .iter()
+            .map(|name| {
+                library.kernel(name).map(Callee::Kernel).ok_or_else(|| {
+                    Error::Format(format!(
+                        "the dynamic symbol table lists __tvm_ffi_{name}, but the system loader \
+                         does not find it"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Program {
+            id,
+            library,
+            exe: Executable::packed_only(kernels),
+            callees,
+            subgraphs: Vec::new(),
+            kernel_library: true,
+        })
+    }
+
+    /// Whether this is a kernel-only library rather than a Relax executable.
+    pub(crate) fn is_kernel_library(&self) -> bool {
+        self.kernel_library
     }
 
     pub(crate) fn id(&self) -> usize {

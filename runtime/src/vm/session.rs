@@ -107,14 +107,33 @@ impl Session {
     }
 
     /// Call the Relax function `name`.
+    ///
+    /// In a kernel-only library ([`Model::is_kernel_library`]) `name` is a kernel, and `args`
+    /// are all of its arguments, outputs included: tensors are passed as views of their own
+    /// memory, so the kernel's writes land in them; ints, floats, bools, dtypes and pointers
+    /// as scalars. The result is the kernel's own return value, `Value::None` for TVM's
+    /// destination-passing kernels. The kernel checks its arguments itself: a wrong count,
+    /// dtype or shape is [`Error::Kernel`] with TVM's message. A kernel may write any tensor it
+    /// is given, so hold no borrow of an argument's data ([`Tensor::data`],
+    /// [`Tensor::as_slice`]) across the call: read it afterwards.
+    ///
+    /// [`Tensor::data`]: crate::Tensor::data
+    /// [`Tensor::as_slice`]: crate::Tensor::as_slice
     pub fn call(&mut self, name: &str, args: &[Value]) -> Result<Value> {
-        let fidx = self.model.vm_function(name)?;
         let threads = self.threads.clone();
         let model = self.model.inner.clone();
+        if model.is_kernel_library() {
+            let func = self.model.kernel_function(name)?;
+            return threads.install(|| self.call_index(&model, func, args));
+        }
+        let fidx = self.model.vm_function(name)?;
         threads.install(|| self.invoke_vm(&model, fidx, args))
     }
 
     /// Call with tensors, returning the output tensors (tuples flattened).
+    ///
+    /// For a kernel of a kernel-only library this returns an empty list: the kernel writes its
+    /// outputs into tensors among `inputs`, which the caller allocated (see [`Session::call`]).
     pub fn run(&mut self, name: &str, inputs: &[crate::Tensor]) -> Result<Vec<crate::Tensor>> {
         let args: Vec<Value> = inputs.iter().cloned().map(Value::Tensor).collect();
         Ok(self.call(name, &args)?.flatten_tensors())
@@ -122,8 +141,13 @@ impl Session {
 
     /// Stateful API: store the inputs of `name` for a later [`Session::invoke_stateful`].
     pub fn set_input(&mut self, name: &str, args: Vec<Value>) -> Result<()> {
-        let fidx = self.model.vm_function(name)?;
-        self.check_arity(fidx, args.len())?;
+        if self.model.is_kernel_library() {
+            // Kernels check their own arguments when they run.
+            self.model.kernel_function(name)?;
+        } else {
+            let fidx = self.model.vm_function(name)?;
+            self.check_arity(fidx, args.len())?;
+        }
         self.inputs.insert(name.to_string(), args);
         Ok(())
     }
