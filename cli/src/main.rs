@@ -144,6 +144,21 @@ struct InputArgs {
     backend: BackendArgs,
 }
 
+const RUN_ABOUT: &str = "Run a function once and print (or save) its outputs.
+
+Kernel-only libraries (a TIR module exported on its own with tvm.compile(...).export_library; \
+`mote inspect` says so and lists the kernels) are called as TVM calls them, \
+lib[\"gemm\"](a, b, c): --function names a kernel, and --inputs/--input give every argument, \
+outputs included, keyed by parameter name (as `mote inspect` lists them) or arg0, arg1, ... in \
+order; a scalar parameter is a 0-d array. Output buffers start with whatever the file holds. \
+Nothing is generated: a missing, unknown or mis-shaped argument is refused with exit status 2. \
+--output writes every tensor argument after the call, keys arg0, arg1, ..., so the output \
+buffers carry the result:
+
+    mote run gemm.so --function gemm --inputs buffers.npz --output out.npz
+
+`mote bench` takes the same arguments.";
+
 #[derive(Subcommand)]
 enum Command {
     /// Functions with parameter names, shapes and dtypes; kernels; constants; builtins.
@@ -156,15 +171,22 @@ enum Command {
         backend: BackendArgs,
     },
     /// Run a function once and print (or save) its outputs.
+    #[command(long_about = RUN_ABOUT)]
     Run {
         model: PathBuf,
         #[command(flatten)]
         io: InputArgs,
-        /// Write the outputs to an .npz with keys out0, out1, ... (tuples flattened).
+        /// Write the outputs to an .npz with keys out0, out1, ... (tuples flattened); for a
+        /// kernel-only library, every tensor argument after the call, keys arg0, arg1, ...
         #[arg(long, value_name = "FILE.npz")]
         output: Option<PathBuf>,
     },
     /// Time a function: min/median/p90/max latency, optionally per kernel.
+    #[command(
+        long_about = "Time a function: min/median/p90/max latency, optionally per kernel.\n\n\
+                      A kernel of a kernel-only library takes every argument, outputs included, \
+                      from --inputs/--input, as with `mote run` (see `mote run --help`)."
+    )]
     Bench {
         model: PathBuf,
         #[command(flatten)]
@@ -264,9 +286,57 @@ fn shape_text(shape: &Option<Vec<Dim>>) -> String {
     }
 }
 
+/// `inspect` of a kernel-only library: its kernels and what their probe reports.
+fn inspect_kernels(path: &std::path::Path, model: &Model, as_json: bool) -> Res<()> {
+    let kernels: Vec<(String, Option<mote::KernelSignature>)> = model
+        .function_names()
+        .into_iter()
+        .map(|k| {
+            let sig = model.kernel_signature(&k);
+            (k, sig)
+        })
+        .collect();
+    if as_json {
+        let j = json!({
+            "path": path.display().to_string(),
+            "kind": "kernel_library",
+            "functions": kernels.iter().map(|(k, sig)| json!({
+                "name": k,
+                "params": sig.as_ref().map(|s| s.params.iter().map(|(n, d, sh)| json!({
+                    "name": n,
+                    "kind": if d.is_none() && sh.is_none() { "scalar" } else { "tensor" },
+                    "dtype": d.map(|d| d.to_string()),
+                    "shape": sh.as_ref().map(|s| s.iter().map(|d| match d {
+                        Dim::Fixed(v) => json!(v),
+                        Dim::Var(n) => json!(n),
+                    }).collect::<Vec<_>>()),
+                })).collect::<Vec<_>>()),
+            })).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&j)?);
+        return Ok(());
+    }
+    println!("model: {}", path.display());
+    println!(
+        "kernel-only library (no Relax VM): each function is a kernel, called with every \
+         argument, outputs included"
+    );
+    println!("kernels ({}):", kernels.len());
+    for (k, sig) in &kernels {
+        match sig {
+            Some(sig) => println!("  {k}({})", signature_text(&sig.params)),
+            None => println!("  {k}  (parameters unknown: the kernel did not report them)"),
+        }
+    }
+    Ok(())
+}
+
 fn inspect(path: &std::path::Path, as_json: bool, backend: &BackendArgs) -> Res<()> {
     backend.load_plugins()?;
     let model = Model::load(path)?;
+    if model.is_kernel_library() {
+        return inspect_kernels(path, &model, as_json);
+    }
     let mut funcs = Vec::new();
     for name in model.function_names() {
         funcs.push(model.function_info(&name)?);
@@ -278,6 +348,7 @@ fn inspect(path: &std::path::Path, as_json: bool, backend: &BackendArgs) -> Res<
     if as_json {
         let j = json!({
             "path": path.display().to_string(),
+            "kind": "relax",
             "functions": funcs.iter().map(|f| json!({
                 "name": f.name,
                 "params": f.params.iter().map(|p| json!({
@@ -477,6 +548,230 @@ fn parse_kv(s: &str, what: &str) -> Res<(String, String)> {
     }
 }
 
+/// The arrays of `--inputs` and of `--input`, by key, in two maps.
+fn read_files(io: &InputArgs) -> Res<[HashMap<String, Tensor>; 2]> {
+    let mut npz: HashMap<String, Tensor> = HashMap::new();
+    if let Some(path) = &io.npz {
+        npz.extend(mote::npy::read_npz(path)?);
+    }
+    let mut npy: HashMap<String, Tensor> = HashMap::new();
+    for s in &io.inputs {
+        let (k, file) = parse_kv(s, "--input")?;
+        npy.insert(k, mote::npy::read_npy(&file)?);
+    }
+    Ok([npz, npy])
+}
+
+/// The arrays of `--inputs` and `--input`, by key (an `--input` replaces an array of the same
+/// key from the .npz).
+fn read_given(io: &InputArgs) -> Res<HashMap<String, Tensor>> {
+    let [mut given, npy] = read_files(io)?;
+    given.extend(npy);
+    Ok(given)
+}
+
+/// Arguments for a kernel of a kernel-only library: every one, outputs included, from the
+/// files, in parameter order. Nothing is generated: the output buffers are arguments too, and
+/// a missing file is more likely a mistake than a wish for random data. With the kernel's
+/// signature (its zero-argument probe) every array is checked against its parameter, and a
+/// 0-d array for a scalar parameter becomes that scalar; without one, the keys must be
+/// `arg0, arg1, ...` and the kernel's own checks are all there is.
+fn gather_kernel_args(model: &Model, io: &InputArgs) -> Res<Vec<Value>> {
+    let f = &io.function;
+    if !model.function_names().contains(f) {
+        // The runtime's own error, which names the kernels there are.
+        return Err(model.function_info(f).err().map_or_else(
+            || format!("no kernel named `{f}`").into(),
+            |e| Box::new(e) as Box<dyn std::error::Error>,
+        ));
+    }
+    if let Some((k, v)) = io.dims.first() {
+        return usage(format!(
+            "--dim {k}={v}: {} is a kernel-only library, whose kernels take every argument \
+             from --input/--inputs; nothing is generated",
+            model.path().display()
+        ));
+    }
+    let Some(sig) = model.kernel_signature(f) else {
+        let mut given = read_given(io)?;
+        // Unknown parameters: positional keys, contiguous from arg0.
+        let n = given.len();
+        let mut args = Vec::with_capacity(n);
+        for i in 0..n {
+            match given.remove(&format!("arg{i}")) {
+                Some(t) => args.push(Value::Tensor(t)),
+                None => {
+                    return usage(format!(
+                        "kernel `{f}` does not report its parameters, so its {n} arguments must \
+                         be named arg0 to arg{}; arg{i} is missing",
+                        n.saturating_sub(1)
+                    ))
+                }
+            }
+        }
+        return Ok(args);
+    };
+    // An --input replaces the .npz's array for the same parameter, under either key.
+    let [mut npz, mut npy] = read_files(io)?;
+    let names: Vec<&str> = sig.params.iter().map(|(n, ..)| n.as_str()).collect();
+    let mut unknown: Vec<&String> = npz
+        .keys()
+        .chain(npy.keys())
+        .filter(|k| {
+            !names.contains(&k.as_str())
+                && !k
+                    .strip_prefix("arg")
+                    .and_then(|i| i.parse::<usize>().ok())
+                    .is_some_and(|i| i < names.len() && k.as_str() == format!("arg{i}"))
+        })
+        .collect();
+    if !unknown.is_empty() {
+        unknown.sort();
+        return usage(format!(
+            "kernel `{f}` has no parameter {} (it takes {} arguments: {})",
+            unknown
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            names.len(),
+            signature_text(&sig.params)
+        ));
+    }
+    let mut args = Vec::with_capacity(names.len());
+    let mut missing = Vec::new();
+    // Values of symbolic dimensions, from the first argument that has them.
+    let mut dims: HashMap<&str, (i64, usize)> = HashMap::new();
+    for (i, (name, dtype, shape)) in sig.params.iter().enumerate() {
+        let what = format!("`{name}` (arg{i})");
+        let take = |from: &mut HashMap<String, Tensor>, source: &str| match (
+            from.remove(name),
+            from.remove(&format!("arg{i}")),
+        ) {
+            (Some(_), Some(_)) => usage(format!(
+                "{what} is given twice in {source}, as `{name}` and as `arg{i}`"
+            )),
+            (t, None) | (None, t) => Ok(t),
+        };
+        let (from_npy, from_npz) = (take(&mut npy, "--input")?, take(&mut npz, "--inputs")?);
+        let Some(t) = from_npy.or(from_npz) else {
+            missing.push(format!(
+                "{name} (arg{i}): {}",
+                param_type_text(dtype, shape)
+            ));
+            continue;
+        };
+        let (Some(dtype), Some(shape)) = (dtype, shape) else {
+            args.push(scalar_arg(&what, &t)?);
+            continue;
+        };
+        let wrong = || {
+            usage(format!(
+                "{what} must be {}, got {}{:?}",
+                param_type_text(&Some(*dtype), &Some(shape.clone())),
+                t.dtype(),
+                t.shape()
+            ))
+        };
+        if t.dtype() != *dtype || t.ndim() != shape.len() {
+            return wrong();
+        }
+        for (d, (want, &got)) in shape.iter().zip(t.shape()).enumerate() {
+            match want {
+                Dim::Fixed(v) if *v != got => return wrong(),
+                Dim::Fixed(_) => {}
+                Dim::Var(n) => match dims.get(n.as_str()) {
+                    Some(&(v, at)) if v != got => {
+                        return usage(format!(
+                            "{what}: dimension {d} is `{n}`, which is {got} here but {v} in arg{at}"
+                        ))
+                    }
+                    Some(_) => {}
+                    None => {
+                        dims.insert(n, (got, i));
+                    }
+                },
+            }
+        }
+        args.push(Value::Tensor(t));
+    }
+    if !missing.is_empty() {
+        return usage(format!(
+            "missing arguments of kernel `{f}`: {}; a kernel takes every argument, outputs \
+             included, from --input NAME=FILE.npy or --inputs FILE.npz (keys: parameter names \
+             or arg0, arg1, ...)",
+            missing.join(", ")
+        ));
+    }
+    Ok(args)
+}
+
+/// A 0-d array given for a scalar parameter, as that scalar.
+fn scalar_arg(what: &str, t: &Tensor) -> Res<Value> {
+    if t.ndim() != 0 {
+        return usage(format!(
+            "{what} is a scalar: give it as a 0-d array, not {}{:?}",
+            t.dtype(),
+            t.shape()
+        ));
+    }
+    let b = t.data();
+    let le = |n: usize| -> [u8; 8] {
+        let mut a = [0u8; 8];
+        a[..n].copy_from_slice(&b[..n]);
+        a
+    };
+    Ok(match t.dtype() {
+        DType::F64 => Value::Float(f64::from_le_bytes(le(8))),
+        DType::F32 => Value::Float(f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64),
+        DType::F16 => Value::Float(half::f16::from_le_bytes([b[0], b[1]]).to_f64()),
+        DType::BOOL => Value::Bool(b[0] != 0),
+        d if d.lanes == 1
+            && d.code == mote_dtype_code::INT
+            && matches!(d.bits, 8 | 16 | 32 | 64) =>
+        {
+            let n = d.size_bytes();
+            // Sign-extend from the element's width.
+            let shift = 64 - 8 * n as u32;
+            Value::Int((i64::from_le_bytes(le(n)) << shift) >> shift)
+        }
+        d if d.lanes == 1 && d.code == mote_dtype_code::UINT && matches!(d.bits, 8 | 16 | 32) => {
+            Value::Int(u64::from_le_bytes(le(d.size_bytes())) as i64)
+        }
+        d => {
+            return usage(format!(
+                "{what} is a scalar, and a {d} array cannot give one (use an integer, float or \
+                 bool array)"
+            ))
+        }
+    })
+}
+
+/// `float32[64, 32]` for a tensor parameter, `scalar` for a scalar.
+fn param_type_text(dtype: &Option<DType>, shape: &Option<Vec<Dim>>) -> String {
+    match (dtype, shape) {
+        (None, None) => "scalar".into(),
+        (d, s) => format!(
+            "{}{}",
+            d.map(|d| d.to_string()).unwrap_or_else(|| "?".into()),
+            shape_text(s)
+        ),
+    }
+}
+
+/// A kernel parameter as `KernelSignature` reports it: name, dtype and shape (`None` and `None`
+/// for a scalar).
+type KernelParam = (String, Option<DType>, Option<Vec<Dim>>);
+
+/// `A: float32[64, 32], alpha: scalar, ...` for a kernel's parameters.
+fn signature_text(params: &[KernelParam]) -> String {
+    params
+        .iter()
+        .map(|(n, d, s)| format!("{n}: {}", param_type_text(d, s)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// One argument of the call: given in a file, or to be generated.
 enum Arg<'a> {
     Given(Tensor),
@@ -491,16 +786,7 @@ enum Arg<'a> {
 /// Arguments for `function`: given files first, generated data for the rest.
 fn gather_inputs(model: &Model, io: &InputArgs) -> Res<Vec<Value>> {
     let info = model.function_info(&io.function)?;
-    let mut given: HashMap<String, Tensor> = HashMap::new();
-    if let Some(npz) = &io.npz {
-        for (k, t) in mote::npy::read_npz(npz)? {
-            given.insert(k, t);
-        }
-    }
-    for s in &io.inputs {
-        let (k, file) = parse_kv(s, "--input")?;
-        given.insert(k, mote::npy::read_npy(&file)?);
-    }
+    let mut given = read_given(io)?;
     // Every --dim names a symbolic dimension of the parameters, once.
     let symbolic: Vec<&str> = info
         .params
@@ -706,13 +992,45 @@ fn preview(t: &Tensor) -> String {
     format!("[{}{more}]", vals.join(", "))
 }
 
+/// Arguments for `io.function`: a Relax function's (given or generated), or a kernel's (all
+/// given).
+fn call_args(model: &Model, io: &InputArgs) -> Res<Vec<Value>> {
+    if model.is_kernel_library() {
+        gather_kernel_args(model, io)
+    } else {
+        gather_inputs(model, io)
+    }
+}
+
 fn run(path: &std::path::Path, io: &InputArgs, output: Option<&std::path::Path>) -> Res<()> {
     let model = Model::load(path)?;
-    let args = gather_inputs(&model, io)?;
+    let args = call_args(&model, io)?;
     let mut s = session(&model, io)?;
     let start = Instant::now();
     let out = s.call(&io.function, &args)?;
     let elapsed = start.elapsed();
+    if model.is_kernel_library() {
+        // The kernel wrote into its arguments: they are what there is to show and save.
+        println!("result: {out:?}");
+        let tensors: Vec<(String, Tensor)> = args
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| Some((format!("arg{i}"), a.as_tensor()?.clone())))
+            .collect();
+        for (k, t) in &tensors {
+            println!("{k}: {} {:?} {}", t.dtype(), t.shape(), preview(t));
+        }
+        println!(
+            "time: {:.3} ms (first call, {} threads)",
+            elapsed.as_secs_f64() * 1e3,
+            s.threads()
+        );
+        if let Some(p) = output {
+            mote::npy::write_npz(p, &tensors)?;
+            println!("wrote {}", p.display());
+        }
+        return Ok(());
+    }
     let tensors = out.flatten_tensors();
     for (i, t) in tensors.iter().enumerate() {
         println!("out{i}: {} {:?} {}", t.dtype(), t.shape(), preview(t));
@@ -775,7 +1093,7 @@ fn bench(
         ));
     }
     let model = Model::load(path)?;
-    let args = gather_inputs(&model, io)?;
+    let args = call_args(&model, io)?;
     let mut s = session(&model, io)?;
     let tty = std::io::stderr().is_terminal() && !as_json;
     let progress = |phase: &str, i: usize, n: usize| {

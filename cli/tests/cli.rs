@@ -457,3 +457,296 @@ fn help_states_the_bounds() {
         "{out}"
     );
 }
+
+// ---- kernel-only libraries: a TIR module exported on its own, called like lib["gemm"](a, b, c)
+
+fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("mote-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn inspect_lists_the_kernels_of_a_kernel_library() {
+    let (ok, out, err) = mote(&["inspect", &zoo("gemm.so")]);
+    assert!(ok, "{err}");
+    assert!(out.contains("kernel-only library"), "{out}");
+    assert!(out.contains("kernels (2):"), "{out}");
+    for k in ["gemm", "main"] {
+        assert!(
+            out.contains(&format!(
+                "  {k}(A: float32[64, 32], B: float32[32, 48], C: float32[64, 48])"
+            )),
+            "{out}"
+        );
+    }
+    let (ok, out, err) = mote(&["inspect", &zoo("kernels.so")]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("scaled_gemm(A: float32[64, 32], B: float32[32, 48], alpha: scalar, C: float32[64, 48])"),
+        "{out}"
+    );
+    assert!(
+        out.contains("shift(X: int32[16], n: scalar, Y: int32[16])"),
+        "{out}"
+    );
+    assert!(!out.contains("main("), "{out}");
+
+    let (ok, out, err) = mote(&["inspect", &zoo("kernels.so"), "--json"]);
+    assert!(ok, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["kind"], "kernel_library");
+    let names: Vec<&str> = j["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["gemm", "scaled_gemm", "shift"]);
+    let alpha = &j["functions"][1]["params"][2];
+    assert_eq!(alpha["name"], "alpha");
+    assert_eq!(alpha["kind"], "scalar");
+    let c = &j["functions"][1]["params"][3];
+    assert_eq!(
+        (&c["kind"], &c["dtype"], &c["shape"]),
+        (
+            &serde_json::json!("tensor"),
+            &serde_json::json!("float32"),
+            &serde_json::json!([64, 48])
+        )
+    );
+    // A Relax model says what it is too.
+    let (_, out, _) = mote(&["inspect", &zoo("mlp.so"), "--json"]);
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["kind"], "relax");
+}
+
+/// `mote run` on a kernel: the .npz holds every argument (the output buffer as NaN), and
+/// `--output` writes every tensor argument after the call: the output buffer holds TVM's
+/// result, the inputs are unchanged.
+#[test]
+fn run_calls_a_kernel_with_caller_provided_output_buffers() {
+    let dir = scratch_dir("kernel-run");
+    for (lib, case, function, output) in [
+        ("gemm", "gemm.gemm", "gemm", 2),
+        ("gemm", "gemm.main", "main", 2),
+        ("kernels", "kernels.scaled_gemm", "scaled_gemm", 3),
+        ("kernels", "kernels.shift", "shift", 2),
+    ] {
+        let out_file = dir.join(format!("{case}.npz"));
+        let inputs = zoo(&format!("{case}.inputs.npz"));
+        let given = load_args(&format!("{case}.inputs.npz"));
+        let (ok, stdout, err) = mote(&[
+            "run",
+            &zoo(&format!("{lib}.so")),
+            "--function",
+            function,
+            "--inputs",
+            &inputs,
+            "--output",
+            out_file.to_str().unwrap(),
+            "--threads",
+            "2",
+        ]);
+        assert!(ok, "{case}: {err}");
+        assert!(stdout.contains("result: None"), "{stdout}");
+        let got = mote::npy::read_npz(&out_file).unwrap();
+        let want = load_outputs(&format!("{case}.expected.npz"));
+        // Every tensor argument, by position; 0-d scalars are not tensors of the call.
+        let tensors: Vec<usize> = (0..given.len()).filter(|&i| given[i].ndim() > 0).collect();
+        let keys: Vec<String> = tensors.iter().map(|i| format!("arg{i}")).collect();
+        let got_keys: Vec<&String> = got.iter().map(|(k, _)| k).collect();
+        assert_eq!(got_keys.len(), keys.len(), "{case}: {got_keys:?}");
+        for (k, t) in &got {
+            assert!(keys.contains(k), "{case}: key {k}");
+            let i: usize = k[3..].parse().unwrap();
+            if i == output {
+                assert_close(&format!("{case} {k}"), t, &want[0], 1e-5, 1e-5);
+            } else {
+                assert_close(&format!("{case} {k} unchanged"), t, &given[i], 0.0, 0.0);
+            }
+        }
+    }
+    // Arguments by parameter name, each from its own .npy; the output buffer of zeros.
+    let args = load_args("gemm.gemm.inputs.npz");
+    let zeros = mote::Tensor::zeros(&[64, 48], mote::DType::F32).unwrap();
+    let mut flags = Vec::new();
+    for (name, t) in [("A", &args[0]), ("B", &args[1]), ("C", &zeros)] {
+        let p = dir.join(format!("{name}.npy"));
+        mote::npy::write_npy(&p, t).unwrap();
+        flags.push("--input".to_string());
+        flags.push(format!("{name}={}", p.display()));
+    }
+    let out_file = dir.join("by-name.npz");
+    let lib = zoo("gemm.so");
+    let mut cmd = vec!["run", &lib];
+    cmd.extend(flags.iter().map(String::as_str));
+    let out_flag = out_file.to_str().unwrap().to_string();
+    cmd.extend(["--output", &out_flag]);
+    let (ok, _, err) = mote(&cmd);
+    assert!(ok, "{err}");
+    let got = mote::npy::read_npz(&out_file).unwrap();
+    let c = &got.iter().find(|(k, _)| k == "arg2").expect("arg2").1;
+    assert_close(
+        "by name: C",
+        c,
+        &load_outputs("gemm.gemm.expected.npz")[0],
+        1e-5,
+        1e-5,
+    );
+}
+
+/// Missing, unknown, doubly given and mis-shaped kernel arguments are usage errors (status 2,
+/// one `error:` line), found before the call; an unknown kernel names the real ones.
+#[test]
+fn bad_kernel_arguments_are_refused() {
+    let dir = scratch_dir("kernel-bad");
+    let lib = zoo("gemm.so");
+    let npz = zoo("gemm.gemm.inputs.npz");
+    let npy = |name: &str, t: &mote::Tensor| {
+        let p = dir.join(format!("{name}.npy"));
+        mote::npy::write_npy(&p, t).unwrap();
+        p.display().to_string()
+    };
+    let args = load_args("gemm.gemm.inputs.npz");
+    let f64_b = npy(
+        "b64",
+        &mote::Tensor::zeros(&[32, 48], mote::DType::F64).unwrap(),
+    );
+    let short_b = npy(
+        "b31",
+        &mote::Tensor::zeros(&[31, 48], mote::DType::F32).unwrap(),
+    );
+    let flat_b = npy(
+        "b1d",
+        &mote::Tensor::zeros(&[1536], mote::DType::F32).unwrap(),
+    );
+    let a = npy("a", &args[0]);
+    for cmd in ["run", "bench"] {
+        // Fewer arguments than parameters: the missing one is named with its type.
+        assert_refused(
+            &[
+                cmd,
+                &lib,
+                "-f",
+                "gemm",
+                "--inputs",
+                &zoo("gemm.arity.inputs.npz"),
+            ],
+            &["missing", "C (arg2): float32[64, 48]"],
+        );
+        assert_refused(
+            &[cmd, &lib, "-f", "gemm"],
+            &["missing", "A (arg0)", "C (arg2)"],
+        );
+        // Wrong shapes, dtype, rank.
+        assert_refused(
+            &[
+                cmd,
+                &lib,
+                "-f",
+                "gemm",
+                "--inputs",
+                &zoo("gemm.shape.inputs.npz"),
+            ],
+            &["`A` (arg0)", "float32[64, 32]", "[63, 32]"],
+        );
+        for (bad, shown) in [
+            (&f64_b, "float64"),
+            (&short_b, "[31, 48]"),
+            (&flat_b, "[1536]"),
+        ] {
+            assert_refused(
+                &[
+                    cmd,
+                    &lib,
+                    "-f",
+                    "main",
+                    "--inputs",
+                    &npz,
+                    "--input",
+                    &format!("B={bad}"),
+                ],
+                &["`B` (arg1)", shown],
+            );
+        }
+        // A name the kernel does not have, an index past its parameters, a parameter twice.
+        assert_refused(
+            &[cmd, &lib, "--inputs", &npz, "--input", &format!("D={a}")],
+            &["no parameter `D`", "A: float32[64, 32]"],
+        );
+        assert_refused(
+            &[cmd, &lib, "--inputs", &npz, "--input", &format!("arg3={a}")],
+            &["no parameter `arg3`"],
+        );
+        assert_refused(
+            &[
+                cmd,
+                &lib,
+                "--inputs",
+                &npz,
+                "--input",
+                &format!("A={a}"),
+                "--input",
+                &format!("arg0={a}"),
+            ],
+            &["`A` (arg0) is given twice in --input"],
+        );
+        // Nothing is generated for kernels.
+        assert_refused(
+            &[cmd, &lib, "--inputs", &npz, "--dim", "n=2"],
+            &["--dim n=2"],
+        );
+    }
+    // A scalar parameter needs a 0-d array.
+    assert_refused(
+        &[
+            "run",
+            &zoo("kernels.so"),
+            "-f",
+            "scaled_gemm",
+            "--inputs",
+            &zoo("kernels.scaled_gemm.inputs.npz"),
+            "--input",
+            &format!("alpha={a}"),
+        ],
+        &["`alpha` (arg2) is a scalar", "0-d"],
+    );
+    // An unknown kernel is a runtime error naming the kernels there are.
+    let (code, _, err) = mote_status(&["run", &lib, "-f", "gemm2", "--inputs", &npz]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("no function named `gemm2`") && err.contains("gemm, main"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bench_times_a_kernel() {
+    let (ok, out, err) = mote(&[
+        "bench",
+        &zoo("kernels.so"),
+        "-f",
+        "scaled_gemm",
+        "--inputs",
+        &zoo("kernels.scaled_gemm.inputs.npz"),
+        "--runs",
+        "5",
+        "--warmup",
+        "1",
+        "--profile",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let j: serde_json::Value = serde_json::from_str(out.trim()).expect("json");
+    assert!(j["median_ms"].as_f64().unwrap() > 0.0, "{j}");
+    assert_eq!(j["profile"][0]["name"], "scaled_gemm", "{j}");
+    assert_eq!(j["profile"][0]["kind"], "kernel", "{j}");
+    let (code, out, _) = mote_status(&["run", "--help"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        out.contains("Kernel-only libraries")
+            && out.contains("--output writes every tensor argument"),
+        "{out}"
+    );
+}
