@@ -276,11 +276,14 @@ typedef struct {
 // One parameter of a model function. Pointers are borrowed from the model and valid until it
 // is freed.
 typedef struct {
-  // The parameter's name in the Relax function, UTF-8.
+  // The parameter's name in the Relax function (or the kernel, in a kernel-only library),
+  // UTF-8.
   const char *name;
-  // Its dtype; all fields 0 when the model does not say.
+  // Its dtype; all fields 0 when the model does not say (and for a kernel's scalar
+  // parameter).
   MoteDtype dtype;
-  // Number of dimensions, or -1 when the model does not say.
+  // Number of dimensions, or -1 when the model does not say (and for a kernel's scalar
+  // parameter).
   int32_t ndim;
   // `ndim` dimensions (NULL when `ndim` is -1); -1 marks a symbolic dimension (any size).
   const int64_t *shape;
@@ -375,8 +378,9 @@ MoteError *mote_function_unregister(const char *name, bool *existed);
 // `mote_log_set_callback` made outside the log callback returns, which waits for them too.
 MoteError *mote_log_set_callback(MoteLogCallback callback, void *user_data, uint32_t max_level);
 
-// Load a model library made by TVM 0.27's `export_library`. Loading runs the library's code:
-// only load files you trust as you would a native library.
+// Load a model library made by TVM 0.27's `export_library`: a Relax model, or a kernel-only
+// library (a TIR module exported on its own), whose functions are its kernels. Loading runs
+// the library's code: only load files you trust as you would a native library.
 MoteError *mote_model_load(const char *path, MoteModel **out);
 
 // Load a model library from `size` bytes in memory (Linux and Android; elsewhere
@@ -386,7 +390,8 @@ MoteError *mote_model_load_from_memory(const uint8_t *data, size_t size, MoteMod
 // Free a model. NULL is a no-op. Sessions made from it keep working.
 void mote_model_free(MoteModel *model);
 
-// Number of functions the model exports (Relax functions callable by name).
+// Number of functions the model exports: Relax functions callable by name, or for a
+// kernel-only library its kernels (`main` among them when TVM emitted that alias).
 MoteError *mote_model_function_count(const MoteModel *model, size_t *out);
 
 // Name of function `index` (0-based, in a stable order). Borrowed: valid until the model is
@@ -431,6 +436,10 @@ void mote_session_free(MoteSession *session);
 // Call `function` with `num_inputs` tensors; its result (tuples flattened depth-first) is
 // written to `*outputs` as a new list the caller frees. Inputs are borrowed for the call (an
 // output may share an input's memory), except tensors lent to a callback, which are copied.
+// In a kernel-only library `function` is a kernel and `inputs` are all of its arguments,
+// output buffers included: the kernel writes into the caller's tensors (into the caller's
+// memory for `mote_tensor_from_borrowed` ones) and `*outputs` is an empty list. Kernels
+// check their own arguments: a wrong count, dtype or shape is `MOTE_ERROR_CODE_KERNEL`.
 // From a callback of a call running on this session, or while another thread runs it, this
 // fails with `MOTE_ERROR_CODE_BUSY` (see `MoteSession`).
 MoteError *mote_session_run(MoteSession *session,

@@ -22,11 +22,14 @@ pub struct MoteModel {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct MoteParamInfo {
-    /// The parameter's name in the Relax function, UTF-8.
+    /// The parameter's name in the Relax function (or the kernel, in a kernel-only library),
+    /// UTF-8.
     pub name: *const c_char,
-    /// Its dtype; all fields 0 when the model does not say.
+    /// Its dtype; all fields 0 when the model does not say (and for a kernel's scalar
+    /// parameter).
     pub dtype: MoteDtype,
-    /// Number of dimensions, or -1 when the model does not say.
+    /// Number of dimensions, or -1 when the model does not say (and for a kernel's scalar
+    /// parameter).
     pub ndim: i32,
     /// `ndim` dimensions (NULL when `ndim` is -1); -1 marks a symbolic dimension (any size).
     pub shape: *const i64,
@@ -104,8 +107,9 @@ fn finish_load(result: mote::Result<Model>, out: *mut *mut MoteModel) -> Result<
     Ok(())
 }
 
-/// Load a model library made by TVM 0.27's `export_library`. Loading runs the library's code:
-/// only load files you trust as you would a native library.
+/// Load a model library made by TVM 0.27's `export_library`: a Relax model, or a kernel-only
+/// library (a TIR module exported on its own), whose functions are its kernels. Loading runs
+/// the library's code: only load files you trust as you would a native library.
 #[no_mangle]
 pub unsafe extern "C" fn mote_model_load(
     path: *const c_char,
@@ -143,7 +147,8 @@ pub unsafe extern "C" fn mote_model_free(model: *mut MoteModel) {
     crate::error::guard_value((), || MODELS.free(model))
 }
 
-/// Number of functions the model exports (Relax functions callable by name).
+/// Number of functions the model exports: Relax functions callable by name, or for a
+/// kernel-only library its kernels (`main` among them when TVM emitted that alias).
 #[no_mangle]
 pub unsafe extern "C" fn mote_model_function_count(
     model: *const MoteModel,

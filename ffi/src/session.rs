@@ -304,6 +304,10 @@ fn list_out(v: &Value, out: *mut *mut MoteTensorList) -> Result<()> {
 /// Call `function` with `num_inputs` tensors; its result (tuples flattened depth-first) is
 /// written to `*outputs` as a new list the caller frees. Inputs are borrowed for the call (an
 /// output may share an input's memory), except tensors lent to a callback, which are copied.
+/// In a kernel-only library `function` is a kernel and `inputs` are all of its arguments,
+/// output buffers included: the kernel writes into the caller's tensors (into the caller's
+/// memory for `mote_tensor_from_borrowed` ones) and `*outputs` is an empty list. Kernels
+/// check their own arguments: a wrong count, dtype or shape is `MOTE_ERROR_CODE_KERNEL`.
 /// From a callback of a call running on this session, or while another thread runs it, this
 /// fails with `MOTE_ERROR_CODE_BUSY` (see `MoteSession`).
 #[no_mangle]

@@ -5,10 +5,16 @@ or .npy parser: raw little-endian tensor files plus one text file of cases.
     python zoo_cases.py ZOO_DIR OUT_DIR      -> OUT_DIR/cases.txt, OUT_DIR/*.bin
 
 cases.txt, one block per case:
-    case <model>.<case> <library path> <function> <call|stateful> <rtol> <atol> <n_in> <n_out> <expected error text, to the end of the line, or ->
+    case <model>.<case> <library path> <function> <call|stateful|kernel> <rtol> <atol> <n_in> <n_out> <expected error text, to the end of the line, or ->
     in  <dtype code> <bits> <ndim> <dims...> <file>          (n_in lines)
     out <dtype code> <bits> <ndim> <dims...> <file>          (n_out lines)
+    written <n_out> <index...>                               (kernel cases only)
 The expected outputs are TVM's (the zoo's oracle); the C test never sees Mote's own results.
+
+A kernel case calls a kernel of a kernel-only library: the `in` tensors are every argument,
+output buffers included, and output k is what the kernel leaves in argument `written[k]`.
+Kernel cases with scalar arguments are left out: mote_session_run passes tensors only (the
+Rust zoo test runs them).
 """
 
 import json
@@ -35,9 +41,13 @@ def main() -> None:
     os.makedirs(out, exist_ok=True)
     manifest = json.load(open(os.path.join(zoo, "manifest.json")))
     lines = []
+    skipped = 0
     for model in manifest["models"]:
         for case in model["cases"]:
             stem = f"{model['name']}.{case['case']}"
+            if case.get("scalars"):
+                skipped += 1
+                continue
             ins = np.load(os.path.join(zoo, case["inputs"]))
             ins = [ins[f"arg{i}"] for i in range(len(ins.files))]
             outs = []
@@ -54,9 +64,18 @@ def main() -> None:
                 lines.append("in " + describe(a, os.path.join(out, f"{stem}.in{i}.bin")))
             for i, a in enumerate(outs):
                 lines.append("out " + describe(a, os.path.join(out, f"{stem}.out{i}.bin")))
+            if case["mode"] == "kernel":
+                written = case["outputs"]
+                if len(written) != len(outs):
+                    raise SystemExit(f"{stem}: {len(outs)} expected outputs for {len(written)} written arguments")
+                lines.append(" ".join(["written", str(len(written))] + [str(i) for i in written]))
     with open(os.path.join(out, "cases.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    print(f"zoo_cases: {sum(1 for l in lines if l.startswith('case'))} cases -> {out}", file=sys.stderr)
+    print(
+        f"zoo_cases: {sum(1 for l in lines if l.startswith('case'))} cases -> {out} "
+        f"({skipped} kernel cases with scalar arguments left out)",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

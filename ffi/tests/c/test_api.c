@@ -6,6 +6,7 @@
  * Numbers are checked against independent arithmetic done here (the raise model computes
  * 3 * x), never against Mote's own output.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 
@@ -290,6 +291,131 @@ static void test_zero_copy(void) {
     mote_model_free(model);
 }
 
+/* A kernel-only library (gemm.so: C[64,48] = A[64,32] @ B[32,48], and TVM's `main` alias):
+ * its kernels are its functions, and mote_session_run passes every argument, the output
+ * buffer included, so the kernel writes straight into the caller's memory. The reference is
+ * computed here; small integers keep every float32 sum exact. */
+enum { GM = 64, GK = 32, GN = 48 };
+
+static int gemm_matches(const float *c, const float *a, const float *b) {
+    for (int i = 0; i < GM; i++)
+        for (int j = 0; j < GN; j++) {
+            double want = 0;
+            for (int k = 0; k < GK; k++) want += (double)a[i * GK + k] * b[k * GN + j];
+            if (c[i * GN + j] != (float)want) {
+                fprintf(stderr, "C[%d,%d] is %g, expected %g\n", i, j, c[i * GN + j], want);
+                return 0;
+            }
+        }
+    return 1;
+}
+
+static void test_kernel_library(void) {
+    MoteModel *model = NULL;
+    OK(mote_model_load(zoo_file("gemm.so"), &model));
+    size_t count = 0;
+    OK(mote_model_function_count(model, &count));
+    CHECK(count == 2);
+    const char *name = NULL;
+    OK(mote_model_function_name(model, 0, &name));
+    CHECK(strcmp(name, "gemm") == 0);
+    OK(mote_model_function_name(model, 1, &name));
+    CHECK(strcmp(name, "main") == 0);
+    static const int64_t dims[3][2] = {{GM, GK}, {GK, GN}, {GM, GN}};
+    static const char *const names[3] = {"A", "B", "C"};
+    for (int f = 0; f < 2; f++) {
+        const char *function = f ? "main" : "gemm";
+        size_t params = 0;
+        OK(mote_model_param_count(model, function, &params));
+        CHECK(params == 3);
+        for (size_t i = 0; i < 3 && i < params; i++) {
+            MoteParamInfo p;
+            OK(mote_model_param_info(model, function, i, &p));
+            CHECK(strcmp(p.name, names[i]) == 0);
+            CHECK(p.dtype.code == MOTE_DTYPE_CODE_FLOAT && p.dtype.bits == 32);
+            CHECK(p.ndim == 2 && p.shape[0] == dims[i][0] && p.shape[1] == dims[i][1]);
+        }
+    }
+
+    float a[GM * GK], b[GK * GN];
+    for (int i = 0; i < GM * GK; i++) a[i] = (float)((i * 7) % 13 - 6);
+    for (int i = 0; i < GK * GN; i++) b[i] = (float)((i * 5) % 11 - 5);
+    float *c = aligned_alloc(64, sizeof(float) * GM * GN);
+    MoteTensor *args[3] = {f32_tensor(dims[0], 2, a), f32_tensor(dims[1], 2, b), NULL};
+    int released_before = released;
+    OK(mote_tensor_from_borrowed(F32, dims[2], 2, c, sizeof(float) * GM * GN, release_buffer, c,
+                                 &args[2]));
+    MoteSessionOptions *opts = NULL;
+    MoteSession *s = NULL;
+    OK(mote_session_options_new(&opts));
+    OK(mote_session_options_set_threads(opts, 2));
+    OK(mote_session_new(model, opts, &s));
+    mote_session_options_free(opts);
+    const MoteTensor *const *in = (const MoteTensor *const *)args;
+    for (int f = 0; f < 2; f++) {
+        memset(c, 0xFF, sizeof(float) * GM * GN); /* NaN */
+        MoteTensorList *out = NULL;
+        OK(mote_session_run(s, f ? "main" : "gemm", in, 3, &out));
+        size_t n = 1;
+        OK(mote_tensor_list_len(out, &n));
+        CHECK(n == 0);
+        mote_tensor_list_free(out);
+        CHECK(gemm_matches(c, a, b));
+    }
+
+    /* Errors: the name (listing the kernels), then the kernel's own checks. */
+    memset(c, 0xFF, sizeof(float) * GM * GN);
+    MoteTensorList *out = (MoteTensorList *)0x1;
+    FAILS(mote_session_run(s, "gemm2", in, 3, &out), MOTE_ERROR_CODE_UNKNOWN_FUNCTION, "gemm, main");
+    FAILS(mote_session_run(s, "gemm", in, 2, &out), MOTE_ERROR_CODE_KERNEL, "Expected 3 arguments");
+    FAILS(mote_session_run(s, "gemm", NULL, 0, &out), MOTE_ERROR_CODE_KERNEL, "Expected 3 arguments");
+    const MoteTensor *swapped[3] = {args[1], args[0], args[2]};
+    FAILS(mote_session_run(s, "gemm", swapped, 3, &out), MOTE_ERROR_CODE_KERNEL, "A.shape");
+    CHECK(out == (MoteTensorList *)0x1);
+    CHECK(c[0] != c[0]); /* nothing was written */
+
+    mote_session_free(s);
+    for (int i = 0; i < 3; i++) mote_tensor_free(args[i]);
+    CHECK(released == released_before + 1);
+    mote_model_free(model);
+
+    /* A kernel's scalar parameter has no dtype or shape. */
+    OK(mote_model_load(zoo_file("kernels.so"), &model));
+    OK(mote_model_function_count(model, &count));
+    CHECK(count == 3);
+    MoteParamInfo p;
+    OK(mote_model_param_info(model, "scaled_gemm", 2, &p));
+    CHECK(strcmp(p.name, "alpha") == 0 && p.ndim == -1 && p.shape == NULL && p.dtype.bits == 0);
+    FAILS(mote_model_param_count(model, "main", &count), MOTE_ERROR_CODE_UNKNOWN_FUNCTION, "scaled_gemm");
+    mote_model_free(model);
+
+    /* From memory too. */
+    FILE *f = fopen(zoo_file("gemm.so"), "rb");
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *bytes = malloc((size_t)size);
+    CHECK(fread(bytes, 1, (size_t)size, f) == (size_t)size);
+    fclose(f);
+    OK(mote_model_load_from_memory(bytes, (size_t)size, &model));
+    free(bytes);
+    OK(mote_session_new(model, NULL, &s));
+    float *c2 = calloc(GM * GN, sizeof(float));
+    int64_t c_shape[2] = {GM, GN};
+    MoteTensor *margs[3] = {f32_tensor(dims[0], 2, a), f32_tensor(dims[1], 2, b), NULL};
+    for (int i = 0; i < GM * GN; i++) c2[i] = NAN;
+    OK(mote_tensor_from_copy(F32, c_shape, 2, c2, sizeof(float) * GM * GN, &margs[2]));
+    OK(mote_session_run(s, "main", (const MoteTensor *const *)margs, 3, &out));
+    mote_tensor_list_free(out);
+    MoteTensorInfo info;
+    OK(mote_tensor_info(margs[2], &info)); /* the output tensor handle holds the result */
+    CHECK(gemm_matches(info.data, a, b));
+    for (int i = 0; i < 3; i++) mote_tensor_free(margs[i]);
+    free(c2);
+    mote_session_free(s);
+    mote_model_free(model);
+}
+
 static void test_stateful(void) {
     /* multi.embed(a, c, w...) through the stateful API equals the direct call. */
     MoteModel *model = NULL;
@@ -509,6 +635,7 @@ int main(int argc, char **argv) {
     test_call_errors_and_freed_handles();
     test_tensors();
     test_zero_copy();
+    test_kernel_library();
     test_stateful();
     test_callbacks();
     test_logs_and_profile();

@@ -1,4 +1,7 @@
 /* Runs every case of the model zoo through the C ABI and compares with TVM's outputs.
+ * Kernel cases (kernel-only libraries) pass every argument, output buffers included, to
+ * mote_session_run, which must return no outputs and leave TVM's values in those buffers
+ * (filled with 0xFF bytes, NaN or -1, before every call) and the other arguments unchanged.
  *
  *   test_zoo CASES_DIR      (made by ffi/tests/zoo_cases.py)
  */
@@ -85,6 +88,31 @@ static MoteError *scale_shift(void *user_data, const MoteArg *args, size_t n, Mo
     return NULL;
 }
 
+/* Does `info` (output `o` of case `stem`) match TVM's output described by `want`? */
+static int matches(const char *stem, size_t o, const MoteTensorInfo *info, const Desc *want,
+                   double rtol, double atol) {
+    size_t size;
+    void *expected = read_file(want->file, &size);
+    int ok = 1;
+    if (!expected || size != info->byte_size || info->ndim != (size_t)want->ndim ||
+        info->dtype.code != want->dtype.code || info->dtype.bits != want->dtype.bits) {
+        fprintf(stderr, "%s: out%zu has the wrong dtype, shape or size\n", stem, o);
+        ok = 0;
+    }
+    for (size_t d = 0; ok && d < info->ndim; d++)
+        if (info->shape[d] != want->dims[d]) ok = 0;
+    size_t n = info->dtype.bits ? info->byte_size / (info->dtype.bits / 8) : 0;
+    for (size_t i = 0; ok && i < n; i++) {
+        double a = element(info->dtype, info->data, i), b = element(info->dtype, expected, i);
+        if (!(fabs(a - b) <= atol + rtol * fabs(b))) {
+            fprintf(stderr, "%s: out%zu[%zu] is %.9g but TVM gives %.9g\n", stem, o, i, a, b);
+            ok = 0;
+        }
+    }
+    free(expected);
+    return ok;
+}
+
 static int run_case(FILE *f, const char *header) {
     char stem[256], lib[1024], function[128], mode[16];
     double rtol, atol;
@@ -100,19 +128,28 @@ static int run_case(FILE *f, const char *header) {
     int want_error = strcmp(expect_error, "-") != 0;
 
     MoteTensor *inputs[16] = {0};
-    Desc outs[16];
+    Desc ins[16], outs[16];
+    int kernel = strcmp(mode, "kernel") == 0, written[16] = {0}, n_written = 0;
     if (n_in > 16 || n_out > 16) return 0;
     for (int i = 0; i < n_in; i++) {
-        Desc d;
         size_t size;
-        if (!read_desc(f, "in", &d)) return 0;
-        void *bytes = read_file(d.file, &size);
+        if (!read_desc(f, "in", &ins[i])) return 0;
+        void *bytes = read_file(ins[i].file, &size);
         if (!bytes) return 0;
-        OK(mote_tensor_from_copy(d.dtype, d.dims, (size_t)d.ndim, bytes, size, &inputs[i]));
+        OK(mote_tensor_from_copy(ins[i].dtype, ins[i].dims, (size_t)ins[i].ndim, bytes, size,
+                                 &inputs[i]));
         free(bytes);
     }
     for (int i = 0; i < n_out; i++)
         if (!read_desc(f, "out", &outs[i])) return 0;
+    if (kernel) {
+        char k[8];
+        if (fscanf(f, "%7s %d", k, &n_written) != 2 || strcmp(k, "written") != 0 ||
+            n_written != n_out)
+            return 0;
+        for (int i = 0; i < n_written; i++)
+            if (fscanf(f, "%d", &written[i]) != 1 || written[i] < 0 || written[i] >= n_in) return 0;
+    }
 
     int ok = 1;
     MoteModel *model = NULL;
@@ -127,6 +164,11 @@ static int run_case(FILE *f, const char *header) {
         mote_session_options_free(opts);
         MoteError *err;
         const MoteTensor *const *in = (const MoteTensor *const *)inputs;
+        for (int w = 0; w < n_written; w++) {
+            MoteTensorInfo info;
+            OK(mote_tensor_info(inputs[written[w]], &info));
+            memset(info.data, 0xFF, info.byte_size);
+        }
         if (strcmp(mode, "stateful") == 0) {
             err = mote_session_set_input(session, function, in, (size_t)n_in);
             if (!err) err = mote_session_invoke_stateful(session, function);
@@ -144,6 +186,31 @@ static int run_case(FILE *f, const char *header) {
         } else if (err) {
             fprintf(stderr, "%s: [%u] %s\n", stem, mote_error_code(err), mote_error_message(err));
             ok = 0;
+        } else if (kernel) {
+            size_t count = 1;
+            OK(mote_tensor_list_len(results, &count));
+            if (count != 0) {
+                fprintf(stderr, "%s: a kernel call returned %zu outputs, not 0\n", stem, count);
+                ok = 0;
+            }
+            for (int i = 0; ok && i < n_in; i++) {
+                MoteTensorInfo info;
+                OK(mote_tensor_info(inputs[i], &info));
+                int w = -1;
+                for (int k = 0; k < n_written; k++)
+                    if (written[k] == i) w = k;
+                if (w >= 0) {
+                    ok = matches(stem, (size_t)w, &info, &outs[w], rtol, atol);
+                } else {
+                    size_t size;
+                    void *given = read_file(ins[i].file, &size);
+                    if (!given || size != info.byte_size || memcmp(given, info.data, size) != 0) {
+                        fprintf(stderr, "%s: the kernel changed its input arg%d\n", stem, i);
+                        ok = 0;
+                    }
+                    free(given);
+                }
+            }
         } else {
             size_t count = 0;
             OK(mote_tensor_list_len(results, &count));
@@ -154,26 +221,9 @@ static int run_case(FILE *f, const char *header) {
             for (size_t o = 0; ok && o < count; o++) {
                 MoteTensor *t = NULL;
                 MoteTensorInfo info;
-                size_t size;
                 OK(mote_tensor_list_get(results, o, &t));
                 OK(mote_tensor_info(t, &info));
-                void *expected = read_file(outs[o].file, &size);
-                if (!expected || size != info.byte_size || info.ndim != (size_t)outs[o].ndim ||
-                    info.dtype.code != outs[o].dtype.code || info.dtype.bits != outs[o].dtype.bits) {
-                    fprintf(stderr, "%s: out%zu has the wrong dtype, shape or size\n", stem, o);
-                    ok = 0;
-                }
-                for (size_t d = 0; ok && d < info.ndim; d++)
-                    if (info.shape[d] != outs[o].dims[d]) ok = 0;
-                size_t n = info.dtype.bits ? info.byte_size / (info.dtype.bits / 8) : 0;
-                for (size_t i = 0; ok && i < n; i++) {
-                    double a = element(info.dtype, info.data, i), b = element(info.dtype, expected, i);
-                    if (!(fabs(a - b) <= atol + rtol * fabs(b))) {
-                        fprintf(stderr, "%s: out%zu[%zu] is %.9g but TVM gives %.9g\n", stem, o, i, a, b);
-                        ok = 0;
-                    }
-                }
-                free(expected);
+                ok = matches(stem, o, &info, &outs[o], rtol, atol);
                 mote_tensor_free(t);
             }
         }
@@ -207,7 +257,7 @@ int main(int argc, char **argv) {
         if (!run_case(f, line)) failures++;
     }
     fclose(f);
-    CHECK(cases >= 10);
+    CHECK(cases >= 16);
     OK(mote_function_unregister("mote.zoo.scale_shift", NULL));
     fprintf(stderr, "test_zoo: %d cases\n", cases);
     return finish("test_zoo");
