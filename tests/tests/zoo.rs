@@ -334,10 +334,16 @@ fn kernel_library_errors_are_typed_and_the_session_goes_on() {
     kernel_error(s.call("gemm", &wrong).unwrap_err(), "B.ndim");
     wrong[1] = Value::Int(3);
     kernel_error(s.call("gemm", &wrong).unwrap_err(), "B");
-    // What no kernel can take is refused before the call.
+    // What no kernel can take, or a caller cannot vouch for, is refused before the call.
     wrong[1] = Value::Str("B".into());
     let e = s.call("gemm", &wrong).unwrap_err();
     assert!(matches!(e, Error::Mismatch(_)), "{e:?}");
+    wrong[1] = Value::OpaquePtr(args[1].data_ptr() as usize);
+    let e = s.call("gemm", &wrong).unwrap_err();
+    assert!(
+        matches!(&e, Error::Mismatch(m) if m.contains("opaque pointer")),
+        "{e:?}"
+    );
 
     // The session still works, and the failed calls wrote nothing.
     assert!(to_f64(&args[2]).iter().all(|v| v.is_nan()));

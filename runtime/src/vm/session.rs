@@ -110,12 +110,15 @@ impl Session {
     ///
     /// In a kernel-only library ([`Model::is_kernel_library`]) `name` is a kernel, and `args`
     /// are all of its arguments, outputs included: tensors are passed as views of their own
-    /// memory, so the kernel's writes land in them; ints, floats, bools, dtypes and pointers
-    /// as scalars. The result is the kernel's own return value, `Value::None` for TVM's
-    /// destination-passing kernels. The kernel checks its arguments itself: a wrong count,
-    /// dtype or shape is [`Error::Kernel`] with TVM's message. A kernel may write any tensor it
-    /// is given, so hold no borrow of an argument's data ([`Tensor::data`],
-    /// [`Tensor::as_slice`]) across the call: read it afterwards.
+    /// memory, so the kernel's writes land in them; ints, floats, bools and dtypes as scalars.
+    /// An opaque pointer is refused ([`Error::Mismatch`]): a kernel would dereference it, and
+    /// nothing here can vouch for it. The result is the kernel's own return value,
+    /// `Value::None` for TVM's destination-passing kernels. The kernel checks its arguments
+    /// itself: a wrong count, dtype or shape is [`Error::Kernel`] with TVM's message. Like
+    /// TVM, Mote does not check what a kernel does with its scalars (a loop bound it takes is
+    /// the kernel's contract). A kernel may write any tensor it is given, so hold no borrow of
+    /// an argument's data ([`Tensor::data`], [`Tensor::as_slice`]) across the call: read it
+    /// afterwards.
     ///
     /// [`Tensor::data`]: crate::Tensor::data
     /// [`Tensor::as_slice`]: crate::Tensor::as_slice
@@ -124,6 +127,12 @@ impl Session {
         let model = self.model.inner.clone();
         if model.is_kernel_library() {
             let func = self.model.kernel_function(name)?;
+            if let Some(i) = args.iter().position(|a| matches!(a, Value::OpaquePtr(_))) {
+                return Err(Error::Mismatch(format!(
+                    "kernel `{name}`: argument {i} is an opaque pointer, which a caller cannot \
+                     pass to a kernel (it would be dereferenced unchecked)"
+                )));
+            }
             return threads.install(|| self.call_index(&model, func, args));
         }
         let fidx = self.model.vm_function(name)?;
