@@ -2,7 +2,7 @@
 # The main job, end to end on a fresh machine: build a small model with TVM 0.27, run it with
 # Mote, and print Mote's outputs beside TVM's, with both runtimes' latency.
 #
-#   scripts/demo.sh [MODEL]      (default: mlp; any zoo model name, e.g. cnn, transformer)
+#   scripts/demo.sh [MODEL]      (default: mlp; any zoo model name, e.g. cnn, transformer, gemm)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,9 +21,10 @@ case_file="$("$venv/bin/python" -c "
 import json,sys
 m=[m for m in json.load(open('$zoo/manifest.json'))['models'] if m['name']=='$model']
 if not m: sys.exit('no zoo model named $model')
-c=[c for c in m[0]['cases'] if c['mode']=='call' and not c['expect_error']][0]
-print(c['function'], c['inputs'], c['expected'])")"
-read -r function inputs expected <<<"$case_file"
+c=[c for c in m[0]['cases'] if c['mode'] in ('call', 'kernel') and not c['expect_error']][0]
+# A kernel case's outputs are the arguments it writes (kernel-only libraries).
+print(c['function'], c['inputs'], c['expected'], ','.join(map(str, c.get('outputs') or [])) or '-')")"
+read -r function inputs expected written <<<"$case_file"
 out="$(mktemp -d)/out.npz"
 
 echo
@@ -33,12 +34,14 @@ echo
 echo "== mote run $model.so --function $function =="
 "$mote" run "$zoo/$model.so" --function "$function" --inputs "$zoo/$inputs" --output "$out"
 echo
-echo "== Mote against TVM's relax.VirtualMachine =="
-"$venv/bin/python" - "$out" "$zoo/$expected" <<'PY'
+echo "== Mote against TVM's own runtime =="
+"$venv/bin/python" - "$out" "$zoo/$expected" "$written" <<'PY'
 import sys, numpy as np
 got, want = np.load(sys.argv[1]), np.load(sys.argv[2])
-for k in want.files:
-    g, w = got[k], want[k]
+# `mote run` saves a kernel's arguments as argN: output k is argument written[k].
+written = [] if sys.argv[3] == "-" else [int(i) for i in sys.argv[3].split(",")]
+for i, k in enumerate(sorted(want.files, key=lambda k: int(k[3:]))):
+    g, w = got[f"arg{written[i]}" if written else k], want[k]
     err = float(np.max(np.abs(g.astype(np.float64) - w.astype(np.float64)))) if w.size else 0.0
     print(f"{k}: shape {w.shape} {w.dtype}")
     print(f"  mote: {g.ravel()[:6]}")
