@@ -241,6 +241,10 @@ impl Storage {
     /// `ptr` must be valid for reads and writes of `len` bytes, and stay valid (and not be used
     /// in a conflicting way by others) until the returned storage and every tensor viewing it
     /// have been dropped. `owner` is dropped when the storage is, and may free the memory.
+    /// [`Tensor::is_exclusive`] relies on the "not used in a conflicting way" part: a tensor
+    /// holding the only reference to this storage is treated as the only way to reach the
+    /// bytes, and a kernel given it by [`Session::call_kernel`](crate::Session::call_kernel)
+    /// may write them while nobody else may read or write them.
     pub unsafe fn borrowed(
         ptr: NonNull<u8>,
         len: usize,
@@ -413,8 +417,9 @@ impl Tensor {
     pub fn data(&self) -> &[u8] {
         // SAFETY: the view lies inside the storage (checked in `view`), which lives as long as
         // `self`. Writers (kernels) write tensors the VM allocated before handing them out, and
-        // the arguments of a kernel-only library's kernel while `Session::call` runs, which
-        // documents that no borrow of their data may be held across that call.
+        // the arguments of a kernel-only library's kernel during `Session::call_kernel`, which
+        // takes them by `&mut` and only when `is_exclusive`: no `&[u8]` from this function can
+        // then be alive, and no other handle exists to make one.
         unsafe { std::slice::from_raw_parts(self.data_ptr(), self.byte_len()) }
     }
 
@@ -425,13 +430,28 @@ impl Tensor {
         let inner = Arc::get_mut(&mut self.0).ok_or_else(|| {
             Error::InvalidArgument("tensor is shared; copy it before writing".into())
         })?;
-        if Arc::strong_count(&inner.storage) != 1 {
+        if Arc::get_mut(&mut inner.storage).is_none() {
             return Err(Error::InvalidArgument(
                 "tensor storage is shared; copy it before writing".into(),
             ));
         }
         // SAFETY: both the view and its storage are uniquely owned by `self`, borrowed mutably.
         Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
+    }
+
+    /// Whether this handle is the only way to reach its bytes: neither the handle (a clone
+    /// of it) nor its storage (another view of it, from [`Tensor::reshape`] or
+    /// [`Tensor::view`], or an `Arc<Storage>` kept from [`Tensor::storage`]) is shared.
+    ///
+    /// A storage made by [`Storage::borrowed`] counts as exclusive when this tensor holds its
+    /// only reference: the memory's owner promised, in that function's safety contract, that
+    /// nobody else uses the bytes in a conflicting way while the storage lives. This is what
+    /// [`Session::call_kernel`](crate::Session::call_kernel) requires of every tensor it lets
+    /// a kernel write. Taking `&mut self` means no borrow of this handle's data
+    /// ([`Tensor::data`], [`Tensor::as_slice`]) is alive while the answer is used.
+    pub fn is_exclusive(&mut self) -> bool {
+        // `get_mut` also fails on weak references, so no handle can be revived later.
+        Arc::get_mut(&mut self.0).is_some_and(|inner| Arc::get_mut(&mut inner.storage).is_some())
     }
 
     /// Same data, new shape (no copy). The element count must match.
@@ -615,6 +635,47 @@ mod tests {
         let s2 = Storage::alloc(120, Some(&pool)).unwrap();
         assert_eq!(s2.as_ptr(), p1);
         assert_eq!(pool.cached_bytes(), 0);
+    }
+
+    #[test]
+    fn exclusive_only_when_no_other_handle_reaches_the_bytes() {
+        let mut t = Tensor::zeros(&[4], DType::F32).unwrap();
+        assert!(t.is_exclusive());
+        // A clone of the handle.
+        let c = t.clone();
+        assert!(!t.is_exclusive());
+        drop(c);
+        assert!(t.is_exclusive());
+        // Another view of the same storage: reshape, or view over a kept storage.
+        let r = t.reshape(&[2, 2]).unwrap();
+        assert!(!t.is_exclusive());
+        drop(r);
+        let kept = t.storage().clone();
+        assert!(!t.is_exclusive());
+        let mut v = Tensor::view(kept, 8, vec![2], DType::F32).unwrap();
+        assert!(!t.is_exclusive() && !v.is_exclusive());
+        drop(t);
+        // The view now holds the storage alone: exclusive, although it is a sub-range.
+        assert!(v.is_exclusive());
+        // A weak reference to the storage could revive a handle.
+        let weak = Arc::downgrade(v.storage());
+        assert!(!v.is_exclusive());
+        drop(weak);
+        assert!(v.is_exclusive());
+        // Borrowed memory: exclusive while one tensor holds the storage, whose owner (here a
+        // clone of the storage that owns the bytes) is not a handle Mote gives out.
+        let backing = Storage::alloc(16, None).unwrap();
+        let ptr = NonNull::new(backing.as_ptr()).unwrap();
+        // SAFETY: `backing` owns 16 valid bytes and is kept alive as the owner; nothing else
+        // uses them in this test.
+        let lent = unsafe { Storage::borrowed(ptr, 16, Some(Box::new(backing))) };
+        let mut b = Tensor::view(lent, 0, vec![4], DType::F32).unwrap();
+        assert!(b.is_exclusive());
+        let b2 = b.clone();
+        assert!(!b.is_exclusive());
+        drop(b2);
+        // Exclusive means data_mut works, and the other way round.
+        assert!(b.is_exclusive() && b.data_mut().is_ok());
     }
 
     #[test]
