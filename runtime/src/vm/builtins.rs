@@ -504,7 +504,7 @@ impl Session {
                     Value::Function(f) => f.clone(),
                     v => return Err(Error::Mismatch(format!("invoke_closure on a {}", v.kind()))),
                 };
-                self.call_function(m, &f, &args[2..])?
+                self.call_function_value(m, &f, &args[2..])?
             }
             Builtin::CallTirDyn => {
                 let f = match a(0)? {
@@ -517,7 +517,7 @@ impl Session {
                     .expect_shape("call_tir_dyn")?;
                 let mut all: Vec<Value> = args[1..args.len() - 1].to_vec();
                 all.extend(extra.iter().map(|&d| Value::Int(d)));
-                self.call_function(m, &f, &all)?
+                self.call_function_value(m, &f, &all)?
             }
             Builtin::MemoryManagerClear => {
                 self.pool().clear();

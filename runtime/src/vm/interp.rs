@@ -134,7 +134,7 @@ impl Session {
         let model = m;
         let r = match model.callee(func) {
             Callee::Vm(i) => self.invoke_vm(m, *i as usize, args),
-            Callee::Kernel(k) => self.call_kernel(m, func, *k, args),
+            Callee::Kernel(k) => self.call_kernel_values(m, func, *k, args),
             Callee::Builtin(b) => self.builtin(m, *b, args),
             Callee::Subgraph => self.run_subgraph(m, args),
             Callee::Registered(f) => f(&args.iter().map(CallArg::from_value).collect::<Vec<_>>())
@@ -153,7 +153,8 @@ impl Session {
     }
 
     /// Call a function value (a closure or function-table entry), appending its saved args.
-    pub(crate) fn call_function(
+    /// The public entry point is [`Session::call_function`], which checks more.
+    pub(crate) fn call_function_value(
         &mut self,
         m: &Program,
         f: &Function,

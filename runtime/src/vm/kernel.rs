@@ -10,7 +10,8 @@ use crate::loader::executable::Arg;
 use crate::value::Value;
 
 impl Session {
-    pub(super) fn call_kernel(
+    /// Call kernel `k` (function-table entry `func`) with `args`, which it may write.
+    pub(super) fn call_kernel_values(
         &mut self,
         m: &Program,
         func: u32,

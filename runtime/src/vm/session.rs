@@ -3,12 +3,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::program::Callee;
 use super::Session;
 use crate::error::{Error, Result};
 use crate::host::threadpool::ThreadPool;
 use crate::model::Model;
 use crate::tensor::Pool;
-use crate::value::Value;
+use crate::value::{Function, Value};
 
 /// Options for a [`Session`].
 #[derive(Clone, Debug)]
@@ -108,61 +109,168 @@ impl Session {
 
     /// Call the Relax function `name`.
     ///
-    /// In a kernel-only library ([`Model::is_kernel_library`]) `name` is a kernel, and `args`
-    /// are all of its arguments, outputs included: tensors are passed as views of their own
-    /// memory, so the kernel's writes land in them; ints, floats, bools and dtypes as scalars.
-    /// An opaque pointer is refused ([`Error::Mismatch`]): a kernel would dereference it, and
-    /// nothing here can vouch for it. The result is the kernel's own return value,
-    /// `Value::None` for TVM's destination-passing kernels. The kernel checks its arguments
-    /// itself: a wrong count, dtype or shape is [`Error::Kernel`] with TVM's message. Like
-    /// TVM, Mote does not check what a kernel does with its scalars (a loop bound it takes is
-    /// the kernel's contract). A kernel may write any tensor it is given, so hold no borrow of
-    /// an argument's data ([`Tensor::data`], [`Tensor::as_slice`]) across the call: read it
-    /// afterwards.
-    ///
-    /// [`Tensor::data`]: crate::Tensor::data
-    /// [`Tensor::as_slice`]: crate::Tensor::as_slice
+    /// The VM allocates the function's outputs itself, so `args` are only read. A kernel-only
+    /// library ([`Model::is_kernel_library`]) is refused with [`Error::InvalidArgument`]: its
+    /// kernels write into tensors the caller passes, and go through
+    /// [`Session::call_kernel`], which makes sure nobody else can see those tensors.
     pub fn call(&mut self, name: &str, args: &[Value]) -> Result<Value> {
         let threads = self.threads.clone();
         let model = self.model.inner.clone();
         if model.is_kernel_library() {
-            let func = self.model.kernel_function(name)?;
-            if let Some(i) = args.iter().position(|a| matches!(a, Value::OpaquePtr(_))) {
-                return Err(Error::Mismatch(format!(
-                    "kernel `{name}`: argument {i} is an opaque pointer, which a caller cannot \
-                     pass to a kernel (it would be dereferenced unchecked)"
-                )));
-            }
-            return threads.install(|| self.call_index(&model, func, args));
+            return Err(use_call_kernel(name, "Session::call"));
         }
         let fidx = self.model.vm_function(name)?;
         threads.install(|| self.invoke_vm(&model, fidx, args))
     }
 
-    /// Call with tensors, returning the output tensors (tuples flattened).
+    /// Call kernel `name` of a kernel-only library ([`Model::is_kernel_library`]), the way TVM
+    /// calls `lib["name"](a, b, c)`.
     ///
-    /// For a kernel of a kernel-only library this returns an empty list: the kernel writes its
-    /// outputs into tensors among `inputs`, which the caller allocated (see [`Session::call`]).
+    /// `args` are all of the kernel's arguments, outputs included: tensors are passed as views
+    /// of their own memory, so the kernel's writes land in them; ints, floats, bools and dtypes
+    /// as scalars. The result is the kernel's own return value, `Value::None` for TVM's
+    /// destination-passing kernels.
+    ///
+    /// A kernel may write any tensor it is given, so every tensor argument must be exclusive
+    /// ([`Tensor::is_exclusive`]): no clone of the handle, no other view of its storage, no
+    /// kept reference to the storage. Otherwise the call fails with
+    /// [`Error::InvalidArgument`] naming the argument, before the kernel runs: drop the other
+    /// handles first, or pass a [`Tensor::deep_copy`] and read the result from it. Taking
+    /// `&mut [Value]` means the caller holds no borrow of the tensors' data during the call.
+    /// The same tensor cannot be passed twice (each handle would share it); an in-place kernel
+    /// takes it once.
+    ///
+    /// An opaque pointer is refused ([`Error::Mismatch`]): a kernel would dereference it, and
+    /// nothing here can vouch for it. The kernel checks the rest itself: a wrong count, dtype
+    /// or shape is [`Error::Kernel`] with TVM's message. Like TVM, Mote does not check what a
+    /// kernel does with its scalars (a loop bound it takes is the kernel's contract). A Relax
+    /// model is refused with [`Error::InvalidArgument`]: use [`Session::call`].
+    ///
+    /// Reading an argument's data across the call does not compile, because the call borrows
+    /// the arguments mutably (error E0502):
+    ///
+    /// ```compile_fail,E0502
+    /// # fn f(session: &mut mote::Session) -> mote::Result<()> {
+    /// use mote::{DType, Tensor, Value};
+    /// let mut args = vec![Value::Tensor(Tensor::zeros(&[4], DType::F32)?)];
+    /// let before: &[f32] = args[0].as_tensor().unwrap().as_slice()?;
+    /// session.call_kernel("fill", &mut args)?; // `args` is still borrowed by `before`
+    /// println!("{}", before[0]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// and neither does a reader on another thread while the kernel runs (E0502 too):
+    ///
+    /// ```compile_fail,E0502
+    /// # fn f(session: &mut mote::Session) -> mote::Result<()> {
+    /// use mote::{DType, Tensor, Value};
+    /// let mut args = vec![Value::Tensor(Tensor::zeros(&[4], DType::F32)?)];
+    /// std::thread::scope(|scope| {
+    ///     let reader = scope.spawn(|| args[0].as_tensor().map(|t| t.data()[0]));
+    ///     let written = session.call_kernel("fill", &mut args); // `args` is shared with `reader`
+    ///     (reader.join(), written)
+    /// });
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// What types cannot see (a clone kept elsewhere) is the exclusivity check's job:
+    ///
+    /// ```no_run
+    /// use mote::{DType, Error, Model, Tensor, Value};
+    /// let model = Model::load("gemm.so")?;
+    /// let mut session = model.session()?;
+    /// let a = Tensor::zeros(&[64, 32], DType::F32)?;
+    /// let b = Tensor::zeros(&[32, 48], DType::F32)?;
+    /// let c = Tensor::zeros(&[64, 48], DType::F32)?;
+    /// let kept = c.clone();
+    /// let mut args = [Value::Tensor(a), Value::Tensor(b), Value::Tensor(c)];
+    /// assert!(matches!(session.call_kernel("gemm", &mut args), Err(Error::InvalidArgument(_))));
+    /// drop(kept);
+    /// session.call_kernel("gemm", &mut args)?; // the product is in args[2]
+    /// # Ok::<(), mote::Error>(())
+    /// ```
+    ///
+    /// [`Tensor::is_exclusive`]: crate::Tensor::is_exclusive
+    /// [`Tensor::deep_copy`]: crate::Tensor::deep_copy
+    pub fn call_kernel(&mut self, name: &str, args: &mut [Value]) -> Result<Value> {
+        let threads = self.threads.clone();
+        let model = self.model.inner.clone();
+        if !model.is_kernel_library() {
+            return Err(Error::InvalidArgument(format!(
+                "`{name}`: Session::call_kernel calls kernels of kernel-only libraries; this \
+                 model is a Relax program, whose functions are called with Session::call"
+            )));
+        }
+        let func = self.model.kernel_function(name)?;
+        for (i, arg) in args.iter_mut().enumerate() {
+            let shared = match arg {
+                Value::OpaquePtr(_) => {
+                    return Err(Error::Mismatch(format!(
+                        "kernel `{name}`: argument {i} is an opaque pointer, which a caller \
+                         cannot pass to a kernel (it would be dereferenced unchecked)"
+                    )))
+                }
+                Value::Tensor(t) => !t.is_exclusive(),
+                _ => false,
+            };
+            if shared {
+                return Err(Error::InvalidArgument(format!(
+                    "kernel `{name}`: tensor argument {i} is shared (another handle, view or \
+                     storage reference reaches its memory), and the kernel may write it while \
+                     that one reads; drop the other clones and views before the call, or pass \
+                     a deep_copy() of it and read the result from the copy"
+                )));
+            }
+        }
+        threads.install(|| self.call_index(&model, func, args))
+    }
+
+    /// Call a function value the model returned (a Relax closure, TVM's `invoke_closure`):
+    /// `args` first, then the arguments the closure captured.
+    ///
+    /// `f` must come from this session's model (a clone of the same [`Model`] counts), else
+    /// [`Error::InvalidArgument`]; so must its target be a Relax function, since a kernel or
+    /// packed function could write into `args`, which this call only borrows. The arity is
+    /// checked as in [`Session::call`].
+    pub fn call_function(&mut self, f: &Function, args: &[Value]) -> Result<Value> {
+        let threads = self.threads.clone();
+        let model = self.model.inner.clone();
+        check_function_value(model.id(), model.exe(), model.callees(), f)?;
+        threads.install(|| self.call_function_value(&model, f, args))
+    }
+
+    /// Call with tensors, returning the output tensors (tuples flattened). A kernel-only
+    /// library is refused as by [`Session::call`]: use [`Session::call_kernel`].
     pub fn run(&mut self, name: &str, inputs: &[crate::Tensor]) -> Result<Vec<crate::Tensor>> {
+        if self.model.is_kernel_library() {
+            return Err(use_call_kernel(name, "Session::run"));
+        }
         let args: Vec<Value> = inputs.iter().cloned().map(Value::Tensor).collect();
         Ok(self.call(name, &args)?.flatten_tensors())
     }
 
     /// Stateful API: store the inputs of `name` for a later [`Session::invoke_stateful`].
+    ///
+    /// Not for kernel-only libraries ([`Error::InvalidArgument`]): the session would keep
+    /// the tensors between this call and the kernel call, while the caller's clones of them
+    /// stay free to be read anywhere, so the kernel's writes could not be kept exclusive as
+    /// [`Session::call_kernel`] requires. Call that instead.
     pub fn set_input(&mut self, name: &str, args: Vec<Value>) -> Result<()> {
         if self.model.is_kernel_library() {
-            // Kernels check their own arguments when they run.
-            self.model.kernel_function(name)?;
-        } else {
-            let fidx = self.model.vm_function(name)?;
-            self.check_arity(fidx, args.len())?;
+            return Err(stateful_kernel(name));
         }
+        let fidx = self.model.vm_function(name)?;
+        self.check_arity(fidx, args.len())?;
         self.inputs.insert(name.to_string(), args);
         Ok(())
     }
 
-    /// Stateful API: run `name` on the inputs given to [`Session::set_input`].
+    /// Stateful API: run `name` on the inputs given to [`Session::set_input`]. Not for
+    /// kernel-only libraries (see [`Session::set_input`]).
     pub fn invoke_stateful(&mut self, name: &str) -> Result<()> {
+        if self.model.is_kernel_library() {
+            return Err(stateful_kernel(name));
+        }
         let args =
             self.inputs.get(name).cloned().ok_or_else(|| {
                 Error::InvalidArgument(format!("no inputs were set for `{name}`"))
@@ -190,5 +298,93 @@ impl Session {
             });
         }
         Ok(())
+    }
+}
+
+/// The error for calling a kernel-only library's kernel through an entry point that cannot
+/// keep its tensor arguments exclusive.
+fn use_call_kernel(name: &str, entry: &str) -> Error {
+    Error::InvalidArgument(format!(
+        "`{name}`: this model is a kernel-only library, whose kernels write into the tensors \
+         they are given; {entry} cannot promise that nobody else sees them, so call it with \
+         Session::call_kernel, which takes the arguments as &mut [Value] and requires every \
+         tensor to be exclusive"
+    ))
+}
+
+/// The error for the stateful API on a kernel-only library.
+fn stateful_kernel(name: &str) -> Error {
+    Error::InvalidArgument(format!(
+        "`{name}`: the stateful API (set_input/invoke_stateful) cannot call a kernel of a \
+         kernel-only library: it keeps the tensors until a later call, during which the \
+         caller's other handles could read memory the kernel writes; call it with \
+         Session::call_kernel"
+    ))
+}
+
+/// Whether `f` may be called from outside by [`Session::call_function`] on the program with
+/// this `id`, function table and resolution: it must be that program's, and a Relax function.
+fn check_function_value(
+    id: usize,
+    exe: &crate::loader::executable::Executable,
+    callees: &[Callee],
+    f: &Function,
+) -> Result<()> {
+    if f.model_id != id {
+        return Err(Error::InvalidArgument(
+            "a function value from another model: call it on a session of the model that \
+             returned it"
+                .into(),
+        ));
+    }
+    match (
+        exe.funcs.get(f.index as usize),
+        callees.get(f.index as usize),
+    ) {
+        (Some(_), Some(Callee::Vm(_))) => Ok(()),
+        (Some(t), _) => Err(Error::InvalidArgument(format!(
+            "function value `{}` is not a Relax function; only Relax functions and closures \
+             can be called from outside (a kernel or packed function could write into \
+             arguments this call only borrows)",
+            t.name
+        ))),
+        (None, _) => Err(Error::InvalidArgument(format!(
+            "function value #{} is not in this model's function table",
+            f.index
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::loader::executable::Executable;
+    use crate::vm::builtins::Builtin;
+
+    #[test]
+    fn only_this_models_relax_functions_are_callable_as_values() {
+        let exe = Executable::packed_only(&["vm.builtin.null_value".into(), "closure".into()]);
+        let callees = [Callee::Builtin(Builtin::NullValue), Callee::Vm(1)];
+        let value = |model_id, index| Function {
+            model_id,
+            index,
+            saved: Arc::from([]),
+        };
+        let refused = |f: Function, needle: &str| match check_function_value(7, &exe, &callees, &f)
+        {
+            Err(Error::InvalidArgument(m)) if m.contains(needle) => {}
+            r => panic!("{f:?}: expected a refusal mentioning `{needle}`, got {r:?}"),
+        };
+        assert!(check_function_value(7, &exe, &callees, &value(7, 1)).is_ok());
+        // The same index of another model: refused before anything is looked up.
+        refused(value(8, 1), "another model");
+        refused(value(8, 0), "another model");
+        refused(
+            value(7, 0),
+            "`vm.builtin.null_value` is not a Relax function",
+        );
+        refused(value(7, 2), "#2 is not in this model's function table");
     }
 }
