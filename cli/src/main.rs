@@ -1002,12 +1002,22 @@ fn call_args(model: &Model, io: &InputArgs) -> Res<Vec<Value>> {
     }
 }
 
+/// Call `function`: a kernel through `call_kernel`, which needs the arguments exclusively
+/// (they come from files and nothing else holds them), a Relax function through `call`.
+fn call(s: &mut Session, function: &str, args: &mut [Value]) -> mote::Result<Value> {
+    if s.model().is_kernel_library() {
+        s.call_kernel(function, args)
+    } else {
+        s.call(function, args)
+    }
+}
+
 fn run(path: &std::path::Path, io: &InputArgs, output: Option<&std::path::Path>) -> Res<()> {
     let model = Model::load(path)?;
-    let args = call_args(&model, io)?;
+    let mut args = call_args(&model, io)?;
     let mut s = session(&model, io)?;
     let start = Instant::now();
-    let out = s.call(&io.function, &args)?;
+    let out = call(&mut s, &io.function, &mut args)?;
     let elapsed = start.elapsed();
     if model.is_kernel_library() {
         // The kernel wrote into its arguments: they are what there is to show and save.
@@ -1093,7 +1103,7 @@ fn bench(
         ));
     }
     let model = Model::load(path)?;
-    let args = call_args(&model, io)?;
+    let mut args = call_args(&model, io)?;
     let mut s = session(&model, io)?;
     let tty = std::io::stderr().is_terminal() && !as_json;
     let progress = |phase: &str, i: usize, n: usize| {
@@ -1102,7 +1112,7 @@ fn bench(
         }
     };
     for i in 0..warmup {
-        s.call(&io.function, &args)?;
+        call(&mut s, &io.function, &mut args)?;
         progress("warmup", i, warmup);
     }
     // Reserve for the common case only: the vector grows as runs complete, so a large --runs
@@ -1110,7 +1120,7 @@ fn bench(
     let mut times = Vec::with_capacity(runs.min(TIMES_RESERVED));
     for i in 0..runs {
         let t = Instant::now();
-        let out = s.call(&io.function, &args)?;
+        let out = call(&mut s, &io.function, &mut args)?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
         drop(out);
         progress("timing", i, runs);
@@ -1124,7 +1134,7 @@ fn bench(
     if profile {
         s.set_profiling(true);
         for _ in 0..profiled_runs {
-            s.call(&io.function, &args)?;
+            call(&mut s, &io.function, &mut args)?;
         }
         profile_rows = s.take_profile();
         s.set_profiling(false);
@@ -1132,7 +1142,7 @@ fn bench(
     if let Some(trace_path) = trace {
         s.set_tracing(true);
         for _ in 0..runs.min(5) {
-            s.call(&io.function, &args)?;
+            call(&mut s, &io.function, &mut args)?;
         }
         let events = s.take_trace();
         s.set_tracing(false);
