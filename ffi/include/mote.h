@@ -438,8 +438,13 @@ void mote_session_free(MoteSession *session);
 // output may share an input's memory), except tensors lent to a callback, which are copied.
 // In a kernel-only library `function` is a kernel and `inputs` are all of its arguments,
 // output buffers included: the kernel writes into the caller's tensors (into the caller's
-// memory for `mote_tensor_from_borrowed` ones) and `*outputs` is an empty list. Kernels
-// check their own arguments: a wrong count, dtype or shape is `MOTE_ERROR_CODE_KERNEL`.
+// memory for `mote_tensor_from_borrowed` ones) and `*outputs` is an empty list. While the
+// call runs, the caller must not read or write those tensors' memory in any other way (no
+// other thread, no other session holding them as stateful inputs, no view of them): the
+// kernel writes it. Passing one tensor twice gives the kernel aliased buffers, as in TVM. A
+// tensor lent to a callback is refused (`MOTE_ERROR_CODE_INVALID_ARGUMENT`): copy it first.
+// Kernels check their own arguments: a wrong count, dtype or shape is
+// `MOTE_ERROR_CODE_KERNEL`.
 // From a callback of a call running on this session, or while another thread runs it, this
 // fails with `MOTE_ERROR_CODE_BUSY` (see `MoteSession`).
 MoteError *mote_session_run(MoteSession *session,
@@ -450,13 +455,15 @@ MoteError *mote_session_run(MoteSession *session,
 
 // Stateful API, step 1: bind the inputs of `function` for later `mote_session_invoke_stateful`
 // calls (the tensors are retained by the session until replaced or the session is freed;
-// tensors lent to a callback are copied).
+// tensors lent to a callback are copied). Not for kernel-only libraries
+// (`MOTE_ERROR_CODE_INVALID_ARGUMENT`): call their kernels with `mote_session_run`.
 MoteError *mote_session_set_input(MoteSession *session,
                                   const char *function,
                                   const MoteTensor *const *inputs,
                                   size_t num_inputs);
 
 // Stateful API, step 2: run `function` on the inputs bound by `mote_session_set_input`.
+// Not for kernel-only libraries (see `mote_session_set_input`).
 MoteError *mote_session_invoke_stateful(MoteSession *session, const char *function);
 
 // Stateful API, step 3: the result of the last `mote_session_invoke_stateful(function)`, as a

@@ -2,8 +2,9 @@
 
 use std::ffi::{c_char, CString};
 use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use mote::{Session, SessionOptions, Tensor, Value};
 
@@ -266,6 +267,86 @@ fn tensor_args(inputs: *const *const MoteTensor, count: usize) -> Result<Vec<Val
         .collect()
 }
 
+/// The arguments of a kernel call from C: for each handle, a fresh view of the same memory
+/// through a storage of its own, so that `Session::call_kernel` finds every tensor exclusive.
+/// A tensor lent to a callback is refused: it would be copied (see `tensor_args`), and the
+/// kernel's writes would go to the copy.
+fn kernel_args(inputs: *const *const MoteTensor, count: usize) -> Result<Vec<Value>> {
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    if inputs.is_null() {
+        return Err(MoteError::null("inputs"));
+    }
+    // SAFETY: non-NULL; the contract requires `count` readable handles.
+    let handles = unsafe { std::slice::from_raw_parts(inputs, count) };
+    handles
+        .iter()
+        .enumerate()
+        .map(|(i, &h)| {
+            let entry = TENSORS
+                .get(h)
+                .map_err(|e| e.context(format_args!("input {i}")))?;
+            if entry.is_lent() {
+                return Err(MoteError::new(
+                    MoteErrorCode::InvalidArgument,
+                    format!(
+                        "input {i} is a tensor lent to a callback, which a kernel call would \
+                         copy, losing what the kernel writes; copy it into a tensor of your own \
+                         (mote_tensor_clone) and pass that"
+                    ),
+                ));
+            }
+            Ok(Value::Tensor(fresh_view(entry.tensor())?))
+        })
+        .collect()
+}
+
+/// A view of `t`'s bytes through a new storage that keeps `t`'s storage alive.
+fn fresh_view(t: &Tensor) -> Result<Tensor> {
+    let original = Arc::clone(t.storage());
+    let len = original.len();
+    let Some(ptr) = NonNull::new(original.as_ptr()) else {
+        return Err(MoteError::new(
+            MoteErrorCode::InvalidArgument,
+            "a tensor without memory",
+        ));
+    };
+    // SAFETY: `ptr` is the memory of `original`, valid for reads and writes of `len` bytes for
+    // as long as `original` lives; `original` is the new storage's owner, dropped only after
+    // the new storage and every view of it, so the memory outlives them.
+    //
+    // The new storage and its one view are made here and held only by this call's argument
+    // list, so no Mote handle but that one reaches the bytes through them, and
+    // `Tensor::is_exclusive` says so. The other ways to the same bytes are the caller's: the
+    // `MoteTensor` handle passed in, and anything the caller made from it or lent it to (views,
+    // a Relax session's stored inputs, another thread's call). The C contract of
+    // `mote_session_run` on a kernel-only library (ffi/README.md, the header) is that none of
+    // those is read or written while the call runs. That promise is the "not used in a
+    // conflicting way by others" that `Storage::borrowed` asks for; Mote cannot check it,
+    // exactly as TVM cannot when C hands it a DLTensor.
+    let storage = unsafe { mote::Storage::borrowed(ptr, len, Some(Box::new(original))) };
+    Ok(Tensor::view(
+        storage,
+        t.byte_offset(),
+        t.shape_arc().clone(),
+        t.dtype(),
+    )?)
+}
+
+/// The error for the stateful API on a kernel-only library: stored tensors would be written
+/// later, while the caller's handles to them are free to be read.
+fn stateful_kernel(function: &str) -> MoteError {
+    MoteError::new(
+        MoteErrorCode::InvalidArgument,
+        format!(
+            "`{function}`: the stateful API cannot call a kernel of a kernel-only library (the \
+             session would keep the tensors and the kernel would write them later, while other \
+             handles to them may be read); call it with mote_session_run"
+        ),
+    )
+}
+
 /// A returned value as tensors: tuples flattened depth-first; ints, floats and bools become
 /// 0-d int64/float64/bool tensors and shapes 1-d int64 tensors; None is no tensor.
 pub(crate) fn flatten(v: &Value, out: &mut Vec<Tensor>) -> Result<()> {
@@ -306,8 +387,13 @@ fn list_out(v: &Value, out: *mut *mut MoteTensorList) -> Result<()> {
 /// output may share an input's memory), except tensors lent to a callback, which are copied.
 /// In a kernel-only library `function` is a kernel and `inputs` are all of its arguments,
 /// output buffers included: the kernel writes into the caller's tensors (into the caller's
-/// memory for `mote_tensor_from_borrowed` ones) and `*outputs` is an empty list. Kernels
-/// check their own arguments: a wrong count, dtype or shape is `MOTE_ERROR_CODE_KERNEL`.
+/// memory for `mote_tensor_from_borrowed` ones) and `*outputs` is an empty list. While the
+/// call runs, the caller must not read or write those tensors' memory in any other way (no
+/// other thread, no other session holding them as stateful inputs, no view of them): the
+/// kernel writes it. Passing one tensor twice gives the kernel aliased buffers, as in TVM. A
+/// tensor lent to a callback is refused (`MOTE_ERROR_CODE_INVALID_ARGUMENT`): copy it first.
+/// Kernels check their own arguments: a wrong count, dtype or shape is
+/// `MOTE_ERROR_CODE_KERNEL`.
 /// From a callback of a call running on this session, or while another thread runs it, this
 /// fails with `MOTE_ERROR_CODE_BUSY` (see `MoteSession`).
 #[no_mangle]
@@ -322,15 +408,23 @@ pub unsafe extern "C" fn mote_session_run(
         check_out(outputs, "outputs")?;
         let s = SESSIONS.get(session)?;
         let function = str_arg(function, "function")?;
-        let args = tensor_args(inputs, num_inputs)?;
-        let result = s.lock()?.call(function, &args)?;
+        let mut session = s.lock()?;
+        let result = if session.model().is_kernel_library() {
+            let mut args = kernel_args(inputs, num_inputs)?;
+            session.call_kernel(function, &mut args)?
+        } else {
+            let args = tensor_args(inputs, num_inputs)?;
+            session.call(function, &args)?
+        };
+        drop(session);
         list_out(&result, outputs)
     })
 }
 
 /// Stateful API, step 1: bind the inputs of `function` for later `mote_session_invoke_stateful`
 /// calls (the tensors are retained by the session until replaced or the session is freed;
-/// tensors lent to a callback are copied).
+/// tensors lent to a callback are copied). Not for kernel-only libraries
+/// (`MOTE_ERROR_CODE_INVALID_ARGUMENT`): call their kernels with `mote_session_run`.
 #[no_mangle]
 pub unsafe extern "C" fn mote_session_set_input(
     session: *mut MoteSession,
@@ -342,12 +436,17 @@ pub unsafe extern "C" fn mote_session_set_input(
         let s = SESSIONS.get(session)?;
         let function = str_arg(function, "function")?;
         let args = tensor_args(inputs, num_inputs)?;
-        s.lock()?.set_input(function, args)?;
+        let mut session = s.lock()?;
+        if session.model().is_kernel_library() {
+            return Err(stateful_kernel(function));
+        }
+        session.set_input(function, args)?;
         Ok(())
     })
 }
 
 /// Stateful API, step 2: run `function` on the inputs bound by `mote_session_set_input`.
+/// Not for kernel-only libraries (see `mote_session_set_input`).
 #[no_mangle]
 pub unsafe extern "C" fn mote_session_invoke_stateful(
     session: *mut MoteSession,
@@ -355,7 +454,12 @@ pub unsafe extern "C" fn mote_session_invoke_stateful(
 ) -> *mut MoteError {
     guard(|| {
         let s = SESSIONS.get(session)?;
-        s.lock()?.invoke_stateful(str_arg(function, "function")?)?;
+        let function = str_arg(function, "function")?;
+        let mut session = s.lock()?;
+        if session.model().is_kernel_library() {
+            return Err(stateful_kernel(function));
+        }
+        session.invoke_stateful(function)?;
         Ok(())
     })
 }

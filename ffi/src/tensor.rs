@@ -84,6 +84,11 @@ impl TensorEntry {
         &self.tensor
     }
 
+    /// Whether the handle names a tensor lent to a callback (see `loan`).
+    pub(crate) fn is_lent(&self) -> bool {
+        self.loan.is_some()
+    }
+
     /// The tensor, to be kept beyond the handle: the same memory for an ordinary handle, a
     /// deep copy into fresh memory for a lent one.
     pub(crate) fn keep(&self) -> Result<Tensor> {

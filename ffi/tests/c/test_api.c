@@ -293,7 +293,8 @@ static void test_zero_copy(void) {
 
 /* A kernel-only library (gemm.so: C[64,48] = A[64,32] @ B[32,48], and TVM's `main` alias):
  * its kernels are its functions, and mote_session_run passes every argument, the output
- * buffer included, so the kernel writes straight into the caller's memory. The reference is
+ * buffer included, so the kernel writes straight into the caller's memory (through a fresh
+ * view per call: the handles stay the caller's, and nothing else may use them meanwhile). The reference is
  * computed here; small integers keep every float32 sum exact. */
 enum { GM = 64, GK = 32, GN = 48 };
 
@@ -372,6 +373,11 @@ static void test_kernel_library(void) {
     const MoteTensor *swapped[3] = {args[1], args[0], args[2]};
     FAILS(mote_session_run(s, "gemm", swapped, 3, &out), MOTE_ERROR_CODE_KERNEL, "A.shape");
     CHECK(out == (MoteTensorList *)0x1);
+    /* The stateful API would keep the tensors and write them later: refused, pointing at run. */
+    FAILS(mote_session_set_input(s, "gemm", in, 3), MOTE_ERROR_CODE_INVALID_ARGUMENT,
+          "mote_session_run");
+    FAILS(mote_session_invoke_stateful(s, "gemm"), MOTE_ERROR_CODE_INVALID_ARGUMENT,
+          "mote_session_run");
     CHECK(c[0] != c[0]); /* nothing was written */
 
     mote_session_free(s);
