@@ -15,7 +15,8 @@
  *   Tensors a callback receives (MoteArg.tensor) are lent: their memory may belong to a
  *   kernel and is valid only until the callback returns, when Mote frees the handle. Keeping
  *   one copies it: mote_tensor_clone() of a lent tensor is a deep copy, and a lent tensor
- *   passed to mote_session_run() or mote_session_set_input() is copied.
+ *   passed to mote_session_run() or mote_session_set_input() is copied (a kernel of a
+ *   kernel-only library refuses it: its writes would go to the copy).
  * NULL. Every *_free(NULL) is a no-op. A NULL handle or required pointer argument gives
  *   MOTE_ERROR_CODE_NULL_ARGUMENT. A freed handle, or a handle of another type, gives
  *   MOTE_ERROR_CODE_INVALID_HANDLE (handles are checked tokens, not raw pointers).
@@ -33,6 +34,9 @@
  *   MoteTensorList, MoteProfile, MoteSessionOptions: usable from any thread; the caller
  *   synchronizes writes to tensor data. Callbacks (functions, logs, releases, frees) may be
  *   called from any thread.
+ * Kernel-only libraries. mote_session_run() on a kernel writes into the tensors passed; while
+ *   it runs, the caller must not read or write their memory any other way (another thread,
+ *   another session that keeps them as stateful inputs). The stateful API refuses kernels.
  * Registered functions (mote_function_register). A kernel's lookup of a global function is
  *   bound by name at each call, so a new registration takes effect at once; a call the model's
  *   bytecode makes itself (R.call_packed, R.call_dps_packed) is resolved when the model is
@@ -215,7 +219,8 @@ typedef struct MoteTensorList MoteTensorList;
 // write it through `mote_tensor_info(...).data` during the call (writes reach the kernel's
 // buffer: that is how destination-passing outputs are produced). To keep its contents, use
 // `mote_tensor_clone`, which for a lent handle makes a deep copy owned by the new handle;
-// passed as an input to `mote_session_run` or `mote_session_set_input`, it is copied too. Do
+// passed as an input to `mote_session_run` or `mote_session_set_input`, it is copied too (a
+// kernel of a kernel-only library refuses it, since its writes would go to the copy). Do
 // not keep `data`, `shape` or the handle itself beyond the call. `string` and `pointer` are
 // likewise valid only during the call.
 typedef struct {

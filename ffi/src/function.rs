@@ -34,7 +34,8 @@ pub enum MoteArgKind {
 /// write it through `mote_tensor_info(...).data` during the call (writes reach the kernel's
 /// buffer: that is how destination-passing outputs are produced). To keep its contents, use
 /// `mote_tensor_clone`, which for a lent handle makes a deep copy owned by the new handle;
-/// passed as an input to `mote_session_run` or `mote_session_set_input`, it is copied too. Do
+/// passed as an input to `mote_session_run` or `mote_session_set_input`, it is copied too (a
+/// kernel of a kernel-only library refuses it, since its writes would go to the copy). Do
 /// not keep `data`, `shape` or the handle itself beyond the call. `string` and `pointer` are
 /// likewise valid only during the call.
 #[repr(C)]
