@@ -635,3 +635,52 @@ mod tests {
             .unwrap();
     }
 }
+
+#[cfg(test)]
+mod kernel_arg_tests {
+    //! Kernel arguments without a model: what `mote_session_run` hands `call_kernel`.
+    use super::*;
+    use crate::tensor::Loan;
+    use mote::DType;
+
+    #[test]
+    fn kernel_arguments_are_fresh_exclusive_views_and_lent_tensors_are_refused() {
+        let original = Tensor::zeros(&[2, 3], DType::F32).unwrap();
+        let handle: *const MoteTensor = crate::tensor::new_handle(original.clone()).unwrap();
+        let before = Arc::strong_count(original.storage());
+        let mut args = kernel_args(&handle, 1).unwrap();
+        let Value::Tensor(view) = &mut args[0] else {
+            panic!("not a tensor: {:?}", args[0]);
+        };
+        // The same bytes, shape and dtype, through a storage only this view holds, although
+        // the caller's handle (and `original` here) still reach the memory.
+        assert!(view.same_data(&original));
+        assert!(view.is_exclusive());
+        view.data_mut().unwrap()[0] = 0x7f;
+        assert_eq!(
+            original.data()[0],
+            0x7f,
+            "writes land in the caller's memory"
+        );
+        // The view keeps the original storage alive (one more reference), until dropped.
+        assert_eq!(Arc::strong_count(original.storage()), before + 1);
+        drop(args);
+        assert_eq!(Arc::strong_count(original.storage()), before);
+        // SAFETY: a handle this test made, freed once.
+        unsafe { crate::tensor::mote_tensor_free(handle.cast_mut()) };
+
+        // A lent tensor would be copied, and a kernel's writes lost: refused by index.
+        let loan = Loan::new(Tensor::zeros(&[4], DType::F32).unwrap()).unwrap();
+        let handles: [*const MoteTensor; 1] = [loan.handle()];
+        let e = kernel_args(handles.as_ptr(), 1).err().unwrap();
+        assert_eq!(e.code, MoteErrorCode::InvalidArgument as u32);
+        let m = e.message.to_str().unwrap();
+        assert!(
+            m.contains("input 0") && m.contains("mote_tensor_clone"),
+            "{m}"
+        );
+        // No arguments, and NULL with a count, as for every entry point.
+        assert!(kernel_args(std::ptr::null(), 0).unwrap().is_empty());
+        assert!(kernel_args(std::ptr::null(), 1).is_err());
+    }
+}
