@@ -1,0 +1,8 @@
+//! `mote-rpc`: a server for TVM 0.27's RPC protocol, so that TVM's own unchanged Python client
+//! (`tvm.rpc.connect`, `remote.load_module`, `relax.VirtualMachine`, `time_evaluator`) runs
+//! models on Mote. The protocol subset, limits and threat model are in `docs/rpc.md`.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+pub mod wire;
