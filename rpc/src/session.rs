@@ -349,7 +349,8 @@ fn request_loop(
     writer: &Mutex<Writer>,
     sandbox: Sandbox,
 ) -> SessionEnd {
-    let mut state = State::new(config, sandbox);
+    let cancel = || stop.load(Ordering::SeqCst) || expired.load(Ordering::SeqCst);
+    let mut state = State::new(config, sandbox, &cancel);
     loop {
         let mut reader = PollingReader {
             stream,

@@ -259,6 +259,8 @@ pub(crate) enum Reply {
 
 pub(crate) struct State<'c> {
     config: &'c SessionConfig,
+    /// Set when the session must end (server stop, client timeout): long work gives up.
+    cancel: &'c dyn Fn() -> bool,
     // Declared before the sandbox so that models are released before their files go.
     handles: HashMap<u64, Obj>,
     regions: HashMap<u64, Region>,
@@ -327,9 +329,14 @@ fn check_cpu(d: Device) -> Res<()> {
 }
 
 impl<'c> State<'c> {
-    pub(crate) fn new(config: &'c SessionConfig, sandbox: Sandbox) -> Self {
+    pub(crate) fn new(
+        config: &'c SessionConfig,
+        sandbox: Sandbox,
+        cancel: &'c dyn Fn() -> bool,
+    ) -> Self {
         State {
             config,
+            cancel,
             handles: HashMap::new(),
             regions: HashMap::new(),
             region_of_storage: HashMap::new(),
@@ -851,7 +858,7 @@ impl<'c> State<'c> {
             Obj::Func(t) => self.call_module_fn(&t, args),
             Obj::Timer(t) => {
                 let values = self.values_of(args)?;
-                let bytes = t.borrow_mut().run(&values)?;
+                let bytes = t.borrow_mut().run(&values, self.cancel)?;
                 Ok(Ret::Bytes(bytes))
             }
             // TODO(call_function): call closures with `Session::call_function` once it lands.

@@ -93,7 +93,15 @@ impl TimeEvaluator {
     }
 
     /// Runs the evaluation; returns `repeat` little-endian f64 seconds per call.
-    pub(crate) fn run(&mut self, args: &[Value]) -> Result<Vec<u8>, RequestError> {
+    /// `cancel` is polled between calls: a stopping server or an expired client timeout ends
+    /// the evaluation early with an error.
+    pub(crate) fn run(
+        &mut self,
+        args: &[Value],
+        cancel: &dyn Fn() -> bool,
+    ) -> Result<Vec<u8>, RequestError> {
+        let cancelled =
+            || RequestError::Invalid("time evaluation cancelled: the session is ending".into());
         let p = &self.p;
         // One untimed call first (warms caches, lazy initialisation).
         drop(self.target.invoke(args)?);
@@ -131,6 +139,9 @@ impl TimeEvaluator {
                 }
                 let start = Instant::now();
                 for _ in 0..self.number {
+                    if cancel() {
+                        return Err(cancelled());
+                    }
                     drop(self.target.invoke(args)?);
                 }
                 elapsed = start.elapsed();
@@ -145,7 +156,14 @@ impl TimeEvaluator {
             let seconds = elapsed.as_secs_f64() / f64::from(self.number);
             out.extend_from_slice(&seconds.to_le_bytes());
             if p.cooldown_interval_ms > 0 && i % p.repeats_to_cooldown == 0 {
-                std::thread::sleep(Duration::from_millis(p.cooldown_interval_ms as u64));
+                let until = Instant::now() + Duration::from_millis(p.cooldown_interval_ms as u64);
+                while Instant::now() < until {
+                    if cancel() {
+                        return Err(cancelled());
+                    }
+                    let left = until.saturating_duration_since(Instant::now());
+                    std::thread::sleep(left.min(Duration::from_millis(50)));
+                }
             }
         }
         Ok(out)

@@ -51,9 +51,9 @@ fn profile_and_trace_from_a_plain_client() {
 fn client_timeout_ends_the_session_as_tvm_expects() {
     let s = server();
     assert!(run("timeout.py", &s, &[]).contains("timeout: ok"));
-    // The server side ends too (the running call finishes first, then the session closes).
+    // The server side ends too: the timed loop notices the expiry between calls.
     let t = Instant::now();
-    while s.stats().active > 0 && t.elapsed() < Duration::from_secs(60) {
+    while s.stats().active > 0 && t.elapsed() < Duration::from_secs(3) {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(s.stats().active, 0);
