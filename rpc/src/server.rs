@@ -234,10 +234,10 @@ impl Accept {
         let spawned = std::thread::Builder::new()
             .name(format!("mote-rpc-{peer}"))
             .spawn(move || {
+                // Counted as over even if the session panics (a bug), so the slot comes back.
+                let _count = SessionCount(shared.clone());
                 let end = serve_connection(stream, &*matcher, &config, shared.stop.clone());
                 log::info!("{peer}: session over: {end:?}");
-                shared.active.fetch_sub(1, Ordering::SeqCst);
-                shared.served.fetch_add(1, Ordering::SeqCst);
             });
         match spawned {
             Ok(h) => Some(h),
@@ -248,6 +248,16 @@ impl Accept {
                 None
             }
         }
+    }
+}
+
+/// Moves a session from `active` to `served` when dropped.
+struct SessionCount(Arc<Shared>);
+
+impl Drop for SessionCount {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
+        self.0.served.fetch_add(1, Ordering::SeqCst);
     }
 }
 

@@ -158,14 +158,28 @@ pub fn serve_connection(
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
-    if let Err(e) = stream.set_read_timeout(Some(config.handshake_timeout)) {
+    if let Err(e) = stream.set_read_timeout(Some(POLL)) {
         return SessionEnd::Protocol(e.to_string());
     }
-    let hello = match wire::read_client_handshake(&mut &stream) {
+    // The whole handshake must arrive within the timeout (a peer trickling bytes cannot hold a
+    // session slot), and a stopping server does not wait for it.
+    let never = AtomicBool::new(false);
+    let mut reader = PollingReader {
+        stream: &stream,
+        stop: &stop,
+        expired: &never,
+        idle_deadline: Instant::now().checked_add(config.handshake_timeout),
+        woke: None,
+    };
+    let hello = match wire::read_client_handshake(&mut reader) {
         Ok(h) => h,
         Err(e) => {
             let _ = stream.shutdown(Shutdown::Both);
-            return SessionEnd::Handshake(e.to_string());
+            return match reader.woke {
+                Some(Wake::Stop) => SessionEnd::Stopped,
+                Some(_) => SessionEnd::Handshake("no handshake within the timeout".into()),
+                None => SessionEnd::Handshake(e.to_string()),
+            };
         }
     };
     let guard = match matcher.claim(hello.key()) {
@@ -307,7 +321,9 @@ fn run_session(
         closed: false,
     });
     let expired = AtomicBool::new(false);
-    let timeout = wire::parse_timeout(client_options).map(Duration::from_secs_f64);
+    // A timeout too large for a Duration means no timeout.
+    let timeout =
+        wire::parse_timeout(client_options).and_then(|t| Duration::try_from_secs_f64(t).ok());
     let (done_tx, done_rx) = mpsc::channel::<()>();
 
     std::thread::scope(|scope| {
@@ -356,7 +372,9 @@ fn request_loop(
             stream,
             stop,
             expired,
-            idle_deadline: config.idle_timeout.map(|d| Instant::now() + d),
+            idle_deadline: config
+                .idle_timeout
+                .and_then(|d| Instant::now().checked_add(d)),
             woke: None,
         };
         let packet = match wire::read_packet(&mut reader, config.limits.max_packet) {

@@ -320,3 +320,43 @@ fn idle_sessions_end_and_sandboxes_go() {
     s.stop();
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+#[test]
+fn a_trickled_handshake_times_out_as_a_whole() {
+    let s = Server::builder()
+        .handshake_timeout(Duration::from_millis(500))
+        .spawn()
+        .unwrap();
+    let c = TcpStream::connect(s.local_addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let t = Instant::now();
+    // One byte every 200 ms: each read is quick, the whole is too slow.
+    for b in wire::RPC_MAGIC.to_le_bytes() {
+        if std::io::Write::write_all(&mut &c, &[b]).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(closed(&c));
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    let t = Instant::now();
+    while s.stats().served < 1 && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(s.stats().served, 1);
+    assert_eq!(s.stats().active, 0);
+    s.stop();
+}
+
+#[test]
+fn an_absurd_client_timeout_is_no_timeout() {
+    let s = Server::builder().spawn().unwrap();
+    let c = connect(&s, "client: -timeout=1e300");
+    let mut b = [0u8; 15];
+    (&c).read_exact(&mut b).unwrap();
+    let mut body = Vec::new();
+    body.put_bytes(b"0.8.0");
+    body.put_i32(0);
+    assert_eq!(request(&c, RpcCode::InitServer, &body), ok(vec![Arg::None]));
+    s.stop();
+}
