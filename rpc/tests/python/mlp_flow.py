@@ -49,7 +49,14 @@ try:
 except AttributeError:
     pass
 
-# Copying a returned tensor back and round-tripping client memory.
+# A returned tensor can be copied on the server into client memory (kCopyAmongRemote), but not
+# written: its memory belongs to the model.
+dst = tvm.runtime.empty((2, 8), "float32", dev)
+out.copyto(dst)
+close(dst.numpy(), expected, {"rtol": 0, "atol": 0}, "copyto from a returned tensor")
+expect_rpc_error(lambda: out.copyfrom(np.zeros((2, 8), "float32")), "read-only", "write a result")
+
+# Round-tripping client memory.
 buf = tvm.runtime.empty((2, 8), "float32", dev)
 buf.copyfrom(expected)
 close(buf.numpy(), expected, {"rtol": 0, "atol": 0}, "copyfrom/numpy round trip")

@@ -29,4 +29,9 @@ vm.save_function("forward", "forward_saved", *fa)
 close(vm["forward_saved"]().numpy(), fexp, None, "saved forward")
 res = vm.time_evaluator("forward_saved", dev, number=3, repeat=2)()
 assert len(res.results) == 2 and all(t > 0 for t in res.results), res.results
+# A returned tensor passed back as an argument: forward(forward(x)) against numpy.
+y = vm["forward"](*fa)
+w, b = (t.numpy() for t in fa[1:])
+z = vm["forward"](y, fa[1], fa[2])
+close(z.numpy(), np.maximum(y.numpy() @ w.T + b, 0), None, "forward of a returned tensor")
 print("stateful: ok")
