@@ -1074,7 +1074,7 @@ impl<'c> State<'c> {
         }
     }
 
-    /// The VM module's own API (docs/rpc.md "VM module").
+    /// The VM module's own API (docs/rpc.md "Modules").
     fn call_vm_api(&mut self, vm: &RefCell<VmModule>, name: &str, args: &[Arg]) -> Res<Ret> {
         match name {
             "vm_initialization" => {
@@ -1196,7 +1196,7 @@ impl<'c> State<'c> {
             }
             "set_instrument" => {
                 // Accepted so that clients calling it work; Mote's VM has no instrumentation
-                // hook, so the function is not called (docs/rpc.md "VM module").
+                // hook, so the function is not called (docs/rpc.md "Modules").
                 Ok(Ret::None)
             }
             // TODO(call_function): invoke the closure with `Session::call_function`.
