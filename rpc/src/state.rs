@@ -215,7 +215,9 @@ fn invoke_model(module: &ModuleObj, name: &str, args: &[Value]) -> Res<Value> {
             match s.as_mut() {
                 // Kernel-only libraries: `Session::call` passes tensors as views of the caller's
                 // memory, so outputs land in the client's buffers.
-                // TODO(call_function): switch to `Session::call_kernel` once it lands.
+                // TODO(call_kernel): switch to `Session::call_kernel` once it lands. It wants
+                // exclusive tensors: these views are fresh `Tensor`s, but their `Storage` is also
+                // held by the session's memory table.
                 Some(s) => Ok(s.call(name, args)?),
                 None => Err(RequestError::Invalid("kernel session missing".into())),
             }
