@@ -53,7 +53,7 @@ pub enum WireError {
     /// A packed-sequence type index Mote does not accept.
     #[error("unsupported argument type index {0}")]
     BadTypeIndex(i32),
-    /// The inner type index of an object argument is not Str (65), Bytes (66) or RPCObjectRef (115).
+    /// The inner type index of an object is not Str (65), Bytes (66) or RPCObjectRef (115).
     #[error("unsupported object type index {inner} (outer {outer})")]
     BadInnerTypeIndex { outer: i32, inner: u32 },
     /// A negative count or length.
