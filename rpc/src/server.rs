@@ -207,8 +207,9 @@ impl Accept {
 
     fn refuse(&self, stream: TcpStream, peer: SocketAddr, why: &str) {
         log::warn!("{peer}: refused: {why}");
-        let _ = stream.shutdown(Shutdown::Both);
+        // Counted before the peer can see the connection close.
         self.shared.refused.fetch_add(1, Ordering::SeqCst);
+        let _ = stream.shutdown(Shutdown::Both);
     }
 
     fn admit(&self, stream: TcpStream, peer: SocketAddr) -> Option<JoinHandle<()>> {
