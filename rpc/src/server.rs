@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::session::{serve_connection, ExactKey, Limits, SessionConfig};
+use crate::session::{serve_connection, ExactKey, KeyMatcher, Limits, SessionConfig};
 
 /// Counters of a running server.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -23,11 +23,12 @@ pub struct ServerStats {
 }
 
 /// A server to configure; [`ServerBuilder::spawn`] starts it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ServerBuilder {
     host: String,
     port: u16,
     key: String,
+    matcher: Option<Arc<dyn KeyMatcher>>,
     allow: Vec<IpAddr>,
     max_sessions: usize,
     sandbox_root: Option<PathBuf>,
@@ -46,6 +47,7 @@ impl Server {
             host: "127.0.0.1".into(),
             port: 0,
             key: String::new(),
+            matcher: None,
             allow: Vec::new(),
             max_sessions: 4,
             sandbox_root: None,
@@ -68,6 +70,12 @@ impl ServerBuilder {
     /// The key clients must present (`client:<key>`). Not a secret: see docs/rpc.md.
     pub fn key(mut self, key: impl Into<String>) -> Self {
         self.key = key.into();
+        self
+    }
+    /// Decide client keys with `matcher` instead of [`ServerBuilder::key`] (tracker mode claims
+    /// per-offer match keys this way).
+    pub fn key_matcher(mut self, matcher: Arc<dyn KeyMatcher>) -> Self {
+        self.matcher = Some(matcher);
         self
     }
     /// Only these peer addresses may connect (empty: everyone who can reach the socket).
@@ -141,7 +149,9 @@ impl ServerBuilder {
         });
         let ctx = Accept {
             listener,
-            matcher: Arc::new(ExactKey { key: self.key }),
+            matcher: self
+                .matcher
+                .unwrap_or_else(|| Arc::new(ExactKey { key: self.key })),
             allow: self.allow,
             max_sessions: self.max_sessions,
             config: Arc::new(config),
@@ -169,7 +179,7 @@ struct Shared {
 
 struct Accept {
     listener: TcpListener,
-    matcher: Arc<ExactKey>,
+    matcher: Arc<dyn KeyMatcher>,
     allow: Vec<IpAddr>,
     max_sessions: usize,
     config: Arc<SessionConfig>,
@@ -259,6 +269,20 @@ impl Drop for SessionCount {
     fn drop(&mut self) {
         self.0.active.fetch_sub(1, Ordering::SeqCst);
         self.0.served.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl std::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerBuilder")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("key", &self.key)
+            .field("custom_matcher", &self.matcher.is_some())
+            .field("allow", &self.allow)
+            .field("max_sessions", &self.max_sessions)
+            .field("config", &self.config)
+            .finish()
     }
 }
 

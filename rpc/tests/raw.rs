@@ -360,3 +360,57 @@ fn an_absurd_client_timeout_is_no_timeout() {
     assert_eq!(request(&c, RpcCode::InitServer, &body), ok(vec![Arg::None]));
     s.stop();
 }
+
+#[test]
+fn a_key_matcher_claims_keys_and_its_guard_lives_as_long_as_the_session() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    /// Accepts `client:offer` once at a time; the guard frees the offer again.
+    struct OneOffer(Arc<AtomicUsize>);
+    struct Guard(Arc<AtomicUsize>);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    impl mote_rpc::KeyMatcher for OneOffer {
+        fn claim(&self, key: &str) -> Option<Box<dyn std::any::Any + Send>> {
+            if key != "client:offer" || self.0.fetch_add(1, Ordering::SeqCst) != 0 {
+                if key == "client:offer" {
+                    self.0.fetch_sub(1, Ordering::SeqCst);
+                }
+                return None;
+            }
+            Some(Box::new(Guard(self.0.clone())))
+        }
+        fn server_key(&self) -> String {
+            "server:offer".into()
+        }
+    }
+    let claimed = Arc::new(AtomicUsize::new(0));
+    let s = Server::builder()
+        .key_matcher(Arc::new(OneOffer(claimed.clone())))
+        .spawn()
+        .unwrap();
+    let c1 = connect(&s, "client:offer -timeout=30");
+    let mut b = [0u8; 20];
+    (&c1).read_exact(&mut b).unwrap();
+    assert_eq!(&b[8..], b"server:offer");
+    assert_eq!(claimed.load(Ordering::SeqCst), 1);
+    // The offer is taken while the first session lives.
+    let c2 = connect(&s, "client:offer");
+    let mut rest = Vec::new();
+    let _ = (&c2).read_to_end(&mut rest);
+    assert_eq!(rest, wire::CODE_MISMATCH.to_le_bytes());
+    drop(c1);
+    let t = Instant::now();
+    while claimed.load(Ordering::SeqCst) != 0 && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        claimed.load(Ordering::SeqCst),
+        0,
+        "the guard is dropped with the session"
+    );
+    s.stop();
+}
