@@ -191,7 +191,8 @@ mod tests {
 
     #[test]
     fn names_are_confined() {
-        let root = std::env::temp_dir().join("mote-rpc-sandbox-test");
+        let root =
+            std::env::temp_dir().join(format!("mote-rpc-sandbox-test-{}", std::process::id()));
         let mut s = Sandbox::create(&root, "t", 100, 150).unwrap();
         for bad in ["", ".", "..", "../x", "/etc/passwd", "a/b", "a\0b"] {
             assert!(s.upload(bad, b"x").is_err(), "{bad:?}");
@@ -215,5 +216,6 @@ mod tests {
         let dir = s.dir().to_path_buf();
         drop(s);
         assert!(!dir.exists());
+        std::fs::remove_dir(&root).unwrap();
     }
 }
