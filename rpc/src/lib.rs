@@ -1,0 +1,20 @@
+//! `mote-rpc`: a server for TVM 0.27's RPC protocol, so that TVM's own unchanged Python client
+//! (`tvm.rpc.connect`, `remote.load_module`, `relax.VirtualMachine`, `time_evaluator`) runs
+//! models on Mote. The protocol subset, limits and threat model are in `docs/rpc.md`.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+mod sandbox;
+mod session;
+mod state;
+mod timer;
+pub mod wire;
+
+pub use session::{
+    serve_connection, serve_session, ExactKey, KeyMatcher, Limits, RequestError, SessionConfig,
+    SessionEnd,
+};
+mod server;
+
+pub use server::{Server, ServerBuilder, ServerHandle, ServerStats};
