@@ -4,4 +4,6 @@
 //! session slots with a TVM tracker, and serving through a TVM proxy. The wire codec, the
 //! session loop and the listen-mode server live in the core modules.
 
+pub mod proxy;
 pub mod slots;
+pub mod tracker;

@@ -376,7 +376,10 @@ mod tests {
         assert!(slots.observe_pending(&[], 3).is_empty());
         assert!(slots.observe_pending(&[], 3).is_empty());
         assert_eq!(slots.observe_pending(&[], 3), vec![key.clone()]);
-        assert!(slots.claim_offer(&key).is_none(), "withdrawn key still valid");
+        assert!(
+            slots.claim_offer(&key).is_none(),
+            "withdrawn key still valid"
+        );
         assert_eq!(slots.unreserved(), 1);
         let renewed = slots.make_offers("k");
         assert_eq!(renewed.len(), 1);
