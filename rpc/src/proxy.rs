@@ -19,7 +19,7 @@ use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::slots::{Slot, Slots};
 use crate::tracker::{connect, read_full, sleep_unless, TrackerError, STOP_CHECK};
@@ -32,8 +32,9 @@ pub const CODE_SUCCESS: i32 = RPC_MAGIC;
 pub const CODE_DUPLICATE: i32 = RPC_MAGIC + 1;
 /// `RPC_CODE_MISMATCH`: no peer with this key arrived in time.
 pub const CODE_MISMATCH: i32 = RPC_MAGIC + 2;
-/// Longest client key accepted from the proxy (keys are a few dozen bytes in practice).
-pub const MAX_KEY: usize = 64 * 1024;
+/// Longest client key accepted from the proxy (keys are a few dozen bytes in practice; the
+/// same bound as the listener's handshake).
+pub const MAX_KEY_LEN: usize = 4096;
 
 /// Runs one session on a paired socket: `(socket, client key, slot)`. The client key is the
 /// full string the client sent, e.g. `"client:K -timeout=30"`; its options apply to the
@@ -186,6 +187,7 @@ impl Worker {
                     None => continue,
                 },
             };
+            let began = Instant::now();
             let result = self.wait_for_client();
             self.update(|s| s.waiting = false);
             match result {
@@ -203,8 +205,10 @@ impl Worker {
                     }
                 }
                 Err(ProxyError::Net(TrackerError::Stopped)) => break,
-                Err(ProxyError::Mismatch) => {
-                    // The proxy's wait for a client timed out: simply wait again.
+                Err(ProxyError::Mismatch) if began.elapsed() >= self.config.backoff_initial => {
+                    // The proxy's wait for a client timed out (600 s by default): wait again.
+                    // A MISMATCH that comes at once is no such timeout; it backs off below.
+                    backoff = self.config.backoff_initial;
                     log::info!(
                         "no client at proxy {} yet; waiting again",
                         self.config.proxy
@@ -256,7 +260,7 @@ impl Worker {
         }
         read_full(&mut sock, &mut word, Some(cfg.io_timeout), &stop)?;
         let len = i32::from_le_bytes(word);
-        if len < 0 || len as usize > MAX_KEY {
+        if len < 0 || len as usize > MAX_KEY_LEN {
             return Err(ProxyError::BadKeyLength(len));
         }
         let mut key = vec![0u8; len as usize];
@@ -274,7 +278,6 @@ mod tests {
     use super::*;
     use std::io::Read;
     use std::net::TcpListener;
-    use std::time::Instant;
 
     fn fake_proxy_replying(reply: Vec<u8>) -> (String, std::thread::JoinHandle<Vec<u8>>) {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -317,6 +320,65 @@ mod tests {
         client.stop();
         assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
         assert_eq!(slots.in_use(), 0, "slot not released on stop");
+    }
+
+    /// A proxy that answers MISMATCH at once (not after its wait timeout) must not make the
+    /// client reconnect in a tight loop.
+    #[test]
+    fn immediate_mismatch_backs_off() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        listener.set_nonblocking(true).expect("nonblocking");
+        let slots = Slots::new(1);
+        let mut cfg = ProxyConfig::new(addr, "dev1");
+        cfg.backoff_initial = Duration::from_millis(200);
+        cfg.backoff_max = Duration::from_millis(400);
+        let never: SessionFn = Arc::new(|_, _, _| panic!("no session expected"));
+        let client = ProxyClient::start(cfg, slots, never).expect("start");
+        let end = Instant::now() + Duration::from_millis(1500);
+        let mut connections = 0;
+        while Instant::now() < end {
+            match listener.accept() {
+                Ok((mut conn, _)) => {
+                    connections += 1;
+                    let _ = conn.write_all(&CODE_MISMATCH.to_le_bytes());
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        client.stop();
+        // 200 ms, then 400 ms steps: about 4 attempts in 1.5 s; a tight loop makes hundreds.
+        assert!((2..=8).contains(&connections), "{connections} connections");
+    }
+
+    #[test]
+    fn duplicate_is_reported() {
+        let (addr, fake) = fake_proxy_replying(CODE_DUPLICATE.to_le_bytes().to_vec());
+        let mut cfg = ProxyConfig::new(addr, "dev1");
+        cfg.backoff_initial = Duration::from_secs(10);
+        let never: SessionFn = Arc::new(|_, _, _| panic!("no session expected"));
+        let client = ProxyClient::start(cfg, Slots::new(1), never).expect("start");
+        fake.join().expect("fake proxy");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(e) = client.state().last_error {
+                assert!(e.contains("DUPLICATE"), "{e}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "no error recorded");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        client.stop();
+    }
+
+    #[test]
+    fn handles_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        fn send<T: Send>() {}
+        send_sync::<Slots>();
+        send_sync::<ProxyClient>();
+        send_sync::<crate::tracker::TrackerClient>();
+        send::<Slot>();
     }
 
     #[test]
