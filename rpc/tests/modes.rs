@@ -7,10 +7,13 @@ use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use mote_rpc::proxy::{ProxyClient, ProxyConfig, SessionFn, CODE_SUCCESS, RPC_MAGIC};
+use mote_rpc::proxy::{
+    ProxyClient, ProxyConfig, SessionFn, CODE_MISMATCH, CODE_SUCCESS, RPC_MAGIC,
+};
 use mote_rpc::slots::Slots;
 use mote_rpc::tracker::{TrackerClient, TrackerConfig};
 use serde_json::Value;
@@ -187,11 +190,76 @@ fn free_and_listed(summary: &Value, key: &str, port: u16) -> (Option<i64>, bool)
     (free, listed)
 }
 
+/// The accept path of a listener in tracker mode, as the core's server should wire it
+/// (rpc/MODES.md): read the client's handshake, claim the offer named by its first token,
+/// answer SUCCESS + "server:<key>" or MISMATCH. The stand-in session echoes bytes while it
+/// holds the slot. Runs until `stop` is set.
+fn stand_in_listener(
+    listener: TcpListener,
+    slots: Slots,
+    rpc_key: &'static str,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    listener.set_nonblocking(true).expect("nonblocking");
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::SeqCst) {
+            let Ok((mut sock, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            };
+            sock.set_nonblocking(false).expect("blocking");
+            sock.set_read_timeout(Some(Duration::from_secs(10)))
+                .expect("timeout");
+            let mut word = [0u8; 4];
+            if sock.read_exact(&mut word).is_err() || i32::from_le_bytes(word) != RPC_MAGIC {
+                continue;
+            }
+            if sock.read_exact(&mut word).is_err() {
+                continue;
+            }
+            let len = i32::from_le_bytes(word);
+            if !(0..=4096).contains(&len) {
+                continue;
+            }
+            let mut key = vec![0u8; len as usize];
+            if sock.read_exact(&mut key).is_err() {
+                continue;
+            }
+            let key = String::from_utf8_lossy(&key).into_owned();
+            let first = key.split_whitespace().next().unwrap_or("");
+            let slot = first
+                .strip_prefix("client:")
+                .and_then(|match_key| slots.claim_offer(match_key));
+            let Some(slot) = slot else {
+                let _ = sock.write_all(&CODE_MISMATCH.to_le_bytes());
+                continue;
+            };
+            let server_key = format!("server:{rpc_key}");
+            let mut reply = CODE_SUCCESS.to_le_bytes().to_vec();
+            reply.extend_from_slice(&(server_key.len() as i32).to_le_bytes());
+            reply.extend_from_slice(server_key.as_bytes());
+            if sock.write_all(&reply).is_err() {
+                continue;
+            }
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = sock.read(&mut buf) {
+                    if sock.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                drop(slot);
+            });
+        }
+    })
+}
+
 #[test]
 fn tracker_mode_against_tvm_tracker() {
     const KEY: &str = "motetest";
     let tracker_port = free_port();
-    let server_port = free_port();
+    let server = TcpListener::bind("127.0.0.1:0").expect("bind the stand-in listener");
+    let server_port = server.local_addr().expect("addr").port();
     let tracker_addr = format!("127.0.0.1:{tracker_port}");
     let mut tracker = Py::tracker(tracker_port);
     let mut oracle = Oracle::start();
@@ -206,6 +274,8 @@ fn tracker_mode_against_tvm_tracker() {
     cfg.backoff_initial = Duration::from_millis(200);
     cfg.backoff_max = Duration::from_secs(1);
     let client = TrackerClient::start(cfg, slots.clone()).expect("start tracker client");
+    let listener_stop = Arc::new(AtomicBool::new(false));
+    let listener = stand_in_listener(server, slots.clone(), KEY, Arc::clone(&listener_stop));
 
     // (a) Registration: TVM's TrackerSession.summary() lists us with free = max_sessions.
     until(10, "summary lists server:motetest with free 2", || {
@@ -253,6 +323,23 @@ fn tracker_mode_against_tvm_tracker() {
     assert_eq!(offers.len(), 2);
     assert!(!offers.contains(&mk));
 
+    // The whole client path as TVM's TrackerSession.request takes it: REQUEST, then the
+    // handshake "client:<matchkey> -timeout=30" with the listener the tracker named.
+    let got = oracle.ask(&format!("via_tracker 127.0.0.1 {tracker_port} {KEY}"));
+    assert_eq!(got["code"], 0, "{got}");
+    assert_eq!(got["server_key"], format!("server:{KEY}"), "{got}");
+    assert_eq!(got["echo"], "ping", "{got}");
+    let used = got["matchkey"].as_str().expect("match key").to_owned();
+    // A used key never works again, even after its session ended.
+    let again = oracle.ask(&format!(
+        "handshake 127.0.0.1 {server_port} client:{used} -timeout=30"
+    ));
+    assert_eq!(again["code"], 2, "reuse of {used} was not refused: {again}");
+    until(5, "free back to 2 after the tracker-routed session", || {
+        let s = oracle.ask(&summary_cmd);
+        (free_and_listed(&s, KEY, server_port).0 == Some(2)).then_some(())
+    });
+
     // Renewal: a key handed out but never used is withdrawn and replaced after a few polls.
     let reply = oracle.ask(&request_cmd);
     let unused = reply[1][2].as_str().expect("match key").to_owned();
@@ -291,6 +378,8 @@ fn tracker_mode_against_tvm_tracker() {
         let s = oracle.ask(&summary_cmd);
         (free_and_listed(&s, KEY, server_port) == (Some(0), false)).then_some(())
     });
+    listener_stop.store(true, Ordering::SeqCst);
+    listener.join().expect("stand-in listener");
     drop(tracker);
 }
 

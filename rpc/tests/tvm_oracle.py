@@ -4,6 +4,9 @@ own Python tracker client (tvm.rpc.connect_tracker) and tvm.rpc.base framing.
 Commands:
   summary HOST PORT       -> TrackerSession.summary() (a fresh tracker connection each time)
   request HOST PORT KEY   -> the raw REQUEST reply [0, [host, port, matchkey]]
+  via_tracker HOST PORT KEY -> REQUEST, then the client handshake with the server it names
+                            ({"code": reply - RPC_MAGIC, "server_key", "echo", "matchkey"})
+  handshake HOST PORT CLIENTKEY... -> the client handshake alone
 Errors come back as {"error": "..."}; the helper keeps running.
 """
 
@@ -29,6 +32,36 @@ def request(host, port, key):
         sock.close()
 
 
+def handshake(host, port, key, payload):
+    """The client side of the RPC handshake (tvm.rpc.base framing); on success sends payload
+    and reads as many bytes back."""
+    sock = socket.create_connection((host, port), timeout=10)
+    try:
+        sock.sendall(struct.pack("<i", base.RPC_MAGIC))
+        sock.sendall(struct.pack("<i", len(key)))
+        sock.sendall(key.encode("utf-8"))
+        code = struct.unpack("<i", base.recvall(sock, 4))[0]
+        out = {"code": code - base.RPC_MAGIC}
+        if code == base.RPC_CODE_SUCCESS:
+            keylen = struct.unpack("<i", base.recvall(sock, 4))[0]
+            out["server_key"] = base.recvall(sock, keylen).decode("utf-8")
+            sock.sendall(payload.encode("utf-8"))
+            out["echo"] = base.recvall(sock, len(payload)).decode("utf-8")
+        return out
+    finally:
+        sock.close()
+
+
+def via_tracker(host, port, key):
+    """What tvm.rpc.TrackerSession.request does before the session: REQUEST, then connect
+    to the server it names with "client:<matchkey> -timeout=30"."""
+    reply = request(host, port, key)
+    _, (srv_host, srv_port, matchkey) = reply
+    out = handshake(srv_host, srv_port, f"client:{matchkey} -timeout=30", "ping")
+    out["matchkey"] = matchkey
+    return out
+
+
 def main():
     for line in sys.stdin:
         words = line.split()
@@ -41,6 +74,10 @@ def main():
                 session.close()
             elif words[0] == "request":
                 out = request(words[1], int(words[2]), words[3])
+            elif words[0] == "via_tracker":
+                out = via_tracker(words[1], int(words[2]), words[3])
+            elif words[0] == "handshake":
+                out = handshake(words[1], int(words[2]), " ".join(words[3:]), "ping")
             else:
                 out = {"error": "unknown command " + words[0]}
         except Exception as err:  # pylint: disable=broad-except
