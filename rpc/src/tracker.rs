@@ -105,7 +105,8 @@ impl TrackerConfig {
 pub struct TrackerState {
     /// Registered (UPDATE_INFO answered) on a live connection.
     pub connected: bool,
-    /// Match keys PUT on the current connection and not yet claimed or withdrawn.
+    /// Live offers PUT on the current connection, as of the last PUT or poll (a claim shows
+    /// up at the next one), sorted.
     pub registered: Vec<String>,
     /// Number of successful registrations so far (reconnects included).
     pub registrations: u64,
