@@ -9,7 +9,9 @@ use mote_rpc::{Limits, Server};
 
 #[derive(Subcommand)]
 pub enum RpcCommand {
-    /// Serve TVM's RPC clients (tvm.rpc.connect) in listen mode until Ctrl-C.
+    /// Serve TVM's RPC clients until Ctrl-C: listen (tvm.rpc.connect), register with a
+    /// tracker (--tracker; clients use connect_tracker(...).request(key)), or serve through a
+    /// proxy (--through-proxy).
     ///
     /// An uploaded model is native code running with this process's rights, and the key is
     /// not a password: keep the default loopback address, or list the peers allowed with
@@ -25,9 +27,21 @@ pub struct ServeArgs {
     /// Port to listen on (0: any free port, printed at start).
     #[arg(long, default_value_t = 9090)]
     port: u16,
-    /// Key clients must present (TVM's `--key`; a label, not a secret).
+    /// Key clients must present (TVM's `--key`; a label, not a secret). With --tracker or
+    /// --through-proxy it is the key clients request.
     #[arg(long, default_value = "")]
     key: String,
+    /// Also register with the TVM tracker at HOST:PORT and accept only the one-time match
+    /// keys it hands to clients.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "through_proxy")]
+    tracker: Option<String>,
+    /// With --tracker: the address the tracker gives clients (default: the one it sees).
+    #[arg(long, value_name = "ADDR", requires = "tracker")]
+    custom_addr: Option<String>,
+    /// Listen nowhere: connect out to the TVM proxy at HOST:PORT as server:KEY and serve the
+    /// clients it pairs with us (--host/--port/--allow are then unused).
+    #[arg(long, value_name = "HOST:PORT")]
+    through_proxy: Option<String>,
     /// Accept connections only from these addresses (repeatable; default: anyone who can
     /// reach the socket).
     #[arg(long = "allow", value_name = "IP")]
@@ -70,6 +84,11 @@ fn serve(a: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         .allow(a.allow)
         .max_sessions(a.max_sessions as usize)
         .limits(limits);
+    if let Some(t) = a.tracker {
+        b = b.tracker(t, a.custom_addr);
+    } else if let Some(p) = a.through_proxy {
+        b = b.through_proxy(p);
+    }
     if let Some(dir) = a.sandbox {
         b = b.sandbox_root(dir);
     }
@@ -84,10 +103,10 @@ fn serve(a: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone())?;
     }
-    eprintln!(
-        "mote rpc: listening on {} (Ctrl-C stops)",
-        server.local_addr()
-    );
+    match server.local_addr() {
+        Some(addr) => eprintln!("mote rpc: listening on {addr} (Ctrl-C stops)"),
+        None => eprintln!("mote rpc: serving through the proxy (Ctrl-C stops)"),
+    }
     server.wait();
     Ok(())
 }

@@ -11,6 +11,6 @@ fn main() {
             std::process::exit(1);
         }
     };
-    println!("listening on {}", server.local_addr());
+    println!("listening on {}", server.local_addr().expect("listening"));
     server.wait();
 }

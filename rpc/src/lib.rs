@@ -5,10 +5,13 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod proxy;
 mod sandbox;
 mod session;
+pub mod slots;
 mod state;
 mod timer;
+pub mod tracker;
 pub mod wire;
 
 pub use session::{
@@ -17,4 +20,4 @@ pub use session::{
 };
 mod server;
 
-pub use server::{Server, ServerBuilder, ServerHandle, ServerStats};
+pub use server::{Mode, Server, ServerBuilder, ServerHandle, ServerStats};

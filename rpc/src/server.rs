@@ -1,6 +1,7 @@
-//! Listen mode: accept TCP clients, one thread and one sandbox per session
-//! (docs/rpc.md "Server").
+//! The server: listen mode, tracker mode and proxy mode, one thread and one sandbox per
+//! session (docs/rpc.md "Server" and "Three ways to serve").
 
+use std::any::Any;
 use std::io;
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -9,7 +10,35 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::session::{serve_connection, ExactKey, KeyMatcher, Limits, SessionConfig};
+use crate::proxy::{ProxyClient, ProxyConfig, ProxyState, SessionFn};
+use crate::session::{
+    serve_connection, serve_session, ExactKey, KeyMatcher, Limits, SessionConfig,
+};
+use crate::slots::{Slot, Slots};
+use crate::tracker::{TrackerClient, TrackerConfig, TrackerState};
+
+/// How clients reach the server (docs/rpc.md "Three ways to serve").
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mode {
+    /// Clients connect to the listening socket with the key `client:<key>`.
+    Listen,
+    /// Listen, and offer each free session to the TVM tracker at `tracker` (`host:port`) under
+    /// `key`; a client gets a one-time match key from the tracker and connects with it. Only
+    /// those match keys are accepted. `custom_addr` is the address the tracker hands to
+    /// clients (default: the address the tracker sees this server at).
+    Tracker {
+        tracker: String,
+        custom_addr: Option<String>,
+    },
+    /// Nothing listens: connect out to the TVM proxy at `proxy` (`host:port`) as `server:<key>`
+    /// and serve the clients it pairs with this server.
+    Proxy { proxy: String },
+}
+
+/// Handshakes that may be in progress at once in tracker mode beyond `max_sessions` (a client
+/// must finish its handshake before its match key tells whether it has a place).
+const EXTRA_HANDSHAKES: usize = 4;
 
 /// Counters of a running server.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -29,25 +58,27 @@ pub struct ServerBuilder {
     port: u16,
     key: String,
     matcher: Option<Arc<dyn KeyMatcher>>,
+    mode: Mode,
     allow: Vec<IpAddr>,
     max_sessions: usize,
     sandbox_root: Option<PathBuf>,
     config: SessionConfig,
 }
 
-/// The listen-mode server.
+/// Mote's RPC server.
 #[derive(Debug)]
 pub struct Server;
 
 impl Server {
-    /// Defaults: 127.0.0.1, any free port, key `""`, any peer, 4 sessions, a temporary sandbox
-    /// root, [`Limits::default`], no idle timeout, 10 s for the handshake.
+    /// Defaults: listen mode on 127.0.0.1, any free port, key `""`, any peer, 4 sessions, a
+    /// temporary sandbox root, [`Limits::default`], no idle timeout, 10 s for the handshake.
     pub fn builder() -> ServerBuilder {
         ServerBuilder {
             host: "127.0.0.1".into(),
             port: 0,
             key: String::new(),
             matcher: None,
+            mode: Mode::Listen,
             allow: Vec::new(),
             max_sessions: 4,
             sandbox_root: None,
@@ -77,6 +108,22 @@ impl ServerBuilder {
     pub fn key_matcher(mut self, matcher: Arc<dyn KeyMatcher>) -> Self {
         self.matcher = Some(matcher);
         self
+    }
+    /// How clients reach the server (default [`Mode::Listen`]).
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+    /// [`Mode::Tracker`]: register with the TVM tracker at `addr` (`host:port`).
+    pub fn tracker(self, addr: impl Into<String>, custom_addr: Option<String>) -> Self {
+        self.mode(Mode::Tracker {
+            tracker: addr.into(),
+            custom_addr,
+        })
+    }
+    /// [`Mode::Proxy`]: serve through the TVM proxy at `addr` (`host:port`).
+    pub fn through_proxy(self, addr: impl Into<String>) -> Self {
+        self.mode(Mode::Proxy { proxy: addr.into() })
     }
     /// Only these peer addresses may connect (empty: everyone who can reach the socket).
     pub fn allow(mut self, ips: impl IntoIterator<Item = IpAddr>) -> Self {
@@ -115,7 +162,8 @@ impl ServerBuilder {
         self
     }
 
-    /// Binds and starts accepting in a background thread.
+    /// Starts the server: binds and accepts in a background thread (listen and tracker
+    /// modes), registers with the tracker, or connects out to the proxy.
     pub fn spawn(self) -> io::Result<ServerHandle> {
         if self.max_sessions == 0 {
             return Err(io::Error::new(
@@ -123,9 +171,6 @@ impl ServerBuilder {
                 "max_sessions must be at least 1",
             ));
         }
-        let listener = TcpListener::bind((self.host.as_str(), self.port))?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
         let (root, owned_root) = match self.sandbox_root {
             Some(r) => (r, false),
             None => {
@@ -141,33 +186,104 @@ impl ServerBuilder {
         std::fs::create_dir_all(&root)?;
         let mut config = self.config;
         config.sandbox_root = root.clone();
+        let config = Arc::new(config);
         let shared = Arc::new(Shared {
             stop: Arc::new(AtomicBool::new(false)),
             active: AtomicUsize::new(0),
             served: AtomicU64::new(0),
             refused: AtomicU64::new(0),
         });
+        let slots = Slots::new(self.max_sessions);
+        let mut handle = ServerHandle {
+            addr: None,
+            shared: shared.clone(),
+            slots: slots.clone(),
+            thread: None,
+            tracker: None,
+            proxy: None,
+            root: owned_root.then_some(root),
+            joined: false,
+        };
+        if let Mode::Proxy { proxy } = &self.mode {
+            let session = proxy_session(config, shared);
+            handle.proxy = Some(ProxyClient::start(
+                ProxyConfig::new(proxy.clone(), self.key.clone()),
+                slots,
+                session,
+            )?);
+            log::info!(
+                "RPC server serving through the proxy at {proxy} as server:{}",
+                self.key
+            );
+            return Ok(handle);
+        }
+        let listener = TcpListener::bind((self.host.as_str(), self.port))?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        handle.addr = Some(addr);
+        let (matcher, admission): (Arc<dyn KeyMatcher>, Admission) =
+            match (&self.mode, self.matcher) {
+                (_, Some(m)) => (m, Admission::Slot),
+                (Mode::Tracker { .. }, None) => (
+                    Arc::new(OfferKey {
+                        slots: slots.clone(),
+                        key: self.key.clone(),
+                    }),
+                    Admission::Offer,
+                ),
+                _ => (
+                    Arc::new(ExactKey {
+                        key: self.key.clone(),
+                    }),
+                    Admission::Slot,
+                ),
+            };
         let ctx = Accept {
             listener,
-            matcher: self
-                .matcher
-                .unwrap_or_else(|| Arc::new(ExactKey { key: self.key })),
+            matcher,
+            admission,
             allow: self.allow,
+            slots: slots.clone(),
             max_sessions: self.max_sessions,
-            config: Arc::new(config),
-            shared: shared.clone(),
+            config,
+            shared,
         };
         log::info!("RPC server listening on {addr}");
-        let thread = std::thread::Builder::new()
-            .name("mote-rpc-listen".into())
-            .spawn(move || ctx.run())?;
-        Ok(ServerHandle {
-            addr,
-            shared,
-            thread: Some(thread),
-            root: owned_root.then_some(root),
-        })
+        handle.thread = Some(
+            std::thread::Builder::new()
+                .name("mote-rpc-listen".into())
+                .spawn(move || ctx.run())?,
+        );
+        if let Mode::Tracker {
+            tracker,
+            custom_addr,
+        } = &self.mode
+        {
+            let mut cfg = TrackerConfig::new(tracker.clone(), self.key.clone(), addr.port());
+            cfg.custom_addr = custom_addr.clone();
+            handle.tracker = Some(TrackerClient::start(cfg, slots)?);
+            log::info!(
+                "RPC server registering with the tracker at {tracker} under key {:?}",
+                self.key
+            );
+        }
+        Ok(handle)
     }
+}
+
+/// The proxy client's session callback: one session on a socket the proxy paired, holding its
+/// slot, counted like a listener's session.
+fn proxy_session(config: Arc<SessionConfig>, shared: Arc<Shared>) -> SessionFn {
+    Arc::new(move |stream: TcpStream, client_key: String, slot: Slot| {
+        shared.active.fetch_add(1, Ordering::SeqCst);
+        let _count = SessionCount(shared.clone());
+        // The key is "client:<key>[ options]"; the options (-timeout=) apply to this session.
+        let options = client_key.split_once(' ').map_or("", |(_, o)| o);
+        log::info!("proxy client {client_key:?}: connected");
+        let end = serve_session(stream, options, &config, shared.stop.clone());
+        log::info!("proxy client {client_key:?}: session over: {end:?}");
+        drop(slot);
+    })
 }
 
 struct Shared {
@@ -177,10 +293,39 @@ struct Shared {
     refused: AtomicU64,
 }
 
+/// How the listener decides that a connection may have a session.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Admission {
+    /// Take a free place at accept time (listen mode): a full server refuses at once.
+    Slot,
+    /// The client's match key claims the place its tracker offer reserved (tracker mode).
+    Offer,
+}
+
+/// Tracker mode's key check: `client:<matchkey>` must name a live offer, which it consumes.
+struct OfferKey {
+    slots: Slots,
+    key: String,
+}
+
+impl KeyMatcher for OfferKey {
+    fn claim(&self, client_key: &str) -> Option<Box<dyn Any + Send>> {
+        let slot = self
+            .slots
+            .claim_offer(client_key.strip_prefix("client:")?)?;
+        Some(Box::new(slot))
+    }
+    fn server_key(&self) -> String {
+        format!("server:{}", self.key)
+    }
+}
+
 struct Accept {
     listener: TcpListener,
     matcher: Arc<dyn KeyMatcher>,
+    admission: Admission,
     allow: Vec<IpAddr>,
+    slots: Slots,
     max_sessions: usize,
     config: Arc<SessionConfig>,
     shared: Arc<Shared>,
@@ -212,7 +357,6 @@ impl Accept {
         for h in sessions {
             let _ = h.join();
         }
-        log::info!("RPC server stopped");
     }
 
     fn refuse(&self, stream: TcpStream, peer: SocketAddr, why: &str) {
@@ -228,7 +372,17 @@ impl Accept {
             return None;
         }
         // Only this thread increments, so checking then adding cannot overshoot.
-        if self.shared.active.load(Ordering::SeqCst) >= self.max_sessions {
+        let (slot, limit) = match self.admission {
+            Admission::Slot => match self.slots.try_take() {
+                Some(s) => (Some(s), self.max_sessions),
+                None => {
+                    self.refuse(stream, peer, "max_sessions reached");
+                    return None;
+                }
+            },
+            Admission::Offer => (None, self.max_sessions + EXTRA_HANDSHAKES),
+        };
+        if self.shared.active.load(Ordering::SeqCst) >= limit {
             self.refuse(stream, peer, "max_sessions reached");
             return None;
         }
@@ -245,8 +399,9 @@ impl Accept {
         let spawned = std::thread::Builder::new()
             .name(format!("mote-rpc-{peer}"))
             .spawn(move || {
-                // Counted as over even if the session panics (a bug), so the slot comes back.
+                // Counted as over even if the session panics (a bug), so the place comes back.
                 let _count = SessionCount(shared.clone());
+                let _slot = slot;
                 let end = serve_connection(stream, &*matcher, &config, shared.stop.clone());
                 log::info!("{peer}: session over: {end:?}");
             });
@@ -279,6 +434,7 @@ impl std::fmt::Debug for ServerBuilder {
             .field("port", &self.port)
             .field("key", &self.key)
             .field("custom_matcher", &self.matcher.is_some())
+            .field("mode", &self.mode)
             .field("allow", &self.allow)
             .field("max_sessions", &self.max_sessions)
             .field("config", &self.config)
@@ -287,12 +443,15 @@ impl std::fmt::Debug for ServerBuilder {
 }
 
 /// A running server. Dropping it stops it.
-#[derive(Debug)]
 pub struct ServerHandle {
-    addr: SocketAddr,
+    addr: Option<SocketAddr>,
     shared: Arc<Shared>,
+    slots: Slots,
     thread: Option<JoinHandle<()>>,
+    tracker: Option<TrackerClient>,
+    proxy: Option<ProxyClient>,
     root: Option<PathBuf>,
+    joined: bool,
 }
 
 impl std::fmt::Debug for Shared {
@@ -301,9 +460,21 @@ impl std::fmt::Debug for Shared {
     }
 }
 
+impl std::fmt::Debug for ServerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerHandle")
+            .field("addr", &self.addr)
+            .field("stats", &self.stats())
+            .field("tracker", &self.tracker_state())
+            .field("proxy", &self.proxy_state())
+            .finish()
+    }
+}
+
 impl ServerHandle {
-    /// The bound address (with the actual port when 0 was asked).
-    pub fn local_addr(&self) -> SocketAddr {
+    /// The listening address (with the actual port when 0 was asked); `None` in proxy mode,
+    /// where nothing listens.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
         self.addr
     }
 
@@ -316,30 +487,65 @@ impl ServerHandle {
         }
     }
 
-    /// A flag that stops the server when set (for signal handlers).
+    /// Tracker mode: whether the server is registered, its live offers, the last error.
+    pub fn tracker_state(&self) -> Option<TrackerState> {
+        self.tracker.as_ref().map(TrackerClient::state)
+    }
+
+    /// Proxy mode: whether a connection waits at the proxy, sessions so far, the last error.
+    pub fn proxy_state(&self) -> Option<ProxyState> {
+        self.proxy.as_ref().map(ProxyClient::state)
+    }
+
+    /// Whether the server has been told to stop.
+    pub fn is_stopping(&self) -> bool {
+        self.shared.stop.load(Ordering::SeqCst)
+    }
+
+    /// A flag that stops the server when set (for signal handlers); [`ServerHandle::wait`]
+    /// then returns.
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         self.shared.stop.clone()
     }
 
-    /// Stops accepting, ends every session (a call in progress finishes first), removes the
-    /// sandboxes, and waits for all of it.
+    /// Stops accepting, leaves the tracker or proxy, ends every session (a call in progress
+    /// finishes first), removes the sandboxes, and waits for all of it.
     pub fn stop(mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         self.join();
     }
 
-    /// Waits until the server stops (through [`ServerHandle::stop_flag`]).
+    /// Waits until the server is stopped through [`ServerHandle::stop_flag`], then shuts it
+    /// down as [`ServerHandle::stop`] does.
     pub fn wait(mut self) {
+        while !self.shared.stop.load(Ordering::SeqCst) {
+            std::thread::sleep(ACCEPT_POLL);
+        }
         self.join();
     }
 
     fn join(&mut self) {
+        if std::mem::replace(&mut self.joined, true) {
+            return;
+        }
+        self.slots.stop();
+        if let Some(t) = self.tracker.take() {
+            t.stop();
+        }
+        if let Some(p) = self.proxy.take() {
+            p.stop();
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        // Proxy sessions run on threads of their own: wait until the last one has ended.
+        while self.shared.active.load(Ordering::SeqCst) > 0 {
+            std::thread::sleep(Duration::from_millis(10));
         }
         if let Some(root) = self.root.take() {
             let _ = std::fs::remove_dir_all(root);
         }
+        log::info!("RPC server stopped");
     }
 }
 

@@ -7,11 +7,12 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::ptr::NonNull;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use mote::{DType, Model, Session, SessionOptions, Storage, Tensor, Value};
+use mote::{DType, Function, Model, Session, SessionOptions, Storage, Tensor, Value};
 use serde_json::json;
 
 use crate::sandbox::Sandbox;
@@ -213,18 +214,58 @@ fn invoke_model(module: &ModuleObj, name: &str, args: &[Value]) -> Res<Value> {
                 *s = Some(model.session_with(opts)?);
             }
             match s.as_mut() {
-                // Kernel-only libraries: `Session::call` passes tensors as views of the caller's
-                // memory, so outputs land in the client's buffers.
-                // TODO(call_kernel): switch to `Session::call_kernel` once it lands. It wants
-                // exclusive tensors: these views are fresh `Tensor`s, but their `Storage` is also
-                // held by the session's memory table.
-                Some(s) => Ok(s.call(name, args)?),
+                // Kernel-only libraries: the kernel writes its outputs into the client's
+                // buffers, through views only the call holds.
+                Some(s) => {
+                    let mut args = exclusive_views(args)?;
+                    Ok(s.call_kernel(name, &mut args)?)
+                }
                 None => Err(RequestError::Invalid("kernel session missing".into())),
             }
         }
         ModKind::Executable(_) => Err(RequestError::Invalid(format!(
             "`{name}` is not callable on an executable module; call vm_load_executable first"
         ))),
+    }
+}
+
+/// Kernel arguments as `Session::call_kernel` wants them: every tensor becomes a fresh view of
+/// the same bytes that no other handle can reach, whose storage keeps the original alive.
+fn exclusive_views(args: &[Value]) -> Res<Vec<Value>> {
+    args.iter()
+        .map(|v| match v {
+            Value::Tensor(t) => {
+                let owner = t.storage().clone();
+                let len = owner.len();
+                let ptr = NonNull::new(owner.as_ptr()).ok_or_else(|| {
+                    RequestError::Invalid("a tensor without memory passed to a kernel".into())
+                })?;
+                // SAFETY: `owner` (moved into the new storage) keeps the `len` bytes at `ptr`
+                // allocated for as long as the view lives. A session's state lives on its one
+                // thread (`Rc`/`RefCell`, not `Send`), and this thread is inside the kernel call
+                // for as long as the view is used, so no other reader or writer of these bytes
+                // (the memory table, tensors returned earlier) can run meanwhile; the view is
+                // dropped when the call returns.
+                let storage = unsafe { Storage::borrowed(ptr, len, Some(Box::new(owner))) };
+                Ok(Value::Tensor(Tensor::view(
+                    storage,
+                    t.byte_offset(),
+                    t.shape_arc().clone(),
+                    t.dtype(),
+                )?))
+            }
+            other => Ok(other.clone()),
+        })
+        .collect()
+}
+
+/// Calls a closure a VM module returned (TVM's `invoke_closure`, or calling its handle).
+fn call_closure(module: &ModuleObj, f: &Function, args: &[Value]) -> Res<Value> {
+    match &module.kind {
+        ModKind::Vm(vm) => Ok(vm.borrow_mut().session.call_function(f, args)?),
+        _ => Err(RequestError::Invalid(
+            "a closure of a module that is not a VM".into(),
+        )),
     }
 }
 
@@ -235,6 +276,11 @@ enum Obj {
     Module(Rc<ModuleObj>),
     Func(Target),
     Timer(Rc<RefCell<TimeEvaluator>>),
+    /// A closure returned by a VM module's function, called through that module's session.
+    Closure {
+        module: Rc<ModuleObj>,
+        f: Function,
+    },
     /// A tensor returned by a call; its data is registered in the memory table.
     Tensor {
         tensor: Tensor,
@@ -761,6 +807,7 @@ impl<'c> State<'c> {
             Arg::ObjectRef { handle, .. } | Arg::Function(handle) => match self.obj(*handle)? {
                 Obj::Tensor { tensor, .. } => Value::Tensor(tensor.clone()),
                 Obj::Value(v) => v.clone(),
+                Obj::Closure { f, .. } => Value::Function(f.clone()),
                 _ => {
                     return Err(RequestError::Unsupported(format!(
                         "passing handle {handle:#x} (a module, function or timer) to a model"
@@ -824,6 +871,18 @@ impl<'c> State<'c> {
         Ok((rec, h))
     }
 
+    /// A value returned by a function of `module` as a kCallFunc return: a closure keeps the
+    /// module whose session can call it.
+    fn ret_of_from(&mut self, v: Value, module: &Rc<ModuleObj>) -> Res<Ret> {
+        match v {
+            Value::Function(f) => Ok(Ret::Function(self.insert(Obj::Closure {
+                module: module.clone(),
+                f,
+            })?)),
+            v => self.ret_of(v),
+        }
+    }
+
     /// A runtime value as a kCallFunc return.
     fn ret_of(&mut self, v: Value) -> Res<Ret> {
         Ok(match v {
@@ -843,7 +902,6 @@ impl<'c> State<'c> {
             }
             v @ Value::Tuple(_) => Ret::Object(type_index::ARRAY, self.insert(Obj::Value(v))?),
             v @ Value::Shape(_) => Ret::Object(type_index::SHAPE, self.insert(Obj::Value(v))?),
-            v @ Value::Function(_) => Ret::Function(self.insert(Obj::Value(v))?),
             other => {
                 return Err(RequestError::Unsupported(format!(
                     "returning a {} over RPC",
@@ -863,10 +921,11 @@ impl<'c> State<'c> {
                 let bytes = t.borrow_mut().run(&values, self.cancel)?;
                 Ok(Ret::Bytes(bytes))
             }
-            // TODO(call_function): call closures with `Session::call_function` once it lands.
-            Obj::Value(Value::Function(_)) => Err(RequestError::Unsupported(
-                "calling a closure returned by a model is not supported yet".into(),
-            )),
+            Obj::Closure { module, f } => {
+                let values = self.values_of(args)?;
+                let r = call_closure(&module, &f, &values)?;
+                self.ret_of_from(r, &module)
+            }
             _ => Err(RequestError::Invalid(format!(
                 "handle {h:#x} is not a function"
             ))),
@@ -927,6 +986,33 @@ impl<'c> State<'c> {
                         "load_module {name:?}: Relax executable ({})",
                         model.function_names().join(", ")
                     );
+                    // Where each offloaded node will run, so a remote user (and the phone test)
+                    // can see the backends at work.
+                    for p in model.partition_plan(&[]) {
+                        let on = |b: &str| p.nodes.iter().filter(|n| n.backend == b).count();
+                        let mut elsewhere: Vec<&str> = Vec::new();
+                        for n in &p.nodes {
+                            if n.backend != p.target && !elsewhere.contains(&n.backend.as_str()) {
+                                elsewhere.push(&n.backend);
+                            }
+                        }
+                        let others: Vec<String> = elsewhere
+                            .iter()
+                            .map(|b| format!("{} on {b}", on(b)))
+                            .collect();
+                        log::info!(
+                            "load_module {name:?}: subgraph {}: {} of {} nodes on {}{}",
+                            p.name,
+                            on(&p.target),
+                            p.nodes.len(),
+                            p.target,
+                            if others.is_empty() {
+                                String::new()
+                            } else {
+                                format!(" ({})", others.join(", "))
+                            }
+                        );
+                    }
                     ModKind::Executable(model)
                 };
                 let m = ModuleObj::new(kind, name.to_owned());
@@ -1066,7 +1152,7 @@ impl<'c> State<'c> {
                 }
                 let values = self.values_of(args)?;
                 let r = invoke_model(&t.module, name, &values)?;
-                self.ret_of(r)
+                self.ret_of_from(r, &t.module)
             }
             ModKind::Kernels { .. } => {
                 let values = self.values_of(args)?;
@@ -1201,10 +1287,26 @@ impl<'c> State<'c> {
                 // hook, so the function is not called (docs/rpc.md "Modules").
                 Ok(Ret::None)
             }
-            // TODO(call_function): invoke the closure with `Session::call_function`.
-            "invoke_closure" => Err(RequestError::Unsupported(
-                "invoke_closure is not supported yet".into(),
-            )),
+            "invoke_closure" => {
+                let h = match args.first() {
+                    Some(Arg::Function(h)) | Some(Arg::ObjectRef { handle: h, .. }) => *h,
+                    _ => {
+                        return Err(RequestError::Invalid(
+                            "invoke_closure(closure, *args): the first argument must be a \
+                             closure handle"
+                                .into(),
+                        ))
+                    }
+                };
+                let Obj::Closure { module, f } = self.obj(h)?.clone() else {
+                    return Err(RequestError::Invalid(format!(
+                        "handle {h:#x} is not a closure"
+                    )));
+                };
+                let values = self.values_of(&args[1..])?;
+                let r = call_closure(&module, &f, &values)?;
+                self.ret_of_from(r, &module)
+            }
             _ => Err(RequestError::Invalid(format!("no VM function `{name}`"))),
         }
     }

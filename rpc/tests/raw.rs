@@ -9,7 +9,7 @@ use mote_rpc::wire::{self, Arg, Device, Packet, Put, RpcCode, WireDType, WireTen
 use mote_rpc::{Limits, Server, ServerHandle};
 
 fn connect(s: &ServerHandle, key: &str) -> TcpStream {
-    let c = TcpStream::connect(s.local_addr()).expect("connect");
+    let c = TcpStream::connect(s.local_addr().expect("listening")).expect("connect");
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     wire::write_handshake(&mut &c, key).unwrap();
     c
@@ -91,7 +91,7 @@ fn closed(c: &TcpStream) -> bool {
 fn handshake_answers() {
     let s = Server::builder().key("k1").spawn().unwrap();
     // Bad magic: closed without an answer.
-    let c = TcpStream::connect(s.local_addr()).unwrap();
+    let c = TcpStream::connect(s.local_addr().expect("listening")).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     std::io::Write::write_all(&mut &c, &[1, 2, 3, 4, 0, 0, 0, 0]).unwrap();
     let mut rest = Vec::new();
@@ -327,7 +327,7 @@ fn a_trickled_handshake_times_out_as_a_whole() {
         .handshake_timeout(Duration::from_millis(500))
         .spawn()
         .unwrap();
-    let c = TcpStream::connect(s.local_addr()).unwrap();
+    let c = TcpStream::connect(s.local_addr().expect("listening")).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let t = Instant::now();
     // One byte every 200 ms: each read is quick, the whole is too slow.

@@ -67,7 +67,7 @@ fn script(name: &str) -> PathBuf {
 }
 
 fn command(name: &str, server: &ServerHandle, extra: &[&str]) -> Command {
-    let addr = server.local_addr();
+    let addr = server.local_addr().expect("listening");
     let mut c = Command::new(python());
     c.arg(script(name))
         .arg(addr.ip().to_string())
