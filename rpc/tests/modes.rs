@@ -17,6 +17,8 @@ use mote_rpc::tracker::{TrackerClient, TrackerConfig};
 use mote_rpc::wire::{CODE_MISMATCH, CODE_SUCCESS, RPC_MAGIC};
 use serde_json::Value;
 
+mod common;
+
 fn python() -> String {
     std::env::var("MOTE_PYTHON").unwrap_or_else(|_| {
         panic!(
@@ -493,4 +495,83 @@ fn proxy_mode_against_tvm_proxy() {
     assert!(took < Duration::from_secs(1), "stop took {took:?}");
     assert_eq!(slots.in_use(), 0);
     drop(proxy);
+}
+
+/// `rpc/tests/python/modes_client.py` against a tracker or proxy at `port`; panics with its
+/// output unless it exits 0.
+fn modes_client(port: u16, mode: &str, key: &str, rounds: u32) {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python");
+    let out = Command::new(python())
+        .arg(format!("{dir}/modes_client.py"))
+        .args(["127.0.0.1", &port.to_string()])
+        .arg(common::zoo())
+        .args([mode, key, &rounds.to_string()])
+        .env("PYTHONPATH", dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run MOTE_PYTHON={}: {e}", python()));
+    assert!(
+        out.status.success(),
+        "modes_client.py {mode} failed ({}):\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Mote's real server in tracker mode, TVM's real tracker and client: registration (summary
+/// and query_rpc_tracker list it), request(key) runs a model, the place is free again after
+/// each session, and a tracker restart on the same port is survived.
+#[test]
+fn tvm_client_reaches_mote_through_the_tracker_and_a_restart() {
+    common::init_log();
+    let port = free_port();
+    let mut tracker = Py::tracker(port);
+    tracker.wait_listening(port);
+    let server = mote_rpc::Server::builder()
+        .port(0)
+        .key("e2e")
+        .max_sessions(1)
+        .session_threads(1)
+        .tracker(format!("127.0.0.1:{port}"), None)
+        .spawn()
+        .expect("server starts");
+    modes_client(port, "tracker", "e2e", 2);
+    until(10, "2 sessions served", || {
+        (server.stats().served == 2).then_some(())
+    });
+
+    tracker.kill();
+    let mut tracker = Py::tracker(port);
+    tracker.wait_listening(port);
+    modes_client(port, "tracker", "e2e", 1);
+    let st = server.tracker_state().expect("tracker mode");
+    assert!(st.registrations >= 2, "{st:?}");
+    until(10, "3 sessions served", || {
+        (server.stats().served == 3).then_some(())
+    });
+    server.stop();
+}
+
+/// Mote's real server behind TVM's proxy (listening nowhere) serves TVM's client twice.
+#[test]
+fn tvm_client_reaches_mote_through_the_proxy() {
+    common::init_log();
+    let port = free_port();
+    let mut proxy = Py::proxy(port);
+    proxy.wait_listening(port);
+    let server = mote_rpc::Server::builder()
+        .key("dev9")
+        .max_sessions(1)
+        .session_threads(1)
+        .through_proxy(format!("127.0.0.1:{port}"))
+        .spawn()
+        .expect("server starts");
+    assert!(server.local_addr().is_none());
+    modes_client(port, "proxy", "dev9", 2);
+    // The client's last close reaches the server a moment after the client exits.
+    until(10, "2 sessions served", || {
+        (server.stats().served == 2).then_some(())
+    });
+    assert_eq!(server.proxy_state().expect("proxy mode").sessions, 2);
+    server.stop();
 }
