@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run):
 #   1. formatting and clippy (-D warnings) on the host's stable Rust;
-#   2. the x86_64 model zoo built with TVM 0.27, then every Rust test on the host, and the
+#   2. the x86_64 model zoo built with TVM 0.27, then every Rust test on the host (the RPC
+#      server's suites drive TVM's own Python client, tracker and proxy: MOTE_PYTHON), and the
 #      thread-pool stress test again in release;
 #   3. the C ABI: header drift and hygiene, ABI baseline, C tests under valgrind, CMake example;
 #   4. the aarch64 zoos, and the same tests cross-built with trixie's Rust 1.85 under qemu,
 #      including the offload zoo on the real ACL through libmote_acl.so; the shim's own C test;
-#   5. check builds for iOS, macOS and Android.
+#   5. the phone, simulated: the aarch64 `mote rpc serve` under qemu with the real ACL, driven
+#      by TVM's client on the host (scripts/test-rpc-phone.sh);
+#   6. check builds for iOS, macOS and Android.
 # Tools that are missing are installed (venv, trixie chroot) or the run fails: nothing is
 # skipped. Expensive things are cached under ${MOTE_CACHE:-$HOME/.cache/mote}.
 set -euo pipefail
@@ -36,6 +39,10 @@ export MOTE_OFFLOAD_ZOO_DIR
 [ -f "$MOTE_OFFLOAD_ZOO_DIR/manifest.json" ] || fail "no x86_64 offload zoo"
 
 step "host tests (x86_64)"
+# The RPC suites run TVM's own client, tracker and proxy from the venv.
+MOTE_PYTHON="$(scripts/venv.sh | tail -n 1)/bin/python"
+export MOTE_PYTHON
+[ -x "$MOTE_PYTHON" ] || fail "no venv python for the RPC tests"
 cargo test --workspace --locked 2>&1 | tee "$MOTE_CACHE/last-host-tests.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "host tests"
 record "host tests: $(grep -E '^test result:' "$MOTE_CACHE/last-host-tests.log" | awk '{p+=$4; f+=$6} END {print p " passed, " f " failed"}')"
@@ -62,6 +69,12 @@ scripts/test-acl.sh 2>&1 | tee "$MOTE_CACHE/last-acl-tests.log"
 acl_line="$(grep -E '^acl checks:' "$MOTE_CACHE/last-acl-tests.log" | tail -n 1)"
 record "$acl_line"
 
+step "RPC: the phone, simulated (aarch64 server under qemu with ACL, TVM's client on the host)"
+scripts/test-rpc-phone.sh 2>&1 | tee "$MOTE_CACHE/last-rpc-phone.log"
+[ "${PIPESTATUS[0]}" = 0 ] || fail "RPC phone simulation"
+phone_line="$(grep -E '^rpc phone checks:' "$MOTE_CACHE/last-rpc-phone.log" | tail -n 1)"
+record "$phone_line"
+
 step "check builds for iOS, macOS, Android"
 scripts/check-mobile.sh || fail "mobile check builds"
 record "check builds: ok"
@@ -73,7 +86,7 @@ for log in "$MOTE_CACHE/last-host-tests.log" "$MOTE_CACHE/last-stress-tests.log"
     read -r p f < <(grep -E '^test result:' "$log" | awk '{p+=$4; f+=$6} END {print p+0, f+0}')
     total_p=$((total_p + p)); total_f=$((total_f + f))
 done
-for line in "$ffi_line" "$acl_line"; do
+for line in "$ffi_line" "$acl_line" "$phone_line"; do
     read -r p f < <(echo "$line" | awk '{print $3, $5}')
     total_p=$((total_p + p)); total_f=$((total_f + f))
 done
