@@ -1,7 +1,7 @@
 //! Proxy mode: serve through a TVM RPC proxy (`--through-proxy HOST:PORT --key K`), for
 //! devices that clients cannot reach directly.
 //!
-//! Protocol (docs/rpc.md "Proxy mode"; spec/tvm-0.27.md §5.2, §5.14): the server connects to
+//! Protocol (docs/rpc.md "Proxy mode"): the server connects to
 //! the proxy and sends the client handshake shape with `"server:K"`. The proxy answers once a
 //! client with key `"client:K ..."` arrives: SUCCESS followed by the client's *full* key (its
 //! options, e.g. `-timeout=30`, included), then forwards bytes both ways, so the socket becomes

@@ -1,7 +1,7 @@
 //! Tracker mode: a client thread that registers this server's free session slots with a TVM
 //! tracker (`--tracker HOST:PORT --key K`).
 //!
-//! Protocol (docs/rpc.md "Tracker mode"; spec/tvm-0.27.md §5.15): after the 4-byte magic
+//! Protocol (docs/rpc.md "Tracker mode"): after the 4-byte magic
 //! exchange, every message is an i32 LE length (1 byte to 1 MiB) and a UTF-8 JSON text, and
 //! every request gets one reply. The thread sends UPDATE_INFO once per connection, PUTs one
 //! random match key per free slot, and polls GET_PENDING_MATCHKEYS. A key the tracker handed

@@ -192,7 +192,7 @@ fn free_and_listed(summary: &Value, key: &str, port: u16) -> (Option<i64>, bool)
 }
 
 /// The accept path of a listener in tracker mode, as the core's server should wire it
-/// (rpc/MODES.md): read the client's handshake, claim the offer named by its first token,
+/// (docs/rpc.md "Tracker mode"): read the client's handshake, claim the offer named by its first token,
 /// answer SUCCESS + "server:<key>" or MISMATCH. The stand-in session echoes bytes while it
 /// holds the slot. Runs until `stop` is set.
 fn stand_in_listener(
