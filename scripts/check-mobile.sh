@@ -12,7 +12,7 @@
 set -euo pipefail
 
 # Packages to check (cargo -p flags). Override with MOTE_MOBILE_PACKAGES.
-PACKAGES=${MOTE_MOBILE_PACKAGES:-"-p mote -p mote-ffi"}
+PACKAGES=${MOTE_MOBILE_PACKAGES:-"-p mote -p mote-ffi -p mote-rpc"}
 # Targets to check. Override with MOTE_MOBILE_TARGETS (space-separated).
 TARGETS=${MOTE_MOBILE_TARGETS:-"aarch64-apple-ios aarch64-apple-darwin aarch64-linux-android"}
 
