@@ -10,6 +10,8 @@ use clap::{Parser, Subcommand};
 use mote::{DType, Dim, Model, Session, SessionOptions, Tensor, Value};
 use serde_json::json;
 
+mod rpc;
+
 #[derive(Parser)]
 #[command(
     name = "mote",
@@ -219,6 +221,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// TVM RPC: let TVM's Python client (tvm.rpc) run models on this machine through Mote.
+    #[command(subcommand)]
+    Rpc(rpc::RpcCommand),
 }
 
 fn main() -> ExitCode {
@@ -239,6 +244,7 @@ fn main() -> ExitCode {
             trace,
             json,
         } => bench(&model, &io, warmup, runs, profile, trace.as_deref(), json),
+        Command::Rpc(cmd) => rpc::run(cmd),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,4 +5,16 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod sandbox;
+mod session;
+mod state;
+mod timer;
 pub mod wire;
+
+pub use session::{
+    serve_connection, serve_session, ExactKey, KeyMatcher, Limits, RequestError, SessionConfig,
+    SessionEnd,
+};
+mod server;
+
+pub use server::{Server, ServerBuilder, ServerHandle, ServerStats};

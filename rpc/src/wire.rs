@@ -53,7 +53,7 @@ pub enum WireError {
     /// A packed-sequence type index Mote does not accept.
     #[error("unsupported argument type index {0}")]
     BadTypeIndex(i32),
-    /// The inner type index of an object argument is not Str (65), Bytes (66) or RPCObjectRef (115).
+    /// The inner type index of an object is not Str (65), Bytes (66) or RPCObjectRef (115).
     #[error("unsupported object type index {inner} (outer {outer})")]
     BadInnerTypeIndex { outer: i32, inner: u32 },
     /// A negative count or length.
@@ -728,6 +728,8 @@ pub enum Ret {
     Str(String),
     /// `[Int 66, ByteArrayPtr b]`.
     Bytes(Vec<u8>),
+    /// `[Int 5, DataType d]`.
+    DataType(WireDType),
     /// `[Int 68, OpaquePtr h]`.
     Function(u64),
     /// `[Int 73, OpaquePtr h]`.
@@ -749,6 +751,7 @@ impl Ret {
             Ret::Float(v) => vec![Arg::Int(t::FLOAT.into()), Arg::Float(*v)],
             Ret::Str(s) => vec![Arg::Int(t::STR.into()), Arg::RawStr(s.clone())],
             Ret::Bytes(b) => vec![Arg::Int(t::BYTES.into()), Arg::ByteArray(b.clone())],
+            Ret::DataType(d) => vec![Arg::Int(t::DATA_TYPE.into()), Arg::DataType(*d)],
             Ret::Function(h) => vec![Arg::Int(t::FUNCTION.into()), Arg::OpaquePtr(*h)],
             Ret::Module(h) => vec![Arg::Int(t::MODULE.into()), Arg::OpaquePtr(*h)],
             Ret::Tensor(x, h) => vec![

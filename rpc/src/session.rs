@@ -1,0 +1,425 @@
+//! One client connection: the server-side handshake, then the request loop
+//! (docs/rpc.md "Sessions").
+
+use std::any::Any;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::sandbox::Sandbox;
+use crate::state::{Reply, State};
+use crate::wire::{self, WireError};
+
+/// Resource limits of one session (defaults in docs/rpc.md "Limits").
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest packet accepted or sent (an upload travels in one packet).
+    pub max_packet: u64,
+    /// Largest uploaded file.
+    pub max_upload_file: u64,
+    /// Total bytes of the files a session keeps in its sandbox.
+    pub max_sandbox_bytes: u64,
+    /// Handles a session may hold at once.
+    pub max_handles: usize,
+    /// Bytes a session may allocate with kDevAllocData*.
+    pub max_remote_memory: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_packet: 256 << 20,
+            max_upload_file: 256 << 20,
+            max_sandbox_bytes: 512 << 20,
+            max_handles: 4096,
+            max_remote_memory: 1 << 30,
+        }
+    }
+}
+
+/// Everything a session needs to know besides its socket.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Limits.
+    pub limits: Limits,
+    /// Each session creates its own folder under this one.
+    pub sandbox_root: PathBuf,
+    /// Threads of each Mote session (`None`: Mote's default).
+    pub session_threads: Option<usize>,
+    /// End a session when the client sends nothing for this long (`None`: never).
+    pub idle_timeout: Option<Duration>,
+    /// How long a client has to send its handshake.
+    pub handshake_timeout: Duration,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            limits: Limits::default(),
+            sandbox_root: std::env::temp_dir().join("mote-rpc"),
+            session_threads: None,
+            idle_timeout: None,
+            handshake_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Why a session ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SessionEnd {
+    /// The client sent kShutdown.
+    Shutdown,
+    /// The client closed the connection between requests.
+    Closed,
+    /// The client's `-timeout` expired; it was told with `RPCSessionTimeoutError`.
+    Timeout,
+    /// The client sent nothing for the idle timeout.
+    Idle,
+    /// The server is stopping.
+    Stopped,
+    /// The handshake failed (bad magic, malformed, too slow).
+    Handshake(String),
+    /// The client's key did not match; it got `RPC_CODE_MISMATCH`.
+    KeyMismatch(String),
+    /// The byte stream broke (bad framing, oversized packet, socket error).
+    Protocol(String),
+    /// The session could not start (sandbox creation failed).
+    Setup(String),
+}
+
+/// A failed request; its message is what the client sees after `RPCError`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// Mote refused or failed (load, call, argument checks).
+    #[error("{0}")]
+    Mote(#[from] mote::Error),
+    /// The request's body is malformed.
+    #[error("malformed request: {0}")]
+    Wire(#[from] WireError),
+    /// The request makes no sense in this session (unknown handle, wrong arguments...).
+    #[error("{0}")]
+    Invalid(String),
+    /// A session limit would be exceeded.
+    #[error("limit exceeded: {0}")]
+    Limit(String),
+    /// A file name or file refused by the sandbox rules.
+    #[error("sandbox: {0}")]
+    Sandbox(String),
+    /// A file operation failed.
+    #[error("{0}")]
+    Io(String),
+    /// A protocol feature Mote's server does not implement.
+    #[error("not supported: {0}")]
+    Unsupported(String),
+}
+
+/// Decides whether a client's key is accepted, and what the server answers.
+///
+/// Listen mode uses [`ExactKey`]. Tracker mode plugs in a matcher that claims a per-offer
+/// match key; the guard it returns lives as long as the session.
+pub trait KeyMatcher: Send + Sync {
+    /// `client_key` is the first token of the client's handshake (`client:<matchkey>`).
+    /// `Some(guard)` accepts; the guard is dropped when the session ends.
+    fn claim(&self, client_key: &str) -> Option<Box<dyn Any + Send>>;
+    /// The key sent back on success (`server:<key>`).
+    fn server_key(&self) -> String;
+}
+
+/// Listen mode: the client's key must be exactly `client:<key>`.
+#[derive(Debug, Clone, Default)]
+pub struct ExactKey {
+    /// The server's key (`""` by default, as TVM's server).
+    pub key: String,
+}
+
+impl KeyMatcher for ExactKey {
+    fn claim(&self, client_key: &str) -> Option<Box<dyn Any + Send>> {
+        (client_key.strip_prefix("client:") == Some(self.key.as_str()))
+            .then(|| Box::new(()) as Box<dyn Any + Send>)
+    }
+    fn server_key(&self) -> String {
+        format!("server:{}", self.key)
+    }
+}
+
+/// Does the server side of the handshake on `stream`, then serves the client.
+pub fn serve_connection(
+    stream: TcpStream,
+    matcher: &dyn KeyMatcher,
+    config: &SessionConfig,
+    stop: Arc<AtomicBool>,
+) -> SessionEnd {
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "?".into());
+    if let Err(e) = stream.set_read_timeout(Some(POLL)) {
+        return SessionEnd::Protocol(e.to_string());
+    }
+    // The whole handshake must arrive within the timeout (a peer trickling bytes cannot hold a
+    // session slot), and a stopping server does not wait for it.
+    let never = AtomicBool::new(false);
+    let mut reader = PollingReader {
+        stream: &stream,
+        stop: &stop,
+        expired: &never,
+        idle_deadline: Instant::now().checked_add(config.handshake_timeout),
+        woke: None,
+    };
+    let hello = match wire::read_client_handshake(&mut reader) {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = stream.shutdown(Shutdown::Both);
+            return match reader.woke {
+                Some(Wake::Stop) => SessionEnd::Stopped,
+                Some(_) => SessionEnd::Handshake("no handshake within the timeout".into()),
+                None => SessionEnd::Handshake(e.to_string()),
+            };
+        }
+    };
+    let guard = match matcher.claim(hello.key()) {
+        Some(g) => g,
+        None => {
+            let _ = wire::write_server_reply(&mut &stream, wire::CODE_MISMATCH, "");
+            let _ = stream.shutdown(Shutdown::Both);
+            return SessionEnd::KeyMismatch(hello.key().to_owned());
+        }
+    };
+    if let Err(e) =
+        wire::write_server_reply(&mut &stream, wire::CODE_SUCCESS, &matcher.server_key())
+    {
+        return SessionEnd::Protocol(e.to_string());
+    }
+    log::info!("{peer}: connected with key {:?}", hello.raw);
+    let end = serve_session(stream, hello.options(), config, stop);
+    drop(guard);
+    end
+}
+
+/// How often a blocked read wakes up to look at the stop flag and the timeouts.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Whoever writes to the socket holds this lock, so frames never interleave.
+struct Writer {
+    stream: TcpStream,
+    closed: bool,
+}
+
+impl Writer {
+    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        if self.closed {
+            return Err(io::Error::new(io::ErrorKind::BrokenPipe, "session closed"));
+        }
+        self.stream.write_all(frame)?;
+        self.stream.flush()
+    }
+}
+
+/// Why the polling reader gave up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wake {
+    Stop,
+    Expired,
+    Idle,
+}
+
+/// A reader that waits in short slices so it can notice the stop flag and the timeouts.
+struct PollingReader<'a> {
+    stream: &'a TcpStream,
+    stop: &'a AtomicBool,
+    expired: &'a AtomicBool,
+    idle_deadline: Option<Instant>,
+    woke: Option<Wake>,
+}
+
+impl Read for PollingReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match (&mut &*self.stream).read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    let wake = if self.expired.load(Ordering::SeqCst) {
+                        Some(Wake::Expired)
+                    } else if self.stop.load(Ordering::SeqCst) {
+                        Some(Wake::Stop)
+                    } else if self.idle_deadline.is_some_and(|d| Instant::now() >= d) {
+                        Some(Wake::Idle)
+                    } else {
+                        None
+                    };
+                    if let Some(w) = wake {
+                        self.woke = Some(w);
+                        return Err(io::Error::new(io::ErrorKind::TimedOut, format!("{w:?}")));
+                    }
+                }
+                Err(e) => {
+                    if self.expired.load(Ordering::SeqCst) {
+                        self.woke = Some(Wake::Expired);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// Serves one client whose handshake is done: requests until kShutdown, EOF, an error of the
+/// byte stream, the client's `-timeout` (from `client_options`), the idle timeout or `stop`.
+/// The session's sandbox folder is created here and removed before returning.
+pub fn serve_session(
+    stream: TcpStream,
+    client_options: &str,
+    config: &SessionConfig,
+    stop: Arc<AtomicBool>,
+) -> SessionEnd {
+    let end = run_session(stream, client_options, config, &stop);
+    log::info!("session ended: {end:?}");
+    end
+}
+
+fn run_session(
+    stream: TcpStream,
+    client_options: &str,
+    config: &SessionConfig,
+    stop: &AtomicBool,
+) -> SessionEnd {
+    let setup = || -> io::Result<(TcpStream, Sandbox)> {
+        stream.set_read_timeout(Some(POLL))?;
+        stream.set_write_timeout(Some(Duration::from_secs(60)))?;
+        stream.set_nodelay(true)?;
+        let w = stream.try_clone()?;
+        let sb = Sandbox::create(
+            &config.sandbox_root,
+            "session",
+            config.limits.max_upload_file,
+            config.limits.max_sandbox_bytes,
+        )?;
+        Ok((w, sb))
+    };
+    let (wstream, sandbox) = match setup() {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = stream.shutdown(Shutdown::Both);
+            return SessionEnd::Setup(e.to_string());
+        }
+    };
+    log::info!("session sandbox {}", sandbox.dir().display());
+    let writer = Mutex::new(Writer {
+        stream: wstream,
+        closed: false,
+    });
+    let expired = AtomicBool::new(false);
+    // A timeout too large for a Duration means no timeout.
+    let timeout =
+        wire::parse_timeout(client_options).and_then(|t| Duration::try_from_secs_f64(t).ok());
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+
+    std::thread::scope(|scope| {
+        if let Some(t) = timeout {
+            let (writer, expired, stream) = (&writer, &expired, &stream);
+            scope.spawn(move || {
+                if let Err(mpsc::RecvTimeoutError::Timeout) = done_rx.recv_timeout(t) {
+                    // Tell the client the way TVM's server does, then cut the connection; a call
+                    // still running finishes, and its reply is dropped.
+                    let msg = format!(
+                        "{}the session's {}s timeout expired; the server closed it",
+                        wire::TIMEOUT_ERROR_PREFIX,
+                        t.as_secs_f64()
+                    );
+                    expired.store(true, Ordering::SeqCst);
+                    if let Ok(mut w) = writer.lock() {
+                        let _ = w.send(&wire::exception_frame(&msg));
+                        w.closed = true;
+                    }
+                    let _ = stream.shutdown(Shutdown::Both);
+                }
+            });
+        }
+        let end = request_loop(&stream, config, stop, &expired, &writer, sandbox);
+        drop(done_tx);
+        if let Ok(mut w) = writer.lock() {
+            w.closed = true;
+        }
+        let _ = stream.shutdown(Shutdown::Both);
+        end
+    })
+}
+
+fn request_loop(
+    stream: &TcpStream,
+    config: &SessionConfig,
+    stop: &AtomicBool,
+    expired: &AtomicBool,
+    writer: &Mutex<Writer>,
+    sandbox: Sandbox,
+) -> SessionEnd {
+    let cancel = || stop.load(Ordering::SeqCst) || expired.load(Ordering::SeqCst);
+    let mut state = State::new(config, sandbox, &cancel);
+    loop {
+        let mut reader = PollingReader {
+            stream,
+            stop,
+            expired,
+            idle_deadline: config
+                .idle_timeout
+                .and_then(|d| Instant::now().checked_add(d)),
+            woke: None,
+        };
+        let packet = match wire::read_packet(&mut reader, config.limits.max_packet) {
+            Ok(p) => p,
+            Err(e) => {
+                return match (reader.woke, e) {
+                    (Some(Wake::Expired), _) => SessionEnd::Timeout,
+                    (Some(Wake::Stop), _) => SessionEnd::Stopped,
+                    (Some(Wake::Idle), _) => SessionEnd::Idle,
+                    (None, WireError::Closed) => SessionEnd::Closed,
+                    (None, e @ WireError::TooLarge { .. }) => {
+                        // The stream cannot be resynchronised; say why before closing.
+                        if let Ok(mut w) = writer.lock() {
+                            let _ = w.send(&wire::exception_frame(&e.to_string()));
+                        }
+                        SessionEnd::Protocol(e.to_string())
+                    }
+                    (None, e) => SessionEnd::Protocol(e.to_string()),
+                };
+            }
+        };
+        let reply = state.handle(&packet);
+        if expired.load(Ordering::SeqCst) {
+            return SessionEnd::Timeout;
+        }
+        match reply {
+            Reply::Shutdown => return SessionEnd::Shutdown,
+            Reply::Frame(f) => {
+                let sent = match writer.lock() {
+                    Ok(mut w) => w.send(&f),
+                    Err(_) => Err(io::Error::other("writer lock poisoned")),
+                };
+                if let Err(e) = sent {
+                    return if expired.load(Ordering::SeqCst) {
+                        SessionEnd::Timeout
+                    } else if stop.load(Ordering::SeqCst) {
+                        SessionEnd::Stopped
+                    } else {
+                        SessionEnd::Protocol(e.to_string())
+                    };
+                }
+            }
+        }
+        if stop.load(Ordering::SeqCst) {
+            return SessionEnd::Stopped;
+        }
+    }
+}

@@ -1,0 +1,1303 @@
+//! What one RPC session owns and how each request acts on it (docs/rpc.md "Handles",
+//! "Remote memory", "Functions").
+//!
+//! Everything here belongs to the session's own thread: handles are ids into this session's
+//! table, data handles are ids into its memory table, and no state is shared with other
+//! sessions.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use mote::{DType, Model, Session, SessionOptions, Storage, Tensor, Value};
+use serde_json::json;
+
+use crate::sandbox::Sandbox;
+use crate::session::{RequestError, SessionConfig};
+use crate::timer::{TimeEvaluator, TimerParams};
+use crate::wire::{self, type_index, Arg, Device, Packet, Ret, RpcCode, WireDType, WireTensor};
+
+type Res<T> = Result<T, RequestError>;
+
+/// Global functions a client can look up with `kGetGlobalFunc`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Global {
+    Upload,
+    Download,
+    Remove,
+    LoadModule,
+    ModuleGetFunction,
+    ImportModule,
+    TimeEvaluator,
+    Profile,
+    Trace,
+}
+
+impl Global {
+    pub(crate) const ALL: [(&'static str, Global); 9] = [
+        ("tvm.rpc.server.upload", Global::Upload),
+        ("tvm.rpc.server.download", Global::Download),
+        ("tvm.rpc.server.remove", Global::Remove),
+        ("tvm.rpc.server.load_module", Global::LoadModule),
+        (
+            "tvm.rpc.server.ModuleGetFunction",
+            Global::ModuleGetFunction,
+        ),
+        ("tvm.rpc.server.ImportModule", Global::ImportModule),
+        ("runtime.RPCTimeEvaluator", Global::TimeEvaluator),
+        ("mote.profile", Global::Profile),
+        ("mote.trace", Global::Trace),
+    ];
+
+    fn lookup(name: &str) -> Option<Global> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, g)| *g)
+    }
+
+    fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, g)| *g == self)
+            .map(|(n, _)| *n)
+            .unwrap_or("?")
+    }
+}
+
+/// The functions every VM module answers (TVM's client looks them all up eagerly).
+pub(crate) const VM_FUNCTIONS: [&str; 10] = [
+    "vm_initialization",
+    "set_input",
+    "invoke_stateful",
+    "get_output",
+    "get_output_arity",
+    "get_function_arity",
+    "get_function_param_name",
+    "invoke_closure",
+    "save_function",
+    "set_instrument",
+];
+
+/// Functions of a loaded Relax executable module.
+const EXECUTABLE_FUNCTIONS: [&str; 3] = ["vm_load_executable", "stats", "has_function"];
+
+/// A function bound by `save_function`.
+struct Saved {
+    function: String,
+    args: Vec<Value>,
+    include_return: bool,
+}
+
+pub(crate) struct VmModule {
+    session: Session,
+    saved: HashMap<String, Saved>,
+}
+
+pub(crate) enum ModKind {
+    /// A loaded Relax model (TVM's `relax.VMExecutable`).
+    Executable(Model),
+    /// A VM made by `vm_load_executable`.
+    Vm(RefCell<VmModule>),
+    /// A kernel-only library: its functions are its kernels.
+    Kernels {
+        model: Model,
+        threads: Option<usize>,
+        session: RefCell<Option<Session>>,
+    },
+}
+
+pub(crate) struct ModuleObj {
+    kind: ModKind,
+    label: String,
+    imports: RefCell<Vec<Rc<ModuleObj>>>,
+}
+
+impl ModuleObj {
+    fn new(kind: ModKind, label: String) -> Rc<ModuleObj> {
+        Rc::new(ModuleObj {
+            kind,
+            label,
+            imports: RefCell::new(Vec::new()),
+        })
+    }
+
+    /// Whether this module itself has function `name`.
+    fn has_own(&self, name: &str) -> bool {
+        match &self.kind {
+            ModKind::Executable(_) => EXECUTABLE_FUNCTIONS.contains(&name),
+            ModKind::Vm(vm) => {
+                let vm = vm.borrow();
+                VM_FUNCTIONS.contains(&name)
+                    || vm.saved.contains_key(name)
+                    || vm
+                        .session
+                        .model()
+                        .function_names()
+                        .iter()
+                        .any(|f| f == name)
+            }
+            ModKind::Kernels { model, .. } => model.function_names().iter().any(|f| f == name),
+        }
+    }
+
+    fn reaches(self: &Rc<Self>, other: &Rc<ModuleObj>, depth: usize) -> bool {
+        Rc::ptr_eq(self, other)
+            || (depth < 64
+                && self
+                    .imports
+                    .borrow()
+                    .iter()
+                    .any(|m| m.reaches(other, depth + 1)))
+    }
+
+    /// The module (this one or an import) that provides `name`.
+    fn find(self: &Rc<Self>, name: &str, query_imports: bool, depth: usize) -> Option<Rc<Self>> {
+        if self.has_own(name) {
+            return Some(self.clone());
+        }
+        if !query_imports || depth > 64 {
+            return None;
+        }
+        self.imports
+            .borrow()
+            .iter()
+            .find_map(|m| m.find(name, true, depth + 1))
+    }
+}
+
+/// One model function, as a timer or the profiler calls it.
+#[derive(Clone)]
+pub(crate) struct Target {
+    module: Rc<ModuleObj>,
+    name: String,
+}
+
+impl Target {
+    /// Calls the function with already converted arguments.
+    pub(crate) fn invoke(&self, args: &[Value]) -> Res<Value> {
+        invoke_model(&self.module, &self.name, args)
+    }
+}
+
+/// Calls a model function of a VM or kernel module (not the VM's own API functions).
+fn invoke_model(module: &ModuleObj, name: &str, args: &[Value]) -> Res<Value> {
+    match &module.kind {
+        ModKind::Vm(vm) => {
+            let mut vm = vm.borrow_mut();
+            if let Some(s) = vm.saved.get(name) {
+                // Bound arguments come last (TVM binds the last arguments of a saved closure).
+                let mut all = args.to_vec();
+                all.extend(s.args.iter().cloned());
+                let (function, include_return) = (s.function.clone(), s.include_return);
+                let r = vm.session.call(&function, &all)?;
+                return Ok(if include_return { r } else { Value::None });
+            }
+            if VM_FUNCTIONS.contains(&name) {
+                return Err(RequestError::Invalid(format!(
+                    "`{name}` is part of the VM's API, not a model function"
+                )));
+            }
+            Ok(vm.session.call(name, args)?)
+        }
+        ModKind::Kernels {
+            model,
+            threads,
+            session,
+        } => {
+            let mut s = session.borrow_mut();
+            if s.is_none() {
+                let opts = SessionOptions {
+                    threads: *threads,
+                    ..SessionOptions::default()
+                };
+                *s = Some(model.session_with(opts)?);
+            }
+            match s.as_mut() {
+                // Kernel-only libraries: `Session::call` passes tensors as views of the caller's
+                // memory, so outputs land in the client's buffers.
+                // TODO(call_kernel): switch to `Session::call_kernel` once it lands. It wants
+                // exclusive tensors: these views are fresh `Tensor`s, but their `Storage` is also
+                // held by the session's memory table.
+                Some(s) => Ok(s.call(name, args)?),
+                None => Err(RequestError::Invalid("kernel session missing".into())),
+            }
+        }
+        ModKind::Executable(_) => Err(RequestError::Invalid(format!(
+            "`{name}` is not callable on an executable module; call vm_load_executable first"
+        ))),
+    }
+}
+
+/// A handle's object. Each handle given to the client owns one reference.
+#[derive(Clone)]
+enum Obj {
+    Global(Global),
+    Module(Rc<ModuleObj>),
+    Func(Target),
+    Timer(Rc<RefCell<TimeEvaluator>>),
+    /// A tensor returned by a call; its data is registered in the memory table.
+    Tensor {
+        tensor: Tensor,
+        region: u64,
+    },
+    /// Any other returned object (tuple, shape, closure).
+    Value(Value),
+}
+
+/// A block of server memory the client may name by its data id.
+struct Region {
+    storage: Arc<Storage>,
+    /// Allocated by the client (kDevAllocData*): writable, freed by kDevFreeData.
+    client_alloc: bool,
+    /// Live handles of returned tensors over this storage.
+    returned_refs: usize,
+}
+
+/// The answer to one packet.
+pub(crate) enum Reply {
+    Frame(Vec<u8>),
+    Shutdown,
+}
+
+pub(crate) struct State<'c> {
+    config: &'c SessionConfig,
+    /// Set when the session must end (server stop, client timeout): long work gives up.
+    cancel: &'c dyn Fn() -> bool,
+    // Declared before the sandbox so that models are released before their files go.
+    handles: HashMap<u64, Obj>,
+    regions: HashMap<u64, Region>,
+    region_of_storage: HashMap<usize, u64>,
+    sandbox: Sandbox,
+    next_id: u64,
+    alloc_bytes: u64,
+    initialized: bool,
+}
+
+/// The Mote dtype of a wire dtype.
+fn dtype_of(d: WireDType) -> DType {
+    DType {
+        code: d.code,
+        bits: d.bits,
+        lanes: d.lanes,
+    }
+}
+
+fn str_arg<'a>(args: &'a [Arg], i: usize, what: &str) -> Res<&'a str> {
+    match args.get(i) {
+        Some(Arg::RawStr(s)) | Some(Arg::Str(s)) => Ok(s),
+        Some(a) => Err(RequestError::Invalid(format!(
+            "{what}: expected a string, got {}",
+            a.kind()
+        ))),
+        None => Err(RequestError::Invalid(format!("{what}: argument missing"))),
+    }
+}
+
+fn int_arg(args: &[Arg], i: usize, what: &str) -> Res<i64> {
+    match args.get(i) {
+        Some(Arg::Int(v)) => Ok(*v),
+        Some(Arg::Bool(b)) => Ok(i64::from(*b)),
+        Some(a) => Err(RequestError::Invalid(format!(
+            "{what}: expected an int, got {}",
+            a.kind()
+        ))),
+        None => Err(RequestError::Invalid(format!("{what}: argument missing"))),
+    }
+}
+
+fn i32_arg(args: &[Arg], i: usize, what: &str) -> Res<i32> {
+    let v = int_arg(args, i, what)?;
+    i32::try_from(v).map_err(|_| RequestError::Invalid(format!("{what}: {v} is out of range")))
+}
+
+fn arity(args: &[Arg], n: usize, what: &str) -> Res<()> {
+    if args.len() != n {
+        return Err(RequestError::Invalid(format!(
+            "{what} takes {n} arguments, {} were given",
+            args.len()
+        )));
+    }
+    Ok(())
+}
+
+fn check_cpu(d: Device) -> Res<()> {
+    if d.device_type != 1 {
+        return Err(RequestError::Unsupported(format!(
+            "device type {} (this server only has cpu, device type 1)",
+            d.device_type
+        )));
+    }
+    Ok(())
+}
+
+impl<'c> State<'c> {
+    pub(crate) fn new(
+        config: &'c SessionConfig,
+        sandbox: Sandbox,
+        cancel: &'c dyn Fn() -> bool,
+    ) -> Self {
+        State {
+            config,
+            cancel,
+            handles: HashMap::new(),
+            regions: HashMap::new(),
+            region_of_storage: HashMap::new(),
+            sandbox,
+            next_id: 0x1000,
+            alloc_bytes: 0,
+            initialized: false,
+        }
+    }
+
+    fn fresh_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn insert(&mut self, obj: Obj) -> Res<u64> {
+        if self.handles.len() >= self.config.limits.max_handles {
+            return Err(RequestError::Limit(format!(
+                "the session holds {} handles, the limit",
+                self.config.limits.max_handles
+            )));
+        }
+        let id = self.fresh_id();
+        self.handles.insert(id, obj);
+        Ok(id)
+    }
+
+    fn obj(&self, h: u64) -> Res<&Obj> {
+        self.handles
+            .get(&h)
+            .ok_or_else(|| RequestError::Invalid(format!("unknown handle {h:#x}")))
+    }
+
+    fn module(&self, a: Option<&Arg>, what: &str) -> Res<Rc<ModuleObj>> {
+        let h = match a {
+            Some(Arg::Module(h)) | Some(Arg::ObjectRef { handle: h, .. }) => *h,
+            Some(a) => {
+                return Err(RequestError::Invalid(format!(
+                    "{what}: expected a module, got {}",
+                    a.kind()
+                )))
+            }
+            None => return Err(RequestError::Invalid(format!("{what}: argument missing"))),
+        };
+        match self.obj(h)? {
+            Obj::Module(m) => Ok(m.clone()),
+            _ => Err(RequestError::Invalid(format!(
+                "{what}: handle {h:#x} is not a module"
+            ))),
+        }
+    }
+
+    /// Handles one packet. Errors become `kException` frames; the session goes on.
+    pub(crate) fn handle(&mut self, p: &Packet) -> Reply {
+        match self.dispatch(p) {
+            Ok(r) => r,
+            Err(e) => Reply::Frame(wire::exception_frame(&e.to_string())),
+        }
+    }
+
+    fn dispatch(&mut self, p: &Packet) -> Res<Reply> {
+        let code = p
+            .rpc_code()
+            .ok_or_else(|| RequestError::Invalid(format!("unknown RPC code {}", p.code)))?;
+        if code == RpcCode::Shutdown {
+            return Ok(Reply::Shutdown);
+        }
+        if !self.initialized && code != RpcCode::InitServer {
+            return Err(RequestError::Invalid(
+                "the first request must be kInitServer".into(),
+            ));
+        }
+        let ret1 = |a: Arg| Ok(Reply::Frame(wire::return_frame(&[a])));
+        match code {
+            RpcCode::InitServer => {
+                let (ver, args) = wire::decode_init_server(&p.body)?;
+                if ver != wire::PROTOCOL_VERSION {
+                    return Err(RequestError::Invalid(format!(
+                        "protocol version {ver:?} is not supported (this server speaks {})",
+                        wire::PROTOCOL_VERSION
+                    )));
+                }
+                if !args.is_empty() {
+                    return Err(RequestError::Unsupported(
+                        "session constructors (kInitServer with arguments, e.g. proxy chaining)"
+                            .into(),
+                    ));
+                }
+                self.initialized = true;
+                ret1(Arg::None)
+            }
+            RpcCode::CallFunc => {
+                let (h, args) = wire::decode_call_func(&p.body)?;
+                let r = self.call(h, &args)?;
+                Ok(Reply::Frame(wire::return_frame(&r.to_args())))
+            }
+            RpcCode::CopyToRemote => {
+                let (t, data) = wire::decode_copy_to_remote(&p.body)?;
+                let dst = self.range(&t, data.len() as u64, true)?;
+                // SAFETY: `range` checked that `dst..dst+len` lies inside a live storage the
+                // client allocated (the region keeps it alive). This session's thread is the only
+                // one touching the storage now (no call is running), and `data` is a distinct
+                // buffer (the packet body).
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
+                ret1(Arg::None)
+            }
+            RpcCode::CopyFromRemote => {
+                let (t, n) = wire::decode_copy_from_remote(&p.body)?;
+                let max = self.config.limits.max_packet.saturating_sub(16);
+                if n > max {
+                    return Err(RequestError::Limit(format!(
+                        "a copy of {n} bytes exceeds the packet limit of {} bytes",
+                        self.config.limits.max_packet
+                    )));
+                }
+                let src = self.range(&t, n, false)?;
+                // SAFETY: `range` checked that `src..src+n` lies inside a live storage of this
+                // session, kept alive by its region; nothing writes it while this thread reads.
+                let bytes = unsafe { std::slice::from_raw_parts(src, n as usize) };
+                Ok(Reply::Frame(wire::copy_ack_frame(bytes)))
+            }
+            RpcCode::GetGlobalFunc => {
+                let args = wire::decode_seq(&p.body)?;
+                let name = str_arg(&args, 0, "kGetGlobalFunc")?;
+                let h = match Global::lookup(name) {
+                    Some(g) => self.insert(Obj::Global(g))?,
+                    None => 0,
+                };
+                ret1(Arg::OpaquePtr(h))
+            }
+            RpcCode::FreeHandle => {
+                let args = wire::decode_seq(&p.body)?;
+                let h = match args.first() {
+                    Some(Arg::OpaquePtr(h)) | Some(Arg::Function(h)) | Some(Arg::Module(h)) => *h,
+                    _ => {
+                        return Err(RequestError::Invalid(
+                            "kFreeHandle: expected a handle".into(),
+                        ))
+                    }
+                };
+                self.free_handle(h)?;
+                ret1(Arg::None)
+            }
+            RpcCode::DevSetDevice => {
+                let args = wire::decode_seq(&p.body)?;
+                match args.first() {
+                    Some(Arg::Device(d)) => check_cpu(*d)?,
+                    _ => {
+                        return Err(RequestError::Invalid(
+                            "kDevSetDevice: expected a device".into(),
+                        ))
+                    }
+                }
+                ret1(Arg::None)
+            }
+            RpcCode::DevGetAttr => {
+                let args = wire::decode_seq(&p.body)?;
+                let d = match args.first() {
+                    Some(Arg::Device(d)) => *d,
+                    _ => {
+                        return Err(RequestError::Invalid(
+                            "kDevGetAttr: expected a device".into(),
+                        ))
+                    }
+                };
+                let kind = int_arg(&args, 1, "kDevGetAttr kind")?;
+                ret1(self.device_attr(d, kind)?)
+            }
+            RpcCode::DevAllocData => {
+                let args = wire::decode_seq(&p.body)?;
+                arity(&args, 4, "kDevAllocData")?;
+                match args[0] {
+                    Arg::Device(d) => check_cpu(d)?,
+                    _ => {
+                        return Err(RequestError::Invalid(
+                            "kDevAllocData: expected a device".into(),
+                        ))
+                    }
+                }
+                let n = int_arg(&args, 1, "nbytes")?;
+                let align = int_arg(&args, 2, "alignment")?;
+                if align <= 0 || align as usize > mote::ALIGNMENT || (align & (align - 1)) != 0 {
+                    return Err(RequestError::Invalid(format!(
+                        "alignment {align} (must be a power of two up to {})",
+                        mote::ALIGNMENT
+                    )));
+                }
+                let n = u64::try_from(n)
+                    .map_err(|_| RequestError::Invalid(format!("negative size {n}")))?;
+                ret1(Arg::OpaquePtr(self.alloc(n)?))
+            }
+            RpcCode::DevAllocDataWithScope => {
+                let args = wire::decode_seq(&p.body)?;
+                let t = match args.first() {
+                    Some(Arg::Tensor(t)) => t,
+                    _ => {
+                        return Err(RequestError::Invalid(
+                            "kDevAllocDataWithScope: expected a tensor".into(),
+                        ))
+                    }
+                };
+                check_cpu(t.device)?;
+                match args.get(1) {
+                    None | Some(Arg::None) => {}
+                    Some(Arg::RawStr(s)) | Some(Arg::Str(s)) if s.is_empty() || s == "global" => {}
+                    Some(a) => {
+                        return Err(RequestError::Unsupported(format!(
+                            "memory scope {a:?} (only \"global\")"
+                        )))
+                    }
+                }
+                let n = t.nbytes().ok_or_else(|| {
+                    RequestError::Invalid(format!("tensor shape {:?} has no valid size", t.shape))
+                })?;
+                ret1(Arg::OpaquePtr(self.alloc(n)?))
+            }
+            RpcCode::DevFreeData => {
+                let args = wire::decode_seq(&p.body)?;
+                let h = match args.get(1) {
+                    Some(Arg::OpaquePtr(h)) => *h,
+                    _ => {
+                        return Err(RequestError::Invalid(
+                            "kDevFreeData: expected a data handle".into(),
+                        ))
+                    }
+                };
+                self.free_data(h)?;
+                ret1(Arg::None)
+            }
+            RpcCode::DevStreamSync | RpcCode::DevFreeStream | RpcCode::DevSetStream => {
+                // CPU work is finished when a call returns: there is only the null stream.
+                let args = wire::decode_seq(&p.body)?;
+                match args.first() {
+                    Some(Arg::Device(d)) => check_cpu(*d)?,
+                    _ => return Err(RequestError::Invalid("expected a device".into())),
+                }
+                ret1(Arg::None)
+            }
+            RpcCode::DevCreateStream | RpcCode::DevGetCurrentStream => {
+                let args = wire::decode_seq(&p.body)?;
+                match args.first() {
+                    Some(Arg::Device(d)) => check_cpu(*d)?,
+                    _ => return Err(RequestError::Invalid("expected a device".into())),
+                }
+                ret1(Arg::OpaquePtr(0))
+            }
+            RpcCode::CopyAmongRemote => {
+                let args = wire::decode_seq(&p.body)?;
+                let (from, to) = match (args.first(), args.get(1)) {
+                    (Some(Arg::Tensor(a)), Some(Arg::Tensor(b))) => (a, b),
+                    _ => {
+                        return Err(RequestError::Invalid(
+                            "kCopyAmongRemote: expected two tensors".into(),
+                        ))
+                    }
+                };
+                let n = from
+                    .nbytes()
+                    .ok_or_else(|| RequestError::Invalid("bad source shape".into()))?;
+                if to.nbytes() != Some(n) {
+                    return Err(RequestError::Invalid(format!(
+                        "kCopyAmongRemote: source has {n} bytes, destination {:?}",
+                        to.nbytes()
+                    )));
+                }
+                let src = self.range(from, n, false)?;
+                let dst = self.range(to, n, true)?;
+                // SAFETY: both ranges lie inside live storages of this session (checked by
+                // `range`); `copy` allows overlap; no other thread touches them now.
+                unsafe { std::ptr::copy(src, dst, n as usize) };
+                ret1(Arg::None)
+            }
+            RpcCode::Return | RpcCode::Exception | RpcCode::CopyAck | RpcCode::None => Err(
+                RequestError::Invalid(format!("a client may not send {code:?}")),
+            ),
+            RpcCode::Shutdown => Ok(Reply::Shutdown),
+        }
+    }
+
+    fn device_attr(&self, d: Device, kind: i64) -> Res<Arg> {
+        // DeviceAttrKind values (docs/rpc.md "Devices").
+        if d.device_type != 1 {
+            return if kind == 0 {
+                Ok(Arg::Int(0))
+            } else {
+                check_cpu(d).map(|_| Arg::None)
+            };
+        }
+        Ok(match kind {
+            0 => Arg::Int(1),                              // kExist
+            5 => Arg::RawStr("cpu".into()),                // kDeviceName
+            7 => Arg::Int(mote::default_threads() as i64), // kMultiProcessorCount
+            1..=16 => Arg::None,
+            _ => {
+                return Err(RequestError::Invalid(format!(
+                    "unknown device attribute kind {kind}"
+                )))
+            }
+        })
+    }
+
+    /// Allocates `n` bytes for the client; returns the data id.
+    fn alloc(&mut self, n: u64) -> Res<u64> {
+        let max = self.config.limits.max_remote_memory;
+        if self.alloc_bytes.saturating_add(n) > max {
+            return Err(RequestError::Limit(format!(
+                "allocating {n} bytes would bring this session's remote memory to {} bytes, above \
+                 the limit of {max} bytes",
+                self.alloc_bytes.saturating_add(n)
+            )));
+        }
+        let len = usize::try_from(n).map_err(|_| RequestError::Limit(format!("{n} bytes")))?;
+        let storage = Storage::zeroed(len)?;
+        let id = self.fresh_id();
+        self.region_of_storage.insert(storage.as_ptr() as usize, id);
+        self.regions.insert(
+            id,
+            Region {
+                storage,
+                client_alloc: true,
+                returned_refs: 0,
+            },
+        );
+        self.alloc_bytes += n;
+        Ok(id)
+    }
+
+    fn free_data(&mut self, id: u64) -> Res<()> {
+        let r = self
+            .regions
+            .get_mut(&id)
+            .filter(|r| r.client_alloc)
+            .ok_or_else(|| RequestError::Invalid(format!("unknown data handle {id:#x}")))?;
+        r.client_alloc = false;
+        self.alloc_bytes = self.alloc_bytes.saturating_sub(r.storage.len() as u64);
+        self.drop_region_if_unused(id);
+        Ok(())
+    }
+
+    fn drop_region_if_unused(&mut self, id: u64) {
+        if let Some(r) = self.regions.get(&id) {
+            if !r.client_alloc && r.returned_refs == 0 {
+                let key = r.storage.as_ptr() as usize;
+                self.regions.remove(&id);
+                self.region_of_storage.remove(&key);
+            }
+        }
+    }
+
+    fn free_handle(&mut self, h: u64) -> Res<()> {
+        match self.handles.remove(&h) {
+            Some(Obj::Tensor { region, .. }) => {
+                if let Some(r) = self.regions.get_mut(&region) {
+                    r.returned_refs = r.returned_refs.saturating_sub(1);
+                }
+                self.drop_region_if_unused(region);
+                Ok(())
+            }
+            Some(_) => Ok(()),
+            None => Err(RequestError::Invalid(format!("unknown handle {h:#x}"))),
+        }
+    }
+
+    /// The address of `len` bytes at `t.data + t.byte_offset`, checked against the memory table.
+    fn range(&self, t: &WireTensor, len: u64, write: bool) -> Res<*mut u8> {
+        check_cpu(t.device)?;
+        let r = self
+            .regions
+            .get(&t.data)
+            .ok_or_else(|| RequestError::Invalid(format!("unknown data handle {:#x}", t.data)))?;
+        if write && !r.client_alloc {
+            return Err(RequestError::Invalid(
+                "tensors returned by calls are read-only; copy into memory you allocated".into(),
+            ));
+        }
+        let cap = r.storage.len() as u64;
+        if t.byte_offset.checked_add(len).is_none_or(|end| end > cap) {
+            return Err(RequestError::Invalid(format!(
+                "{len} bytes at offset {} do not fit in the {cap}-byte allocation",
+                t.byte_offset
+            )));
+        }
+        // SAFETY: offset + len <= storage length, checked above, so the pointer stays inside
+        // (or one past) the allocation.
+        Ok(unsafe { r.storage.as_ptr().add(t.byte_offset as usize) })
+    }
+
+    /// A view of a client tensor record over this session's memory.
+    fn view(&self, t: &WireTensor) -> Res<Tensor> {
+        check_cpu(t.device)?;
+        let n = t.nbytes().ok_or_else(|| {
+            RequestError::Invalid(format!(
+                "tensor of shape {:?} and dtype {:?} has no valid size",
+                t.shape, t.dtype
+            ))
+        })?;
+        self.range(t, n, false)?;
+        let r = self
+            .regions
+            .get(&t.data)
+            .ok_or_else(|| RequestError::Invalid(format!("unknown data handle {:#x}", t.data)))?;
+        Ok(Tensor::view(
+            r.storage.clone(),
+            t.byte_offset as usize,
+            t.shape.clone(),
+            dtype_of(t.dtype),
+        )?)
+    }
+
+    /// A wire argument as a runtime value for a model function.
+    fn value_of(&self, a: &Arg) -> Res<Value> {
+        Ok(match a {
+            Arg::None => Value::None,
+            Arg::Int(v) => Value::Int(*v),
+            Arg::Bool(v) => Value::Bool(*v),
+            Arg::Float(v) => Value::Float(*v),
+            Arg::RawStr(s) | Arg::Str(s) => Value::Str(s.as_str().into()),
+            Arg::DataType(d) => Value::DType(dtype_of(*d)),
+            Arg::Tensor(t) => Value::Tensor(self.view(t)?),
+            Arg::ObjectRef { handle, .. } | Arg::Function(handle) => match self.obj(*handle)? {
+                Obj::Tensor { tensor, .. } => Value::Tensor(tensor.clone()),
+                Obj::Value(v) => v.clone(),
+                _ => {
+                    return Err(RequestError::Unsupported(format!(
+                        "passing handle {handle:#x} (a module, function or timer) to a model"
+                    )))
+                }
+            },
+            other => {
+                return Err(RequestError::Unsupported(format!(
+                    "passing a {} to a model function",
+                    other.kind()
+                )))
+            }
+        })
+    }
+
+    fn values_of(&self, args: &[Arg]) -> Res<Vec<Value>> {
+        args.iter().map(|a| self.value_of(a)).collect()
+    }
+
+    /// Registers a returned tensor: a handle owning it and a data id naming its storage.
+    fn register_tensor(&mut self, t: Tensor) -> Res<(WireTensor, u64)> {
+        let key = t.storage().as_ptr() as usize;
+        let region = match self.region_of_storage.get(&key) {
+            Some(id) => *id,
+            None => {
+                let id = self.fresh_id();
+                self.regions.insert(
+                    id,
+                    Region {
+                        storage: t.storage().clone(),
+                        client_alloc: false,
+                        returned_refs: 0,
+                    },
+                );
+                self.region_of_storage.insert(key, id);
+                id
+            }
+        };
+        let d = t.dtype();
+        let rec = WireTensor {
+            data: region,
+            device: Device::CPU,
+            dtype: WireDType {
+                code: d.code,
+                bits: d.bits,
+                lanes: d.lanes,
+            },
+            shape: t.shape().to_vec(),
+            byte_offset: t.byte_offset() as u64,
+        };
+        let h = match self.insert(Obj::Tensor { tensor: t, region }) {
+            Ok(h) => h,
+            Err(e) => {
+                self.drop_region_if_unused(region);
+                return Err(e);
+            }
+        };
+        if let Some(r) = self.regions.get_mut(&region) {
+            r.returned_refs += 1;
+        }
+        Ok((rec, h))
+    }
+
+    /// A runtime value as a kCallFunc return.
+    fn ret_of(&mut self, v: Value) -> Res<Ret> {
+        Ok(match v {
+            Value::None => Ret::None,
+            Value::Int(i) => Ret::Int(i),
+            Value::Float(f) => Ret::Float(f),
+            Value::Bool(b) => Ret::Bool(b),
+            Value::Str(s) => Ret::Str(s.to_string()),
+            Value::DType(d) => Ret::DataType(WireDType {
+                code: d.code,
+                bits: d.bits,
+                lanes: d.lanes,
+            }),
+            Value::Tensor(t) => {
+                let (rec, h) = self.register_tensor(t)?;
+                Ret::Tensor(rec, h)
+            }
+            v @ Value::Tuple(_) => Ret::Object(type_index::ARRAY, self.insert(Obj::Value(v))?),
+            v @ Value::Shape(_) => Ret::Object(type_index::SHAPE, self.insert(Obj::Value(v))?),
+            v @ Value::Function(_) => Ret::Function(self.insert(Obj::Value(v))?),
+            other => {
+                return Err(RequestError::Unsupported(format!(
+                    "returning a {} over RPC",
+                    other.kind()
+                )))
+            }
+        })
+    }
+
+    /// kCallFunc.
+    fn call(&mut self, h: u64, args: &[Arg]) -> Res<Ret> {
+        match self.obj(h)?.clone() {
+            Obj::Global(g) => self.call_global(g, args),
+            Obj::Func(t) => self.call_module_fn(&t, args),
+            Obj::Timer(t) => {
+                let values = self.values_of(args)?;
+                let bytes = t.borrow_mut().run(&values, self.cancel)?;
+                Ok(Ret::Bytes(bytes))
+            }
+            // TODO(call_function): call closures with `Session::call_function` once it lands.
+            Obj::Value(Value::Function(_)) => Err(RequestError::Unsupported(
+                "calling a closure returned by a model is not supported yet".into(),
+            )),
+            _ => Err(RequestError::Invalid(format!(
+                "handle {h:#x} is not a function"
+            ))),
+        }
+    }
+
+    fn call_global(&mut self, g: Global, args: &[Arg]) -> Res<Ret> {
+        let what = g.name();
+        match g {
+            Global::Upload => {
+                arity(args, 2, what)?;
+                let name = str_arg(args, 0, what)?;
+                let data = match &args[1] {
+                    Arg::Bytes(b) | Arg::ByteArray(b) => b,
+                    a => {
+                        return Err(RequestError::Invalid(format!(
+                            "{what}: expected bytes, got {}",
+                            a.kind()
+                        )))
+                    }
+                };
+                self.sandbox.upload(name, data)?;
+                log::info!("upload {name:?} ({} bytes)", data.len());
+                Ok(Ret::None)
+            }
+            Global::Download => {
+                arity(args, 1, what)?;
+                let name = str_arg(args, 0, what)?;
+                let max = self.config.limits.max_packet.saturating_sub(64);
+                let data = self.sandbox.download(name, max)?;
+                log::info!("download {name:?} ({} bytes)", data.len());
+                Ok(Ret::Bytes(data))
+            }
+            Global::Remove => {
+                arity(args, 1, what)?;
+                let name = str_arg(args, 0, what)?;
+                self.sandbox.remove(name)?;
+                log::info!("remove {name:?}");
+                Ok(Ret::None)
+            }
+            Global::LoadModule => {
+                arity(args, 1, what)?;
+                let name = str_arg(args, 0, what)?;
+                let path = self.sandbox.existing(name)?;
+                let model = Model::load(&path)?;
+                let kind = if model.is_kernel_library() {
+                    log::info!(
+                        "load_module {name:?}: kernel-only library ({})",
+                        model.function_names().join(", ")
+                    );
+                    ModKind::Kernels {
+                        model,
+                        threads: self.config.session_threads,
+                        session: RefCell::new(None),
+                    }
+                } else {
+                    log::info!(
+                        "load_module {name:?}: Relax executable ({})",
+                        model.function_names().join(", ")
+                    );
+                    ModKind::Executable(model)
+                };
+                let m = ModuleObj::new(kind, name.to_owned());
+                Ok(Ret::Module(self.insert(Obj::Module(m))?))
+            }
+            Global::ModuleGetFunction => {
+                if args.len() != 2 && args.len() != 3 {
+                    arity(args, 3, what)?;
+                }
+                let m = self.module(args.first(), what)?;
+                let name = str_arg(args, 1, what)?;
+                let query_imports = match args.get(2) {
+                    Some(Arg::Bool(b)) => *b,
+                    Some(Arg::Int(i)) => *i != 0,
+                    _ => false,
+                };
+                match m.find(name, query_imports, 0) {
+                    Some(module) => {
+                        let t = Target {
+                            module,
+                            name: name.to_owned(),
+                        };
+                        Ok(Ret::Function(self.insert(Obj::Func(t))?))
+                    }
+                    None => Ok(Ret::None),
+                }
+            }
+            Global::ImportModule => {
+                arity(args, 2, what)?;
+                let parent = self.module(args.first(), what)?;
+                let child = self.module(args.get(1), what)?;
+                if child.reaches(&parent, 0) {
+                    return Err(RequestError::Invalid(
+                        "importing this module would make an import cycle".into(),
+                    ));
+                }
+                parent.imports.borrow_mut().push(child);
+                Ok(Ret::None)
+            }
+            Global::TimeEvaluator => {
+                arity(args, 12, what)?;
+                let target = match args.first() {
+                    Some(Arg::None) => {
+                        return Err(RequestError::Unsupported(
+                            "timing a global function (only module functions can be timed)".into(),
+                        ))
+                    }
+                    a => {
+                        let m = self.module(a, what)?;
+                        let name = str_arg(args, 1, what)?;
+                        let module = m.find(name, false, 0).ok_or_else(|| {
+                            RequestError::Invalid(format!(
+                                "module {:?} has no function `{name}`",
+                                m.label
+                            ))
+                        })?;
+                        Target {
+                            module,
+                            name: name.to_owned(),
+                        }
+                    }
+                };
+                let dev = Device {
+                    device_type: i32_arg(args, 2, "dev_type")?,
+                    device_id: i32_arg(args, 3, "dev_id")?,
+                };
+                check_cpu(dev)?;
+                let params = TimerParams {
+                    number: i32_arg(args, 4, "number")?,
+                    repeat: i32_arg(args, 5, "repeat")?,
+                    min_repeat_ms: i32_arg(args, 6, "min_repeat_ms")?,
+                    limit_zero_time_iterations: i32_arg(args, 7, "limit_zero_time_iterations")?,
+                    cooldown_interval_ms: i32_arg(args, 8, "cooldown_interval_ms")?,
+                    repeats_to_cooldown: i32_arg(args, 9, "repeats_to_cooldown")?,
+                    cache_flush_bytes: i32_arg(args, 10, "cache_flush_bytes")?,
+                    f_preproc: str_arg(args, 11, "f_preproc")?.to_owned(),
+                };
+                let timer =
+                    TimeEvaluator::new(target, params, self.config.limits.max_remote_memory)?;
+                let h = self.insert(Obj::Timer(Rc::new(RefCell::new(timer))))?;
+                Ok(Ret::Function(h))
+            }
+            Global::Profile | Global::Trace => {
+                if args.len() < 2 {
+                    return Err(RequestError::Invalid(format!(
+                        "{what}(module, function, *args): {} arguments given",
+                        args.len()
+                    )));
+                }
+                let m = self.module(args.first(), what)?;
+                let name = str_arg(args, 1, what)?.to_owned();
+                let values = self.values_of(&args[2..])?;
+                let json = profile(&m, &name, &values, g == Global::Trace)?;
+                Ok(Ret::Str(json))
+            }
+        }
+    }
+
+    fn call_module_fn(&mut self, t: &Target, args: &[Arg]) -> Res<Ret> {
+        let name = t.name.as_str();
+        match &t.module.kind {
+            ModKind::Executable(model) => match name {
+                "vm_load_executable" => {
+                    let opts = SessionOptions {
+                        threads: self.config.session_threads,
+                        ..SessionOptions::default()
+                    };
+                    let session = model.session_with(opts)?;
+                    let vm = ModuleObj::new(
+                        ModKind::Vm(RefCell::new(VmModule {
+                            session,
+                            saved: HashMap::new(),
+                        })),
+                        format!("{}#vm", t.module.label),
+                    );
+                    Ok(Ret::Module(self.insert(Obj::Module(vm))?))
+                }
+                "stats" => {
+                    let (n, bytes) = model.constant_bytes();
+                    Ok(Ret::Str(format!(
+                        "Mote executable {:?}: functions: {}; kernels: {}; constants: {n} tensors, \
+                         {bytes} bytes",
+                        t.module.label,
+                        model.function_names().join(", "),
+                        model.kernels().len()
+                    )))
+                }
+                "has_function" => {
+                    let f = str_arg(args, 0, "has_function")?;
+                    Ok(Ret::Bool(model.function_names().iter().any(|n| n == f)))
+                }
+                _ => Err(RequestError::Invalid(format!("no function `{name}`"))),
+            },
+            ModKind::Vm(vm) => {
+                if VM_FUNCTIONS.contains(&name) && !vm.borrow().saved.contains_key(name) {
+                    return self.call_vm_api(vm, name, args);
+                }
+                let values = self.values_of(args)?;
+                let r = invoke_model(&t.module, name, &values)?;
+                self.ret_of(r)
+            }
+            ModKind::Kernels { .. } => {
+                let values = self.values_of(args)?;
+                let r = invoke_model(&t.module, name, &values)?;
+                self.ret_of(r)
+            }
+        }
+    }
+
+    /// The VM module's own API (docs/rpc.md "Modules").
+    fn call_vm_api(&mut self, vm: &RefCell<VmModule>, name: &str, args: &[Arg]) -> Res<Ret> {
+        match name {
+            "vm_initialization" => {
+                // Triples (device_type, device_id, allocator kind); only CPU exists here and the
+                // allocator choice does not change results, so it is accepted and ignored.
+                if args.len() < 3 || args.len() % 3 != 0 {
+                    return Err(RequestError::Invalid(format!(
+                        "vm_initialization takes (device_type, device_id, alloc_type) triples, \
+                         {} arguments given",
+                        args.len()
+                    )));
+                }
+                for i in (0..args.len()).step_by(3) {
+                    check_cpu(Device {
+                        device_type: i32_arg(args, i, "device_type")?,
+                        device_id: i32_arg(args, i + 1, "device_id")?,
+                    })?;
+                    int_arg(args, i + 2, "alloc_type")?;
+                }
+                Ok(Ret::None)
+            }
+            "set_input" => {
+                let f = str_arg(args, 0, name)?.to_owned();
+                let values = self.values_of(&args[1..])?;
+                vm.borrow_mut().session.set_input(&f, values)?;
+                Ok(Ret::None)
+            }
+            "invoke_stateful" => {
+                arity(args, 1, name)?;
+                let f = str_arg(args, 0, name)?;
+                vm.borrow_mut().session.invoke_stateful(f)?;
+                Ok(Ret::None)
+            }
+            "get_output" | "get_output_arity" => {
+                let f = str_arg(args, 0, name)?;
+                let mut v = vm.borrow().session.get_output(f)?;
+                for i in 1..args.len() {
+                    let idx = int_arg(args, i, "index")?;
+                    v = match &v {
+                        Value::Tuple(items) => usize::try_from(idx)
+                            .ok()
+                            .and_then(|i| items.get(i))
+                            .cloned()
+                            .ok_or_else(|| {
+                                RequestError::Invalid(format!(
+                                    "index {idx} out of range for a tuple of {}",
+                                    items.len()
+                                ))
+                            })?,
+                        other => {
+                            return Err(RequestError::Invalid(format!(
+                                "cannot index a {} output",
+                                other.kind()
+                            )))
+                        }
+                    };
+                }
+                if name == "get_output_arity" {
+                    return Ok(Ret::Int(match &v {
+                        Value::Tuple(items) => items.len() as i64,
+                        _ => -1,
+                    }));
+                }
+                if matches!(v, Value::Tuple(_)) {
+                    return Err(RequestError::Invalid(
+                        "get_output does not return tuples; index into it (get_output_arity \
+                         tells the length)"
+                            .into(),
+                    ));
+                }
+                self.ret_of(v)
+            }
+            "get_function_arity" | "get_function_param_name" => {
+                let f = str_arg(args, 0, name)?;
+                let info = vm.borrow().session.model().function_info(f)?;
+                if name == "get_function_arity" {
+                    return Ok(Ret::Int(info.params.len() as i64));
+                }
+                let i = int_arg(args, 1, "index")?;
+                let p = usize::try_from(i)
+                    .ok()
+                    .and_then(|i| info.params.get(i))
+                    .ok_or_else(|| {
+                        RequestError::Invalid(format!(
+                            "`{f}` has {} parameters, no parameter {i}",
+                            info.params.len()
+                        ))
+                    })?;
+                Ok(Ret::Str(p.name.clone()))
+            }
+            "save_function" => {
+                if args.len() < 3 {
+                    return Err(RequestError::Invalid(
+                        "save_function(function, saved_name, include_return, *args)".into(),
+                    ));
+                }
+                let f = str_arg(args, 0, name)?.to_owned();
+                let saved_name = str_arg(args, 1, name)?.to_owned();
+                let include_return = int_arg(args, 2, "include_return")? != 0;
+                let values = self.values_of(&args[3..])?;
+                let mut vm = vm.borrow_mut();
+                if !vm.session.model().function_names().contains(&f) {
+                    return Err(RequestError::Invalid(format!("no function `{f}` to save")));
+                }
+                if VM_FUNCTIONS.contains(&saved_name.as_str()) {
+                    return Err(RequestError::Invalid(format!(
+                        "`{saved_name}` is reserved by the VM"
+                    )));
+                }
+                vm.saved.insert(
+                    saved_name,
+                    Saved {
+                        function: f,
+                        args: values,
+                        include_return,
+                    },
+                );
+                Ok(Ret::None)
+            }
+            "set_instrument" => {
+                // Accepted so that clients calling it work; Mote's VM has no instrumentation
+                // hook, so the function is not called (docs/rpc.md "Modules").
+                Ok(Ret::None)
+            }
+            // TODO(call_function): invoke the closure with `Session::call_function`.
+            "invoke_closure" => Err(RequestError::Unsupported(
+                "invoke_closure is not supported yet".into(),
+            )),
+            _ => Err(RequestError::Invalid(format!("no VM function `{name}`"))),
+        }
+    }
+}
+
+/// `mote.profile` / `mote.trace`: run `name` once with profiling or tracing on.
+fn profile(m: &Rc<ModuleObj>, name: &str, args: &[Value], trace: bool) -> Res<String> {
+    let set = |m: &ModuleObj, on: bool| match &m.kind {
+        ModKind::Vm(vm) => {
+            let s = &mut vm.borrow_mut().session;
+            if trace {
+                s.set_tracing(on)
+            } else {
+                s.set_profiling(on)
+            }
+        }
+        ModKind::Kernels { session, .. } => {
+            if let Some(s) = session.borrow_mut().as_mut() {
+                if trace {
+                    s.set_tracing(on)
+                } else {
+                    s.set_profiling(on)
+                }
+            }
+        }
+        ModKind::Executable(_) => {}
+    };
+    if matches!(m.kind, ModKind::Executable(_)) {
+        return Err(RequestError::Invalid(
+            "profile a VM module (vm_load_executable's result) or a kernel library".into(),
+        ));
+    }
+    // A kernel library's session is created by its first call; make sure it exists.
+    if let ModKind::Kernels {
+        model,
+        threads,
+        session,
+    } = &m.kind
+    {
+        if session.borrow().is_none() {
+            let opts = SessionOptions {
+                threads: *threads,
+                ..SessionOptions::default()
+            };
+            *session.borrow_mut() = Some(model.session_with(opts)?);
+        }
+    }
+    set(m, true);
+    let start = Instant::now();
+    let r = invoke_model(m, name, args);
+    let wall = start.elapsed();
+    let take = |m: &ModuleObj| -> (Vec<mote::ProfileEntry>, Vec<mote::TraceEvent>) {
+        let f = |s: &mut Session| {
+            if trace {
+                (Vec::new(), s.take_trace())
+            } else {
+                (s.take_profile(), Vec::new())
+            }
+        };
+        match &m.kind {
+            ModKind::Vm(vm) => f(&mut vm.borrow_mut().session),
+            ModKind::Kernels { session, .. } => {
+                session.borrow_mut().as_mut().map(f).unwrap_or_default()
+            }
+            ModKind::Executable(_) => Default::default(),
+        }
+    };
+    let (entries, events) = take(m);
+    set(m, false);
+    r?;
+    let kind = |k: mote::CallKind| format!("{k:?}").to_lowercase();
+    let v = if trace {
+        // The same shape as `mote bench --trace` writes (Chrome/Perfetto trace events).
+        let evs: Vec<_> = events
+            .iter()
+            .map(|e| {
+                json!({
+                    "name": e.name, "cat": kind(e.kind), "ph": "X",
+                    "ts": e.start.as_secs_f64() * 1e6, "dur": e.duration.as_secs_f64() * 1e6,
+                    "pid": 1, "tid": 1, "args": {"depth": e.depth},
+                })
+            })
+            .collect();
+        json!({"traceEvents": evs, "displayTimeUnit": "ms"})
+    } else {
+        json!({
+            "function": name,
+            "wall_ms": wall.as_secs_f64() * 1e3,
+            "entries": entries.iter().map(|e| json!({
+                "name": e.name, "kind": kind(e.kind), "calls": e.calls,
+                "total_ms": e.total.as_secs_f64() * 1e3,
+            })).collect::<Vec<_>>(),
+        })
+    };
+    serde_json::to_string(&v).map_err(|e| RequestError::Invalid(e.to_string()))
+}
