@@ -240,6 +240,22 @@ struct PollingReader<'a> {
 impl Read for PollingReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
+            // Checked before every read, not only after one timed out: a peer sending a byte
+            // per poll interval never lets a read time out, yet must meet the deadline and must
+            // not hold up a stop.
+            let wake = if self.expired.load(Ordering::SeqCst) {
+                Some(Wake::Expired)
+            } else if self.stop.load(Ordering::SeqCst) {
+                Some(Wake::Stop)
+            } else if self.idle_deadline.is_some_and(|d| Instant::now() >= d) {
+                Some(Wake::Idle)
+            } else {
+                None
+            };
+            if let Some(w) = wake {
+                self.woke = Some(w);
+                return Err(io::Error::new(io::ErrorKind::TimedOut, format!("{w:?}")));
+            }
             match (&mut &*self.stream).read(buf) {
                 Ok(n) => return Ok(n),
                 Err(e)
@@ -248,22 +264,7 @@ impl Read for PollingReader<'_> {
                         io::ErrorKind::WouldBlock
                             | io::ErrorKind::TimedOut
                             | io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    let wake = if self.expired.load(Ordering::SeqCst) {
-                        Some(Wake::Expired)
-                    } else if self.stop.load(Ordering::SeqCst) {
-                        Some(Wake::Stop)
-                    } else if self.idle_deadline.is_some_and(|d| Instant::now() >= d) {
-                        Some(Wake::Idle)
-                    } else {
-                        None
-                    };
-                    if let Some(w) = wake {
-                        self.woke = Some(w);
-                        return Err(io::Error::new(io::ErrorKind::TimedOut, format!("{w:?}")));
-                    }
-                }
+                    ) => {}
                 Err(e) => {
                     if self.expired.load(Ordering::SeqCst) {
                         self.woke = Some(Wake::Expired);
