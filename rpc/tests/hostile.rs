@@ -98,7 +98,7 @@ fn limits() -> Limits {
 }
 
 impl Env {
-    fn new(root: PathBuf) -> Env {
+    fn new(root: PathBuf, limits: Limits) -> Env {
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).expect("sandbox root");
         let server = Server::builder()
@@ -106,7 +106,7 @@ impl Env {
             .key(KEY)
             .max_sessions(MAX_SESSIONS)
             .sandbox_root(&root)
-            .limits(limits())
+            .limits(limits)
             .session_threads(1)
             .idle_timeout(IDLE)
             .handshake_timeout(HANDSHAKE)
@@ -1683,7 +1683,7 @@ fn hostile_peers_do_not_hurt_the_server() {
     let outside = base.join("outside");
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir_all(&outside).expect("scratch folder");
-    let mut env = Env::new(base.join("root"));
+    let mut env = Env::new(base.join("root"), limits());
 
     let mut failures: Vec<String> = Vec::new();
     // The first normal session warms up lazily created state; the fd baseline is taken after it.
@@ -1805,6 +1805,909 @@ fn hostile_peers_do_not_hurt_the_server() {
     }
     let _ = std::fs::remove_dir_all(&base);
     println!("hostile suite took {:?}", t_start.elapsed());
+    assert!(
+        failures.is_empty(),
+        "{} defence(s) failed:\n- {}",
+        failures.len(),
+        failures.join("\n- ")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attacks on a loaded model's argument checks (needs the zoo: MOTE_ZOO_DIR).
+
+fn zoo_dir() -> PathBuf {
+    let dir = std::env::var("MOTE_ZOO_DIR").unwrap_or_else(|_| {
+        panic!("MOTE_ZOO_DIR is not set: point it at the x86_64 zoo (scripts/zoo.sh prints it)")
+    });
+    let dir = PathBuf::from(dir);
+    assert!(
+        dir.join("mlp.so").is_file() && dir.join("gemm.so").is_file(),
+        "MOTE_ZOO_DIR={} has no mlp.so / gemm.so",
+        dir.display()
+    );
+    dir
+}
+
+/// Deterministic test values in [-0.5, 0.5).
+fn values(n: usize, salt: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i * 37 + salt * 11) % 23) as f32 / 23.0 - 0.5)
+        .collect()
+}
+
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn f32_of(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// The zoo's mlp in f64, written from its description (Linear(16,32) + ReLU + Linear(32,8),
+/// `y = x W^T + b`): the oracle for the model's answers.
+fn mlp_oracle(x: &[f32], w1: &[f32], b1: &[f32], w2: &[f32], b2: &[f32]) -> Vec<f64> {
+    let mut out = Vec::new();
+    for r in 0..2 {
+        let h: Vec<f64> = (0..32)
+            .map(|o| {
+                let s: f64 = (0..16)
+                    .map(|i| f64::from(x[r * 16 + i]) * f64::from(w1[o * 16 + i]))
+                    .sum();
+                (s + f64::from(b1[o])).max(0.0)
+            })
+            .collect();
+        for o in 0..8 {
+            let s: f64 = (0..32).map(|i| h[i] * f64::from(w2[o * 32 + i])).sum();
+            out.push(s + f64::from(b2[o]));
+        }
+    }
+    out
+}
+
+fn close_to(got: &[f32], want: &[f64], tol: f64) -> bool {
+    got.len() == want.len()
+        && got
+            .iter()
+            .zip(want)
+            .all(|(g, w)| (f64::from(*g) - w).abs() <= tol * (1.0 + w.abs()))
+}
+
+/// An uploaded, loaded, initialised mlp with its inputs in remote memory.
+struct Mlp {
+    module: u64,
+    vm: u64,
+    forward: u64,
+    inputs: Vec<WireTensor>,
+    want: Vec<f64>,
+}
+
+fn ret_handle(r: &Packet, type_index: i64, what: &str) -> R<u64> {
+    match returned(r)?.as_slice() {
+        [Arg::Int(t), Arg::OpaquePtr(h)] if *t == type_index => Ok(*h),
+        other => Err(format!("{what}: {other:?}")),
+    }
+}
+
+fn load_mlp(p: &Peer, zoo: &Path) -> R<Mlp> {
+    let up = p.global("tvm.rpc.server.upload")?;
+    let load = p.global("tvm.rpc.server.load_module")?;
+    let getf = p.global("tvm.rpc.server.ModuleGetFunction")?;
+    let lib = std::fs::read(zoo.join("mlp.so")).map_err(|e| e.to_string())?;
+    let r = p.call(up, &[Arg::RawStr("mlp.so".into()), Arg::Bytes(lib)])?;
+    ensure!(returned(&r)? == vec![Arg::Int(0), Arg::None], "upload mlp");
+    let module = ret_handle(
+        &p.call(load, &[Arg::RawStr("mlp.so".into())])?,
+        73,
+        "load mlp",
+    )?;
+    let get = |m: u64, name: &str| -> R<u64> {
+        ret_handle(
+            &p.call(
+                getf,
+                &[Arg::Module(m), Arg::RawStr(name.into()), Arg::Bool(true)],
+            )?,
+            68,
+            name,
+        )
+    };
+    let f = get(module, "vm_load_executable")?;
+    let vm = ret_handle(&p.call(f, &[])?, 73, "vm_load_executable")?;
+    p.free(f)?;
+    let init = get(vm, "vm_initialization")?;
+    let r = p.call(init, &[Arg::Int(1), Arg::Int(0), Arg::Int(2)])?;
+    ensure!(
+        returned(&r)? == vec![Arg::Int(0), Arg::None],
+        "vm_initialization"
+    );
+    p.free(init)?;
+    let forward = get(vm, "forward")?;
+    let shapes: [Vec<i64>; 5] = [vec![2, 16], vec![32, 16], vec![32], vec![8, 32], vec![8]];
+    let mut host = Vec::new();
+    let mut inputs = Vec::new();
+    for (k, shape) in shapes.iter().enumerate() {
+        let n = shape.iter().product::<i64>() as usize;
+        let v = values(n, k);
+        let data = p.alloc(shape.clone())?;
+        let t = f32_tensor(data, shape.clone(), 0);
+        let r = p.copy_to(&t, &f32_bytes(&v))?;
+        ensure!(returned(&r)? == vec![Arg::None], "input copy");
+        host.push(v);
+        inputs.push(t);
+    }
+    let want = mlp_oracle(&host[0], &host[1], &host[2], &host[3], &host[4]);
+    for h in [up, load, getf] {
+        p.free(h)?;
+    }
+    Ok(Mlp {
+        module,
+        vm,
+        forward,
+        inputs,
+        want,
+    })
+}
+
+/// Calls forward with the good inputs and checks the answer against the oracle; returns the
+/// output's record and handle.
+fn forward_ok(p: &Peer, m: &Mlp) -> R<(WireTensor, u64)> {
+    let args: Vec<Arg> = m.inputs.iter().cloned().map(Arg::Tensor).collect();
+    let r = p.call(m.forward, &args)?;
+    let (rec, h) = match returned(&r)?.as_slice() {
+        [Arg::Int(70), Arg::Tensor(t), Arg::OpaquePtr(h)] => (t.clone(), *h),
+        other => return Err(format!("forward returned {other:?}")),
+    };
+    ensure!(rec.shape == vec![2, 8], "output shape {:?}", rec.shape);
+    let r = p.copy_from(&rec, 64)?;
+    ensure!(
+        r.rpc_code() == Some(RpcCode::CopyAck),
+        "reading the output: {r:?}"
+    );
+    let got = f32_of(&r.body);
+    ensure!(
+        close_to(&got, &m.want, 1e-4),
+        "forward gave {got:?}, the oracle {:?}",
+        m.want
+    );
+    Ok((rec, h))
+}
+
+fn model_argument_attacks(env: &Env, zoo: &Path) -> R<()> {
+    let p = Peer::session(env)?;
+    let m = load_mlp(&p, zoo)?;
+    let (out, out_h) = forward_ok(&p, &m)?;
+    let good: Vec<Arg> = m.inputs.iter().cloned().map(Arg::Tensor).collect();
+    let with = |i: usize, a: Arg| {
+        let mut v = good.clone();
+        v[i] = a;
+        v
+    };
+    let x = m.inputs[0].clone();
+    let freed = p.alloc(vec![2, 16])?;
+    ensure!(
+        returned(&p.free_data(freed)?)? == vec![Arg::None],
+        "kDevFreeData"
+    );
+    let huge_rank = WireTensor {
+        shape: {
+            let mut s = vec![2, 16];
+            s.extend(std::iter::repeat_n(1, 998));
+            s
+        },
+        ..x.clone()
+    };
+    let cases: Vec<(&str, Vec<Arg>)> = vec![
+        ("no arguments", vec![]),
+        ("four arguments", good[..4].to_vec()),
+        ("six arguments", {
+            let mut v = good.clone();
+            v.push(good[4].clone());
+            v
+        }),
+        (
+            "data id of a function handle",
+            with(
+                0,
+                Arg::Tensor(WireTensor {
+                    data: m.forward,
+                    ..x.clone()
+                }),
+            ),
+        ),
+        (
+            "data id 0",
+            with(
+                0,
+                Arg::Tensor(WireTensor {
+                    data: 0,
+                    ..x.clone()
+                }),
+            ),
+        ),
+        (
+            "data id u64::MAX",
+            with(
+                0,
+                Arg::Tensor(WireTensor {
+                    data: u64::MAX,
+                    ..x.clone()
+                }),
+            ),
+        ),
+        (
+            "freed data id",
+            with(
+                0,
+                Arg::Tensor(WireTensor {
+                    data: freed,
+                    ..x.clone()
+                }),
+            ),
+        ),
+        (
+            "byte_offset past the allocation",
+            with(
+                0,
+                Arg::Tensor(WireTensor {
+                    byte_offset: 4,
+                    ..x.clone()
+                }),
+            ),
+        ),
+        (
+            "byte_offset u64::MAX",
+            with(
+                0,
+                Arg::Tensor(WireTensor {
+                    byte_offset: u64::MAX,
+                    ..x.clone()
+                }),
+            ),
+        ),
+        (
+            "negative dims",
+            with(
+                0,
+                Arg::Tensor(WireTensor {
+                    shape: vec![-2, -16],
+                    ..x.clone()
+                }),
+            ),
+        ),
+        (
+            "one negative dim",
+            with(
+                0,
+                Arg::Tensor(WireTensor {
+                    shape: vec![2, -16],
+                    ..x.clone()
+                }),
+            ),
+        ),
+        (
+            "overflowing shape",
+            with(
+                0,
+                Arg::Tensor(WireTensor {
+                    shape: vec![1 << 62, 4],
+                    ..x.clone()
+                }),
+            ),
+        ),
+        ("rank 1000", with(0, Arg::Tensor(huge_rank))),
+        (
+            "same bytes, other shape",
+            with(
+                0,
+                Arg::Tensor(WireTensor {
+                    shape: vec![16, 2],
+                    ..x.clone()
+                }),
+            ),
+        ),
+        (
+            "smaller shape",
+            with(
+                0,
+                Arg::Tensor(WireTensor {
+                    shape: vec![1, 16],
+                    ..x.clone()
+                }),
+            ),
+        ),
+        (
+            "int32 dtype",
+            with(
+                0,
+                Arg::Tensor(WireTensor {
+                    dtype: WireDType {
+                        code: 0,
+                        bits: 32,
+                        lanes: 1,
+                    },
+                    ..x.clone()
+                }),
+            ),
+        ),
+        (
+            "float16 dtype",
+            with(
+                0,
+                Arg::Tensor(WireTensor {
+                    dtype: WireDType {
+                        code: 2,
+                        bits: 16,
+                        lanes: 1,
+                    },
+                    ..x.clone()
+                }),
+            ),
+        ),
+        (
+            "4 lanes",
+            with(
+                0,
+                Arg::Tensor(WireTensor {
+                    dtype: WireDType {
+                        code: 2,
+                        bits: 32,
+                        lanes: 4,
+                    },
+                    shape: vec![2, 4],
+                    ..x.clone()
+                }),
+            ),
+        ),
+        (
+            "cuda device",
+            with(
+                0,
+                Arg::Tensor(WireTensor {
+                    device: Device {
+                        device_type: 2,
+                        device_id: 0,
+                    },
+                    ..x.clone()
+                }),
+            ),
+        ),
+        ("a string", with(0, Arg::RawStr("x".into()))),
+        ("bytes", with(0, Arg::Bytes(vec![0; 128]))),
+        ("an int", with(0, Arg::Int(3))),
+        ("None", with(0, Arg::None)),
+        ("a module handle", with(0, Arg::Module(m.module))),
+        ("a function handle", with(0, Arg::Function(m.forward))),
+        (
+            "the output tensor (wrong shape)",
+            with(
+                0,
+                Arg::ObjectRef {
+                    type_index: 70,
+                    handle: out_h,
+                },
+            ),
+        ),
+        (
+            "an object ref to the VM",
+            with(
+                0,
+                Arg::ObjectRef {
+                    type_index: 69,
+                    handle: m.vm,
+                },
+            ),
+        ),
+        ("a device", with(0, Arg::Device(Device::CPU))),
+        (
+            "an opaque pointer",
+            with(0, Arg::OpaquePtr(0x7f00_0000_1000)),
+        ),
+    ];
+    for (what, args) in &cases {
+        p.refused(&format!("forward with {what}"), p.call(m.forward, args))?;
+    }
+    // The output is readable within its bounds only, and read-only.
+    p.refused("copy into a returned tensor", p.copy_to(&out, &[0; 64]))?;
+    p.refused("reading past a returned tensor", p.copy_from(&out, 65))?;
+    p.refused(
+        "reading past a returned tensor at an offset",
+        p.copy_from(
+            &WireTensor {
+                byte_offset: 60,
+                ..out.clone()
+            },
+            8,
+        ),
+    )?;
+    p.free(out_h)?;
+    p.refused("reading a freed output", p.copy_from(&out, 64))?;
+    p.refused(
+        "double free of an output",
+        p.syscall(RpcCode::FreeHandle, &[Arg::OpaquePtr(out_h)]),
+    )?;
+    // The VM's own API with junk.
+    let getf = p.global("tvm.rpc.server.ModuleGetFunction")?;
+    let api = |name: &str| -> R<u64> {
+        ret_handle(
+            &p.call(
+                getf,
+                &[Arg::Module(m.vm), Arg::RawStr(name.into()), Arg::Bool(true)],
+            )?,
+            68,
+            name,
+        )
+    };
+    let s = |v: &str| Arg::RawStr(v.into());
+    let junk: Vec<(&str, Vec<Arg>)> = vec![
+        ("get_function_arity", vec![s("nope")]),
+        ("get_function_arity", vec![]),
+        (
+            "get_function_param_name",
+            vec![s("forward"), Arg::Int(1 << 40)],
+        ),
+        ("get_function_param_name", vec![s("forward"), Arg::Int(-1)]),
+        ("get_output", vec![s("forward"), Arg::Int(-1)]),
+        ("get_output", vec![s("nope")]),
+        ("get_output_arity", vec![s("nope"), Arg::Int(i64::MAX)]),
+        ("set_input", vec![s("forward"), Arg::Int(1)]),
+        ("set_input", vec![s("nope")]),
+        ("set_input", vec![]),
+        ("invoke_stateful", vec![s("nope")]),
+        ("invoke_stateful", vec![Arg::Int(0)]),
+        ("save_function", vec![s("nope"), s("saved"), Arg::Int(1)]),
+        (
+            "save_function",
+            vec![s("forward"), s("vm_initialization"), Arg::Int(1)],
+        ),
+        ("save_function", vec![]),
+        ("invoke_closure", vec![Arg::Function(m.forward)]),
+        (
+            "vm_initialization",
+            vec![Arg::Int(2), Arg::Int(0), Arg::Int(2)],
+        ),
+        ("vm_initialization", vec![Arg::Int(1), Arg::Int(0)]),
+        (
+            "vm_initialization",
+            vec![Arg::Int(1 << 40), Arg::Int(0), Arg::Int(2)],
+        ),
+    ];
+    for (name, args) in &junk {
+        let f = api(name)?;
+        p.refused(&format!("{name}{args:?}"), p.call(f, args))?;
+        p.free(f)?;
+    }
+    // An absent function is None, not an error.
+    let r = p.call(
+        getf,
+        &[
+            Arg::Module(m.vm),
+            Arg::RawStr("nope".into()),
+            Arg::Bool(true),
+        ],
+    )?;
+    ensure!(
+        returned(&r)? == vec![Arg::Int(0), Arg::None],
+        "ModuleGetFunction of an absent function: {r:?}"
+    );
+    // Import cycles.
+    let import = p.global("tvm.rpc.server.ImportModule")?;
+    p.refused(
+        "a module importing itself",
+        p.call(import, &[Arg::Module(m.vm), Arg::Module(m.vm)]),
+    )?;
+    let r = p.call(import, &[Arg::Module(m.vm), Arg::Module(m.module)])?;
+    ensure!(
+        returned(&r)? == vec![Arg::Int(0), Arg::None],
+        "import: {r:?}"
+    );
+    p.refused(
+        "an import cycle",
+        p.call(import, &[Arg::Module(m.module), Arg::Module(m.vm)]),
+    )?;
+    // The time evaluator's parameters.
+    let timer = p.global("runtime.RPCTimeEvaluator")?;
+    let timer_args = |number: i64, repeat: i64, flush: i64, pre: &str| {
+        vec![
+            Arg::Module(m.vm),
+            s("forward"),
+            Arg::Int(1),
+            Arg::Int(0),
+            Arg::Int(number),
+            Arg::Int(repeat),
+            Arg::Int(0),
+            Arg::Int(100),
+            Arg::Int(0),
+            Arg::Int(1),
+            Arg::Int(flush),
+            s(pre),
+        ]
+    };
+    for (what, a) in [
+        ("number 0", timer_args(0, 1, 0, "")),
+        ("number -1", timer_args(-1, 1, 0, "")),
+        ("repeat 0", timer_args(1, 0, 0, "")),
+        ("repeat 2^30", timer_args(1, 1 << 30, 0, "")),
+        ("repeat 2^40", timer_args(1, 1 << 40, 0, "")),
+        (
+            "cache flush 2 GiB",
+            timer_args(1, 1, i64::from(i32::MAX), ""),
+        ),
+        ("negative cache flush", timer_args(1, 1, -1, "")),
+    ] {
+        let r = p.call(timer, &a)?;
+        if r.rpc_code() == Some(RpcCode::Return) {
+            // Accepted at creation: the call must then fail, never run away.
+            let h = ret_handle(&r, 68, what)?;
+            let t = Instant::now();
+            p.refused(&format!("timer with {what}"), p.call(h, &good))?;
+            ensure!(
+                t.elapsed() < Duration::from_secs(5),
+                "timer with {what} ran {:?}",
+                t.elapsed()
+            );
+            p.free(h)?;
+        } else {
+            exception_text(&r).map_err(|e| format!("timer with {what}: {e}"))?;
+        }
+    }
+    // An unknown f_preproc must not run anything; a sane timer works and its bytes are sane.
+    let r = p.call(timer, &timer_args(1, 1, 0, "rm -rf /"))?;
+    if r.rpc_code() == Some(RpcCode::Return) {
+        let h = ret_handle(&r, 68, "f_preproc")?;
+        p.refused("timer with an unknown f_preproc", p.call(h, &good))?;
+        p.free(h)?;
+    }
+    let h = ret_handle(&p.call(timer, &timer_args(2, 3, 0, ""))?, 68, "timer")?;
+    p.refused("timer with bad arguments", p.call(h, &with(0, Arg::Int(1))))?;
+    let r = p.call(h, &good)?;
+    match returned(&r)?.as_slice() {
+        [Arg::Int(66), Arg::ByteArray(b)] if b.len() == 24 => {
+            for c in b.chunks_exact(8) {
+                let v = f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+                ensure!((0.0..1.0).contains(&v), "timer seconds {v}");
+            }
+        }
+        other => return Err(format!("timer returned {other:?}")),
+    }
+    p.free(h)?;
+    let prof = p.global("mote.profile")?;
+    p.refused(
+        "mote.profile with a forged tensor",
+        p.call(
+            prof,
+            &[
+                Arg::Module(m.vm),
+                s("forward"),
+                Arg::Tensor(WireTensor {
+                    data: freed,
+                    ..x.clone()
+                }),
+            ],
+        ),
+    )?;
+    p.refused(
+        "mote.profile of an absent function",
+        p.call(prof, &[Arg::Module(m.vm), s("nope")]),
+    )?;
+    // After all that, forward still computes the right answer.
+    let (_, h) = forward_ok(&p, &m)?;
+    p.free(h)?;
+    // Freeing the modules while a function handle lives: the function keeps working (each
+    // handle owns a reference) or is refused; it never reaches freed memory.
+    p.free(m.vm)?;
+    p.free(m.module)?;
+    let args: Vec<Arg> = m.inputs.iter().cloned().map(Arg::Tensor).collect();
+    let r = p.call(m.forward, &args)?;
+    if r.rpc_code() == Some(RpcCode::Return) {
+        match returned(&r)?.as_slice() {
+            [Arg::Int(70), Arg::Tensor(t), Arg::OpaquePtr(h)] => {
+                let c = p.copy_from(t, 64)?;
+                ensure!(
+                    close_to(&f32_of(&c.body), &m.want, 1e-4),
+                    "forward after its module was freed gave wrong values"
+                );
+                p.free(*h)?;
+            }
+            other => return Err(format!("forward after free: {other:?}")),
+        }
+    } else {
+        exception_text(&r)?;
+    }
+    // Inputs freed while nothing holds them; a call naming them is refused.
+    for t in &m.inputs {
+        ensure!(
+            returned(&p.free_data(t.data)?)? == vec![Arg::None],
+            "kDevFreeData of an input"
+        );
+    }
+    p.refused("forward on freed inputs", p.call(m.forward, &args))?;
+    for h in [m.forward, getf, import, timer, prof] {
+        p.free(h)?;
+    }
+    p.send(&wire::frame(RpcCode::Shutdown, &[]))?;
+    p.expect_closed("shutdown", Duration::from_secs(5))?;
+    Ok(())
+}
+
+/// gemm.so, a kernel-only library: its kernel writes into the caller's buffers, so every
+/// record must be checked before the kernel sees it.
+fn kernel_argument_attacks(env: &Env, zoo: &Path) -> R<()> {
+    let p = Peer::session(env)?;
+    let up = p.global("tvm.rpc.server.upload")?;
+    let load = p.global("tvm.rpc.server.load_module")?;
+    let getf = p.global("tvm.rpc.server.ModuleGetFunction")?;
+    let lib = std::fs::read(zoo.join("gemm.so")).map_err(|e| e.to_string())?;
+    let r = p.call(up, &[Arg::RawStr("gemm.so".into()), Arg::Bytes(lib)])?;
+    ensure!(returned(&r)? == vec![Arg::Int(0), Arg::None], "upload gemm");
+    let k = ret_handle(
+        &p.call(load, &[Arg::RawStr("gemm.so".into())])?,
+        73,
+        "load gemm",
+    )?;
+    let g = ret_handle(
+        &p.call(
+            getf,
+            &[Arg::Module(k), Arg::RawStr("gemm".into()), Arg::Bool(true)],
+        )?,
+        68,
+        "gemm",
+    )?;
+    let a_v = values(64 * 32, 1);
+    let b_v = values(32 * 48, 2);
+    let a = f32_tensor(p.alloc(vec![64, 32])?, vec![64, 32], 0);
+    let b = f32_tensor(p.alloc(vec![32, 48])?, vec![32, 48], 0);
+    let c = f32_tensor(p.alloc(vec![64, 48])?, vec![64, 48], 0);
+    let small = f32_tensor(p.alloc(vec![64, 47])?, vec![64, 48], 0);
+    for (t, v) in [(&a, &a_v), (&b, &b_v)] {
+        ensure!(
+            returned(&p.copy_to(t, &f32_bytes(v))?)? == vec![Arg::None],
+            "input copy"
+        );
+    }
+    let sentinel = f32_bytes(&vec![-7.0; 64 * 48]);
+    ensure!(
+        returned(&p.copy_to(&c, &sentinel)?)? == vec![Arg::None],
+        "output fill"
+    );
+    let t = |x: &WireTensor| Arg::Tensor(x.clone());
+    for (what, args) in [
+        (
+            "an output record larger than its allocation",
+            vec![t(&a), t(&b), t(&small)],
+        ),
+        (
+            "an output at an offset past its allocation",
+            vec![
+                t(&a),
+                t(&b),
+                Arg::Tensor(WireTensor {
+                    byte_offset: 4,
+                    ..c.clone()
+                }),
+            ],
+        ),
+        (
+            "an output naming a function handle",
+            vec![
+                t(&a),
+                t(&b),
+                Arg::Tensor(WireTensor {
+                    data: g,
+                    ..c.clone()
+                }),
+            ],
+        ),
+        ("a missing output", vec![t(&a), t(&b)]),
+        (
+            "an int32 output",
+            vec![
+                t(&a),
+                t(&b),
+                Arg::Tensor(WireTensor {
+                    dtype: WireDType {
+                        code: 0,
+                        bits: 32,
+                        lanes: 1,
+                    },
+                    ..c.clone()
+                }),
+            ],
+        ),
+        (
+            "a transposed output",
+            vec![
+                t(&a),
+                t(&b),
+                Arg::Tensor(WireTensor {
+                    shape: vec![48, 64],
+                    ..c.clone()
+                }),
+            ],
+        ),
+        (
+            "a string output",
+            vec![t(&a), t(&b), Arg::RawStr("c".into())],
+        ),
+    ] {
+        p.refused(&format!("gemm with {what}"), p.call(g, &args))?;
+    }
+    // None of the refused calls wrote the output.
+    let r = p.copy_from(&c, 64 * 48 * 4)?;
+    ensure!(r.body == sentinel, "a refused kernel call wrote its output");
+    // The real call, against a naive product.
+    let r = p.call(g, &[t(&a), t(&b), t(&c)])?;
+    ensure!(returned(&r)? == vec![Arg::Int(0), Arg::None], "gemm: {r:?}");
+    let got = f32_of(&p.copy_from(&c, 64 * 48 * 4)?.body);
+    let want: Vec<f64> = (0..64)
+        .flat_map(|i| {
+            let (a_v, b_v) = (&a_v, &b_v);
+            (0..48).map(move |j| {
+                (0..32)
+                    .map(|q| f64::from(a_v[i * 32 + q]) * f64::from(b_v[q * 48 + j]))
+                    .sum::<f64>()
+            })
+        })
+        .collect();
+    ensure!(close_to(&got, &want, 1e-4), "gemm gave wrong values");
+    for h in [g, k, up, load, getf] {
+        p.free(h)?;
+    }
+    p.send(&wire::frame(RpcCode::Shutdown, &[]))?;
+    p.expect_closed("shutdown", Duration::from_secs(5))?;
+    Ok(())
+}
+
+/// A time evaluation asked to run for ever (2^31 - 1 calls per repeat, or a 24-day cooldown)
+/// must end at the client's `-timeout` with `RPCSessionTimeoutError`, like any session.
+fn runaway_timers(env: &Env, zoo: &Path) -> R<()> {
+    for (what, number, cooldown) in [
+        ("2^31-1 calls", i64::from(i32::MAX), 0),
+        ("a 24-day cooldown", 1, i64::from(i32::MAX)),
+    ] {
+        let p = Peer::session_with(env, &format!("client:{KEY} -timeout=1"))?;
+        let m = load_mlp(&p, zoo)?;
+        let timer = p.global("runtime.RPCTimeEvaluator")?;
+        let args = vec![
+            Arg::Module(m.vm),
+            Arg::RawStr("forward".into()),
+            Arg::Int(1),
+            Arg::Int(0),
+            Arg::Int(number),
+            Arg::Int(2),
+            Arg::Int(0),
+            Arg::Int(100),
+            Arg::Int(cooldown),
+            Arg::Int(1),
+            Arg::Int(0),
+            Arg::RawStr(String::new()),
+        ];
+        let h = ret_handle(&p.call(timer, &args)?, 68, "timer")?;
+        let good: Vec<u8> = {
+            let mut b = Vec::new();
+            b.put_u64(h);
+            b.extend_from_slice(&encode_seq(
+                &m.inputs
+                    .iter()
+                    .cloned()
+                    .map(Arg::Tensor)
+                    .collect::<Vec<_>>(),
+            ));
+            b
+        };
+        let t = Instant::now();
+        p.send(&wire::frame(RpcCode::CallFunc, &good))?;
+        let got = p.expect_closed(
+            &format!("timer with {what}"),
+            Duration::from_secs(1) + SLACK,
+        )?;
+        let e = wire::read_packet(&mut &got[..], 1 << 20)
+            .map_err(|e| format!("timer with {what}: no exception before the close ({e})"))?;
+        let text = exception_text(&e)?;
+        ensure!(
+            text.starts_with(wire::TIMEOUT_ERROR_PREFIX),
+            "timer with {what}: {text:?} after {:?}",
+            t.elapsed()
+        );
+    }
+    Ok(())
+}
+
+/// `stop()` while a session runs a time evaluation that would last for ever returns promptly.
+fn stop_during_a_runaway_timer(env: Env, zoo: &Path) -> R<()> {
+    let p = Peer::session(&env)?;
+    let m = load_mlp(&p, zoo)?;
+    let timer = p.global("runtime.RPCTimeEvaluator")?;
+    let args = vec![
+        Arg::Module(m.vm),
+        Arg::RawStr("forward".into()),
+        Arg::Int(1),
+        Arg::Int(0),
+        Arg::Int(i64::from(i32::MAX)),
+        Arg::Int(1),
+        Arg::Int(0),
+        Arg::Int(100),
+        Arg::Int(0),
+        Arg::Int(1),
+        Arg::Int(0),
+        Arg::RawStr(String::new()),
+    ];
+    let h = ret_handle(&p.call(timer, &args)?, 68, "timer")?;
+    let mut b = Vec::new();
+    b.put_u64(h);
+    b.extend_from_slice(&encode_seq(
+        &m.inputs
+            .iter()
+            .cloned()
+            .map(Arg::Tensor)
+            .collect::<Vec<_>>(),
+    ));
+    p.send(&wire::frame(RpcCode::CallFunc, &b))?;
+    std::thread::sleep(Duration::from_millis(300));
+    let root = env.root.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = Instant::now();
+    let stopper = std::thread::spawn(move || {
+        env.server.stop();
+        let _ = tx.send(());
+    });
+    let prompt = rx.recv_timeout(Duration::from_secs(3)).is_ok();
+    let took = t.elapsed();
+    // Closing our end cannot end the evaluation either; if stop() hangs, so does this test.
+    drop(p);
+    let _ = stopper.join();
+    ensure!(prompt, "stop() took {took:?} while a time evaluation ran");
+    ensure!(
+        dir_entries(&root).is_empty(),
+        "sandbox folders left after stop: {:?}",
+        dir_entries(&root)
+    );
+    Ok(())
+}
+
+#[test]
+fn hostile_arguments_to_loaded_models() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let zoo = zoo_dir();
+    let base = std::env::temp_dir().join(format!("mote-hostile-models-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let limits = Limits {
+        max_packet: 4 << 20,
+        max_upload_file: 1 << 20,
+        max_sandbox_bytes: 4 << 20,
+        ..limits()
+    };
+    let mut env = Env::new(base.join("root"), limits);
+    normal_client(&env).expect("a normal client before any attack");
+    env.wait_idle(Duration::from_secs(5)).expect("idle");
+    std::thread::sleep(Duration::from_millis(100));
+    env.fds = open_fds();
+    let mut failures = Vec::new();
+    type ModelAttack = fn(&Env, &Path) -> R<()>;
+    let attacks: [(&str, ModelAttack); 3] = [
+        ("mlp arguments", model_argument_attacks),
+        ("gemm arguments", kernel_argument_attacks),
+        ("runaway time evaluations", runaway_timers),
+    ];
+    for (name, attack) in attacks {
+        if let Err(e) = attack(&env, &zoo) {
+            failures.push(format!("{name}: {e}"));
+        }
+        if let Err(e) = env.at_baseline() {
+            failures.push(format!("after {name}: {e}"));
+        }
+        if let Err(e) = normal_client(&env) {
+            failures.push(format!("after {name}: a normal client failed: {e}"));
+        }
+    }
+    if let Err(e) = env.at_baseline() {
+        failures.push(format!("at the end: {e}"));
+    }
+    if let Err(e) = stop_during_a_runaway_timer(env, &zoo) {
+        failures.push(format!("stop during a runaway time evaluation: {e}"));
+    }
+    let _ = std::fs::remove_dir_all(&base);
     assert!(
         failures.is_empty(),
         "{} defence(s) failed:\n- {}",
