@@ -2715,3 +2715,106 @@ fn hostile_arguments_to_loaded_models() {
         failures.join("\n- ")
     );
 }
+
+/// Re-uploading a file under the name of a library a session has loaded (what a user does
+/// after recompiling a model) must neither crash the server nor change the loaded model: the
+/// loaded module keeps computing the old function, and loading the name again gives the new
+/// file. Runs in a child process, since a failure here kills the process (the server is
+/// in-process).
+fn reupload_of_a_loaded_library(zoo: &Path) -> R<()> {
+    let base = std::env::temp_dir().join(format!("mote-hostile-reupload-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let limits = Limits {
+        max_packet: 4 << 20,
+        max_upload_file: 1 << 20,
+        max_sandbox_bytes: 4 << 20,
+        ..limits()
+    };
+    let mut env = Env::new(base.join("root"), limits);
+    normal_client(&env)?;
+    env.wait_idle(Duration::from_secs(5))?;
+    std::thread::sleep(Duration::from_millis(100));
+    env.fds = open_fds();
+    let p = Peer::session(&env)?;
+    let m = load_mlp(&p, zoo)?;
+    let (_, h) = forward_ok(&p, &m)?;
+    p.free(h)?;
+    let up = p.global("tvm.rpc.server.upload")?;
+    let load = p.global("tvm.rpc.server.load_module")?;
+    let getf = p.global("tvm.rpc.server.ModuleGetFunction")?;
+    let gemm = std::fs::read(zoo.join("gemm.so")).map_err(|e| e.to_string())?;
+    let r = p.call(up, &[Arg::RawStr("mlp.so".into()), Arg::Bytes(gemm)])?;
+    ensure!(
+        returned(&r)? == vec![Arg::Int(0), Arg::None],
+        "re-upload: {r:?}"
+    );
+    // The loaded model is untouched.
+    let (_, h) = forward_ok(&p, &m)?;
+    p.free(h)?;
+    // Loading the name again loads the new file (a kernel library with `gemm`).
+    let k = ret_handle(
+        &p.call(load, &[Arg::RawStr("mlp.so".into())])?,
+        73,
+        "load the re-uploaded file",
+    )?;
+    let g = ret_handle(
+        &p.call(
+            getf,
+            &[Arg::Module(k), Arg::RawStr("gemm".into()), Arg::Bool(true)],
+        )?,
+        68,
+        "gemm in the re-uploaded file",
+    )?;
+    // Removing a loaded file is harmless too.
+    let rm = p.global("tvm.rpc.server.remove")?;
+    let r = p.call(rm, &[Arg::RawStr("mlp.so".into())])?;
+    ensure!(
+        returned(&r)? == vec![Arg::Int(0), Arg::None],
+        "remove: {r:?}"
+    );
+    let (_, h) = forward_ok(&p, &m)?;
+    p.free(h)?;
+    for h in [g, k, up, load, getf, rm, m.forward, m.vm, m.module] {
+        p.free(h)?;
+    }
+    p.send(&wire::frame(RpcCode::Shutdown, &[]))?;
+    p.expect_closed("shutdown", Duration::from_secs(5))?;
+    env.at_baseline()?;
+    normal_client(&env)?;
+    env.server.stop();
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+#[test]
+fn reuploading_a_loaded_library_keeps_the_server_alive() {
+    const NAME: &str = "reuploading_a_loaded_library_keeps_the_server_alive";
+    if std::env::var_os("MOTE_HOSTILE_CHILD").is_some() {
+        if let Err(e) = reupload_of_a_loaded_library(&zoo_dir()) {
+            panic!("{e}");
+        }
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    zoo_dir();
+    let exe = std::env::current_exe().expect("test binary");
+    let out = std::process::Command::new(exe)
+        .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+        .env("MOTE_HOSTILE_CHILD", "1")
+        .output()
+        .expect("the test binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let tail: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.starts_with("[INFO]"))
+        .collect();
+    assert!(
+        out.status.success(),
+        "the server's process ended with {:?} after a client re-uploaded a loaded library:\n{}",
+        out.status,
+        tail[tail.len().saturating_sub(15)..].join("\n")
+    );
+    // The child ran the attack (not zero tests).
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("1 passed"), "child output:\n{stdout}");
+}
