@@ -2573,6 +2573,88 @@ fn kernel_argument_attacks(env: &Env, zoo: &Path) -> R<()> {
     Ok(())
 }
 
+/// Memory the client allocated and then freed with kDevFreeData, while a saved function
+/// (`save_function`) still binds a view of it, is still held by the server. The session's
+/// `max_remote_memory` must bound what the server holds for the client, so either the binding
+/// keeps the bytes counted or later allocations are refused. Oracle: the process's resident
+/// memory (each allocation is filled, so its pages are resident).
+fn memory_kept_by_saved_functions(env: &Env, zoo: &Path) -> R<()> {
+    let p = Peer::session(env)?;
+    let m = load_mlp(&p, zoo)?;
+    let getf = p.global("tvm.rpc.server.ModuleGetFunction")?;
+    let save = ret_handle(
+        &p.call(
+            getf,
+            &[
+                Arg::Module(m.vm),
+                Arg::RawStr("save_function".into()),
+                Arg::Bool(true),
+            ],
+        )?,
+        68,
+        "save_function",
+    )?;
+    // The inputs of load_mlp take a few KiB of the budget; use what is left, in one block.
+    let block = (MAX_MEMORY - 8192) / 4;
+    let fill = vec![0x5a_u8; (block * 4) as usize];
+    let rss0 = rss_bytes();
+    let rounds = 24;
+    let mut held = 0;
+    for i in 0..rounds {
+        let r = p.syscall(
+            RpcCode::DevAllocDataWithScope,
+            &[Arg::Tensor(f32_tensor(0, vec![block as i64], 0)), Arg::None],
+        )?;
+        let data = match returned(&r) {
+            Ok(v) => match v.as_slice() {
+                [Arg::OpaquePtr(h)] => *h,
+                other => return Err(format!("alloc: {other:?}")),
+            },
+            Err(_) => break,
+        };
+        let t = f32_tensor(data, vec![block as i64], 0);
+        ensure!(returned(&p.copy_to(&t, &fill)?)? == vec![Arg::None], "fill");
+        // Bind a small view of the block as forward's last argument (fc2.bias, [8]).
+        let view = f32_tensor(data, vec![8], 0);
+        let r = p.call(
+            save,
+            &[
+                Arg::RawStr("forward".into()),
+                Arg::RawStr(format!("saved{i}")),
+                Arg::Int(1),
+                Arg::Tensor(view),
+            ],
+        )?;
+        ensure!(
+            returned(&r)? == vec![Arg::Int(0), Arg::None],
+            "save_function: {r:?}"
+        );
+        ensure!(
+            returned(&p.free_data(data)?)? == vec![Arg::None],
+            "kDevFreeData"
+        );
+        held += 1;
+    }
+    let grown = rss_bytes().saturating_sub(rss0);
+    println!(
+        "saved functions: {held} blocks of {} KiB allocated, bound and freed; RSS +{} KiB \
+         (limit {} KiB)",
+        block * 4 / 1024,
+        grown / 1024,
+        MAX_MEMORY / 1024
+    );
+    ensure!(
+        held <= 1 && grown <= MAX_MEMORY + (4 << 20),
+        "the server holds {held} blocks of {} KiB for this session (its memory limit is {} KiB; \
+         resident memory grew {} KiB): kDevFreeData stopped counting memory a saved function \
+         still binds",
+        block * 4 / 1024,
+        MAX_MEMORY / 1024,
+        grown / 1024
+    );
+    Ok(())
+}
+
 /// A time evaluation asked to run for ever (2^31 - 1 calls per repeat, or a 24-day cooldown)
 /// must end at the client's `-timeout` with `RPCSessionTimeoutError`, like any session.
 fn runaway_timers(env: &Env, zoo: &Path) -> R<()> {
@@ -2699,10 +2781,14 @@ fn hostile_arguments_to_loaded_models() {
     env.fds = open_fds();
     let mut failures = Vec::new();
     type ModelAttack = fn(&Env, &Path) -> R<()>;
-    let attacks: [(&str, ModelAttack); 3] = [
+    let attacks: [(&str, ModelAttack); 4] = [
         ("mlp arguments", model_argument_attacks),
         ("gemm arguments", kernel_argument_attacks),
         ("runaway time evaluations", runaway_timers),
+        (
+            "memory kept by saved functions",
+            memory_kept_by_saved_functions,
+        ),
     ];
     for (name, attack) in attacks {
         if let Err(e) = attack(&env, &zoo) {
