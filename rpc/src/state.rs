@@ -8,7 +8,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use mote::{DType, Model, Session, SessionOptions, Storage, Tensor, Value};
@@ -269,7 +269,10 @@ pub(crate) struct State<'c> {
     region_of_storage: HashMap<usize, u64>,
     sandbox: Sandbox,
     next_id: u64,
-    alloc_bytes: u64,
+    /// Every storage allocated for the client, counted against `max_remote_memory` for as long
+    /// as anything holds it: its region, or views a saved function or `set_input` still binds
+    /// after kDevFreeData.
+    client_storages: Vec<Weak<Storage>>,
     initialized: bool,
 }
 
@@ -344,7 +347,7 @@ impl<'c> State<'c> {
             region_of_storage: HashMap::new(),
             sandbox,
             next_id: 0x1000,
-            alloc_bytes: 0,
+            client_storages: Vec::new(),
             initialized: false,
         }
     }
@@ -643,15 +646,23 @@ impl<'c> State<'c> {
     /// Allocates `n` bytes for the client; returns the data id.
     fn alloc(&mut self, n: u64) -> Res<u64> {
         let max = self.config.limits.max_remote_memory;
-        if self.alloc_bytes.saturating_add(n) > max {
+        self.client_storages.retain(|w| w.strong_count() > 0);
+        let used: u64 = self
+            .client_storages
+            .iter()
+            .filter_map(Weak::upgrade)
+            .map(|s| s.len() as u64)
+            .sum();
+        if used.saturating_add(n) > max {
             return Err(RequestError::Limit(format!(
                 "allocating {n} bytes would bring this session's remote memory to {} bytes, above \
                  the limit of {max} bytes",
-                self.alloc_bytes.saturating_add(n)
+                used.saturating_add(n)
             )));
         }
         let len = usize::try_from(n).map_err(|_| RequestError::Limit(format!("{n} bytes")))?;
         let storage = Storage::zeroed(len)?;
+        self.client_storages.push(Arc::downgrade(&storage));
         let id = self.fresh_id();
         self.region_of_storage.insert(storage.as_ptr() as usize, id);
         self.regions.insert(
@@ -662,7 +673,6 @@ impl<'c> State<'c> {
                 returned_refs: 0,
             },
         );
-        self.alloc_bytes += n;
         Ok(id)
     }
 
@@ -673,7 +683,6 @@ impl<'c> State<'c> {
             .filter(|r| r.client_alloc)
             .ok_or_else(|| RequestError::Invalid(format!("unknown data handle {id:#x}")))?;
         r.client_alloc = false;
-        self.alloc_bytes = self.alloc_bytes.saturating_sub(r.storage.len() as u64);
         self.drop_region_if_unused(id);
         Ok(())
     }
