@@ -2772,6 +2772,7 @@ fn hostile_arguments_to_loaded_models() {
         max_packet: 4 << 20,
         max_upload_file: 1 << 20,
         max_sandbox_bytes: 4 << 20,
+        max_handles: 256,
         ..limits()
     };
     let mut env = Env::new(base.join("root"), limits);
@@ -2781,13 +2782,17 @@ fn hostile_arguments_to_loaded_models() {
     env.fds = open_fds();
     let mut failures = Vec::new();
     type ModelAttack = fn(&Env, &Path) -> R<()>;
-    let attacks: [(&str, ModelAttack); 4] = [
+    let attacks: [(&str, ModelAttack); 5] = [
         ("mlp arguments", model_argument_attacks),
         ("gemm arguments", kernel_argument_attacks),
         ("runaway time evaluations", runaway_timers),
         (
             "memory kept by saved functions",
             memory_kept_by_saved_functions,
+        ),
+        (
+            "an import cycle deeper than 64",
+            import_cycle_deeper_than_64,
         ),
     ];
     for (name, attack) in attacks {
@@ -2871,11 +2876,11 @@ fn reupload_of_a_loaded_library(zoo: &Path) -> R<()> {
         lookup("vm_load_executable")?.as_slice(),
     ) {
         ([Arg::Int(68), Arg::OpaquePtr(g)], [Arg::Int(0), Arg::None]) => {
-            println!("re-upload: loading the name again gives the new file");
+            println!("note: re-upload: loading the name again gives the new file");
             *g
         }
         ([Arg::Int(0), Arg::None], [Arg::Int(68), Arg::OpaquePtr(f)]) => {
-            println!("re-upload: loading the name again gives the library already loaded");
+            println!("note: re-upload: loading the name again gives the library already loaded");
             *f
         }
         (a, b) => {
@@ -2906,38 +2911,200 @@ fn reupload_of_a_loaded_library(zoo: &Path) -> R<()> {
     Ok(())
 }
 
-#[test]
-fn reuploading_a_loaded_library_keeps_the_server_alive() {
-    const NAME: &str = "reuploading_a_loaded_library_keeps_the_server_alive";
+/// Runs `body` in a child process (this test binary, running only the test `name`, with
+/// `MOTE_HOSTILE_CHILD` set), so that a crash or a hang of the in-process server cannot take the
+/// other tests down. The child exits at once with status 3 when `body` fails (a server thread
+/// that hangs would otherwise hang the child's own `stop()`); the parent kills it after `limit`.
+fn child_test(name: &str, limit: Duration, body: impl FnOnce() -> R<()>) {
     if std::env::var_os("MOTE_HOSTILE_CHILD").is_some() {
-        if let Err(e) = reupload_of_a_loaded_library(&zoo_dir()) {
-            panic!("{e}");
+        if let Err(e) = body() {
+            eprintln!("ATTACK FAILED: {e}");
+            std::process::exit(3);
         }
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     zoo_dir();
+    let dir =
+        std::env::temp_dir().join(format!("mote-hostile-child-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch folder");
+    let (out_path, err_path) = (dir.join("stdout"), dir.join("stderr"));
     let exe = std::env::current_exe().expect("test binary");
-    let out = std::process::Command::new(exe)
-        .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+    let mut child = std::process::Command::new(exe)
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
         .env("MOTE_HOSTILE_CHILD", "1")
-        .output()
+        .stdout(std::fs::File::create(&out_path).expect("stdout file"))
+        .stderr(std::fs::File::create(&err_path).expect("stderr file"))
+        .spawn()
         .expect("the test binary runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let t = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break Some(st);
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
     let tail: Vec<&str> = stderr
         .lines()
         .filter(|l| !l.starts_with("[INFO]"))
         .collect();
-    assert!(
-        out.status.success(),
-        "the server's process ended with {:?} after a client re-uploaded a loaded library:\n{}",
-        out.status,
-        tail[tail.len().saturating_sub(15)..].join("\n")
-    );
-    // The child ran the attack (not zero tests).
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("1 passed"), "child output:\n{stdout}");
-    for l in stdout.lines().filter(|l| l.starts_with("re-upload:")) {
+    let tail = tail[tail.len().saturating_sub(12)..].join("\n");
+    match status {
+        None => {
+            panic!("{name}: the server's process was still busy after {limit:?} (killed):\n{tail}")
+        }
+        Some(st) => assert!(
+            st.success() && stdout.contains("1 passed"),
+            "{name}: the server's process ended with {st:?}:\n{tail}"
+        ),
+    }
+    for l in stdout.lines().filter(|l| l.starts_with("note:")) {
         println!("{l}");
     }
+}
+
+#[test]
+fn reuploading_a_loaded_library_keeps_the_server_alive() {
+    child_test(
+        "reuploading_a_loaded_library_keeps_the_server_alive",
+        Duration::from_secs(60),
+        || reupload_of_a_loaded_library(&zoo_dir()),
+    );
+}
+
+/// Modules importing each other twice per level make a graph with 2^levels paths. The cycle
+/// check (`ImportModule`) and the import search (`ModuleGetFunction(.., query_imports)`) must
+/// not walk every path: each request is answered within a second or two, and the session (and
+/// so `stop()`) is never stuck in a traversal.
+fn import_graph_with_exponentially_many_paths(zoo: &Path) -> R<()> {
+    let base = std::env::temp_dir().join(format!("mote-hostile-imports-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let limits = Limits {
+        max_packet: 4 << 20,
+        max_upload_file: 1 << 20,
+        max_sandbox_bytes: 4 << 20,
+        max_handles: 256,
+        ..limits()
+    };
+    let env = Env::new(base.join("root"), limits);
+    let p = Peer::session(&env)?;
+    p.s.set_read_timeout(Some(Duration::from_secs(3)))
+        .map_err(|e| e.to_string())?;
+    let up = p.global("tvm.rpc.server.upload")?;
+    let load = p.global("tvm.rpc.server.load_module")?;
+    let import = p.global("tvm.rpc.server.ImportModule")?;
+    let getf = p.global("tvm.rpc.server.ModuleGetFunction")?;
+    let lib = std::fs::read(zoo.join("gemm.so")).map_err(|e| e.to_string())?;
+    let r = p.call(up, &[Arg::RawStr("g.so".into()), Arg::Bytes(lib)])?;
+    ensure!(returned(&r)? == vec![Arg::Int(0), Arg::None], "upload");
+    const LEVELS: usize = 48;
+    let mut mods = Vec::new();
+    for _ in 0..=LEVELS {
+        mods.push(ret_handle(
+            &p.call(load, &[Arg::RawStr("g.so".into())])?,
+            73,
+            "load",
+        )?);
+    }
+    // Bottom up, each level imports the next one twice.
+    for i in (0..LEVELS).rev() {
+        for _ in 0..2 {
+            let t = Instant::now();
+            let r = p
+                .call(import, &[Arg::Module(mods[i]), Arg::Module(mods[i + 1])])
+                .map_err(|e| format!("ImportModule at level {i}: {e} after {:?}", t.elapsed()))?;
+            ensure!(
+                returned(&r)? == vec![Arg::Int(0), Arg::None],
+                "ImportModule at level {i}: {r:?}"
+            );
+            ensure!(
+                t.elapsed() < Duration::from_secs(2),
+                "ImportModule at level {i} took {:?}",
+                t.elapsed()
+            );
+        }
+    }
+    let t = Instant::now();
+    let r = p
+        .call(
+            getf,
+            &[
+                Arg::Module(mods[0]),
+                Arg::RawStr("nope".into()),
+                Arg::Bool(true),
+            ],
+        )
+        .map_err(|e| {
+            format!(
+                "ModuleGetFunction over the graph: {e} after {:?}",
+                t.elapsed()
+            )
+        })?;
+    ensure!(
+        returned(&r)? == vec![Arg::Int(0), Arg::None],
+        "ModuleGetFunction over the graph: {r:?}"
+    );
+    let r = p
+        .call(import, &[Arg::Module(mods[LEVELS]), Arg::Module(mods[0])])
+        .map_err(|e| format!("closing a cycle over the graph: {e}"))?;
+    p.refused("closing a cycle over the graph", Ok(r))?;
+    drop(p);
+    let t = Instant::now();
+    env.server.stop();
+    ensure!(
+        t.elapsed() < Duration::from_secs(3),
+        "stop() took {:?}",
+        t.elapsed()
+    );
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+#[test]
+fn import_graphs_are_not_walked_path_by_path() {
+    child_test(
+        "import_graphs_are_not_walked_path_by_path",
+        Duration::from_secs(90),
+        || import_graph_with_exponentially_many_paths(&zoo_dir()),
+    );
+}
+
+/// A chain of imports deeper than any traversal limit, closed into a cycle, must still be
+/// refused as a cycle (docs/rpc.md "Global functions": cycles refused).
+fn import_cycle_deeper_than_64(env: &Env, zoo: &Path) -> R<()> {
+    let p = Peer::session(env)?;
+    let up = p.global("tvm.rpc.server.upload")?;
+    let load = p.global("tvm.rpc.server.load_module")?;
+    let import = p.global("tvm.rpc.server.ImportModule")?;
+    let lib = std::fs::read(zoo.join("gemm.so")).map_err(|e| e.to_string())?;
+    let r = p.call(up, &[Arg::RawStr("g.so".into()), Arg::Bytes(lib)])?;
+    ensure!(returned(&r)? == vec![Arg::Int(0), Arg::None], "upload");
+    let mut mods = Vec::new();
+    for _ in 0..80 {
+        mods.push(ret_handle(
+            &p.call(load, &[Arg::RawStr("g.so".into())])?,
+            73,
+            "load",
+        )?);
+    }
+    for w in mods.windows(2) {
+        let r = p.call(import, &[Arg::Module(w[0]), Arg::Module(w[1])])?;
+        ensure!(
+            returned(&r)? == vec![Arg::Int(0), Arg::None],
+            "import: {r:?}"
+        );
+    }
+    p.refused(
+        "a cycle through 80 modules",
+        p.call(import, &[Arg::Module(mods[79]), Arg::Module(mods[0])]),
+    )?;
+    Ok(())
 }
