@@ -6,7 +6,7 @@
 //! sessions.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
@@ -140,28 +140,44 @@ impl ModuleObj {
         }
     }
 
-    fn reaches(self: &Rc<Self>, other: &Rc<ModuleObj>, depth: usize) -> bool {
-        Rc::ptr_eq(self, other)
-            || (depth < 64
-                && self
-                    .imports
-                    .borrow()
-                    .iter()
-                    .any(|m| m.reaches(other, depth + 1)))
+    /// Whether `other` is this module or one of its imports, at any depth. Imports form a
+    /// graph that may share modules, so each module is visited once: walking every path would
+    /// take time exponential in the depth.
+    fn reaches(self: &Rc<Self>, other: &Rc<ModuleObj>) -> bool {
+        let mut seen = HashSet::new();
+        let mut stack = vec![self.clone()];
+        while let Some(m) = stack.pop() {
+            if Rc::ptr_eq(&m, other) {
+                return true;
+            }
+            if seen.insert(Rc::as_ptr(&m)) {
+                stack.extend(m.imports.borrow().iter().cloned());
+            }
+        }
+        false
     }
 
-    /// The module (this one or an import) that provides `name`.
-    fn find(self: &Rc<Self>, name: &str, query_imports: bool, depth: usize) -> Option<Rc<Self>> {
+    /// The module (this one or an import) that provides `name`: this module, then its imports
+    /// depth first in import order, each module visited once.
+    fn find(self: &Rc<Self>, name: &str, query_imports: bool) -> Option<Rc<Self>> {
         if self.has_own(name) {
             return Some(self.clone());
         }
-        if !query_imports || depth > 64 {
+        if !query_imports {
             return None;
         }
-        self.imports
-            .borrow()
-            .iter()
-            .find_map(|m| m.find(name, true, depth + 1))
+        let mut seen = HashSet::from([Rc::as_ptr(self)]);
+        let mut stack: Vec<Rc<Self>> = self.imports.borrow().iter().rev().cloned().collect();
+        while let Some(m) = stack.pop() {
+            if !seen.insert(Rc::as_ptr(&m)) {
+                continue;
+            }
+            if m.has_own(name) {
+                return Some(m);
+            }
+            stack.extend(m.imports.borrow().iter().rev().cloned());
+        }
+        None
     }
 }
 
@@ -952,7 +968,7 @@ impl<'c> State<'c> {
                     Some(Arg::Int(i)) => *i != 0,
                     _ => false,
                 };
-                match m.find(name, query_imports, 0) {
+                match m.find(name, query_imports) {
                     Some(module) => {
                         let t = Target {
                             module,
@@ -967,7 +983,7 @@ impl<'c> State<'c> {
                 arity(args, 2, what)?;
                 let parent = self.module(args.first(), what)?;
                 let child = self.module(args.get(1), what)?;
-                if child.reaches(&parent, 0) {
+                if child.reaches(&parent) {
                     return Err(RequestError::Invalid(
                         "importing this module would make an import cycle".into(),
                     ));
@@ -986,7 +1002,7 @@ impl<'c> State<'c> {
                     a => {
                         let m = self.module(a, what)?;
                         let name = str_arg(args, 1, what)?;
-                        let module = m.find(name, false, 0).ok_or_else(|| {
+                        let module = m.find(name, false).ok_or_else(|| {
                             RequestError::Invalid(format!(
                                 "module {:?} has no function `{name}`",
                                 m.label
