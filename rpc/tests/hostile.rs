@@ -3108,3 +3108,117 @@ fn import_cycle_deeper_than_64(env: &Env, zoo: &Path) -> R<()> {
     )?;
     Ok(())
 }
+
+impl Peer {
+    /// Sends all `requests` (code, body) before reading their answers, for speed.
+    fn pipeline(&self, requests: &[(RpcCode, Vec<u8>)]) -> R<Vec<Packet>> {
+        let mut out = Vec::new();
+        for (code, body) in requests {
+            out.extend_from_slice(&wire::frame(*code, body));
+        }
+        self.send(&out)?;
+        (0..requests.len()).map(|_| self.read_reply()).collect()
+    }
+}
+
+fn call_body(h: u64, args: &[Arg]) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.put_u64(h);
+    b.extend_from_slice(&encode_seq(args));
+    b
+}
+
+/// A chain of modules, each importing the next, built while holding three handles (an import
+/// keeps its child alive after the child's handle is freed). When the session ends the chain
+/// is freed; a recursive drop of thousands of nested modules would overflow the session
+/// thread's stack and abort the whole server.
+fn deep_import_chain(zoo: &Path, depth: usize) -> R<()> {
+    let base = std::env::temp_dir().join(format!("mote-hostile-chain-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let limits = Limits {
+        max_packet: 4 << 20,
+        max_upload_file: 1 << 20,
+        max_sandbox_bytes: 4 << 20,
+        max_handles: 256,
+        ..limits()
+    };
+    let env = Env::new(base.join("root"), limits);
+    let p = Peer::session(&env)?;
+    let up = p.global("tvm.rpc.server.upload")?;
+    let load = p.global("tvm.rpc.server.load_module")?;
+    let import = p.global("tvm.rpc.server.ImportModule")?;
+    let lib = std::fs::read(zoo.join("gemm.so")).map_err(|e| e.to_string())?;
+    let r = p.call(up, &[Arg::RawStr("g.so".into()), Arg::Bytes(lib)])?;
+    ensure!(returned(&r)? == vec![Arg::Int(0), Arg::None], "upload");
+    let name = || vec![Arg::RawStr("g.so".into())];
+    let root = ret_handle(&p.call(load, &name())?, 73, "load")?;
+    let mut tail = root;
+    let mut built = 0;
+    let t = Instant::now();
+    while built < depth {
+        let n = (depth - built).min(100);
+        let loads: Vec<(RpcCode, Vec<u8>)> = (0..n)
+            .map(|_| (RpcCode::CallFunc, call_body(load, &name())))
+            .collect();
+        let mut new = Vec::new();
+        for r in p.pipeline(&loads)? {
+            new.push(ret_handle(&r, 73, "load")?);
+        }
+        let mut links = Vec::new();
+        let mut frees = Vec::new();
+        for &m in &new {
+            links.push((
+                RpcCode::CallFunc,
+                call_body(import, &[Arg::Module(tail), Arg::Module(m)]),
+            ));
+            if tail != root {
+                frees.push((RpcCode::FreeHandle, encode_seq(&[Arg::OpaquePtr(tail)])));
+            }
+            tail = m;
+        }
+        for r in p.pipeline(&links)? {
+            ensure!(
+                returned(&r)? == vec![Arg::Int(0), Arg::None],
+                "import: {r:?}"
+            );
+        }
+        for r in p.pipeline(&frees)? {
+            ensure!(returned(&r)? == vec![Arg::None], "free: {r:?}");
+        }
+        built += n;
+    }
+    println!(
+        "note: import chain of {depth} modules built in {:?}",
+        t.elapsed()
+    );
+    // The whole chain answers a lookup from its root (the deepest module has `gemm`).
+    let getf = p.global("tvm.rpc.server.ModuleGetFunction")?;
+    let r = p.call(
+        getf,
+        &[
+            Arg::Module(root),
+            Arg::RawStr("gemm".into()),
+            Arg::Bool(true),
+        ],
+    )?;
+    ret_handle(&r, 68, "gemm through the chain")?;
+    // Freeing the root frees the chain, in the session thread.
+    p.free(root)?;
+    p.send(&wire::frame(RpcCode::Shutdown, &[]))?;
+    p.expect_closed("shutdown", Duration::from_secs(10))?;
+    drop(p);
+    env.wait_idle(Duration::from_secs(10))?;
+    normal_client(&env)?;
+    env.server.stop();
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+#[test]
+fn a_deep_import_chain_is_freed_without_overflowing_the_stack() {
+    child_test(
+        "a_deep_import_chain_is_freed_without_overflowing_the_stack",
+        Duration::from_secs(120),
+        || deep_import_chain(&zoo_dir(), 10_000),
+    );
+}
