@@ -2966,7 +2966,11 @@ fn child_test(name: &str, limit: Duration, body: impl FnOnce() -> R<()>) {
             "{name}: the server's process ended with {st:?}:\n{tail}"
         ),
     }
-    for l in stdout.lines().filter(|l| l.starts_with("note:")) {
+    // (libtest prints the test's name first, so a note may start mid-line.)
+    for l in stdout
+        .lines()
+        .filter_map(|l| l.find("note: ").map(|i| &l[i..]))
+    {
         println!("{l}");
     }
 }
