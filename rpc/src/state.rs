@@ -112,6 +112,20 @@ pub(crate) struct ModuleObj {
     imports: RefCell<Vec<Rc<ModuleObj>>>,
 }
 
+impl Drop for ModuleObj {
+    fn drop(&mut self) {
+        // An import chain can be as long as a client makes it (an import keeps its child alive
+        // after the child's handle is freed); dropping it recursively would overflow the
+        // session thread's stack. Take each module's imports out and drop them from a list.
+        let mut pending = std::mem::take(self.imports.get_mut());
+        while let Some(m) = pending.pop() {
+            if let Ok(mut m) = Rc::try_unwrap(m) {
+                pending.append(m.imports.get_mut());
+            }
+        }
+    }
+}
+
 impl ModuleObj {
     fn new(kind: ModKind, label: String) -> Rc<ModuleObj> {
         Rc::new(ModuleObj {
