@@ -1561,6 +1561,60 @@ fn stalled_peers(env: &Env) -> R<()> {
     Ok(())
 }
 
+/// Uploads a file of `MAX_UPLOAD - 1024` bytes and asks for it `n` times without reading any
+/// answer, so the server's writes block once the socket buffers are full.
+fn flood_without_reading(p: &Peer, n: usize) -> R<()> {
+    let up = p.global("tvm.rpc.server.upload")?;
+    let dl = p.global("tvm.rpc.server.download")?;
+    let r = p.call(
+        up,
+        &[
+            Arg::RawStr("big".into()),
+            Arg::Bytes(vec![0x33; (MAX_UPLOAD - 1024) as usize]),
+        ],
+    )?;
+    ensure!(
+        returned(&r)? == vec![Arg::Int(0), Arg::None],
+        "upload: {r:?}"
+    );
+    let one = wire::frame(
+        RpcCode::CallFunc,
+        &call_body(dl, &[Arg::RawStr("big".into())]),
+    );
+    let mut all = Vec::with_capacity(one.len() * n);
+    for _ in 0..n {
+        all.extend_from_slice(&one);
+    }
+    p.send(&all)?;
+    Ok(())
+}
+
+/// A client that stops reading while the server has answers to send (its socket buffers
+/// full): its `-timeout` still ends the session on time, other clients are served meanwhile.
+fn clients_that_do_not_read(env: &Env) -> R<()> {
+    let p = Peer::session_with(env, &format!("client:{KEY} -timeout=1"))?;
+    let t = Instant::now();
+    // 400 answers of 63 KiB: 25 MiB, more than loopback socket buffers hold.
+    flood_without_reading(&p, 400)?;
+    let took = normal_client(env)?;
+    ensure!(
+        took < Duration::from_secs(1),
+        "a normal client took {took:?} beside a client that does not read"
+    );
+    let limit = Duration::from_secs(1) + SLACK;
+    while env.server.stats().active > 0 {
+        ensure!(
+            t.elapsed() < limit,
+            "the session of a client that does not read outlived its 1 s -timeout: still \
+             running after {:?}",
+            t.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(p);
+    Ok(())
+}
+
 /// Sends `bytes` one at a time, one every `every`, on its own thread, until they run out,
 /// `halt` is set, or a write fails because the server closed the connection. The thread's
 /// result is how long the server took to close it (`None`: it never did).
@@ -1644,6 +1698,8 @@ fn stop_with_sessions_open(env: Env) -> R<()> {
     packet.put_i32(RpcCode::CallFunc as i32);
     packet.extend_from_slice(&[0; 3996]);
     let trickler = trickle(d.s, packet, TRICKLE, halt.clone());
+    // The session `a` stops reading while the server has answers for it.
+    flood_without_reading(&a, 400)?;
     std::thread::sleep(Duration::from_millis(200));
     let root = env.root.clone();
     let t = Instant::now();
@@ -1656,16 +1712,24 @@ fn stop_with_sessions_open(env: Env) -> R<()> {
     let took = t.elapsed();
     // Let a blocked stop() finish so the test can go on.
     halt.store(true, Ordering::SeqCst);
+    let mut a = Some(a);
+    if !prompt {
+        drop(a.take());
+    }
     let _ = trickler.join();
     let _ = stopper.join();
     let mut errors = Vec::new();
     if !prompt {
         errors.push(format!(
-            "stop() did not return within {took:?} while a peer trickled a packet (it returned \
-             only after the peer stopped sending)"
+            "stop() did not return within {took:?} while a peer trickled a packet and another \
+             did not read (it returned only after they went)"
         ));
     }
-    for (what, p) in [("session", &a), ("handshaken", &b), ("connecting", &c)] {
+    let mut open = vec![("handshaken", &b), ("connecting", &c)];
+    if let Some(a) = &a {
+        open.push(("session that does not read", a));
+    }
+    for (what, p) in open {
         if let Err(e) = p.expect_closed(&format!("{what} at stop"), Duration::from_secs(3)) {
             errors.push(e);
         }
@@ -1743,6 +1807,10 @@ fn hostile_peers_do_not_hurt_the_server() {
         ),
         ("stalled peers", Box::new(stalled_peers)),
         ("trickling peers", Box::new(trickling_peers)),
+        (
+            "clients that do not read",
+            Box::new(clients_that_do_not_read),
+        ),
     ];
     for (name, attack) in &attacks {
         let t = Instant::now();
