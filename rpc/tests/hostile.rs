@@ -111,6 +111,11 @@ fn limits() -> Limits {
 
 impl Env {
     fn new(root: PathBuf, limits: Limits) -> Env {
+        Env::with_threads(root, limits, 1)
+    }
+
+    /// `threads`: of each Mote session the server makes (one per VM module).
+    fn with_threads(root: PathBuf, limits: Limits, threads: usize) -> Env {
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).expect("sandbox root");
         let server = Server::builder()
@@ -119,7 +124,7 @@ impl Env {
             .max_sessions(MAX_SESSIONS)
             .sandbox_root(&root)
             .limits(limits)
-            .session_threads(1)
+            .session_threads(threads)
             .idle_timeout(IDLE)
             .handshake_timeout(HANDSHAKE)
             .spawn()
@@ -2723,6 +2728,63 @@ fn memory_kept_by_saved_functions(env: &Env, zoo: &Path) -> R<()> {
     Ok(())
 }
 
+/// Modules a session keeps alive only through imports (their handles freed) still count: a
+/// client holding four handles must not be able to keep hundreds of VM modules, each a Mote
+/// session with its own worker threads, alive. Oracle: the process's thread count.
+fn modules_kept_alive_by_imports(env: &Env, zoo: &Path) -> R<()> {
+    let tasks = || std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count());
+    let t0 = tasks();
+    let p = Peer::session(env)?;
+    let m = load_mlp(&p, zoo)?;
+    let getf = p.global("tvm.rpc.server.ModuleGetFunction")?;
+    let import = p.global("tvm.rpc.server.ImportModule")?;
+    let make_vm = ret_handle(
+        &p.call(
+            getf,
+            &[
+                Arg::Module(m.module),
+                Arg::RawStr("vm_load_executable".into()),
+                Arg::Bool(true),
+            ],
+        )?,
+        68,
+        "vm_load_executable",
+    )?;
+    let limit = 256; // max_handles of this server
+    let mut tail = m.vm;
+    let mut made = 0;
+    let mut refused = None;
+    for i in 0..2 * limit {
+        let r = p.call(make_vm, &[])?;
+        if r.rpc_code() == Some(RpcCode::Exception) {
+            refused = Some((i, exception_text(&r)?));
+            break;
+        }
+        let vm = ret_handle(&r, 73, "vm_load_executable")?;
+        let r = p.call(import, &[Arg::Module(tail), Arg::Module(vm)])?;
+        ensure!(
+            returned(&r)? == vec![Arg::Int(0), Arg::None],
+            "import: {r:?}"
+        );
+        if tail != m.vm {
+            p.free(tail)?;
+        }
+        tail = vm;
+        made += 1;
+    }
+    let grown = tasks().saturating_sub(t0);
+    println!(
+        "note: {made} VM modules kept alive through imports with 6 handles; threads +{grown}; \
+         refused: {refused:?}"
+    );
+    ensure!(
+        refused.is_some() && made < limit,
+        "{made} VM modules alive through imports (the session's max_handles is {limit}); the \
+         process gained {grown} threads"
+    );
+    Ok(())
+}
+
 /// A time evaluation asked to run for ever (2^31 - 1 calls per repeat, or a 24-day cooldown)
 /// must end at the client's `-timeout` with `RPCSessionTimeoutError`, like any session.
 fn runaway_timers(env: &Env, zoo: &Path) -> R<()> {
@@ -2843,14 +2905,16 @@ fn hostile_arguments_to_loaded_models() {
         max_handles: 256,
         ..limits()
     };
-    let mut env = Env::new(base.join("root"), limits);
+    // Two threads per Mote session: each VM module has a worker thread, which
+    // modules_kept_alive_by_imports counts.
+    let mut env = Env::with_threads(base.join("root"), limits, 2);
     normal_client(&env).expect("a normal client before any attack");
     env.wait_idle(Duration::from_secs(5)).expect("idle");
     std::thread::sleep(Duration::from_millis(100));
     env.fds = open_fds();
     let mut failures = Vec::new();
     type ModelAttack = fn(&Env, &Path) -> R<()>;
-    let attacks: [(&str, ModelAttack); 5] = [
+    let attacks: [(&str, ModelAttack); 6] = [
         ("mlp arguments", model_argument_attacks),
         ("gemm arguments", kernel_argument_attacks),
         ("runaway time evaluations", runaway_timers),
@@ -2861,6 +2925,10 @@ fn hostile_arguments_to_loaded_models() {
         (
             "an import cycle deeper than 64",
             import_cycle_deeper_than_64,
+        ),
+        (
+            "modules kept alive by imports",
+            modules_kept_alive_by_imports,
         ),
     ];
     for (name, attack) in attacks {
@@ -3233,8 +3301,28 @@ fn deep_import_chain(zoo: &Path, depth: usize) -> R<()> {
             .map(|_| (RpcCode::CallFunc, call_body(load, &name())))
             .collect();
         let mut new = Vec::new();
+        let mut refused = None;
         for r in p.pipeline(&loads)? {
+            if r.rpc_code() == Some(RpcCode::Exception) {
+                refused.get_or_insert(exception_text(&r)?);
+                continue;
+            }
             new.push(ret_handle(&r, 73, "load")?);
+        }
+        if let Some(e) = refused {
+            // The session bounds the modules it keeps alive: nothing deep to free. Release
+            // what this batch made and go on to the end of the session.
+            println!("note: import chain refused after {built} modules: {e}");
+            let frees: Vec<(RpcCode, Vec<u8>)> = new
+                .iter()
+                .map(|&m| (RpcCode::FreeHandle, encode_seq(&[Arg::OpaquePtr(m)])))
+                .collect();
+            p.pipeline(&frees)?;
+            ensure!(
+                built <= 256,
+                "the chain was refused only after {built} modules (max_handles 256)"
+            );
+            break;
         }
         let mut links = Vec::new();
         let mut frees = Vec::new();
