@@ -303,6 +303,10 @@ pub(crate) struct State<'c> {
     /// as anything holds it: its region, or views a saved function or `set_input` still binds
     /// after kDevFreeData.
     client_storages: Vec<Weak<Storage>>,
+    /// Every module made in this session, alive as long as a handle, an import or a function
+    /// holds it: `max_handles` bounds these too (each VM module owns a Mote session and its
+    /// worker threads).
+    modules: Vec<std::rc::Weak<ModuleObj>>,
     initialized: bool,
 }
 
@@ -378,6 +382,7 @@ impl<'c> State<'c> {
             sandbox,
             next_id: 0x1000,
             client_storages: Vec::new(),
+            modules: Vec::new(),
             initialized: false,
         }
     }
@@ -385,6 +390,19 @@ impl<'c> State<'c> {
     fn fresh_id(&mut self) -> u64 {
         self.next_id += 1;
         self.next_id
+    }
+
+    /// Fails when the session already keeps `max_handles` modules alive, with or without
+    /// handles (an import keeps its child alive after the child's handle is freed).
+    fn module_room(&mut self) -> Res<()> {
+        self.modules.retain(|w| w.strong_count() > 0);
+        if self.modules.len() >= self.config.limits.max_handles {
+            return Err(RequestError::Limit(format!(
+                "the session keeps {} modules alive (imports included), the limit",
+                self.modules.len()
+            )));
+        }
+        Ok(())
     }
 
     fn insert(&mut self, obj: Obj) -> Res<u64> {
@@ -949,6 +967,7 @@ impl<'c> State<'c> {
             Global::LoadModule => {
                 arity(args, 1, what)?;
                 let name = str_arg(args, 0, what)?;
+                self.module_room()?;
                 let path = self.sandbox.existing(name)?;
                 let model = Model::load(&path)?;
                 let kind = if model.is_kernel_library() {
@@ -969,6 +988,7 @@ impl<'c> State<'c> {
                     ModKind::Executable(model)
                 };
                 let m = ModuleObj::new(kind, name.to_owned());
+                self.modules.push(Rc::downgrade(&m));
                 Ok(Ret::Module(self.insert(Obj::Module(m))?))
             }
             Global::ModuleGetFunction => {
@@ -1069,6 +1089,7 @@ impl<'c> State<'c> {
         match &t.module.kind {
             ModKind::Executable(model) => match name {
                 "vm_load_executable" => {
+                    self.module_room()?;
                     let opts = SessionOptions {
                         threads: self.config.session_threads,
                         ..SessionOptions::default()
@@ -1081,6 +1102,7 @@ impl<'c> State<'c> {
                         })),
                         format!("{}#vm", t.module.label),
                     );
+                    self.modules.push(Rc::downgrade(&vm));
                     Ok(Ret::Module(self.insert(Obj::Module(vm))?))
                 }
                 "stats" => {
