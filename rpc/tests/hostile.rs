@@ -2785,6 +2785,256 @@ fn modules_kept_alive_by_imports(env: &Env, zoo: &Path) -> R<()> {
     Ok(())
 }
 
+/// A small PRNG (splitmix64) for the request fuzzer.
+struct Prng(u64);
+
+impl Prng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    fn pick<'a, T>(&mut self, v: &'a [T]) -> Option<&'a T> {
+        if v.is_empty() {
+            None
+        } else {
+            Some(&v[self.below(v.len())])
+        }
+    }
+}
+
+/// Thousands of random but well-framed requests in one session with a model loaded: every
+/// code, every global, handles and data ids harvested from earlier answers (live, freed, of the
+/// wrong kind), random arguments. Every request must get exactly one answer of the right kind,
+/// and the session must go on. Integers come from a small set so that no time evaluation can
+/// ask for hours. `MOTE_HOSTILE_REQUESTS` (default 20,000) and `MOTE_HOSTILE_SEED` vary it.
+fn random_requests(env: &Env, zoo: &Path) -> R<()> {
+    let iters: usize = std::env::var("MOTE_HOSTILE_REQUESTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let seed: u64 = std::env::var("MOTE_HOSTILE_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x686f_7374_696c_6531);
+    let p = Peer::session(env)?;
+    let m = load_mlp(&p, zoo)?;
+    let mut rng = Prng(seed);
+    let mut handles: Vec<u64> = vec![m.module, m.vm, m.forward];
+    let mut data: Vec<u64> = m.inputs.iter().map(|t| t.data).collect();
+    let globals = [
+        "tvm.rpc.server.upload",
+        "tvm.rpc.server.download",
+        "tvm.rpc.server.remove",
+        "tvm.rpc.server.load_module",
+        "tvm.rpc.server.ModuleGetFunction",
+        "tvm.rpc.server.ImportModule",
+        "runtime.RPCTimeEvaluator",
+        "mote.profile",
+        "mote.trace",
+        "no.such",
+    ];
+    let words = [
+        "forward",
+        "vm_load_executable",
+        "vm_initialization",
+        "set_input",
+        "invoke_stateful",
+        "get_output",
+        "get_output_arity",
+        "get_function_arity",
+        "get_function_param_name",
+        "save_function",
+        "invoke_closure",
+        "set_instrument",
+        "stats",
+        "has_function",
+        "mlp.so",
+        "x.bin",
+        "../x",
+        "",
+        "cache_flush_cpu_non_first_arg",
+        "global",
+    ];
+    let ints = [0i64, 1, 2, 3, 8, -1, 1 << 40, i64::MIN];
+    let (mut answered, mut returns, mut copies) = (0usize, 0usize, 0usize);
+    let t = Instant::now();
+    for i in 0..iters {
+        let shapes = [
+            vec![2, 16],
+            vec![32, 16],
+            vec![32],
+            vec![8, 32],
+            vec![8],
+            vec![-1],
+            vec![],
+        ];
+        let tensor = |rng: &mut Prng, data: &[u64], handles: &[u64]| -> WireTensor {
+            let d = match rng.below(4) {
+                0 => *rng.pick(handles).unwrap_or(&0),
+                1 => rng.next(),
+                _ => *rng.pick(data).unwrap_or(&0),
+            };
+            WireTensor {
+                data: d,
+                byte_offset: [0, 4, 64, u64::MAX][rng.below(4)],
+                ..f32_tensor(d, rng.pick(&shapes).cloned().unwrap_or_default(), 0)
+            }
+        };
+        let arg = |rng: &mut Prng, data: &[u64], handles: &[u64]| -> Arg {
+            let h = *rng.pick(handles).unwrap_or(&0);
+            match rng.below(12) {
+                0 => Arg::None,
+                1 | 2 => Arg::Int(ints[rng.below(ints.len())]),
+                3 => Arg::Bool(rng.below(2) == 1),
+                4 | 5 => Arg::RawStr(words[rng.below(words.len())].into()),
+                6 | 7 => Arg::Tensor(tensor(rng, data, handles)),
+                8 => Arg::Module(h),
+                9 => Arg::Function(h),
+                10 => Arg::ObjectRef {
+                    type_index: 70,
+                    handle: h,
+                },
+                _ => Arg::Bytes(vec![0x7f; rng.below(16)]),
+            }
+        };
+        let action = rng.below(12);
+        let (code, body): (RpcCode, Vec<u8>) = match action {
+            0 => (
+                RpcCode::GetGlobalFunc,
+                encode_seq(&[Arg::RawStr(globals[rng.below(globals.len())].into())]),
+            ),
+            1..=4 => {
+                let h = if rng.below(8) == 0 {
+                    rng.next()
+                } else {
+                    *rng.pick(&handles).unwrap_or(&0)
+                };
+                let n = rng.below(6);
+                let args: Vec<Arg> = (0..n).map(|_| arg(&mut rng, &data, &handles)).collect();
+                (RpcCode::CallFunc, call_body(h, &args))
+            }
+            5 => {
+                let h = *rng.pick(&handles).unwrap_or(&0);
+                (RpcCode::FreeHandle, encode_seq(&[Arg::OpaquePtr(h)]))
+            }
+            6 => (
+                RpcCode::DevAllocDataWithScope,
+                encode_seq(&[Arg::Tensor(tensor(&mut rng, &[0], &[0])), Arg::None]),
+            ),
+            7 => {
+                let d = *rng.pick(&data).unwrap_or(&0);
+                (
+                    RpcCode::DevFreeData,
+                    encode_seq(&[Arg::Device(Device::CPU), Arg::OpaquePtr(d)]),
+                )
+            }
+            8 => {
+                let mut b = Vec::new();
+                b.put_tensor(&tensor(&mut rng, &data, &handles));
+                b.put_bytes(&vec![0x11; [0, 4, 64, 128, 129][rng.below(5)]]);
+                (RpcCode::CopyToRemote, b)
+            }
+            9 => {
+                let mut b = Vec::new();
+                b.put_tensor(&tensor(&mut rng, &data, &handles));
+                b.put_u64([0, 4, 64, 128, 129, u64::MAX][rng.below(6)]);
+                (RpcCode::CopyFromRemote, b)
+            }
+            10 => {
+                let codes = [11, 12, 13, 14, 15, 16, 18, 19, 20, 21];
+                let code =
+                    RpcCode::from_i32(codes[rng.below(codes.len())]).unwrap_or(RpcCode::None);
+                let n = rng.below(4);
+                let mut args: Vec<Arg> = vec![Arg::Device(Device::CPU)];
+                args.extend((0..n).map(|_| arg(&mut rng, &data, &handles)));
+                (code, encode_seq(&args))
+            }
+            _ => {
+                // A valid sequence, cut or extended by a few bytes.
+                let codes = [3, 9, 10, 13, 14, 17];
+                let code =
+                    RpcCode::from_i32(codes[rng.below(codes.len())]).unwrap_or(RpcCode::None);
+                let mut b = encode_seq(&[
+                    arg(&mut rng, &data, &handles),
+                    arg(&mut rng, &data, &handles),
+                ]);
+                if rng.below(2) == 0 {
+                    b.truncate(b.len().saturating_sub(1 + rng.below(8)));
+                } else {
+                    b.extend_from_slice(&[0xff; 3]);
+                }
+                (code, b)
+            }
+        };
+        let r = p
+            .request(code, &body)
+            .map_err(|e| format!("request {i} ({code:?}): {e}"))?;
+        answered += 1;
+        match r.rpc_code() {
+            Some(RpcCode::Exception) => {
+                exception_text(&r).map_err(|e| format!("request {i}: {e}"))?;
+            }
+            Some(RpcCode::CopyAck) if code == RpcCode::CopyFromRemote => copies += 1,
+            Some(RpcCode::Return) => {
+                returns += 1;
+                let v = seq_of(&r)?;
+                match (code, v.as_slice()) {
+                    (RpcCode::GetGlobalFunc, [Arg::OpaquePtr(h)]) if *h != 0 => handles.push(*h),
+                    (RpcCode::DevAllocDataWithScope, [Arg::OpaquePtr(d)]) => data.push(*d),
+                    (RpcCode::FreeHandle, [Arg::None]) => {}
+                    (RpcCode::CallFunc, [Arg::Int(_), Arg::OpaquePtr(h)]) => handles.push(*h),
+                    (RpcCode::CallFunc, [Arg::Int(70), Arg::Tensor(t), Arg::OpaquePtr(h)]) => {
+                        handles.push(*h);
+                        data.push(t.data);
+                    }
+                    (RpcCode::CallFunc, [Arg::Int(_), _]) => {}
+                    (RpcCode::CallFunc, other) => {
+                        return Err(format!("request {i}: kCallFunc returned {other:?}"))
+                    }
+                    (_, [_]) => {}
+                    (_, other) => return Err(format!("request {i} ({code:?}) returned {other:?}")),
+                }
+            }
+            _ => return Err(format!("request {i} ({code:?}) was answered with {r:?}")),
+        }
+        // Keep the pools small: stale ids stay in (they test freed handles); old ones are
+        // freed (an error for those already freed) and forgotten.
+        if handles.len() > 150 {
+            let old: Vec<(RpcCode, Vec<u8>)> = handles
+                .drain(..50)
+                .map(|h| (RpcCode::FreeHandle, encode_seq(&[Arg::OpaquePtr(h)])))
+                .collect();
+            p.pipeline(&old)?;
+        }
+        if data.len() > 60 {
+            let old: Vec<(RpcCode, Vec<u8>)> = data
+                .drain(..20)
+                .map(|d| {
+                    (
+                        RpcCode::DevFreeData,
+                        encode_seq(&[Arg::Device(Device::CPU), Arg::OpaquePtr(d)]),
+                    )
+                })
+                .collect();
+            p.pipeline(&old)?;
+        }
+    }
+    let h = p.global("tvm.rpc.server.upload")?;
+    p.free(h)?;
+    println!(
+        "note: {answered} random requests answered in {:?} ({returns} returns, {copies} copies, \
+         the rest exceptions)",
+        t.elapsed()
+    );
+    Ok(())
+}
+
 /// A time evaluation asked to run for ever (2^31 - 1 calls per repeat, or a 24-day cooldown)
 /// must end at the client's `-timeout` with `RPCSessionTimeoutError`, like any session.
 fn runaway_timers(env: &Env, zoo: &Path) -> R<()> {
@@ -2914,7 +3164,7 @@ fn hostile_arguments_to_loaded_models() {
     env.fds = open_fds();
     let mut failures = Vec::new();
     type ModelAttack = fn(&Env, &Path) -> R<()>;
-    let attacks: [(&str, ModelAttack); 6] = [
+    let attacks: [(&str, ModelAttack); 7] = [
         ("mlp arguments", model_argument_attacks),
         ("gemm arguments", kernel_argument_attacks),
         ("runaway time evaluations", runaway_timers),
@@ -2930,6 +3180,7 @@ fn hostile_arguments_to_loaded_models() {
             "modules kept alive by imports",
             modules_kept_alive_by_imports,
         ),
+        ("random requests", random_requests),
     ];
     for (name, attack) in attacks {
         if let Err(e) = attack(&env, &zoo) {
