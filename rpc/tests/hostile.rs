@@ -2873,6 +2873,9 @@ fn random_requests(env: &Env, zoo: &Path) -> R<()> {
             vec![8],
             vec![-1],
             vec![],
+            vec![0],
+            vec![0, 16],
+            vec![2, 0, 16],
         ];
         let tensor = |rng: &mut Prng, data: &[u64], handles: &[u64]| -> WireTensor {
             let d = match rng.below(4) {
