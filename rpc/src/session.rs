@@ -204,7 +204,7 @@ pub fn serve_connection(
 /// How often a blocked read wakes up to look at the stop flag and the timeouts.
 const POLL: Duration = Duration::from_millis(100);
 
-/// Longest time one frame may take to write when the peer reads slowly.
+/// Longest time a write may make no progress because the peer does not read.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Whoever writes to the socket holds this lock, so frames never interleave.
@@ -216,17 +216,21 @@ struct Writer {
 impl Writer {
     /// Writes a whole frame in slices of at most `POLL` (the socket's write timeout), so a peer
     /// that stops reading holds the writer (and the lock) only until `give_up()` says the
-    /// session is ending, or `WRITE_TIMEOUT`. A frame cut short ends the session.
+    /// session is ending, or for `WRITE_TIMEOUT` without progress. A frame cut short ends the
+    /// session.
     fn send(&mut self, frame: &[u8], give_up: &dyn Fn() -> bool) -> io::Result<()> {
         if self.closed {
             return Err(io::Error::new(io::ErrorKind::BrokenPipe, "session closed"));
         }
-        let deadline = Instant::now() + WRITE_TIMEOUT;
+        let mut deadline = Instant::now() + WRITE_TIMEOUT;
         let mut rest = frame;
         while !rest.is_empty() {
             match self.stream.write(rest) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => rest = &rest[n..],
+                Ok(n) => {
+                    rest = &rest[n..];
+                    deadline = Instant::now() + WRITE_TIMEOUT;
+                }
                 Err(e)
                     if matches!(
                         e.kind(),
