@@ -974,7 +974,7 @@ fn env_u64(name: &str, default: u64) -> u64 {
 }
 
 /// Default iterations: about 5-10 s in a debug build on the 2-core reference machine.
-const DEFAULT_ITERS: u64 = 120_000;
+const DEFAULT_ITERS: u64 = 200_000;
 
 #[test]
 fn fuzz_wire_decoders() {
