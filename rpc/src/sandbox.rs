@@ -103,16 +103,32 @@ impl Sandbox {
             }
         }
         let io = |e: std::io::Error| RequestError::Io(format!("upload {name:?}: {e}"));
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .map_err(io)?;
-        f.write_all(data).map_err(io)?;
-        f.sync_all().map_err(io)?;
+        // Write a new file and rename it over the name, never rewrite in place: a library
+        // loaded from the old file is mapped from that inode, and truncating it would pull the
+        // code out from under the model (SIGBUS/SIGSEGV for the whole server process).
+        let mut n = 0u32;
+        let (tmp, mut f) = loop {
+            let tmp = self.dir.join(format!(".mote-upload-{n}"));
+            match OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&tmp)
+            {
+                Ok(f) => break (tmp, f),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
+                Err(e) => return Err(io(e)),
+            }
+        };
+        let written = f
+            .write_all(data)
+            .and_then(|()| f.sync_all())
+            .and_then(|()| fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(io(e));
+        }
         self.sizes.insert(name.to_owned(), len);
         Ok(path)
     }

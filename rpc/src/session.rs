@@ -204,6 +204,9 @@ pub fn serve_connection(
 /// How often a blocked read wakes up to look at the stop flag and the timeouts.
 const POLL: Duration = Duration::from_millis(100);
 
+/// Longest time a write may make no progress because the peer does not read.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Whoever writes to the socket holds this lock, so frames never interleave.
 struct Writer {
     stream: TcpStream,
@@ -211,11 +214,41 @@ struct Writer {
 }
 
 impl Writer {
-    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+    /// Writes a whole frame in slices of at most `POLL` (the socket's write timeout), so a peer
+    /// that stops reading holds the writer (and the lock) only until `give_up()` says the
+    /// session is ending, or for `WRITE_TIMEOUT` without progress. A frame cut short ends the
+    /// session.
+    fn send(&mut self, frame: &[u8], give_up: &dyn Fn() -> bool) -> io::Result<()> {
         if self.closed {
             return Err(io::Error::new(io::ErrorKind::BrokenPipe, "session closed"));
         }
-        self.stream.write_all(frame)?;
+        let mut deadline = Instant::now() + WRITE_TIMEOUT;
+        let mut rest = frame;
+        while !rest.is_empty() {
+            match self.stream.write(rest) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    rest = &rest[n..];
+                    deadline = Instant::now() + WRITE_TIMEOUT;
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    if give_up() || Instant::now() >= deadline {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "the peer does not read",
+                        ));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
         self.stream.flush()
     }
 }
@@ -240,6 +273,22 @@ struct PollingReader<'a> {
 impl Read for PollingReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
+            // Checked before every read, not only after one timed out: a peer sending a byte
+            // per poll interval never lets a read time out, yet must meet the deadline and must
+            // not hold up a stop.
+            let wake = if self.expired.load(Ordering::SeqCst) {
+                Some(Wake::Expired)
+            } else if self.stop.load(Ordering::SeqCst) {
+                Some(Wake::Stop)
+            } else if self.idle_deadline.is_some_and(|d| Instant::now() >= d) {
+                Some(Wake::Idle)
+            } else {
+                None
+            };
+            if let Some(w) = wake {
+                self.woke = Some(w);
+                return Err(io::Error::new(io::ErrorKind::TimedOut, format!("{w:?}")));
+            }
             match (&mut &*self.stream).read(buf) {
                 Ok(n) => return Ok(n),
                 Err(e)
@@ -248,22 +297,7 @@ impl Read for PollingReader<'_> {
                         io::ErrorKind::WouldBlock
                             | io::ErrorKind::TimedOut
                             | io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    let wake = if self.expired.load(Ordering::SeqCst) {
-                        Some(Wake::Expired)
-                    } else if self.stop.load(Ordering::SeqCst) {
-                        Some(Wake::Stop)
-                    } else if self.idle_deadline.is_some_and(|d| Instant::now() >= d) {
-                        Some(Wake::Idle)
-                    } else {
-                        None
-                    };
-                    if let Some(w) = wake {
-                        self.woke = Some(w);
-                        return Err(io::Error::new(io::ErrorKind::TimedOut, format!("{w:?}")));
-                    }
-                }
+                    ) => {}
                 Err(e) => {
                     if self.expired.load(Ordering::SeqCst) {
                         self.woke = Some(Wake::Expired);
@@ -297,7 +331,7 @@ fn run_session(
 ) -> SessionEnd {
     let setup = || -> io::Result<(TcpStream, Sandbox)> {
         stream.set_read_timeout(Some(POLL))?;
-        stream.set_write_timeout(Some(Duration::from_secs(60)))?;
+        stream.set_write_timeout(Some(POLL))?;
         stream.set_nodelay(true)?;
         let w = stream.try_clone()?;
         let sb = Sandbox::create(
@@ -339,8 +373,15 @@ fn run_session(
                         t.as_secs_f64()
                     );
                     expired.store(true, Ordering::SeqCst);
+                    // A write blocked on a peer that does not read sees `expired` and lets go
+                    // of the lock; this message then gets a second at most.
+                    let started = Instant::now();
                     if let Ok(mut w) = writer.lock() {
-                        let _ = w.send(&wire::exception_frame(&msg));
+                        let give_up = || {
+                            stop.load(Ordering::SeqCst)
+                                || started.elapsed() > Duration::from_secs(1)
+                        };
+                        let _ = w.send(&wire::exception_frame(&msg), &give_up);
                         w.closed = true;
                     }
                     let _ = stream.shutdown(Shutdown::Both);
@@ -388,7 +429,7 @@ fn request_loop(
                     (None, e @ WireError::TooLarge { .. }) => {
                         // The stream cannot be resynchronised; say why before closing.
                         if let Ok(mut w) = writer.lock() {
-                            let _ = w.send(&wire::exception_frame(&e.to_string()));
+                            let _ = w.send(&wire::exception_frame(&e.to_string()), &cancel);
                         }
                         SessionEnd::Protocol(e.to_string())
                     }
@@ -404,7 +445,7 @@ fn request_loop(
             Reply::Shutdown => return SessionEnd::Shutdown,
             Reply::Frame(f) => {
                 let sent = match writer.lock() {
-                    Ok(mut w) => w.send(&f),
+                    Ok(mut w) => w.send(&f, &cancel),
                     Err(_) => Err(io::Error::other("writer lock poisoned")),
                 };
                 if let Err(e) = sent {

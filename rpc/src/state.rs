@@ -6,10 +6,10 @@
 //! sessions.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ptr::NonNull;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use mote::{DType, Function, Model, Session, SessionOptions, Storage, Tensor, Value};
@@ -113,6 +113,20 @@ pub(crate) struct ModuleObj {
     imports: RefCell<Vec<Rc<ModuleObj>>>,
 }
 
+impl Drop for ModuleObj {
+    fn drop(&mut self) {
+        // An import chain can be as long as a client makes it (an import keeps its child alive
+        // after the child's handle is freed); dropping it recursively would overflow the
+        // session thread's stack. Take each module's imports out and drop them from a list.
+        let mut pending = std::mem::take(self.imports.get_mut());
+        while let Some(m) = pending.pop() {
+            if let Ok(mut m) = Rc::try_unwrap(m) {
+                pending.append(m.imports.get_mut());
+            }
+        }
+    }
+}
+
 impl ModuleObj {
     fn new(kind: ModKind, label: String) -> Rc<ModuleObj> {
         Rc::new(ModuleObj {
@@ -141,28 +155,44 @@ impl ModuleObj {
         }
     }
 
-    fn reaches(self: &Rc<Self>, other: &Rc<ModuleObj>, depth: usize) -> bool {
-        Rc::ptr_eq(self, other)
-            || (depth < 64
-                && self
-                    .imports
-                    .borrow()
-                    .iter()
-                    .any(|m| m.reaches(other, depth + 1)))
+    /// Whether `other` is this module or one of its imports, at any depth. Imports form a
+    /// graph that may share modules, so each module is visited once: walking every path would
+    /// take time exponential in the depth.
+    fn reaches(self: &Rc<Self>, other: &Rc<ModuleObj>) -> bool {
+        let mut seen = HashSet::new();
+        let mut stack = vec![self.clone()];
+        while let Some(m) = stack.pop() {
+            if Rc::ptr_eq(&m, other) {
+                return true;
+            }
+            if seen.insert(Rc::as_ptr(&m)) {
+                stack.extend(m.imports.borrow().iter().cloned());
+            }
+        }
+        false
     }
 
-    /// The module (this one or an import) that provides `name`.
-    fn find(self: &Rc<Self>, name: &str, query_imports: bool, depth: usize) -> Option<Rc<Self>> {
+    /// The module (this one or an import) that provides `name`: this module, then its imports
+    /// depth first in import order, each module visited once.
+    fn find(self: &Rc<Self>, name: &str, query_imports: bool) -> Option<Rc<Self>> {
         if self.has_own(name) {
             return Some(self.clone());
         }
-        if !query_imports || depth > 64 {
+        if !query_imports {
             return None;
         }
-        self.imports
-            .borrow()
-            .iter()
-            .find_map(|m| m.find(name, true, depth + 1))
+        let mut seen = HashSet::from([Rc::as_ptr(self)]);
+        let mut stack: Vec<Rc<Self>> = self.imports.borrow().iter().rev().cloned().collect();
+        while let Some(m) = stack.pop() {
+            if !seen.insert(Rc::as_ptr(&m)) {
+                continue;
+            }
+            if m.has_own(name) {
+                return Some(m);
+            }
+            stack.extend(m.imports.borrow().iter().rev().cloned());
+        }
+        None
     }
 }
 
@@ -315,7 +345,14 @@ pub(crate) struct State<'c> {
     region_of_storage: HashMap<usize, u64>,
     sandbox: Sandbox,
     next_id: u64,
-    alloc_bytes: u64,
+    /// Every storage allocated for the client, counted against `max_remote_memory` for as long
+    /// as anything holds it: its region, or views a saved function or `set_input` still binds
+    /// after kDevFreeData.
+    client_storages: Vec<Weak<Storage>>,
+    /// Every module made in this session, alive as long as a handle, an import or a function
+    /// holds it: `max_handles` bounds these too (each VM module owns a Mote session and its
+    /// worker threads).
+    modules: Vec<std::rc::Weak<ModuleObj>>,
     initialized: bool,
 }
 
@@ -390,7 +427,8 @@ impl<'c> State<'c> {
             region_of_storage: HashMap::new(),
             sandbox,
             next_id: 0x1000,
-            alloc_bytes: 0,
+            client_storages: Vec::new(),
+            modules: Vec::new(),
             initialized: false,
         }
     }
@@ -398,6 +436,19 @@ impl<'c> State<'c> {
     fn fresh_id(&mut self) -> u64 {
         self.next_id += 1;
         self.next_id
+    }
+
+    /// Fails when the session already keeps `max_handles` modules alive, with or without
+    /// handles (an import keeps its child alive after the child's handle is freed).
+    fn module_room(&mut self) -> Res<()> {
+        self.modules.retain(|w| w.strong_count() > 0);
+        if self.modules.len() >= self.config.limits.max_handles {
+            return Err(RequestError::Limit(format!(
+                "the session keeps {} modules alive (imports included), the limit",
+                self.modules.len()
+            )));
+        }
+        Ok(())
     }
 
     fn insert(&mut self, obj: Obj) -> Res<u64> {
@@ -689,15 +740,23 @@ impl<'c> State<'c> {
     /// Allocates `n` bytes for the client; returns the data id.
     fn alloc(&mut self, n: u64) -> Res<u64> {
         let max = self.config.limits.max_remote_memory;
-        if self.alloc_bytes.saturating_add(n) > max {
+        self.client_storages.retain(|w| w.strong_count() > 0);
+        let used: u64 = self
+            .client_storages
+            .iter()
+            .filter_map(Weak::upgrade)
+            .map(|s| s.len() as u64)
+            .sum();
+        if used.saturating_add(n) > max {
             return Err(RequestError::Limit(format!(
                 "allocating {n} bytes would bring this session's remote memory to {} bytes, above \
                  the limit of {max} bytes",
-                self.alloc_bytes.saturating_add(n)
+                used.saturating_add(n)
             )));
         }
         let len = usize::try_from(n).map_err(|_| RequestError::Limit(format!("{n} bytes")))?;
         let storage = Storage::zeroed(len)?;
+        self.client_storages.push(Arc::downgrade(&storage));
         let id = self.fresh_id();
         self.region_of_storage.insert(storage.as_ptr() as usize, id);
         self.regions.insert(
@@ -708,7 +767,6 @@ impl<'c> State<'c> {
                 returned_refs: 0,
             },
         );
-        self.alloc_bytes += n;
         Ok(id)
     }
 
@@ -719,7 +777,6 @@ impl<'c> State<'c> {
             .filter(|r| r.client_alloc)
             .ok_or_else(|| RequestError::Invalid(format!("unknown data handle {id:#x}")))?;
         r.client_alloc = false;
-        self.alloc_bytes = self.alloc_bytes.saturating_sub(r.storage.len() as u64);
         self.drop_region_if_unused(id);
         Ok(())
     }
@@ -969,6 +1026,7 @@ impl<'c> State<'c> {
             Global::LoadModule => {
                 arity(args, 1, what)?;
                 let name = str_arg(args, 0, what)?;
+                self.module_room()?;
                 let path = self.sandbox.existing(name)?;
                 let model = Model::load(&path)?;
                 let kind = if model.is_kernel_library() {
@@ -1016,6 +1074,7 @@ impl<'c> State<'c> {
                     ModKind::Executable(model)
                 };
                 let m = ModuleObj::new(kind, name.to_owned());
+                self.modules.push(Rc::downgrade(&m));
                 Ok(Ret::Module(self.insert(Obj::Module(m))?))
             }
             Global::ModuleGetFunction => {
@@ -1029,7 +1088,7 @@ impl<'c> State<'c> {
                     Some(Arg::Int(i)) => *i != 0,
                     _ => false,
                 };
-                match m.find(name, query_imports, 0) {
+                match m.find(name, query_imports) {
                     Some(module) => {
                         let t = Target {
                             module,
@@ -1044,7 +1103,7 @@ impl<'c> State<'c> {
                 arity(args, 2, what)?;
                 let parent = self.module(args.first(), what)?;
                 let child = self.module(args.get(1), what)?;
-                if child.reaches(&parent, 0) {
+                if child.reaches(&parent) {
                     return Err(RequestError::Invalid(
                         "importing this module would make an import cycle".into(),
                     ));
@@ -1063,7 +1122,7 @@ impl<'c> State<'c> {
                     a => {
                         let m = self.module(a, what)?;
                         let name = str_arg(args, 1, what)?;
-                        let module = m.find(name, false, 0).ok_or_else(|| {
+                        let module = m.find(name, false).ok_or_else(|| {
                             RequestError::Invalid(format!(
                                 "module {:?} has no function `{name}`",
                                 m.label
@@ -1116,6 +1175,7 @@ impl<'c> State<'c> {
         match &t.module.kind {
             ModKind::Executable(model) => match name {
                 "vm_load_executable" => {
+                    self.module_room()?;
                     let opts = SessionOptions {
                         threads: self.config.session_threads,
                         ..SessionOptions::default()
@@ -1128,6 +1188,7 @@ impl<'c> State<'c> {
                         })),
                         format!("{}#vm", t.module.label),
                     );
+                    self.modules.push(Rc::downgrade(&vm));
                     Ok(Ret::Module(self.insert(Obj::Module(vm))?))
                 }
                 "stats" => {
