@@ -4,6 +4,7 @@
 use std::any::Any;
 use std::io;
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -183,7 +184,13 @@ impl ServerBuilder {
                 (r, true)
             }
         };
-        std::fs::create_dir_all(&root)?;
+        if owned_root {
+            // A fresh folder only this user can enter: an existing path (perhaps a symlink
+            // another local user planted in the temp folder) is an error, not reused.
+            std::fs::DirBuilder::new().mode(0o700).create(&root)?;
+        } else {
+            std::fs::create_dir_all(&root)?;
+        }
         let mut config = self.config;
         config.sandbox_root = root.clone();
         let config = Arc::new(config);
