@@ -56,3 +56,68 @@ fn serve_answers_the_handshake_and_stops_on_sigint() {
     assert_eq!(std::fs::read_dir(&sandbox).unwrap().count(), 0);
     std::fs::remove_dir_all(&sandbox).unwrap();
 }
+
+/// Contradictory or incomplete mode flags are refused by the parser (exit 2), before anything
+/// listens or connects.
+#[test]
+fn mode_flags_that_contradict_are_refused() {
+    for args in [
+        &["--tracker", "127.0.0.1:1", "--through-proxy", "127.0.0.1:2"][..],
+        &["--custom-addr", "10.0.0.1"][..],
+        &["--tracker"][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_mote"))
+            .args(["rpc", "serve", "--port", "0"])
+            .args(args)
+            .output()
+            .expect("run mote");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--tracker") || err.contains("--custom-addr"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// `--through-proxy` listens nowhere and says so; an unreachable proxy is retried (logged), not
+/// fatal, and SIGINT still stops it.
+#[test]
+fn through_proxy_listens_nowhere_and_stops_on_sigint() {
+    // A port nothing listens on: bind, read the port, close.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind")
+        .port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mote"))
+        .args(["rpc", "serve", "--key", "p", "--through-proxy"])
+        .arg(format!("127.0.0.1:{port}"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run mote");
+    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut seen = String::new();
+    let mut line = String::new();
+    while err.read_line(&mut line).expect("read") > 0 {
+        seen.push_str(&line);
+        if line.starts_with("mote rpc: serving through the proxy") {
+            break;
+        }
+        line.clear();
+    }
+    assert!(seen.contains("serving through the proxy"), "{seen}");
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            assert!(status.success(), "{status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "mote did not stop on SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
