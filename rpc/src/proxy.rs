@@ -17,10 +17,10 @@
 use std::io::{self, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::background::{lock, Background};
 use crate::slots::{Slot, Slots};
 use crate::tracker::{connect, read_full, sleep_unless, TrackerError, STOP_CHECK};
 use crate::wire::{CODE_DUPLICATE, CODE_MISMATCH, CODE_SUCCESS, MAX_KEY_LEN, RPC_MAGIC};
@@ -91,59 +91,33 @@ pub struct ProxyState {
 /// A running proxy client thread. Dropping it stops the thread (sessions already handed to
 /// the callback run on their own threads and are not interrupted).
 pub struct ProxyClient {
-    stop: Arc<AtomicBool>,
-    state: Arc<Mutex<ProxyState>>,
-    thread: Option<JoinHandle<()>>,
+    inner: Background<ProxyState>,
 }
 
 impl ProxyClient {
     /// Starts the thread; every session it pairs runs `session` on a thread of its own.
     pub fn start(config: ProxyConfig, slots: Slots, session: SessionFn) -> io::Result<ProxyClient> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let state = Arc::new(Mutex::new(ProxyState::default()));
-        let worker = Worker {
-            config,
-            slots,
-            session,
-            stop: Arc::clone(&stop),
-            state: Arc::clone(&state),
-        };
-        let thread = std::thread::Builder::new()
-            .name("mote-rpc-proxy".into())
-            .spawn(move || worker.run())?;
-        Ok(ProxyClient {
-            stop,
-            state,
-            thread: Some(thread),
-        })
+        let inner = Background::start("mote-rpc-proxy", move |stop, state| {
+            Worker {
+                config,
+                slots,
+                session,
+                stop,
+                state,
+            }
+            .run()
+        })?;
+        Ok(ProxyClient { inner })
     }
 
     /// A snapshot of the thread's state.
     pub fn state(&self) -> ProxyState {
-        self.state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.inner.state()
     }
 
     /// Stops the thread and waits for it (about [`STOP_CHECK`], 100 ms).
     pub fn stop(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            if t.join().is_err() {
-                log::error!("proxy client thread panicked");
-            }
-        }
-    }
-}
-
-impl Drop for ProxyClient {
-    fn drop(&mut self) {
-        self.shutdown();
+        self.inner.shutdown();
     }
 }
 
@@ -161,7 +135,7 @@ impl Worker {
     }
 
     fn update(&self, f: impl FnOnce(&mut ProxyState)) {
-        f(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner));
+        f(&mut lock(&self.state));
     }
 
     fn run(self) {

@@ -15,12 +15,12 @@
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::background::{lock, Background};
 use crate::slots::Slots;
 
 /// `RPC_TRACKER_MAGIC` (docs/rpc.md "Tracker mode": i32 LE, echoed by the tracker).
@@ -116,59 +116,33 @@ pub struct TrackerState {
 
 /// A running tracker client thread. Dropping it stops the thread (and waits for it).
 pub struct TrackerClient {
-    stop: Arc<AtomicBool>,
-    state: Arc<Mutex<TrackerState>>,
-    thread: Option<JoinHandle<()>>,
+    inner: Background<TrackerState>,
 }
 
 impl TrackerClient {
     /// Starts the thread. It registers every unreserved slot of `slots` under `config.key`.
     pub fn start(config: TrackerConfig, slots: Slots) -> io::Result<TrackerClient> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let state = Arc::new(Mutex::new(TrackerState::default()));
-        let worker = Worker {
-            config,
-            slots,
-            stop: Arc::clone(&stop),
-            state: Arc::clone(&state),
-        };
-        let thread = std::thread::Builder::new()
-            .name("mote-rpc-tracker".into())
-            .spawn(move || worker.run())?;
-        Ok(TrackerClient {
-            stop,
-            state,
-            thread: Some(thread),
-        })
+        let inner = Background::start("mote-rpc-tracker", move |stop, state| {
+            Worker {
+                config,
+                slots,
+                stop,
+                state,
+            }
+            .run()
+        })?;
+        Ok(TrackerClient { inner })
     }
 
     /// A snapshot of the thread's state.
     pub fn state(&self) -> TrackerState {
-        self.state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.inner.state()
     }
 
     /// Stops the thread and waits for it: at most about one [`STOP_CHECK`] (100 ms) plus one
     /// write timeout. Closing the connection makes the tracker drop this server's offers.
     pub fn stop(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            if t.join().is_err() {
-                log::error!("tracker client thread panicked");
-            }
-        }
-    }
-}
-
-impl Drop for TrackerClient {
-    fn drop(&mut self) {
-        self.shutdown();
+        self.inner.shutdown();
     }
 }
 
@@ -185,7 +159,7 @@ impl Worker {
     }
 
     fn update(&self, f: impl FnOnce(&mut TrackerState)) {
-        f(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner));
+        f(&mut lock(&self.state));
     }
 
     fn run(self) {
