@@ -87,7 +87,8 @@ for log in "$MOTE_CACHE/last-host-tests.log" "$MOTE_CACHE/last-stress-tests.log"
     total_p=$((total_p + p)); total_f=$((total_f + f))
 done
 for line in "$ffi_line" "$acl_line" "$phone_line"; do
-    read -r p f < <(echo "$line" | awk '{print $3, $5}')
+    # "<name> checks: N passed, M failed": the numbers before "passed" and "failed".
+    read -r p f < <(echo "$line" | awk '{for (i = 2; i <= NF; i++) {if ($i ~ /^passed/) p = $(i-1); if ($i ~ /^failed/) f = $(i-1)} print p+0, f+0}')
     total_p=$((total_p + p)); total_f=$((total_f + f))
 done
 echo "all suites passed in ${SECONDS}s"
