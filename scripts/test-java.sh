@@ -64,7 +64,7 @@ offline=()
 [ -d "$m2/org/apache/maven/surefire/surefire-junit-platform" ] && offline=(-o)
 rm -rf bindings-java/java/target/surefire-reports
 status=0
-(cd bindings-java/java && mvn -q -B "${offline[@]}" -Dmaven.repo.local="$m2" \
+(cd bindings-java/java && mvn -q -B -Dstyle.color=never "${offline[@]}" -Dmaven.repo.local="$m2" \
     -Dmote.library="$lib" -Dmote.zoo="$MOTE_ZOO_DIR" -Dmote.cases="$data/zoo-cases.tsv" test) || status=$?
 
 reports=bindings-java/java/target/surefire-reports

@@ -113,7 +113,7 @@ public final class Model extends NativeObject {
         try {
             String backends = String.join(",", options.backends);
             return new Session(this, NativeBridge.sessionNew(h, options.threads, backends,
-                    options.poisonMemory, options.profiling));
+                    options.poisonMemory, options.profiling), NativeBridge.modelIsKernelLibrary(h));
         } finally {
             handle.release();
         }

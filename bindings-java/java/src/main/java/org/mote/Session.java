@@ -16,10 +16,12 @@ import java.util.Map;
  */
 public final class Session extends NativeObject {
     private final Model model;
+    private final boolean kernelLibrary;
 
-    Session(Model model, long h) {
+    Session(Model model, long h, boolean kernelLibrary) {
         super("Session", h, NativeBridge::sessionFree);
         this.model = model;
+        this.kernelLibrary = kernelLibrary;
     }
 
     /**
@@ -77,8 +79,14 @@ public final class Session extends NativeObject {
      * @param function the function's name
      * @param inputs its arguments, in order
      * @return the outputs
+     * @throws InvalidArgumentException for a kernel-only library, whose kernels return nothing
+     *     (they write into tensors the caller passes: use {@link #call})
      */
     public Tensor[] run(String function, Tensor... inputs) {
+        if (kernelLibrary) {
+            throw new InvalidArgumentException("`" + function + "`: run returns a model's outputs, but the kernels"
+                    + " of a kernel-only library write into tensors the caller passes; use Session.call");
+        }
         List<Tensor> out = new ArrayList<>();
         Values.flatten(call(function, (Object[]) inputs), out);
         return out.toArray(new Tensor[0]);

@@ -66,7 +66,9 @@ public class Tensor extends NativeObject {
      * @return the buffer
      */
     public static ByteBuffer allocateBuffer(int bytes) {
-        ByteBuffer raw = ByteBuffer.allocateDirect(bytes + ALIGNMENT);
+        // alignedSlice rounds the start up and the end down to multiples of ALIGNMENT.
+        int rounded = (bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
+        ByteBuffer raw = ByteBuffer.allocateDirect(rounded + ALIGNMENT);
         ByteBuffer aligned = raw.alignedSlice(ALIGNMENT);
         aligned.limit(bytes);
         return aligned.slice().order(ByteOrder.nativeOrder());
