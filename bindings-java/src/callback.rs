@@ -120,15 +120,12 @@ fn call_java(
                 longs[i] = h;
                 Tag::Tensor
             }
-            Arg::Value(v) => match v {
-                Value::Tensor(t) => {
-                    let h = into_handle(TensorH::new(t.clone()));
-                    made.push(h);
-                    longs[i] = h;
-                    Tag::Tensor
-                }
-                _ => Tag::Other,
-            },
+            Arg::Value(Value::Tensor(t)) => {
+                let h = into_handle(TensorH::new(t.clone()));
+                made.push(h);
+                longs[i] = h;
+                Tag::Tensor
+            }
             _ => Tag::Other,
         };
         tags[i] = tag as i32;

@@ -188,9 +188,12 @@ fn shared_values(args: &[JArg]) -> Result<Vec<Value>, JErr> {
 /// holds it alone (`Session::call_kernel` requires it); a tensor passed again later in the
 /// same call is passed as a copy (writes through that later position are not kept). Returns
 /// the values and, per moved tensor, its handle and position, for [`restore`].
-fn exclusive_values(args: &[JArg]) -> Result<(Vec<Value>, Vec<(i64, usize)>), JErr> {
+/// The tensors [`exclusive_values`] moved out of their Java objects: handle and position.
+type Taken = Vec<(i64, usize)>;
+
+fn exclusive_values(args: &[JArg]) -> Result<(Vec<Value>, Taken), JErr> {
     let mut values = Vec::with_capacity(args.len());
-    let mut taken: Vec<(i64, usize)> = Vec::new();
+    let mut taken: Taken = Vec::new();
     for a in args {
         let v = match a {
             JArg::Tensor(h) => {
@@ -387,8 +390,11 @@ pub extern "system" fn Java_org_mote_NativeBridge_modelFree<'l>(
     _class: JClass<'l>,
     model: jlong,
 ) {
-    // SAFETY: Java frees each handle once, after its last call finished.
-    entry(&mut env, |_| Ok(unsafe { free_handle::<Model>(model) }))
+    entry(&mut env, |_| {
+        // SAFETY: Java frees each handle once, after its last call finished.
+        unsafe { free_handle::<Model>(model) };
+        Ok(())
+    })
 }
 
 /// java: static native boolean modelIsKernelLibrary(long model);
@@ -490,9 +496,10 @@ pub extern "system" fn Java_org_mote_NativeBridge_sessionFree<'l>(
     _class: JClass<'l>,
     session: jlong,
 ) {
-    // SAFETY: Java frees each handle once, after its last call finished.
     entry(&mut env, |_| {
-        Ok(unsafe { free_handle::<SessionH>(session) })
+        // SAFETY: Java frees each handle once, after its last call finished.
+        unsafe { free_handle::<SessionH>(session) };
+        Ok(())
     })
 }
 
@@ -587,8 +594,11 @@ pub extern "system" fn Java_org_mote_NativeBridge_moduleFree<'l>(
     _class: JClass<'l>,
     module: jlong,
 ) {
-    // SAFETY: Java frees each handle once, after its last call finished.
-    entry(&mut env, |_| Ok(unsafe { free_handle::<ModuleH>(module) }))
+    entry(&mut env, |_| {
+        // SAFETY: Java frees each handle once, after its last call finished.
+        unsafe { free_handle::<ModuleH>(module) };
+        Ok(())
+    })
 }
 
 /// java: static native String moduleFunctionNames(long module);
@@ -762,8 +772,11 @@ pub extern "system" fn Java_org_mote_NativeBridge_tensorFree<'l>(
     _class: JClass<'l>,
     tensor: jlong,
 ) {
-    // SAFETY: Java frees each handle once, after its last call finished.
-    entry(&mut env, |_| Ok(unsafe { free_handle::<TensorH>(tensor) }))
+    entry(&mut env, |_| {
+        // SAFETY: Java frees each handle once, after its last call finished.
+        unsafe { free_handle::<TensorH>(tensor) };
+        Ok(())
+    })
 }
 
 fn tensor_of(h: jlong) -> Result<Tensor, JErr> {
@@ -881,8 +894,11 @@ pub extern "system" fn Java_org_mote_NativeBridge_retainedFree<'l>(
     _class: JClass<'l>,
     retained: jlong,
 ) {
-    // SAFETY: Java (its Cleaner) frees each retained handle once.
-    entry(&mut env, |_| Ok(unsafe { free_handle::<Tensor>(retained) }))
+    entry(&mut env, |_| {
+        // SAFETY: Java (its Cleaner) frees each retained handle once.
+        unsafe { free_handle::<Tensor>(retained) };
+        Ok(())
+    })
 }
 
 /// java: static native java.nio.ByteBuffer retainedBuffer(long retained);
@@ -953,8 +969,11 @@ pub extern "system" fn Java_org_mote_NativeBridge_valueFree<'l>(
     _class: JClass<'l>,
     value: jlong,
 ) {
-    // SAFETY: Java frees each value handle once.
-    entry(&mut env, |_| Ok(unsafe { free_handle::<Value>(value) }))
+    entry(&mut env, |_| {
+        // SAFETY: Java frees each value handle once.
+        unsafe { free_handle::<Value>(value) };
+        Ok(())
+    })
 }
 
 /// java: static native int valueTag(long value);
