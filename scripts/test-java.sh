@@ -30,7 +30,16 @@ if [ -z "$python" ]; then
 fi
 [ -x "$python" ] || die "no Python at $python (set MOTE_PYTHON)"
 
+mkdir -p "$ROOT/target/java-test"
 "$HERE/java-natives.sh" --check || die "NativeBridge.java drifted from bindings-java/src/natives.rs"
+
+# Javadoc on every public and protected member (doclint fails on a missing comment).
+javadoc -Xdoclint:all -quiet -d "$ROOT/target/java-test/javadoc" bindings-java/java/src/main/java/org/mote/*.java \
+    >"$ROOT/target/java-test/javadoc.log" 2>&1 || { cat "$ROOT/target/java-test/javadoc.log" >&2; die "javadoc -Xdoclint:all failed"; }
+if grep -q 'warning' "$ROOT/target/java-test/javadoc.log"; then
+    cat "$ROOT/target/java-test/javadoc.log" >&2
+    die "javadoc -Xdoclint:all warns (a public member without a comment?)"
+fi
 
 log "building libmote_java"
 cargo build -q --locked -p mote-java || die "cargo build -p mote-java failed"
@@ -65,7 +74,8 @@ offline=()
 rm -rf bindings-java/java/target/surefire-reports
 status=0
 (cd bindings-java/java && mvn -q -B -Dstyle.color=never "${offline[@]}" -Dmaven.repo.local="$m2" \
-    -Dmote.library="$lib" -Dmote.zoo="$MOTE_ZOO_DIR" -Dmote.cases="$data/zoo-cases.tsv" test) || status=$?
+    -Dmote.library="$lib" -Dmote.zoo="$MOTE_ZOO_DIR" -Dmote.cases="$data/zoo-cases.tsv" test) 2>&1 \
+    | sed 's/\x1b\[[0-9;]*m//g' || status=$?
 
 reports=bindings-java/java/target/surefire-reports
 tests=0; failures=0

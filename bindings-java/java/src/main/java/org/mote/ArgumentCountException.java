@@ -2,6 +2,7 @@ package org.mote;
 
 /** Thrown when wrong number of arguments (Mote's error code {@link ErrorCode#ARGUMENT_COUNT}). */
 public class ArgumentCountException extends MoteException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
     /**

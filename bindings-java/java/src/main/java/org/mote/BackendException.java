@@ -2,6 +2,7 @@ package org.mote;
 
 /** Thrown when a backend failed to load, prepare or run (Mote's error code {@link ErrorCode#BACKEND}). */
 public class BackendException extends MoteException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
     /**

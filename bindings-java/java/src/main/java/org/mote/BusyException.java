@@ -2,6 +2,7 @@ package org.mote;
 
 /** Thrown when a session was re-entered while running (Mote's error code {@link ErrorCode#BUSY}). */
 public class BusyException extends MoteException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
     /**

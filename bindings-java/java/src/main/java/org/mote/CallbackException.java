@@ -2,6 +2,7 @@ package org.mote;
 
 /** Thrown when a registered function (a Java callback too) failed; its message is kept (Mote's error code {@link ErrorCode#CALLBACK}). */
 public class CallbackException extends MoteException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
     /**

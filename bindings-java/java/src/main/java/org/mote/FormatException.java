@@ -2,6 +2,7 @@ package org.mote;
 
 /** Thrown when the model's embedded data is malformed (Mote's error code {@link ErrorCode#FORMAT}). */
 public class FormatException extends MoteException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
     /**

@@ -2,6 +2,7 @@ package org.mote;
 
 /** Thrown when a caller-supplied value is invalid (bad option, misaligned buffer...) (Mote's error code {@link ErrorCode#INVALID_ARGUMENT}). */
 public class InvalidArgumentException extends MoteException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
     /**

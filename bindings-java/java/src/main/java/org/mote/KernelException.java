@@ -2,6 +2,7 @@ package org.mote;
 
 /** Thrown when a compiled kernel reported an error (its message is kept) (Mote's error code {@link ErrorCode#KERNEL}). */
 public class KernelException extends MoteException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
     /**

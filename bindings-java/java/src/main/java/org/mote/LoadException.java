@@ -2,6 +2,7 @@ package org.mote;
 
 /** Thrown when the system loader refused the model library (Mote's error code {@link ErrorCode#LOAD}). */
 public class LoadException extends MoteException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
     /**

@@ -2,6 +2,7 @@ package org.mote;
 
 /** Thrown when an argument has the wrong type, rank, shape or dtype (Mote's error code {@link ErrorCode#MISMATCH}). */
 public class MismatchException extends MoteException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
     /**

@@ -2,6 +2,7 @@ package org.mote;
 
 /** Thrown when the model calls functions nobody provides (register them with Function.register) (Mote's error code {@link ErrorCode#MISSING_FUNCTIONS}). */
 public class MissingFunctionsException extends MoteException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
     /**

@@ -7,8 +7,10 @@ package org.mote;
  * two threads at once) is not a Mote error: it throws {@link IllegalStateException}.
  */
 public class MoteException extends RuntimeException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
+    /** The stable code of this exception. */
     private final ErrorCode code;
 
     /**

@@ -2,6 +2,7 @@ package org.mote;
 
 /** Thrown when a file could not be read or written (Mote's error code {@link ErrorCode#IO}). */
 public class MoteIoException extends MoteException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
     /**

@@ -2,6 +2,7 @@ package org.mote;
 
 /** Thrown when memory could not be allocated (Mote's error code {@link ErrorCode#OUT_OF_MEMORY}). */
 public class MoteOutOfMemoryException extends MoteException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
     /**

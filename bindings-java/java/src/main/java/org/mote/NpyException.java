@@ -2,6 +2,7 @@ package org.mote;
 
 /** Thrown when a .npy/.npz file is malformed (Mote's error code {@link ErrorCode#NPY}). */
 public class NpyException extends MoteException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
     /**

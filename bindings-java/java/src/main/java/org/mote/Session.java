@@ -55,8 +55,9 @@ public final class Session extends NativeObject {
      * @param function the function's name
      * @param args its arguments
      * @return the result: null, Long, Double, Boolean, String, Tensor, Object[] (tuple)...
-     * @throws UnknownFunctionException, ArgumentCountException, MismatchException,
-     *     KernelException, CallbackException... as Mote reports
+     * @throws MoteException as Mote reports: {@link UnknownFunctionException},
+     *     {@link ArgumentCountException}, {@link MismatchException}, {@link KernelException},
+     *     {@link CallbackException}...
      */
     public Object call(String function, Object... args) {
         Args a = new Args(Arrays.asList(args));

@@ -2,6 +2,7 @@ package org.mote;
 
 /** Thrown when an offloaded subgraph description is malformed or mismatched (Mote's error code {@link ErrorCode#SUBGRAPH}). */
 public class SubgraphException extends MoteException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
     /**

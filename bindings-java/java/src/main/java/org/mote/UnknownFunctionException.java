@@ -2,6 +2,7 @@ package org.mote;
 
 /** Thrown when no function of that name (Mote's error code {@link ErrorCode#UNKNOWN_FUNCTION}). */
 public class UnknownFunctionException extends MoteException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
     /**

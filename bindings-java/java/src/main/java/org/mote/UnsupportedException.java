@@ -2,6 +2,7 @@ package org.mote;
 
 /** Thrown when the model uses a feature Mote does not implement (Mote's error code {@link ErrorCode#UNSUPPORTED}). */
 public class UnsupportedException extends MoteException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
     /**

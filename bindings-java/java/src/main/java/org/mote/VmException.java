@@ -2,6 +2,7 @@ package org.mote;
 
 /** Thrown when the VM hit a state well-formed bytecode cannot produce (Mote's error code {@link ErrorCode#VM}). */
 public class VmException extends MoteException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
     /**
