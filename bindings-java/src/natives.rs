@@ -706,6 +706,33 @@ pub extern "system" fn Java_org_mote_NativeBridge_globalCall<'l>(
     })
 }
 
+/// Call the global function `name` with one integer on a new native thread the JVM has never
+/// seen (as a session's worker thread would), and return its integer result: the test of
+/// callback attachment (`CallbackTest`).
+/// java: static native long globalCallOnNewThread(String name, long arg);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_globalCallOnNewThread<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    name: JString<'l>,
+    arg: jlong,
+) -> jlong {
+    entry(&mut env, |env| {
+        let name = string(env, &name, "function name")?;
+        let f = mote::lookup_function(&name).ok_or_else(|| {
+            JErr::Mote(mote::Error::UnknownFunction {
+                name: name.clone(),
+                available: Vec::new(),
+            })
+        })?;
+        let r = std::thread::spawn(move || f(&[Arg::Int(arg)]))
+            .join()
+            .map_err(|_| JErr::State("the native thread panicked".into()))??;
+        r.as_int()
+            .ok_or_else(|| JErr::Arg(format!("the function returned a {}", r.kind())))
+    })
+}
+
 // ---------------------------------------------------------------------------------------------
 // Tensor
 

@@ -104,4 +104,27 @@ class CallbackTest {
         boom.release();
         assertNull(Function.getFunction(twice.name()));
     }
+
+    /** A callback called on a native thread the JVM has never seen is attached and runs. */
+    @Test
+    void callbackOnANativeThread() {
+        Set<Thread> seen = ConcurrentHashMap.newKeySet();
+        Function f = Function.convertFunc(args -> {
+            seen.add(Thread.currentThread());
+            return ((Long) args[0]) + 1;
+        });
+        for (int i = 0; i < 5; i++) {
+            assertEquals(8L + i, NativeBridge.globalCallOnNewThread(f.name(), 7L + i));
+        }
+        assertEquals(5, seen.size(), "five new threads");
+        assertTrue(!seen.contains(Thread.currentThread()));
+        Function boom = Function.convertFunc(args -> {
+            throw new UnsupportedOperationException("not on this thread");
+        });
+        CallbackException e = assertThrows(CallbackException.class,
+                () -> NativeBridge.globalCallOnNewThread(boom.name(), 1L));
+        assertTrue(e.getMessage().contains("not on this thread"), e.getMessage());
+        f.release();
+        boom.release();
+    }
 }
