@@ -7,6 +7,7 @@
 //! pointer), `doubles[i]` (float) or `strs[i]` (string). Results come back as a value handle
 //! (0 for None) that Java reads with the `value*` entries and frees once.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Mutex, TryLockError};
 
 use jni::objects::{JByteArray, JByteBuffer, JClass, JDoubleArray, JIntArray, JLongArray};
@@ -64,8 +65,18 @@ pub struct ModuleH {
 /// exclusively.
 pub struct TensorH(pub(crate) Mutex<Option<Tensor>>);
 
+/// How many [`TensorH`] exist (for the tests of `close()` and the Cleaner).
+static LIVE_TENSORS: AtomicI64 = AtomicI64::new(0);
+
+impl Drop for TensorH {
+    fn drop(&mut self) {
+        LIVE_TENSORS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl TensorH {
     pub(crate) fn new(t: Tensor) -> TensorH {
+        LIVE_TENSORS.fetch_add(1, Ordering::Relaxed);
         TensorH(Mutex::new(Some(t)))
     }
 
@@ -735,6 +746,15 @@ pub extern "system" fn Java_org_mote_NativeBridge_globalCallOnNewThread<'l>(
 
 // ---------------------------------------------------------------------------------------------
 // Tensor
+
+/// java: static native long liveTensors();
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_liveTensors<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+) -> jlong {
+    entry(&mut env, |_| Ok(LIVE_TENSORS.load(Ordering::Relaxed)))
+}
 
 /// java: static native long tensorEmpty(long[] shape, String dtype);
 #[unsafe(no_mangle)]

@@ -45,6 +45,7 @@ final class NativeBridge {
     static native boolean functionExists(String name);
     static native long globalCall(String name, int[] tags, long[] longs, double[] doubles, String[] strs);
     static native long globalCallOnNewThread(String name, long arg);
+    static native long liveTensors();
     static native long tensorEmpty(long[] shape, String dtype);
     static native long tensorFromBuffer(java.nio.ByteBuffer buffer, long[] shape, String dtype);
     static native void tensorFree(long tensor);

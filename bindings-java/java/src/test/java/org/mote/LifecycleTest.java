@@ -47,17 +47,39 @@ class LifecycleTest {
         return Tensor.empty(shape, "float32");
     }
 
-    /** Many unclosed tensors of 4 MB each: the Cleaner frees them (else this needs 4 GB). */
+    /** close() frees the native tensor exactly once. */
+    @Test
+    void closeFreesOnce() {
+        long before = NativeBridge.liveTensors();
+        Tensor t = Tensor.empty(new long[] {4}, "float32");
+        Tensor u = Tensor.empty(new long[] {4}, "float32");
+        assertEquals(before + 2, NativeBridge.liveTensors());
+        t.close();
+        t.close();
+        assertEquals(before + 1, NativeBridge.liveTensors());
+        u.close();
+        assertEquals(before, NativeBridge.liveTensors());
+    }
+
+    /** Tensors nobody closed are freed by the Cleaner once unreachable. */
     @Test
     void cleanerIsTheBackstop() throws Exception {
-        Runtime rt = Runtime.getRuntime();
-        for (int i = 0; i < 1000; i++) {
-            Tensor.empty(new long[] {1 << 20}, "float32");
-            if (i % 50 == 0) {
-                System.gc();
-                Thread.sleep(5);
-            }
+        // Let earlier tests' unreachable tensors go first, so only this test's are counted.
+        for (int i = 0; i < 10; i++) {
+            System.gc();
+            Thread.sleep(20);
         }
-        assertTrue(rt.totalMemory() > 0);
+        long before = NativeBridge.liveTensors();
+        for (int i = 0; i < 200; i++) {
+            Tensor.empty(new long[] {1 << 16}, "float32");
+        }
+        assertTrue(NativeBridge.liveTensors() >= before + 1, "some are alive before a GC");
+        long deadline = System.nanoTime() + 20_000_000_000L;
+        while (NativeBridge.liveTensors() > before && System.nanoTime() < deadline) {
+            System.gc();
+            Thread.sleep(20);
+        }
+        assertTrue(NativeBridge.liveTensors() <= before, "the Cleaner freed every unclosed tensor: "
+                + NativeBridge.liveTensors() + " live, " + before + " before");
     }
 }
