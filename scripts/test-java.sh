@@ -46,6 +46,15 @@ cargo build -q --locked -p mote-java || die "cargo build -p mote-java failed"
 lib="$ROOT/target/debug/libmote_java.so"
 [ -f "$lib" ] || die "no $lib"
 
+# The C test plug-in (tests/plugins/test_plugin.c), with the right ABI version and a wrong one.
+command -v cc >/dev/null || die "no C compiler (cc) for the test plug-in"
+for v in good bad; do
+    extra=(); [ "$v" = bad ] && extra=(-DTEST_PLUGIN_ABI_VERSION=99)
+    cc -shared -fPIC -O2 -std=c99 -Wall -Wextra -Werror -I runtime/include "${extra[@]}" \
+        tests/plugins/test_plugin.c -o "$ROOT/target/java-test/libmote_test_plugin_$v.so" \
+        || die "cannot compile the test plug-in"
+done
+
 # The manifest as one tab-separated line per case, so the tests need no JSON library:
 # model file kind case function mode expect_error inputs expected rtol atol outputs scalars functions
 data="$ROOT/target/java-test"
@@ -74,7 +83,8 @@ offline=()
 rm -rf bindings-java/java/target/surefire-reports
 status=0
 (cd bindings-java/java && mvn -q -B -Dstyle.color=never "${offline[@]}" -Dmaven.repo.local="$m2" \
-    -Dmote.library="$lib" -Dmote.zoo="$MOTE_ZOO_DIR" -Dmote.cases="$data/zoo-cases.tsv" test) 2>&1 \
+    -Dmote.library="$lib" -Dmote.zoo="$MOTE_ZOO_DIR" -Dmote.cases="$data/zoo-cases.tsv" \
+    -Dmote.testPlugin="$data/libmote_test_plugin_good.so" -Dmote.testPluginBadAbi="$data/libmote_test_plugin_bad.so" test) 2>&1 \
     | sed 's/\x1b\[[0-9;]*m//g' || status=$?
 
 reports=bindings-java/java/target/surefire-reports

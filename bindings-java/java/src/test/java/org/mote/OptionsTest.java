@@ -112,4 +112,31 @@ class OptionsTest {
             assertTrue(got.stream().allMatch(r -> r.getLoggerName().equals("org.mote")));
         }
     }
+
+    static String property(String name) {
+        String v = System.getProperty(name, "");
+        if (v.isEmpty()) {
+            org.junit.jupiter.api.Assertions.fail("the system property " + name + " is not set: run scripts/test-java.sh");
+        }
+        return v;
+    }
+
+    /** A plug-in named in the options is loaded and becomes a backend; a wrong ABI is refused. */
+    @Test
+    void plugins() {
+        try (Model m = Model.load(Zoo.path("mlp.so"))) {
+            BackendException e = org.junit.jupiter.api.Assertions.assertThrows(BackendException.class,
+                    () -> m.newSession(new SessionOptions().plugins(property("mote.testPluginBadAbi"))));
+            assertTrue(e.getMessage().contains("99") || e.getMessage().toLowerCase().contains("abi"), e.getMessage());
+            try (Session s = m.newSession(new SessionOptions().plugins(property("mote.testPlugin"))
+                    .backends("testplug", "cpu"))) {
+                assertTrue(Mote.backendNames().contains("testplug"), Mote.backendNames().toString());
+                assertEquals(1, s.run("forward", zeros(2, 16), zeros(32, 16), zeros(32), zeros(8, 32), zeros(8)).length);
+            }
+        }
+    }
+
+    static Tensor zeros(long... shape) {
+        return Tensor.empty(shape, "float32");
+    }
 }
