@@ -63,16 +63,28 @@ fn dispatch(name: &str, id: i64, args: &[Arg<'_>]) -> mote::Result<Value> {
         name: name.to_string(),
         message: "mote-java is not initialised".into(),
     })?;
-    bridge
-        .vm
-        .attach_current_thread(|env| call_java(env, bridge, name, id, args))
-        .map_err(|e: JErr| match e {
+    // A kernel may be the caller, with C frames above: no panic may unwind out of here.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        bridge
+            .vm
+            .attach_current_thread(|env| call_java(env, bridge, name, id, args))
+    }));
+    match result {
+        Ok(r) => r.map_err(|e: JErr| match e {
             JErr::Mote(e) => e,
             other => mote::Error::Callback {
                 name: name.to_string(),
                 message: other.to_string(),
             },
-        })
+        }),
+        Err(payload) => Err(mote::Error::Callback {
+            name: name.to_string(),
+            message: format!(
+                "mote-java: internal error: {}",
+                crate::panic_message(&*payload)
+            ),
+        }),
+    }
 }
 
 fn call_java(

@@ -121,7 +121,7 @@ fn throw(env: &mut Env<'_>, class: &str, msg: &str) -> jni::errors::Result<()> {
     env.throw_new(JNIString::from(class), JNIString::from(msg))
 }
 
-fn panic_message(payload: &(dyn Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())

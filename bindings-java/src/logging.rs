@@ -57,6 +57,16 @@ impl Log for JavaLogger {
         if !self.enabled(record.metadata()) || IN_LOG.with(|f| f.replace(true)) {
             return;
         }
+        // Whoever logged may have C frames above: a panic here must not unwind into them.
+        let _ = std::panic::catch_unwind(|| self.emit(record));
+        IN_LOG.with(|f| f.set(false));
+    }
+
+    fn flush(&self) {}
+}
+
+impl JavaLogger {
+    fn emit(&self, record: &Record<'_>) {
         if let (Some(vm), Some(class)) = (crate::callback::vm(), LOGGING_CLASS.get()) {
             let level = match record.level() {
                 Level::Error => 1,
@@ -82,8 +92,5 @@ impl Log for JavaLogger {
                 Ok(())
             });
         }
-        IN_LOG.with(|f| f.set(false));
     }
-
-    fn flush(&self) {}
 }

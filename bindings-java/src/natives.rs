@@ -378,6 +378,21 @@ pub extern "system" fn Java_org_mote_NativeBridge_backendNames<'l>(
     })
 }
 
+/// Panic inside an entry, for the test that a Rust panic becomes a Java exception
+/// (`IllegalStateException`) and the JVM goes on.
+/// java: static native void panicForTest(String message);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_panicForTest<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    message: JString<'l>,
+) {
+    entry(&mut env, |env| -> Result<(), JErr> {
+        let m = string(env, &message, "message")?;
+        panic!("{m}")
+    })
+}
+
 // ---------------------------------------------------------------------------------------------
 // Model
 

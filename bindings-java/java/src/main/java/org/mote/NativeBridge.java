@@ -26,6 +26,7 @@ final class NativeBridge {
     static native void setLogLevel(int maxLogLevel);
     static native void loadPlugin(String path);
     static native String backendNames();
+    static native void panicForTest(String message);
     static native long modelLoad(String path);
     static native void modelFree(long model);
     static native boolean modelIsKernelLibrary(long model);

@@ -135,4 +135,17 @@ class ErrorsTest {
             assertTrue(e instanceof BackendException || e instanceof LoadException || e instanceof MoteIoException, e.toString());
         }
     }
+
+    /** A Rust panic inside an entry is an IllegalStateException; the JVM and Mote go on. */
+    @Test
+    void panicBecomesAnException() {
+        for (int i = 0; i < 3; i++) {
+            IllegalStateException e = assertThrows(IllegalStateException.class,
+                    () -> NativeBridge.panicForTest("deliberate panic " + 7));
+            assertTrue(e.getMessage().contains("internal error: deliberate panic 7"), e.getMessage());
+        }
+        try (Tensor t = Tensor.of(new float[] {1, 2}, 2)) {
+            assertEquals(2, t.asFloatArray().length);
+        }
+    }
 }
