@@ -3,6 +3,8 @@ package org.mote;
 /**
  * Where a tensor lives. Mote runs on the CPU (offloaded subgraphs pick their backend per
  * session, see {@link SessionOptions#backends}), so {@link #cpu()} is the only device.
+ *
+ * <p><b>Threads.</b> Immutable; share it freely.
  */
 public final class Device {
     private final int id;

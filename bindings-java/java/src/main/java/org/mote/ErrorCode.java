@@ -3,7 +3,7 @@ package org.mote;
 /**
  * Mote's stable error codes, one to one with the Rust runtime's {@code mote::ErrorCode} (same
  * names, same numbers; numbers are never reused). Each code has its own exception class under
- * {@link MoteException}.
+ * {@link MoteException}. Immutable.
  */
 public enum ErrorCode {
     /** a file could not be read or written ({@link MoteIoException}). */

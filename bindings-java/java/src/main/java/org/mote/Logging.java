@@ -7,7 +7,8 @@ import java.util.logging.Logger;
  * Mote's native log records go to the {@code java.util.logging} logger {@code "org.mote"}
  * (Rust's error, warn, info, debug and trace become SEVERE, WARNING, INFO, FINE and FINER).
  * Native code skips records below the level that logger had when Mote loaded; after changing
- * it, call {@link #sync()}.
+ * it, call {@link #sync()}. Records may arrive on any thread (handlers must be thread-safe,
+ * as {@code java.util.logging}'s own are).
  */
 public final class Logging {
     private Logging() {}

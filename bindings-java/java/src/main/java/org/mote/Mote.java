@@ -2,7 +2,7 @@ package org.mote;
 
 import java.util.List;
 
-/** Library-wide facts and settings. */
+/** Library-wide facts and settings. Every method may be called from any thread. */
 public final class Mote {
     private Mote() {}
 

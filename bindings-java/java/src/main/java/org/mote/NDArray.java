@@ -2,7 +2,8 @@ package org.mote;
 
 /**
  * tvm4j's name for a {@link Tensor}: the same object with tvm4j's factories
- * ({@code NDArray.empty(shape, dev)} is float32) and {@link #release()}.
+ * ({@code NDArray.empty(shape, dev)} is float32) and {@link #release()}. Threads: as
+ * {@link Tensor}.
  */
 public class NDArray extends Tensor {
     NDArray(long h) {

@@ -7,6 +7,8 @@ import java.nio.ByteOrder;
  * An opaque pointer a kernel passed to a Java callback (for example the raw data pointers the
  * zoo's {@code packed} model gives {@code mote.zoo.scale_shift}). It is valid only during that
  * callback.
+ *
+ * <p><b>Threads.</b> Immutable; the memory it names belongs to the kernel's call.
  */
 public final class Pointer {
     private final long address;

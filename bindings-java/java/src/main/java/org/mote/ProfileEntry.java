@@ -1,6 +1,10 @@
 package org.mote;
 
-/** Accumulated time of one kernel, builtin or registered function in a {@link Session}. */
+/**
+ * Accumulated time of one kernel, builtin or registered function in a {@link Session}.
+ *
+ * <p><b>Threads.</b> Immutable.
+ */
 public final class ProfileEntry {
     private final String name;
     private final String kind;

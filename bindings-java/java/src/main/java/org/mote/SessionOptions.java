@@ -5,7 +5,12 @@ import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 
-/** Options for {@link Model#newSession(SessionOptions)}; a builder, each setter returns it. */
+/**
+ * Options for {@link Model#newSession(SessionOptions)}; a builder, each setter returns it.
+ *
+ * <p><b>Threads.</b> Not synchronized: build it on one thread, then pass it anywhere (sessions
+ * copy what they need).
+ */
 public final class SessionOptions {
     int threads;
     final List<String> backends = new ArrayList<>();
