@@ -97,7 +97,8 @@ fn call_java(
     let n = args.len();
     let (mut tags, mut longs, mut doubles) = (vec![0i32; n], vec![0i64; n], vec![0f64; n]);
     let mut strs: Vec<Option<String>> = vec![None; n];
-    let mut made: Vec<i64> = Vec::new();
+    // Tensors for Java, made into handles only once nothing can fail before Java owns them.
+    let mut tensors: Vec<(usize, mote::Tensor)> = Vec::new();
     for (i, a) in args.iter().enumerate() {
         let tag = match a {
             Arg::None => Tag::None,
@@ -127,15 +128,11 @@ fn call_java(
             }
             // A copy: the view is valid only during this call, the Java object may live on.
             Arg::Tensor(t) => {
-                let h = into_handle(TensorH::new(t.to_tensor()?));
-                made.push(h);
-                longs[i] = h;
+                tensors.push((i, t.to_tensor()?));
                 Tag::Tensor
             }
             Arg::Value(Value::Tensor(t)) => {
-                let h = into_handle(TensorH::new(t.clone()));
-                made.push(h);
-                longs[i] = h;
+                tensors.push((i, t.clone()));
                 Tag::Tensor
             }
             _ => Tag::Other,
@@ -144,8 +141,6 @@ fn call_java(
     }
     let jtags = env.new_int_array(n)?;
     jtags.set_region(env, 0, &tags)?;
-    let jlongs = env.new_long_array(n)?;
-    jlongs.set_region(env, 0, &longs)?;
     let jdoubles = env.new_double_array(n)?;
     jdoubles.set_region(env, 0, &doubles)?;
     let jstrs = env.new_object_array(n as i32, jni_str!("java/lang/String"), JObject::null())?;
@@ -155,6 +150,12 @@ fn call_java(
             jstrs.set_element(env, i, &js)?;
         }
     }
+    let jlongs = env.new_long_array(n)?;
+    // From here Java's `dispatch` owns (and closes) each tensor handle.
+    for (i, t) in tensors {
+        longs[i] = into_handle(TensorH::new(t));
+    }
+    jlongs.set_region(env, 0, &longs)?;
     let result = env.call_static_method(
         &bridge.function_class,
         jni_str!("dispatch"),

@@ -250,12 +250,15 @@ public final class Function implements AutoCloseable {
 
     /** Called by native code: runs callback {@code id}; returns a value handle (0 = None). */
     static long dispatch(long id, int[] tags, long[] longs, double[] doubles, String[] strs) {
-        Callback cb = CALLBACKS.get(id);
-        if (cb == null) {
-            throw new IllegalStateException("callback " + id + " is no longer registered");
-        }
         Object[] args = new Object[tags.length];
         List<Tensor> made = new ArrayList<>();
+        for (int i = 0; i < tags.length; i++) {
+            if (tags[i] == NativeBridge.TAG_TENSOR) {
+                NDArray t = new NDArray(longs[i]);
+                made.add(t);
+                args[i] = t;
+            }
+        }
         try {
             for (int i = 0; i < tags.length; i++) {
                 switch (tags[i]) {
@@ -266,15 +269,14 @@ public final class Function implements AutoCloseable {
                     case NativeBridge.TAG_STR:
                     case NativeBridge.TAG_DTYPE: args[i] = strs[i]; break;
                     case NativeBridge.TAG_POINTER: args[i] = new Pointer(longs[i]); break;
-                    case NativeBridge.TAG_TENSOR: {
-                        NDArray t = new NDArray(longs[i]);
-                        made.add(t);
-                        args[i] = t;
-                        break;
-                    }
+                    case NativeBridge.TAG_TENSOR: break;
                     default:
                         throw new UnsupportedException("argument " + i + " cannot be passed to Java");
                 }
+            }
+            Callback cb = CALLBACKS.get(id);
+            if (cb == null) {
+                throw new IllegalStateException("callback " + id + " is no longer registered");
             }
             return encode(cb.invoke(args));
         } finally {
