@@ -566,6 +566,64 @@ pub extern "system" fn Java_org_mote_NativeBridge_sessionCall<'l>(
     })
 }
 
+/// java: static native void sessionSetInput(long session, String function, int[] tags, long[] longs, double[] doubles, String[] strs);
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_org_mote_NativeBridge_sessionSetInput<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    session: jlong,
+    function: JString<'l>,
+    tags: JIntArray<'l>,
+    longs: JLongArray<'l>,
+    doubles: JDoubleArray<'l>,
+    strs: JObjectArray<'l>,
+) {
+    entry(&mut env, |env| {
+        // SAFETY: a live session handle (see `handle_ref`).
+        let s = unsafe { handle_ref::<SessionH>(session, "Session")? };
+        let name = string(env, &function, "function name")?;
+        let args = read_args(env, &tags, &longs, &doubles, &strs)?;
+        let values = shared_values(&args)?;
+        lock_session(s)?.set_input(&name, values)?;
+        Ok(())
+    })
+}
+
+/// java: static native void sessionInvokeStateful(long session, String function);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_sessionInvokeStateful<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    session: jlong,
+    function: JString<'l>,
+) {
+    entry(&mut env, |env| {
+        // SAFETY: a live session handle (see `handle_ref`).
+        let s = unsafe { handle_ref::<SessionH>(session, "Session")? };
+        let name = string(env, &function, "function name")?;
+        lock_session(s)?.invoke_stateful(&name)?;
+        Ok(())
+    })
+}
+
+/// java: static native long sessionGetOutput(long session, String function);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_sessionGetOutput<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    session: jlong,
+    function: JString<'l>,
+) -> jlong {
+    entry(&mut env, |env| {
+        // SAFETY: a live session handle (see `handle_ref`).
+        let s = unsafe { handle_ref::<SessionH>(session, "Session")? };
+        let name = string(env, &function, "function name")?;
+        let v = lock_session(s)?.get_output(&name)?;
+        Ok(value_handle(v))
+    })
+}
+
 /// java: static native String sessionProfile(long session);
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_org_mote_NativeBridge_sessionProfile<'l>(

@@ -36,6 +36,9 @@ final class NativeBridge {
     static native void sessionFree(long session);
     static native int sessionThreads(long session);
     static native long sessionCall(long session, String function, int[] tags, long[] longs, double[] doubles, String[] strs);
+    static native void sessionSetInput(long session, String function, int[] tags, long[] longs, double[] doubles, String[] strs);
+    static native void sessionInvokeStateful(long session, String function);
+    static native long sessionGetOutput(long session, String function);
     static native String sessionProfile(long session);
     static native long moduleLoad(String path);
     static native void moduleFree(long module);

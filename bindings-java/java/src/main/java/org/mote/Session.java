@@ -121,6 +121,60 @@ public final class Session extends NativeObject {
     }
 
     /**
+     * Stateful API (TVM's {@code set_input}): stores the inputs of {@code function} for later
+     * {@link #invokeStateful} calls. The session keeps its own references to the tensors; a
+     * kernel-only library is refused ({@link InvalidArgumentException}).
+     *
+     * @param function the function's name
+     * @param args its arguments
+     * @throws ArgumentCountException when the count is wrong
+     */
+    public void setInput(String function, Object... args) {
+        Args a = new Args(Arrays.asList(args));
+        try {
+            long h = handle.acquire();
+            try {
+                NativeBridge.sessionSetInput(h, function, a.tags, a.longs, a.doubles, a.strs);
+            } finally {
+                handle.release();
+            }
+        } finally {
+            a.release();
+        }
+    }
+
+    /**
+     * Stateful API: runs {@code function} on the inputs given to {@link #setInput}.
+     *
+     * @param function the function's name
+     * @throws InvalidArgumentException when no inputs were set for it
+     */
+    public void invokeStateful(String function) {
+        long h = handle.acquire();
+        try {
+            NativeBridge.sessionInvokeStateful(h, function);
+        } finally {
+            handle.release();
+        }
+    }
+
+    /**
+     * Stateful API: the result of the last {@link #invokeStateful} of {@code function}.
+     *
+     * @param function the function's name
+     * @return as {@link #call}
+     * @throws InvalidArgumentException when it was not invoked statefully
+     */
+    public Object getOutput(String function) {
+        long h = handle.acquire();
+        try {
+            return Values.take(NativeBridge.sessionGetOutput(h, function), false);
+        } finally {
+            handle.release();
+        }
+    }
+
+    /**
      * The time per callee since the session was made or since the last call of this method
      * (then reset). Empty unless {@link SessionOptions#profiling} was on.
      *

@@ -148,4 +148,17 @@ class ErrorsTest {
             assertEquals(2, t.asFloatArray().length);
         }
     }
+
+    @Test
+    void statefulErrors() {
+        try (Model m = Model.load(Zoo.path("mlp.so")); Session s = m.newSession(); Tensor x = f32(2, 16)) {
+            assertThrows(InvalidArgumentException.class, () -> s.invokeStateful("forward"));
+            assertThrows(InvalidArgumentException.class, () -> s.getOutput("forward"));
+            assertThrows(ArgumentCountException.class, () -> s.setInput("forward", x));
+            assertThrows(UnknownFunctionException.class, () -> s.setInput("nope", x));
+        }
+        try (Model m = Model.load(Zoo.path("gemm.so")); Session s = m.newSession(); Tensor x = f32(64, 32)) {
+            assertThrows(InvalidArgumentException.class, () -> s.setInput("gemm", x, x, x));
+        }
+    }
 }

@@ -94,6 +94,10 @@ class ZooTest {
                                             () -> s.call(c.function, args.toArray()), what);
                                     assertTrue(e.getMessage().contains(c.expectError), what + ": " + e.getMessage());
                                     assertEquals(ErrorCode.KERNEL, e.code());
+                                } else if (c.mode.equals("stateful")) {
+                                    s.setInput(c.function, args.toArray());
+                                    s.invokeStateful(c.function);
+                                    check(c, what, s.getOutput(c.function), args);
                                 } else {
                                     check(c, what, s.call(c.function, args.toArray()), args);
                                 }
