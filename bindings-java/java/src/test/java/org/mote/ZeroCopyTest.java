@@ -108,4 +108,27 @@ class ZeroCopyTest {
             }
         }
     }
+
+    /**
+     * The same tensor twice in one kernel call: the kernel holds the first position alone and
+     * gets a copy at the later one (README), so it runs, and writes through the later position
+     * do not reach the tensor.
+     */
+    @Test
+    void sameTensorTwiceInAKernelCall() throws Exception {
+        List<Zoo.Npy> in = Zoo.npz("kernels.shift.inputs.npz", "arg");
+        Zoo.Npy want = Zoo.npz("kernels.shift.expected.npz", "out").get(0);
+        long shift = (long) Zoo.values(in.get(1).dtype, in.get(1).data)[0];
+        Module m = Module.load(Zoo.path("kernels.so"));
+        try (NDArray a = NDArray.empty(in.get(0).shape, "int32"); NDArray out = NDArray.empty(want.shape, "int32")) {
+            a.copyFromRaw(in.get(0).data);
+            m.getFunction("shift").pushArg(a).pushArg(shift).pushArg(out).invoke();
+            Zoo.assertClose("shift", out, want, 0, 0);
+            int[] before = a.asIntArray();
+            m.getFunction("shift").pushArg(a).pushArg(shift).pushArg(a).invoke();
+            org.junit.jupiter.api.Assertions.assertArrayEquals(before, a.asIntArray());
+        } finally {
+            m.release();
+        }
+    }
 }
