@@ -1,0 +1,121 @@
+package org.mote;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.List;
+
+/**
+ * A loaded model: a Relax program compiled by TVM 0.27, or a kernel-only library.
+ *
+ * <p><b>Threads.</b> A model is immutable and may be shared by any number of threads; each
+ * thread runs it through its own {@link Session}. Closing the model while sessions exist is
+ * allowed (they keep what they need).
+ *
+ * <pre>{@code
+ * try (Model model = Model.load("mlp.so"); Session s = model.newSession()) {
+ *     Tensor[] out = s.run("forward", x, w1, b1, w2, b2);
+ * }
+ * }</pre>
+ */
+public final class Model extends NativeObject {
+    private Model(long h) {
+        super("Model", h, NativeBridge::modelFree);
+    }
+
+    /**
+     * Loads a model library ({@code .so} exported by TVM).
+     *
+     * @param path the library's path
+     * @return the model
+     * @throws LoadException when the file is not a loadable library
+     * @throws MoteIoException when the file cannot be read
+     */
+    public static Model load(String path) {
+        return new Model(NativeBridge.modelLoad(path));
+    }
+
+    /**
+     * Whether this is a kernel-only library (no Relax program): its functions are kernels
+     * that write into output tensors the caller passes.
+     *
+     * @return true for a kernel-only library
+     */
+    public boolean isKernelLibrary() {
+        long h = handle.acquire();
+        try {
+            return NativeBridge.modelIsKernelLibrary(h);
+        } finally {
+            handle.release();
+        }
+    }
+
+    /**
+     * The functions a caller can call.
+     *
+     * @return their names
+     */
+    public List<String> functionNames() {
+        long h = handle.acquire();
+        try {
+            return lines(NativeBridge.modelFunctionNames(h));
+        } finally {
+            handle.release();
+        }
+    }
+
+    /**
+     * The parameter names of a Relax function, in order (what {@link Session#run(String,
+     * java.util.Map)} matches inputs by).
+     *
+     * @param function the function
+     * @return its parameter names
+     * @throws UnknownFunctionException when there is no such function
+     */
+    public List<String> paramNames(String function) {
+        long h = handle.acquire();
+        try {
+            return lines(NativeBridge.modelParamNames(h, function));
+        } finally {
+            handle.release();
+        }
+    }
+
+    static List<String> lines(String s) {
+        if (s == null || s.isEmpty()) {
+            return Collections.emptyList();
+        }
+        return Collections.unmodifiableList(new ArrayList<>(Arrays.asList(s.split("\n", -1))));
+    }
+
+    /**
+     * A session with default options.
+     *
+     * @return the session
+     */
+    public Session newSession() {
+        return newSession(new SessionOptions());
+    }
+
+    /**
+     * A session with options.
+     *
+     * @param options threads, backends, plug-ins, profiling
+     * @return the session
+     * @throws InvalidArgumentException for a bad thread count
+     * @throws BackendException when a plug-in fails to load
+     */
+    public Session newSession(SessionOptions options) {
+        for (String p : options.plugins) {
+            NativeBridge.loadPlugin(p);
+        }
+        long h = handle.acquire();
+        try {
+            String backends = String.join(",", options.backends);
+            return new Session(this, NativeBridge.sessionNew(h, options.threads, backends,
+                    options.poisonMemory, options.profiling), NativeBridge.modelIsKernelLibrary(h));
+        } finally {
+            handle.release();
+        }
+    }
+}

@@ -1,0 +1,36 @@
+package org.mote;
+
+import java.util.List;
+
+/** Library-wide facts and settings. Every method may be called from any thread. */
+public final class Mote {
+    private Mote() {}
+
+    /**
+     * The native runtime's version.
+     *
+     * @return e.g. {@code "0.1.0"}
+     */
+    public static String version() {
+        return NativeBridge.version();
+    }
+
+    /**
+     * The backends offloaded subgraphs can run on here, built-in and loaded plug-ins.
+     *
+     * @return their names
+     */
+    public static List<String> backendNames() {
+        return Model.lines(NativeBridge.backendNames());
+    }
+
+    /**
+     * Loads a backend plug-in (a shared library) for the whole process.
+     *
+     * @param path the plug-in's path
+     * @throws BackendException when it fails to load
+     */
+    public static void loadPlugin(String path) {
+        NativeBridge.loadPlugin(path);
+    }
+}

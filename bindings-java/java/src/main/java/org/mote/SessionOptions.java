@@ -1,0 +1,93 @@
+package org.mote;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.List;
+
+/**
+ * Options for {@link Model#newSession(SessionOptions)}; a builder, each setter returns it.
+ *
+ * <p><b>Threads.</b> Not synchronized: build it on one thread, then pass it anywhere (sessions
+ * copy what they need).
+ */
+public final class SessionOptions {
+    int threads;
+    final List<String> backends = new ArrayList<>();
+    final List<String> plugins = new ArrayList<>();
+    boolean poisonMemory;
+    boolean profiling;
+
+    /** Default options: all CPUs, every backend available, no profiling. */
+    public SessionOptions() {}
+
+    /**
+     * Threads kernels may use (the calling thread counts as one). 0 (the default): the
+     * number of CPUs, or {@code MOTE_NUM_THREADS}/{@code TVM_NUM_THREADS} when set.
+     *
+     * @param threads 0 or a count from 1 to 1024
+     * @return this
+     */
+    public SessionOptions threads(int threads) {
+        this.threads = threads;
+        return this;
+    }
+
+    /**
+     * Backends that may run offloaded subgraphs, in order of preference ({@code "acl"},
+     * {@code "bnns"}, {@code "cpu"}, or a plug-in's name). None: every available backend.
+     *
+     * @param names backend names
+     * @return this
+     */
+    public SessionOptions backends(String... names) {
+        backends.clear();
+        backends.addAll(Arrays.asList(names));
+        return this;
+    }
+
+    /**
+     * Backend plug-ins (shared libraries) to load before the session is made. Loading
+     * registers the plug-in for the whole process, under its own name.
+     *
+     * @param paths plug-in library paths
+     * @return this
+     */
+    public SessionOptions plugins(String... paths) {
+        plugins.clear();
+        plugins.addAll(Arrays.asList(paths));
+        return this;
+    }
+
+    /**
+     * Fill every intermediate buffer with NaN (or 0xA5 bytes) before use: for tests, so a
+     * kernel that skips work shows in the outputs.
+     *
+     * @param on whether to poison
+     * @return this
+     */
+    public SessionOptions poisonMemory(boolean on) {
+        this.poisonMemory = on;
+        return this;
+    }
+
+    /**
+     * Time every kernel and builtin call, for {@link Session#profile()}.
+     *
+     * @param on whether to profile
+     * @return this
+     */
+    public SessionOptions profiling(boolean on) {
+        this.profiling = on;
+        return this;
+    }
+
+    /**
+     * The backend preference set with {@link #backends}.
+     *
+     * @return an unmodifiable list
+     */
+    public List<String> backendList() {
+        return Collections.unmodifiableList(backends);
+    }
+}

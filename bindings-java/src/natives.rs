@@ -1,0 +1,1237 @@
+//! Every JNI entry point. Each `/// java:` line is the exact Java declaration of the function
+//! below it in `org.mote.NativeBridge`; `scripts/java-natives.sh` writes that class from these
+//! lines and fails in CI when the checked-in copy differs.
+//!
+//! Argument lists cross as four parallel arrays (`tags`, `longs`, `doubles`, `strs`): entry
+//! `i` is `tags[i]` (see [`Tag`]) with its payload in `longs[i]` (int, bool, tensor handle,
+//! pointer), `doubles[i]` (float) or `strs[i]` (string). Results come back as a value handle
+//! (0 for None) that Java reads with the `value*` entries and frees once.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Mutex, TryLockError};
+
+use jni::objects::{JByteArray, JByteBuffer, JClass, JDoubleArray, JIntArray, JLongArray};
+use jni::objects::{JObjectArray, JString};
+use jni::sys::{jboolean, jint, jlong};
+use jni::{Env, EnvUnowned};
+use mote::{Arg, DType, Model, Session, SessionOptions, Tensor, Value};
+
+use crate::{entry, free_handle, handle_ref, into_handle, JErr};
+
+/// The kind of one argument or value, shared with `org.mote.NativeBridge`'s constants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub enum Tag {
+    None = 0,
+    Int = 1,
+    Float = 2,
+    Bool = 3,
+    Str = 4,
+    Tensor = 5,
+    Tuple = 6,
+    Pointer = 7,
+    Shape = 8,
+    DType = 9,
+    /// A value Java cannot hold (a function, raw storage).
+    Other = 10,
+}
+
+/// Every tag with its Java constant name (`NativeBridge.TAG_<NAME>`, generated).
+pub const TAGS: [(&str, Tag); 11] = [
+    ("NONE", Tag::None),
+    ("INT", Tag::Int),
+    ("FLOAT", Tag::Float),
+    ("BOOL", Tag::Bool),
+    ("STR", Tag::Str),
+    ("TENSOR", Tag::Tensor),
+    ("TUPLE", Tag::Tuple),
+    ("POINTER", Tag::Pointer),
+    ("SHAPE", Tag::Shape),
+    ("DTYPE", Tag::DType),
+    ("OTHER", Tag::Other),
+];
+
+/// A session, used by one thread at a time (see the crate docs).
+pub struct SessionH(Mutex<Session>);
+
+/// A tvm4j `Module`: a model and the sessions its functions run in (one per concurrent call,
+/// kept for reuse).
+pub struct ModuleH {
+    model: Model,
+    idle: Mutex<Vec<Session>>,
+}
+
+/// A tensor owned by one Java object. `None` while a kernel call has moved it out to hold it
+/// exclusively.
+pub struct TensorH(pub(crate) Mutex<Option<Tensor>>);
+
+/// How many [`TensorH`] exist (for the tests of `close()` and the Cleaner).
+static LIVE_TENSORS: AtomicI64 = AtomicI64::new(0);
+
+impl Drop for TensorH {
+    fn drop(&mut self) {
+        LIVE_TENSORS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl TensorH {
+    pub(crate) fn new(t: Tensor) -> TensorH {
+        LIVE_TENSORS.fetch_add(1, Ordering::Relaxed);
+        TensorH(Mutex::new(Some(t)))
+    }
+
+    fn get(&self) -> Result<Tensor, JErr> {
+        self.0
+            .lock()
+            .map_err(|_| JErr::State("tensor lock poisoned".into()))?
+            .clone()
+            .ok_or_else(|| {
+                JErr::State("tensor is in use by a kernel call on another thread".into())
+            })
+    }
+}
+
+fn string(env: &Env<'_>, s: &JString<'_>, what: &str) -> Result<String, JErr> {
+    if s.is_null() {
+        return Err(JErr::Arg(format!("{what} is null")));
+    }
+    Ok(s.try_to_string(env)?)
+}
+
+fn new_string<'l>(env: &mut Env<'l>, s: &str) -> Result<JString<'l>, JErr> {
+    Ok(JString::from_str(env, s)?)
+}
+
+fn longs_of(env: &Env<'_>, a: &JLongArray<'_>, what: &str) -> Result<Vec<i64>, JErr> {
+    if a.is_null() {
+        return Err(JErr::Arg(format!("{what} is null")));
+    }
+    let mut v = vec![0i64; a.len(env)?];
+    a.get_region(env, 0, &mut v)?;
+    Ok(v)
+}
+
+fn new_longs<'l>(env: &mut Env<'l>, v: &[i64]) -> Result<JLongArray<'l>, JErr> {
+    let a = env.new_long_array(v.len())?;
+    a.set_region(env, 0, v)?;
+    Ok(a)
+}
+
+fn dtype(s: &str) -> Result<DType, JErr> {
+    Ok(s.parse::<DType>()?)
+}
+
+/// One argument as Java sent it.
+enum JArg {
+    None,
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(String),
+    Tensor(i64),
+}
+
+fn read_args(
+    env: &mut Env<'_>,
+    tags: &JIntArray<'_>,
+    longs: &JLongArray<'_>,
+    doubles: &JDoubleArray<'_>,
+    strs: &JObjectArray<'_>,
+) -> Result<Vec<JArg>, JErr> {
+    if tags.is_null() || longs.is_null() || doubles.is_null() || strs.is_null() {
+        return Err(JErr::Arg("argument arrays must not be null".into()));
+    }
+    let n = tags.len(env)?;
+    if longs.len(env)? != n || doubles.len(env)? != n || strs.len(env)? != n {
+        return Err(JErr::Arg("argument arrays differ in length".into()));
+    }
+    let mut t = vec![0i32; n];
+    tags.get_region(env, 0, &mut t)?;
+    let mut l = vec![0i64; n];
+    longs.get_region(env, 0, &mut l)?;
+    let mut d = vec![0f64; n];
+    doubles.get_region(env, 0, &mut d)?;
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        out.push(match t[i] {
+            x if x == Tag::None as i32 => JArg::None,
+            x if x == Tag::Int as i32 => JArg::Int(l[i]),
+            x if x == Tag::Float as i32 => JArg::Float(d[i]),
+            x if x == Tag::Bool as i32 => JArg::Bool(l[i] != 0),
+            x if x == Tag::Tensor as i32 => JArg::Tensor(l[i]),
+            x if x == Tag::Str as i32 => {
+                let o = strs.get_element(env, i)?;
+                let s = env.cast_local::<JString>(o)?;
+                JArg::Str(string(env, &s, "string argument")?)
+            }
+            x => return Err(JErr::Arg(format!("argument {i}: unknown tag {x}"))),
+        });
+    }
+    Ok(out)
+}
+
+fn scalar_value(a: &JArg) -> Option<Value> {
+    Some(match a {
+        JArg::None => Value::None,
+        JArg::Int(i) => Value::Int(*i),
+        JArg::Float(f) => Value::Float(*f),
+        JArg::Bool(b) => Value::Bool(*b),
+        JArg::Str(s) => Value::Str(s.as_str().into()),
+        JArg::Tensor(_) => return None,
+    })
+}
+
+/// Arguments for a call that only reads them: tensors are shared clones.
+fn shared_values(args: &[JArg]) -> Result<Vec<Value>, JErr> {
+    args.iter()
+        .map(|a| match a {
+            JArg::Tensor(h) => {
+                // SAFETY: Java passes handles of open tensors it keeps alive during the call.
+                let t = unsafe { handle_ref::<TensorH>(*h, "Tensor")? };
+                Ok(Value::Tensor(t.get()?))
+            }
+            other => Ok(scalar_value(other).expect("not a tensor")),
+        })
+        .collect()
+}
+
+/// Arguments for a kernel call: each tensor is moved out of its Java object so the kernel
+/// holds it alone (`Session::call_kernel` requires it); a tensor passed again later in the
+/// same call is passed as a copy (writes through that later position are not kept). Returns
+/// the values and, per moved tensor, its handle and position, for [`restore`].
+/// The tensors [`exclusive_values`] moved out of their Java objects: handle and position.
+type Taken = Vec<(i64, usize)>;
+
+fn exclusive_values(args: &[JArg]) -> Result<(Vec<Value>, Taken), JErr> {
+    let mut values = Vec::with_capacity(args.len());
+    let mut taken: Taken = Vec::new();
+    for a in args {
+        let v = match a {
+            JArg::Tensor(h) => {
+                if let Some(&(_, first)) = taken.iter().find(|(th, _)| th == h) {
+                    let t: &Tensor = values_tensor(&values, first);
+                    match t.deep_copy() {
+                        Ok(c) => Value::Tensor(c),
+                        Err(e) => {
+                            restore(&mut values, &taken);
+                            return Err(e.into());
+                        }
+                    }
+                } else {
+                    // SAFETY: Java passes handles of open tensors it keeps alive during the call.
+                    let cell = match unsafe { handle_ref::<TensorH>(*h, "Tensor") } {
+                        Ok(c) => c,
+                        Err(e) => {
+                            restore(&mut values, &taken);
+                            return Err(e);
+                        }
+                    };
+                    let t = cell.0.lock().ok().and_then(|mut g| g.take());
+                    match t {
+                        Some(t) => {
+                            taken.push((*h, values.len()));
+                            Value::Tensor(t)
+                        }
+                        None => {
+                            restore(&mut values, &taken);
+                            return Err(JErr::State(
+                                "tensor is in use by a kernel call on another thread".into(),
+                            ));
+                        }
+                    }
+                }
+            }
+            other => scalar_value(other).expect("not a tensor"),
+        };
+        values.push(v);
+    }
+    Ok((values, taken))
+}
+
+fn values_tensor(values: &[Value], i: usize) -> &Tensor {
+    values[i]
+        .as_tensor()
+        .expect("a taken position holds a tensor")
+}
+
+/// Put the tensors [`exclusive_values`] moved out back into their Java objects.
+fn restore(values: &mut [Value], taken: &[(i64, usize)]) {
+    for &(h, i) in taken {
+        let t = std::mem::take(&mut values[i]);
+        if let Value::Tensor(t) = t {
+            // SAFETY: the same live handle `exclusive_values` took the tensor from.
+            if let Ok(cell) = unsafe { handle_ref::<TensorH>(h, "Tensor") } {
+                if let Ok(mut g) = cell.0.lock() {
+                    *g = Some(t);
+                }
+            }
+        }
+    }
+}
+
+fn value_handle(v: Value) -> jlong {
+    match v {
+        Value::None => 0,
+        v => into_handle(v),
+    }
+}
+
+fn lock_session(s: &SessionH) -> Result<std::sync::MutexGuard<'_, Session>, JErr> {
+    match s.0.try_lock() {
+        Ok(g) => Ok(g),
+        Err(TryLockError::WouldBlock) => Err(JErr::State(
+            "session in use by another thread (or by a callback of its own call)".into(),
+        )),
+        // A panic mid-call was turned into an exception; the session's state is still
+        // memory-safe to use (the VM resets per call).
+        Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+    }
+}
+
+/// Run `f` with a session of the module: an idle one, or a new one when all are busy.
+fn with_module_session<R>(m: &ModuleH, f: impl FnOnce(&mut Session) -> R) -> Result<R, JErr> {
+    let idle = m.idle.lock().ok().and_then(|mut v| v.pop());
+    let mut s = match idle {
+        Some(s) => s,
+        None => m.model.session()?,
+    };
+    let r = f(&mut s);
+    if let Ok(mut v) = m.idle.lock() {
+        v.push(s);
+    }
+    Ok(r)
+}
+
+fn call_any(s: &mut Session, name: &str, args: &[JArg]) -> Result<jlong, JErr> {
+    if s.model().is_kernel_library() {
+        let (mut values, taken) = exclusive_values(args)?;
+        let r = s.call_kernel(name, &mut values);
+        restore(&mut values, &taken);
+        Ok(value_handle(r?))
+    } else {
+        let values = shared_values(args)?;
+        Ok(value_handle(s.call(name, &values)?))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Library
+
+/// java: static native void init(int maxLogLevel);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_init<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    max_log_level: jint,
+) {
+    entry(&mut env, |env| {
+        crate::callback::init(env)?;
+        crate::logging::init(env, max_log_level)
+    })
+}
+
+/// java: static native String version();
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_version<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+) -> JString<'l> {
+    entry(&mut env, |env| new_string(env, mote::version()))
+}
+
+/// java: static native void setLogLevel(int maxLogLevel);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_setLogLevel<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    max_log_level: jint,
+) {
+    entry(&mut env, |_| {
+        crate::logging::set_level(max_log_level);
+        Ok(())
+    })
+}
+
+/// java: static native void loadPlugin(String path);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_loadPlugin<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    path: JString<'l>,
+) {
+    entry(&mut env, |env| {
+        let path = string(env, &path, "plug-in path")?;
+        mote::backend::load_plugin(path)?;
+        Ok(())
+    })
+}
+
+/// java: static native String backendNames();
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_backendNames<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+) -> JString<'l> {
+    entry(&mut env, |env| {
+        let names = mote::backend::backend_names().join("\n");
+        new_string(env, &names)
+    })
+}
+
+/// Panic inside an entry, for the test that a Rust panic becomes a Java exception
+/// (`IllegalStateException`) and the JVM goes on.
+/// java: static native void panicForTest(String message);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_panicForTest<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    message: JString<'l>,
+) {
+    entry(&mut env, |env| -> Result<(), JErr> {
+        let m = string(env, &message, "message")?;
+        panic!("{m}")
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Model
+
+/// java: static native long modelLoad(String path);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_modelLoad<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    path: JString<'l>,
+) -> jlong {
+    entry(&mut env, |env| {
+        let path = string(env, &path, "model path")?;
+        Ok(into_handle(Model::load(path)?))
+    })
+}
+
+/// java: static native void modelFree(long model);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_modelFree<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    model: jlong,
+) {
+    entry(&mut env, |_| {
+        // SAFETY: Java frees each handle once, after its last call finished.
+        unsafe { free_handle::<Model>(model) };
+        Ok(())
+    })
+}
+
+/// java: static native boolean modelIsKernelLibrary(long model);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_modelIsKernelLibrary<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    model: jlong,
+) -> jboolean {
+    entry(&mut env, |_| {
+        // SAFETY: a live model handle (see `handle_ref`).
+        let m = unsafe { handle_ref::<Model>(model, "Model")? };
+        Ok(m.is_kernel_library())
+    })
+}
+
+/// java: static native String modelFunctionNames(long model);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_modelFunctionNames<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    model: jlong,
+) -> JString<'l> {
+    entry(&mut env, |env| {
+        // SAFETY: a live model handle (see `handle_ref`).
+        let m = unsafe { handle_ref::<Model>(model, "Model")? };
+        new_string(env, &m.function_names().join("\n"))
+    })
+}
+
+/// java: static native String modelParamNames(long model, String function);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_modelParamNames<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    model: jlong,
+    function: JString<'l>,
+) -> JString<'l> {
+    entry(&mut env, |env| {
+        // SAFETY: a live model handle (see `handle_ref`).
+        let m = unsafe { handle_ref::<Model>(model, "Model")? };
+        let f = string(env, &function, "function name")?;
+        let names: Vec<String> = m
+            .function_info(&f)?
+            .params
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        new_string(env, &names.join("\n"))
+    })
+}
+
+/// java: static native long sessionNew(long model, int threads, String backends, boolean poison, boolean profiling);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_sessionNew<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    model: jlong,
+    threads: jint,
+    backends: JString<'l>,
+    poison: jboolean,
+    profiling: jboolean,
+) -> jlong {
+    entry(&mut env, |env| {
+        // SAFETY: a live model handle (see `handle_ref`).
+        let m = unsafe { handle_ref::<Model>(model, "Model")? };
+        let backends = string(env, &backends, "backends")?;
+        let threads = match threads {
+            0 => None,
+            n if n > 0 => Some(n as usize),
+            n => {
+                return Err(JErr::Mote(mote::Error::InvalidArgument(format!(
+                    "thread count {n}"
+                ))))
+            }
+        };
+        let mut s = m.session_with(SessionOptions {
+            threads,
+            backends: backends
+                .split(',')
+                .filter(|b| !b.is_empty())
+                .map(str::to_string)
+                .collect(),
+            poison_memory: poison,
+            ..Default::default()
+        })?;
+        s.set_profiling(profiling);
+        Ok(into_handle(SessionH(Mutex::new(s))))
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Session
+
+/// java: static native void sessionFree(long session);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_sessionFree<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    session: jlong,
+) {
+    entry(&mut env, |_| {
+        // SAFETY: Java frees each handle once, after its last call finished.
+        unsafe { free_handle::<SessionH>(session) };
+        Ok(())
+    })
+}
+
+/// java: static native int sessionThreads(long session);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_sessionThreads<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    session: jlong,
+) -> jint {
+    entry(&mut env, |_| {
+        // SAFETY: a live session handle (see `handle_ref`).
+        let s = unsafe { handle_ref::<SessionH>(session, "Session")? };
+        Ok(lock_session(s)?.threads() as jint)
+    })
+}
+
+/// java: static native long sessionCall(long session, String function, int[] tags, long[] longs, double[] doubles, String[] strs);
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_org_mote_NativeBridge_sessionCall<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    session: jlong,
+    function: JString<'l>,
+    tags: JIntArray<'l>,
+    longs: JLongArray<'l>,
+    doubles: JDoubleArray<'l>,
+    strs: JObjectArray<'l>,
+) -> jlong {
+    entry(&mut env, |env| {
+        // SAFETY: a live session handle (see `handle_ref`).
+        let s = unsafe { handle_ref::<SessionH>(session, "Session")? };
+        let name = string(env, &function, "function name")?;
+        let args = read_args(env, &tags, &longs, &doubles, &strs)?;
+        let mut s = lock_session(s)?;
+        call_any(&mut s, &name, &args)
+    })
+}
+
+/// java: static native void sessionSetInput(long session, String function, int[] tags, long[] longs, double[] doubles, String[] strs);
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_org_mote_NativeBridge_sessionSetInput<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    session: jlong,
+    function: JString<'l>,
+    tags: JIntArray<'l>,
+    longs: JLongArray<'l>,
+    doubles: JDoubleArray<'l>,
+    strs: JObjectArray<'l>,
+) {
+    entry(&mut env, |env| {
+        // SAFETY: a live session handle (see `handle_ref`).
+        let s = unsafe { handle_ref::<SessionH>(session, "Session")? };
+        let name = string(env, &function, "function name")?;
+        let args = read_args(env, &tags, &longs, &doubles, &strs)?;
+        let values = shared_values(&args)?;
+        lock_session(s)?.set_input(&name, values)?;
+        Ok(())
+    })
+}
+
+/// java: static native void sessionInvokeStateful(long session, String function);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_sessionInvokeStateful<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    session: jlong,
+    function: JString<'l>,
+) {
+    entry(&mut env, |env| {
+        // SAFETY: a live session handle (see `handle_ref`).
+        let s = unsafe { handle_ref::<SessionH>(session, "Session")? };
+        let name = string(env, &function, "function name")?;
+        lock_session(s)?.invoke_stateful(&name)?;
+        Ok(())
+    })
+}
+
+/// java: static native long sessionGetOutput(long session, String function);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_sessionGetOutput<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    session: jlong,
+    function: JString<'l>,
+) -> jlong {
+    entry(&mut env, |env| {
+        // SAFETY: a live session handle (see `handle_ref`).
+        let s = unsafe { handle_ref::<SessionH>(session, "Session")? };
+        let name = string(env, &function, "function name")?;
+        let v = lock_session(s)?.get_output(&name)?;
+        Ok(value_handle(v))
+    })
+}
+
+/// java: static native String sessionProfile(long session);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_sessionProfile<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    session: jlong,
+) -> JString<'l> {
+    entry(&mut env, |env| {
+        // SAFETY: a live session handle (see `handle_ref`).
+        let s = unsafe { handle_ref::<SessionH>(session, "Session")? };
+        let entries = lock_session(s)?.take_profile();
+        let text: Vec<String> = entries
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}\t{:?}\t{}\t{}",
+                    e.name,
+                    e.kind,
+                    e.calls,
+                    e.total.as_nanos()
+                )
+            })
+            .collect();
+        new_string(env, &text.join("\n"))
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Module (tvm4j)
+
+/// java: static native long moduleLoad(String path);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_moduleLoad<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    path: JString<'l>,
+) -> jlong {
+    entry(&mut env, |env| {
+        let path = string(env, &path, "module path")?;
+        let model = Model::load(path)?;
+        Ok(into_handle(ModuleH {
+            model,
+            idle: Mutex::new(Vec::new()),
+        }))
+    })
+}
+
+/// java: static native void moduleFree(long module);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_moduleFree<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    module: jlong,
+) {
+    entry(&mut env, |_| {
+        // SAFETY: Java frees each handle once, after its last call finished.
+        unsafe { free_handle::<ModuleH>(module) };
+        Ok(())
+    })
+}
+
+/// java: static native String moduleFunctionNames(long module);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_moduleFunctionNames<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    module: jlong,
+) -> JString<'l> {
+    entry(&mut env, |env| {
+        // SAFETY: a live module handle (see `handle_ref`).
+        let m = unsafe { handle_ref::<ModuleH>(module, "Module")? };
+        new_string(env, &m.model.function_names().join("\n"))
+    })
+}
+
+/// java: static native long moduleCall(long module, String function, int[] tags, long[] longs, double[] doubles, String[] strs);
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_org_mote_NativeBridge_moduleCall<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    module: jlong,
+    function: JString<'l>,
+    tags: JIntArray<'l>,
+    longs: JLongArray<'l>,
+    doubles: JDoubleArray<'l>,
+    strs: JObjectArray<'l>,
+) -> jlong {
+    entry(&mut env, |env| {
+        // SAFETY: a live module handle (see `handle_ref`).
+        let m = unsafe { handle_ref::<ModuleH>(module, "Module")? };
+        let name = string(env, &function, "function name")?;
+        let args = read_args(env, &tags, &longs, &doubles, &strs)?;
+        with_module_session(m, |s| call_any(s, &name, &args))?
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Global (registered) functions
+
+/// java: static native void registerFunction(String name, long callbackId);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_registerFunction<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    name: JString<'l>,
+    callback_id: jlong,
+) {
+    entry(&mut env, |env| {
+        let name = string(env, &name, "function name")?;
+        crate::callback::register(env, &name, callback_id)
+    })
+}
+
+/// java: static native boolean unregisterFunction(String name);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_unregisterFunction<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    name: JString<'l>,
+) -> jboolean {
+    entry(&mut env, |env| {
+        let name = string(env, &name, "function name")?;
+        Ok(mote::unregister_function(&name))
+    })
+}
+
+/// java: static native boolean functionExists(String name);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_functionExists<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    name: JString<'l>,
+) -> jboolean {
+    entry(&mut env, |env| {
+        let name = string(env, &name, "function name")?;
+        Ok(mote::lookup_function(&name).is_some())
+    })
+}
+
+/// java: static native long globalCall(String name, int[] tags, long[] longs, double[] doubles, String[] strs);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_globalCall<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    name: JString<'l>,
+    tags: JIntArray<'l>,
+    longs: JLongArray<'l>,
+    doubles: JDoubleArray<'l>,
+    strs: JObjectArray<'l>,
+) -> jlong {
+    entry(&mut env, |env| {
+        let name = string(env, &name, "function name")?;
+        let args = read_args(env, &tags, &longs, &doubles, &strs)?;
+        let f = mote::lookup_function(&name).ok_or_else(|| {
+            JErr::Mote(mote::Error::UnknownFunction {
+                name: name.clone(),
+                available: Vec::new(),
+            })
+        })?;
+        let values = shared_values(&args)?;
+        let view: Vec<Arg<'_>> = values.iter().map(Arg::from_value).collect();
+        Ok(value_handle(f(&view)?))
+    })
+}
+
+/// Call the global function `name` with one integer on a new native thread the JVM has never
+/// seen (as a session's worker thread would), and return its integer result: the test of
+/// callback attachment (`CallbackTest`).
+/// java: static native long globalCallOnNewThread(String name, long arg);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_globalCallOnNewThread<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    name: JString<'l>,
+    arg: jlong,
+) -> jlong {
+    entry(&mut env, |env| {
+        let name = string(env, &name, "function name")?;
+        let f = mote::lookup_function(&name).ok_or_else(|| {
+            JErr::Mote(mote::Error::UnknownFunction {
+                name: name.clone(),
+                available: Vec::new(),
+            })
+        })?;
+        let r = std::thread::spawn(move || f(&[Arg::Int(arg)]))
+            .join()
+            .map_err(|_| JErr::State("the native thread panicked".into()))??;
+        r.as_int()
+            .ok_or_else(|| JErr::Arg(format!("the function returned a {}", r.kind())))
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor
+
+/// java: static native long liveTensors();
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_liveTensors<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+) -> jlong {
+    entry(&mut env, |_| Ok(LIVE_TENSORS.load(Ordering::Relaxed)))
+}
+
+/// java: static native long tensorEmpty(long[] shape, String dtype);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_tensorEmpty<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    shape: JLongArray<'l>,
+    dt: JString<'l>,
+) -> jlong {
+    entry(&mut env, |env| {
+        let shape = longs_of(env, &shape, "shape")?;
+        let dt = dtype(&string(env, &dt, "dtype")?)?;
+        Ok(into_handle(TensorH::new(Tensor::zeros(&shape, dt)?)))
+    })
+}
+
+/// java: static native long tensorFromBuffer(java.nio.ByteBuffer buffer, long[] shape, String dtype);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_tensorFromBuffer<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    buffer: JByteBuffer<'l>,
+    shape: JLongArray<'l>,
+    dt: JString<'l>,
+) -> jlong {
+    entry(&mut env, |env| {
+        if buffer.is_null() {
+            return Err(JErr::Arg("buffer is null".into()));
+        }
+        let shape = longs_of(env, &shape, "shape")?;
+        let dt = dtype(&string(env, &dt, "dtype")?)?;
+        let addr = env.get_direct_buffer_address(&buffer)?;
+        let cap = env.get_direct_buffer_capacity(&buffer)?;
+        let Some(ptr) = std::ptr::NonNull::new(addr) else {
+            return Err(JErr::Arg("not a direct ByteBuffer".into()));
+        };
+        if (addr as usize) % mote::ALIGNMENT != 0 {
+            return Err(JErr::Mote(mote::Error::InvalidArgument(format!(
+                "the buffer's address {addr:p} is not {}-byte aligned (Mote's kernels need it); \
+                 allocate it with Tensor.allocateBuffer or ByteBuffer.alignedSlice({})",
+                mote::ALIGNMENT,
+                mote::ALIGNMENT
+            ))));
+        }
+        // The storage keeps a global reference to the buffer, so Java cannot collect (and
+        // free) its memory while any tensor views it.
+        let owner = env.new_global_ref(&buffer)?;
+        // SAFETY: a direct buffer's memory is valid for `cap` bytes for as long as the buffer
+        // object lives, which the global reference guarantees. Java code writing the buffer
+        // during a call that uses the tensor is a data race the Java docs forbid (README).
+        let storage = unsafe { mote::Storage::borrowed(ptr, cap, Some(Box::new(owner))) };
+        Ok(into_handle(TensorH::new(Tensor::view(
+            storage, 0, shape, dt,
+        )?)))
+    })
+}
+
+/// java: static native void tensorFree(long tensor);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_tensorFree<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    tensor: jlong,
+) {
+    entry(&mut env, |_| {
+        // SAFETY: Java frees each handle once, after its last call finished.
+        unsafe { free_handle::<TensorH>(tensor) };
+        Ok(())
+    })
+}
+
+fn tensor_of(h: jlong) -> Result<Tensor, JErr> {
+    // SAFETY: a live tensor handle (see `handle_ref`).
+    unsafe { handle_ref::<TensorH>(h, "Tensor")? }.get()
+}
+
+/// java: static native long[] tensorShape(long tensor);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_tensorShape<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    tensor: jlong,
+) -> JLongArray<'l> {
+    entry(&mut env, |env| {
+        let t = tensor_of(tensor)?;
+        new_longs(env, t.shape())
+    })
+}
+
+/// java: static native String tensorDType(long tensor);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_tensorDType<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    tensor: jlong,
+) -> JString<'l> {
+    entry(&mut env, |env| {
+        let t = tensor_of(tensor)?;
+        new_string(env, &t.dtype().to_string())
+    })
+}
+
+/// java: static native long tensorAddress(long tensor);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_tensorAddress<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    tensor: jlong,
+) -> jlong {
+    entry(&mut env, |_| Ok(tensor_of(tensor)?.data_ptr() as jlong))
+}
+
+/// java: static native void tensorCopyFrom(long tensor, byte[] data);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_tensorCopyFrom<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    tensor: jlong,
+    data: JByteArray<'l>,
+) {
+    entry(&mut env, |env| {
+        if data.is_null() {
+            return Err(JErr::Arg("data is null".into()));
+        }
+        // SAFETY: a live tensor handle (see `handle_ref`).
+        let cell = unsafe { handle_ref::<TensorH>(tensor, "Tensor")? };
+        let mut g = cell
+            .0
+            .lock()
+            .map_err(|_| JErr::State("tensor lock poisoned".into()))?;
+        let t = g.as_mut().ok_or_else(|| {
+            JErr::State("tensor is in use by a kernel call on another thread".into())
+        })?;
+        let n = data.len(env)?;
+        if n != t.byte_len() {
+            return Err(JErr::Mote(mote::Error::Mismatch(format!(
+                "{n} bytes given for a {} tensor of shape {:?}, which holds {}",
+                t.dtype(),
+                t.shape(),
+                t.byte_len()
+            ))));
+        }
+        let bytes = t.data_mut().map_err(|_| {
+            JErr::State(
+                "tensor is shared (a ByteBuffer view or a result still references it); \
+                 write through the view instead, or copy it"
+                    .into(),
+            )
+        })?;
+        // SAFETY: i8 and u8 have the same size and alignment; the slice is ours alone.
+        let signed = unsafe { &mut *(bytes as *mut [u8] as *mut [i8]) };
+        data.get_region(env, 0, signed)?;
+        Ok(())
+    })
+}
+
+/// java: static native byte[] tensorToBytes(long tensor);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_tensorToBytes<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    tensor: jlong,
+) -> JByteArray<'l> {
+    entry(&mut env, |env| {
+        let t = tensor_of(tensor)?;
+        Ok(env.byte_array_from_slice(t.data())?)
+    })
+}
+
+/// java: static native long tensorRetain(long tensor);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_tensorRetain<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    tensor: jlong,
+) -> jlong {
+    entry(&mut env, |_| Ok(into_handle(tensor_of(tensor)?)))
+}
+
+/// java: static native void retainedFree(long retained);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_retainedFree<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    retained: jlong,
+) {
+    entry(&mut env, |_| {
+        // SAFETY: Java (its Cleaner) frees each retained handle once.
+        unsafe { free_handle::<Tensor>(retained) };
+        Ok(())
+    })
+}
+
+/// java: static native java.nio.ByteBuffer retainedBuffer(long retained);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_retainedBuffer<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    retained: jlong,
+) -> JByteBuffer<'l> {
+    entry(&mut env, |env| {
+        // SAFETY: a live retained handle: Java frees it only after the buffer is unreachable.
+        let t = unsafe { handle_ref::<Tensor>(retained, "Tensor view")? };
+        // SAFETY: the memory is valid for `byte_len` bytes while the retained tensor lives,
+        // and Java's Cleaner frees that only once the returned buffer is unreachable.
+        Ok(unsafe { env.new_direct_byte_buffer(t.data_ptr(), t.byte_len().max(1))? })
+    })
+}
+
+/// java: static native java.nio.ByteBuffer pointerBuffer(long address, long bytes);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_pointerBuffer<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    address: jlong,
+    bytes: jlong,
+) -> JByteBuffer<'l> {
+    entry(&mut env, |env| {
+        if address == 0 || bytes < 0 {
+            return Err(JErr::Arg(format!(
+                "pointer {address:#x} with {bytes} bytes"
+            )));
+        }
+        // SAFETY: not checkable: `Pointer.asByteBuffer` documents that the caller must name
+        // memory a kernel passed to its callback, valid for `bytes` during that callback.
+        Ok(unsafe { env.new_direct_byte_buffer(address as *mut u8, bytes as usize)? })
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Values
+
+fn value_of<'a>(h: jlong) -> Result<&'a Value, JErr> {
+    // SAFETY: a live value handle (see `handle_ref`).
+    unsafe { handle_ref::<Value>(h, "Value") }
+}
+
+/// The tag of a value.
+pub fn tag_of(v: &Value) -> Tag {
+    match v {
+        Value::None => Tag::None,
+        Value::Int(_) => Tag::Int,
+        Value::Float(_) => Tag::Float,
+        Value::Bool(_) => Tag::Bool,
+        Value::Str(_) => Tag::Str,
+        Value::Tensor(_) => Tag::Tensor,
+        Value::Tuple(_) => Tag::Tuple,
+        Value::OpaquePtr(_) => Tag::Pointer,
+        Value::Shape(_) => Tag::Shape,
+        Value::DType(_) => Tag::DType,
+        _ => Tag::Other,
+    }
+}
+
+/// java: static native void valueFree(long value);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_valueFree<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    value: jlong,
+) {
+    entry(&mut env, |_| {
+        // SAFETY: Java frees each value handle once.
+        unsafe { free_handle::<Value>(value) };
+        Ok(())
+    })
+}
+
+/// java: static native int valueTag(long value);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_valueTag<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    value: jlong,
+) -> jint {
+    entry(&mut env, |_| Ok(tag_of(value_of(value)?) as jint))
+}
+
+/// java: static native String valueDescribe(long value);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_valueDescribe<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    value: jlong,
+) -> JString<'l> {
+    entry(&mut env, |env| {
+        let v = value_of(value)?;
+        let s = match v {
+            Value::Str(s) => s.to_string(),
+            Value::DType(d) => d.to_string(),
+            other => other.kind().to_string(),
+        };
+        new_string(env, &s)
+    })
+}
+
+/// java: static native long valueLong(long value);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_valueLong<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    value: jlong,
+) -> jlong {
+    entry(&mut env, |_| {
+        Ok(match value_of(value)? {
+            Value::Int(i) => *i,
+            Value::Bool(b) => *b as i64,
+            Value::OpaquePtr(p) => *p as i64,
+            other => return Err(JErr::Arg(format!("a {} is not an integer", other.kind()))),
+        })
+    })
+}
+
+/// java: static native double valueDouble(long value);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_valueDouble<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    value: jlong,
+) -> f64 {
+    entry(&mut env, |_| match value_of(value)? {
+        Value::Float(f) => Ok(*f),
+        other => Err(JErr::Arg(format!("a {} is not a float", other.kind()))),
+    })
+}
+
+/// java: static native long valueTensor(long value);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_valueTensor<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    value: jlong,
+) -> jlong {
+    entry(&mut env, |_| match value_of(value)? {
+        Value::Tensor(t) => Ok(into_handle(TensorH::new(t.clone()))),
+        other => Err(JErr::Arg(format!("a {} is not a tensor", other.kind()))),
+    })
+}
+
+/// java: static native long[] valueShape(long value);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_valueShape<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    value: jlong,
+) -> JLongArray<'l> {
+    entry(&mut env, |env| match value_of(value)? {
+        Value::Shape(s) => new_longs(env, s),
+        other => Err(JErr::Arg(format!("a {} is not a shape", other.kind()))),
+    })
+}
+
+/// java: static native int valueTupleSize(long value);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_valueTupleSize<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    value: jlong,
+) -> jint {
+    entry(&mut env, |_| match value_of(value)? {
+        Value::Tuple(t) => Ok(t.len() as jint),
+        other => Err(JErr::Arg(format!("a {} is not a tuple", other.kind()))),
+    })
+}
+
+/// java: static native long valueTupleGet(long value, int index);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_valueTupleGet<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    value: jlong,
+    index: jint,
+) -> jlong {
+    entry(&mut env, |_| match value_of(value)? {
+        Value::Tuple(t) => {
+            let v = t
+                .get(index as usize)
+                .ok_or_else(|| JErr::Arg(format!("tuple index {index} of {}", t.len())))?;
+            Ok(value_handle(v.clone()))
+        }
+        other => Err(JErr::Arg(format!("a {} is not a tuple", other.kind()))),
+    })
+}
+
+/// java: static native long valueFrom(int tag, long l, double d, String s);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_valueFrom<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    tag: jint,
+    l: jlong,
+    d: f64,
+    s: JString<'l>,
+) -> jlong {
+    entry(&mut env, |env| {
+        let v = match tag {
+            x if x == Tag::None as i32 => Value::None,
+            x if x == Tag::Int as i32 => Value::Int(l),
+            x if x == Tag::Float as i32 => Value::Float(d),
+            x if x == Tag::Bool as i32 => Value::Bool(l != 0),
+            x if x == Tag::Str as i32 => Value::Str(string(env, &s, "string")?.into()),
+            x if x == Tag::Tensor as i32 => Value::Tensor(tensor_of(l)?),
+            x => return Err(JErr::Arg(format!("cannot make a value of tag {x}"))),
+        };
+        Ok(value_handle(v))
+    })
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The Java bindings on the desktop JVM: builds libmote_java (cargo build -p mote-java), checks
+# that NativeBridge.java matches the Rust entries, lists the zoo's cases for the tests, and runs
+# the JUnit 5 suite through Maven (surefire pinned in bindings-java/java/pom.xml; the local
+# repository is $MOTE_CACHE/m2, so only the first run needs the network).
+#
+#   scripts/test-java.sh            (MOTE_ZOO_DIR: the x86_64 zoo; default: scripts/zoo.sh's)
+#
+# Prints "java checks: N passed, M failed" from surefire's reports; exits non-zero on failure.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+ROOT=$(cd "$HERE/.." && pwd -P)
+cd "$ROOT"
+export MOTE_CACHE="${MOTE_CACHE:-$HOME/.cache/mote}"
+
+log() { echo "test-java: $*" >&2; }
+die() { log "$*"; echo "java checks: 0 passed, 1 failed"; exit 1; }
+
+command -v mvn >/dev/null || die "mvn is not installed (apt-get install maven)"
+command -v javac >/dev/null || die "javac is not installed (apt-get install openjdk-17-jdk-headless)"
+
+if [ -z "${MOTE_ZOO_DIR:-}" ]; then
+    MOTE_ZOO_DIR="$("$HERE/zoo.sh" | tail -n 1)"
+fi
+[ -f "$MOTE_ZOO_DIR/manifest.json" ] || die "MOTE_ZOO_DIR=$MOTE_ZOO_DIR has no manifest.json (run scripts/zoo.sh)"
+python="${MOTE_PYTHON:-}"
+if [ -z "$python" ]; then
+    python="$("$HERE/venv.sh" | tail -n 1)/bin/python"
+fi
+[ -x "$python" ] || die "no Python at $python (set MOTE_PYTHON)"
+
+mkdir -p "$ROOT/target/java-test"
+"$HERE/java-natives.sh" --check || die "NativeBridge.java drifted from bindings-java/src/natives.rs"
+
+# Javadoc on every public and protected member (doclint fails on a missing comment).
+javadoc -Xdoclint:all -quiet -d "$ROOT/target/java-test/javadoc" bindings-java/java/src/main/java/org/mote/*.java \
+    >"$ROOT/target/java-test/javadoc.log" 2>&1 || { cat "$ROOT/target/java-test/javadoc.log" >&2; die "javadoc -Xdoclint:all failed"; }
+if grep -q 'warning' "$ROOT/target/java-test/javadoc.log"; then
+    cat "$ROOT/target/java-test/javadoc.log" >&2
+    die "javadoc -Xdoclint:all warns (a public member without a comment?)"
+fi
+
+log "building libmote_java"
+cargo build -q --locked -p mote-java || die "cargo build -p mote-java failed"
+lib="$ROOT/target/debug/libmote_java.so"
+[ -f "$lib" ] || die "no $lib"
+
+# The C test plug-in (tests/plugins/test_plugin.c), with the right ABI version and a wrong one.
+command -v cc >/dev/null || die "no C compiler (cc) for the test plug-in"
+for v in good bad; do
+    extra=(); [ "$v" = bad ] && extra=(-DTEST_PLUGIN_ABI_VERSION=99)
+    cc -shared -fPIC -O2 -std=c99 -Wall -Wextra -Werror -I runtime/include "${extra[@]}" \
+        tests/plugins/test_plugin.c -o "$ROOT/target/java-test/libmote_test_plugin_$v.so" \
+        || die "cannot compile the test plug-in"
+done
+
+# The manifest as one tab-separated line per case, so the tests need no JSON library:
+# model file kind case function mode expect_error inputs expected rtol atol outputs scalars functions
+data="$ROOT/target/java-test"
+mkdir -p "$data"
+"$python" - "$MOTE_ZOO_DIR/manifest.json" >"$data/zoo-cases.tsv" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+def s(v):
+    return "-" if v is None or v == "" else str(v)
+def lst(v):
+    return ",".join(str(x) for x in v) if v else "-"
+for model in m["models"]:
+    for c in model["cases"]:
+        tol = c.get("tolerance") or {}
+        print("\t".join([model["name"], model["file"], model["kind"], c["case"], c["function"],
+                         c["mode"], s(c.get("expect_error")), s(c.get("inputs")),
+                         s(c.get("expected")), s(tol.get("rtol")), s(tol.get("atol")),
+                         lst(c.get("outputs")), lst(c.get("scalars")),
+                         lst(model.get("functions"))]))
+PY
+log "$(wc -l <"$data/zoo-cases.tsv") zoo cases listed"
+
+m2="$MOTE_CACHE/m2"
+offline=()
+[ -d "$m2/org/apache/maven/surefire/surefire-junit-platform" ] && offline=(-o)
+rm -rf bindings-java/java/target/surefire-reports
+status=0
+(cd bindings-java/java && mvn -q -B -Dstyle.color=never "${offline[@]}" -Dmaven.repo.local="$m2" \
+    -Dmote.library="$lib" -Dmote.zoo="$MOTE_ZOO_DIR" -Dmote.cases="$data/zoo-cases.tsv" \
+    -Dmote.testPlugin="$data/libmote_test_plugin_good.so" -Dmote.testPluginBadAbi="$data/libmote_test_plugin_bad.so" test) 2>&1 \
+    | sed 's/\x1b\[[0-9;]*m//g' || status=$?
+
+reports=bindings-java/java/target/surefire-reports
+tests=0; failures=0
+if compgen -G "$reports/TEST-*.xml" >/dev/null; then
+    read -r tests failures < <("$python" - "$reports" <<'PY'
+import glob, sys, xml.etree.ElementTree as ET
+t = f = 0
+for p in glob.glob(sys.argv[1] + "/TEST-*.xml"):
+    r = ET.parse(p).getroot()
+    t += int(r.get("tests", 0))
+    f += int(r.get("failures", 0)) + int(r.get("errors", 0)) + int(r.get("skipped", 0))
+print(t, f)
+PY
+)
+fi
+if [ "$tests" -eq 0 ]; then
+    log "surefire ran no tests"
+    failures=$((failures + 1))
+fi
+if [ "$status" -ne 0 ] && [ "$failures" -eq 0 ]; then
+    failures=1
+fi
+echo "java checks: $((tests - failures < 0 ? 0 : tests - failures)) passed, $failures failed"
+[ "$failures" -eq 0 ]
