@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The Java bindings on the desktop JVM: builds libmote_java (cargo build -p mote-java), checks
-# that NativeBridge.java matches the Rust entries, lists the zoo's cases for the tests, and runs
-# the JUnit 5 suite through Maven (surefire pinned in bindings-java/java/pom.xml; the local
-# repository is $MOTE_CACHE/m2, so only the first run needs the network).
+# that NativeBridge.java and rpc/RpcBridge.java match the Rust entries, lists the zoo's cases for
+# the tests, and runs the JUnit 5 suite through Maven (surefire pinned in
+# bindings-java/java/pom.xml; the local repository is $MOTE_CACHE/m2, so only the first run
+# needs the network).
 #
-#   scripts/test-java.sh            (MOTE_ZOO_DIR: the x86_64 zoo; default: scripts/zoo.sh's)
+#   scripts/test-java.sh            (MOTE_ZOO_DIR: the x86_64 zoo; default: scripts/zoo.sh's;
+#                                    MOTE_PYTHON: the TVM 0.27 venv's python, for the zoo's
+#                                    manifest and TVM's RPC client and tracker in RpcServerTest;
+#                                    default: scripts/venv.sh's)
 #
 # Prints "java checks: N passed, M failed" from surefire's reports; exits non-zero on failure.
 set -euo pipefail
@@ -31,10 +35,11 @@ fi
 [ -x "$python" ] || die "no Python at $python (set MOTE_PYTHON)"
 
 mkdir -p "$ROOT/target/java-test"
-"$HERE/java-natives.sh" --check || die "NativeBridge.java drifted from bindings-java/src/natives.rs"
+"$HERE/java-natives.sh" --check || die "NativeBridge.java or RpcBridge.java drifted from bindings-java/src/{natives,rpc}.rs"
 
 # Javadoc on every public and protected member (doclint fails on a missing comment).
-javadoc -Xdoclint:all -quiet -d "$ROOT/target/java-test/javadoc" bindings-java/java/src/main/java/org/mote/*.java \
+javadoc -Xdoclint:all -quiet -d "$ROOT/target/java-test/javadoc" \
+    bindings-java/java/src/main/java/org/mote/*.java bindings-java/java/src/main/java/org/mote/rpc/*.java \
     >"$ROOT/target/java-test/javadoc.log" 2>&1 || { cat "$ROOT/target/java-test/javadoc.log" >&2; die "javadoc -Xdoclint:all failed"; }
 if grep -q 'warning' "$ROOT/target/java-test/javadoc.log"; then
     cat "$ROOT/target/java-test/javadoc.log" >&2
@@ -84,7 +89,8 @@ rm -rf bindings-java/java/target/surefire-reports
 status=0
 (cd bindings-java/java && mvn -q -B -Dstyle.color=never "${offline[@]}" -Dmaven.repo.local="$m2" \
     -Dmote.library="$lib" -Dmote.zoo="$MOTE_ZOO_DIR" -Dmote.cases="$data/zoo-cases.tsv" \
-    -Dmote.testPlugin="$data/libmote_test_plugin_good.so" -Dmote.testPluginBadAbi="$data/libmote_test_plugin_bad.so" test) 2>&1 \
+    -Dmote.testPlugin="$data/libmote_test_plugin_good.so" -Dmote.testPluginBadAbi="$data/libmote_test_plugin_bad.so" \
+    -Dmote.python="$python" test) 2>&1 \
     | sed 's/\x1b\[[0-9;]*m//g' || status=$?
 
 reports=bindings-java/java/target/surefire-reports

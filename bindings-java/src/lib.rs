@@ -2,7 +2,8 @@
 //!
 //! Every `Java_org_mote_NativeBridge_*` function in [`natives`] is one `static native` method of
 //! the package-private class `org.mote.NativeBridge`, whose Java source is generated from the
-//! `/// java:` line above each function (`scripts/java-natives.sh`, drift-checked in CI).
+//! `/// java:` line above each function (`scripts/java-natives.sh`, drift-checked in CI); the
+//! RPC server's entries in [`rpc`] are likewise `org.mote.rpc.RpcBridge`'s.
 //!
 //! Rules every entry follows (bindings-java/README.md states them for Java users):
 //! - It runs inside [`entry`]: panics are caught, Mote errors become the Java exception of
@@ -28,6 +29,7 @@ mod callback;
 pub mod gen;
 mod logging;
 pub mod natives;
+pub mod rpc;
 
 /// Why a native entry failed; each variant becomes a different Java exception.
 #[derive(Debug)]

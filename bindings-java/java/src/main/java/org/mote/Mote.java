@@ -7,6 +7,16 @@ public final class Mote {
     private Mote() {}
 
     /**
+     * Loads and initialises the native library now, instead of at the first native call (so
+     * that a missing or broken library fails here). Calling it again does nothing.
+     *
+     * @throws UnsatisfiedLinkError when {@code libmote_java} cannot be loaded
+     */
+    public static void load() {
+        NativeLoader.load();
+    }
+
+    /**
      * The native runtime's version.
      *
      * @return e.g. {@code "0.1.0"}

@@ -1,0 +1,428 @@
+//! The JNI entries of `org.mote.rpc.Server`: Mote's RPC server (`mote-rpc`, docs/rpc.md
+//! "Three ways to serve") started, observed and stopped from Java. Each `/// java:` line is the
+//! exact declaration of the function below it in the package-private class
+//! `org.mote.rpc.RpcBridge`, generated like `org.mote.NativeBridge` (`scripts/java-natives.sh`).
+//!
+//! A server is a [`ServerH`] behind a Java `long` handle. Java serialises `serverStop` calls and
+//! frees the handle only after the last call using it returned (a read/write lock in `Server`).
+//! A state snapshot crosses as a `long[]` (indexes `S_*`) and a `String[]` filled in place
+//! (indexes `T_*`); both index tables are generated into `RpcBridge`, so the two sides cannot
+//! disagree.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use jni::objects::{JClass, JLongArray, JObjectArray, JString};
+use jni::sys::{jint, jlong};
+use jni::{Env, EnvUnowned};
+use mote_rpc::proxy::ProxyState;
+use mote_rpc::tracker::TrackerState;
+use mote_rpc::{Server, ServerHandle, ServerStats};
+
+use crate::{entry, free_handle, handle_ref, into_handle, JErr};
+
+/// Modes, as `RpcBridge.MODE_*`.
+pub const MODE_LISTEN: i32 = 0;
+/// Tracker mode (docs/rpc.md "Tracker mode").
+pub const MODE_TRACKER: i32 = 1;
+/// Proxy mode (docs/rpc.md "Proxy mode").
+pub const MODE_PROXY: i32 = 2;
+
+/// Indexes of the numbers of a state snapshot (`RpcBridge.S_*`); booleans are 0 or 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum Num {
+    Stopped = 0,
+    Active,
+    Served,
+    Refused,
+    /// The listening port, -1 in proxy mode.
+    Port,
+    HasTracker,
+    TrackerConnected,
+    TrackerRegistrations,
+    HasProxy,
+    ProxyWaiting,
+    ProxySessions,
+}
+
+/// How many numbers a snapshot has.
+pub const NUMS: usize = Num::ProxySessions as usize + 1;
+
+/// Indexes of the strings of a state snapshot (`RpcBridge.T_*`); null when absent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum Text {
+    /// The listening IP address (`IpAddr`'s text), null in proxy mode.
+    Address = 0,
+    /// The tracker client's last error.
+    TrackerError,
+    /// The offers registered at the tracker, one per line.
+    TrackerOffers,
+    /// The proxy client's last error.
+    ProxyError,
+}
+
+/// How many strings a snapshot has.
+pub const TEXTS: usize = Text::ProxyError as usize + 1;
+
+/// The constants generated into `RpcBridge`.
+pub fn constants() -> Vec<(&'static str, i32)> {
+    vec![
+        ("MODE_LISTEN", MODE_LISTEN),
+        ("MODE_TRACKER", MODE_TRACKER),
+        ("MODE_PROXY", MODE_PROXY),
+        ("S_STOPPED", Num::Stopped as i32),
+        ("S_ACTIVE", Num::Active as i32),
+        ("S_SERVED", Num::Served as i32),
+        ("S_REFUSED", Num::Refused as i32),
+        ("S_PORT", Num::Port as i32),
+        ("S_HAS_TRACKER", Num::HasTracker as i32),
+        ("S_TRACKER_CONNECTED", Num::TrackerConnected as i32),
+        ("S_TRACKER_REGISTRATIONS", Num::TrackerRegistrations as i32),
+        ("S_HAS_PROXY", Num::HasProxy as i32),
+        ("S_PROXY_WAITING", Num::ProxyWaiting as i32),
+        ("S_PROXY_SESSIONS", Num::ProxySessions as i32),
+        ("S_LENGTH", NUMS as i32),
+        ("T_ADDRESS", Text::Address as i32),
+        ("T_TRACKER_ERROR", Text::TrackerError as i32),
+        ("T_TRACKER_OFFERS", Text::TrackerOffers as i32),
+        ("T_PROXY_ERROR", Text::ProxyError as i32),
+        ("T_LENGTH", TEXTS as i32),
+    ]
+}
+
+/// One look at a server.
+#[derive(Clone, Debug, Default)]
+struct Snapshot {
+    stopped: bool,
+    addr: Option<SocketAddr>,
+    stats: ServerStats,
+    tracker: Option<TrackerState>,
+    proxy: Option<ProxyState>,
+}
+
+impl Snapshot {
+    fn of(h: &ServerHandle) -> Snapshot {
+        Snapshot {
+            stopped: false,
+            addr: h.local_addr(),
+            stats: h.stats(),
+            tracker: h.tracker_state(),
+            proxy: h.proxy_state(),
+        }
+    }
+
+    fn nums(&self) -> [i64; NUMS] {
+        let mut n = [0i64; NUMS];
+        let b = |v: bool| i64::from(v);
+        n[Num::Stopped as usize] = b(self.stopped);
+        n[Num::Active as usize] = i64::try_from(self.stats.active).unwrap_or(i64::MAX);
+        n[Num::Served as usize] = i64::try_from(self.stats.served).unwrap_or(i64::MAX);
+        n[Num::Refused as usize] = i64::try_from(self.stats.refused).unwrap_or(i64::MAX);
+        n[Num::Port as usize] = self.addr.map_or(-1, |a| i64::from(a.port()));
+        if let Some(t) = &self.tracker {
+            n[Num::HasTracker as usize] = 1;
+            n[Num::TrackerConnected as usize] = b(t.connected);
+            n[Num::TrackerRegistrations as usize] =
+                i64::try_from(t.registrations).unwrap_or(i64::MAX);
+        }
+        if let Some(p) = &self.proxy {
+            n[Num::HasProxy as usize] = 1;
+            n[Num::ProxyWaiting as usize] = b(p.waiting);
+            n[Num::ProxySessions as usize] = i64::try_from(p.sessions).unwrap_or(i64::MAX);
+        }
+        n
+    }
+
+    fn texts(&self) -> [Option<String>; TEXTS] {
+        let mut t: [Option<String>; TEXTS] = Default::default();
+        t[Text::Address as usize] = self.addr.map(|a| a.ip().to_string());
+        if let Some(tr) = &self.tracker {
+            t[Text::TrackerError as usize] = tr.last_error.clone();
+            t[Text::TrackerOffers as usize] = Some(tr.registered.join("\n"));
+        }
+        if let Some(p) = &self.proxy {
+            t[Text::ProxyError as usize] = p.last_error.clone();
+        }
+        t
+    }
+}
+
+/// A server owned by one `org.mote.rpc.Server`.
+pub struct ServerH {
+    /// The running server; `None` once stopped.
+    running: Mutex<Option<ServerHandle>>,
+    /// The server's stop flag (set first by `serverStop`, so no new session starts while it
+    /// waits for the running ones).
+    stop: Arc<AtomicBool>,
+    /// The last snapshot, taken when the server stopped.
+    last: Mutex<Snapshot>,
+}
+
+/// Lock ignoring poison: every value behind these locks stays consistent between statements
+/// (a panic elsewhere cannot leave one half-written).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ServerH {
+    fn snapshot(&self) -> Snapshot {
+        match &*lock(&self.running) {
+            Some(h) => Snapshot::of(h),
+            None => lock(&self.last).clone(),
+        }
+    }
+
+    /// Stop and wait: no new sessions, wait until the running ones ended (a call in progress
+    /// finishes first), then leave the tracker or proxy and remove the sandboxes. The counters
+    /// kept afterwards are those seen when the last session had ended.
+    fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let handle = loop {
+            let mut running = lock(&self.running);
+            let Some(h) = running.as_ref() else {
+                return; // stopped already
+            };
+            let snap = Snapshot::of(h);
+            if snap.stats.active == 0 {
+                *lock(&self.last) = snap;
+                break running.take();
+            }
+            drop(running);
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        if let Some(h) = handle {
+            let (tracker, proxy) = (h.tracker_state(), h.proxy_state());
+            h.stop();
+            let mut last = lock(&self.last);
+            last.stopped = true;
+            // Gone from the tracker and the proxy now; keep their counters and last errors.
+            last.tracker = tracker.map(|t| TrackerState {
+                connected: false,
+                registered: Vec::new(),
+                ..t
+            });
+            last.proxy = proxy.map(|p| ProxyState {
+                waiting: false,
+                ..p
+            });
+        }
+    }
+}
+
+fn opt_string(env: &Env<'_>, s: &JString<'_>) -> Result<Option<String>, JErr> {
+    if s.is_null() {
+        Ok(None)
+    } else {
+        Ok(Some(s.try_to_string(env)?))
+    }
+}
+
+fn io_err(what: &str, e: std::io::Error) -> JErr {
+    if e.kind() == std::io::ErrorKind::InvalidInput {
+        JErr::Arg(format!("{what}: {e}"))
+    } else {
+        JErr::Mote(mote::Error::Io {
+            path: PathBuf::from(what),
+            source: e,
+        })
+    }
+}
+
+/// java: static native long serverStart(String host, int port, String key, String[] allow, int maxSessions, String sandbox, int mode, String modeAddress, String customAddress, int sessionThreads, long idleTimeoutMillis);
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_serverStart<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    host: JString<'l>,
+    port: jint,
+    key: JString<'l>,
+    allow: JObjectArray<'l>,
+    max_sessions: jint,
+    sandbox: JString<'l>,
+    mode: jint,
+    mode_address: JString<'l>,
+    custom_address: JString<'l>,
+    session_threads: jint,
+    idle_timeout_millis: jlong,
+) -> jlong {
+    entry(&mut env, |env| {
+        let host = opt_string(env, &host)?.ok_or_else(|| JErr::Arg("host is null".into()))?;
+        let port =
+            u16::try_from(port).map_err(|_| JErr::Arg(format!("port {port} is not 0..65535")))?;
+        let key = opt_string(env, &key)?.unwrap_or_default();
+        let max_sessions = usize::try_from(max_sessions)
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| JErr::Arg(format!("maxSessions {max_sessions} is not at least 1")))?;
+        let mut b = Server::builder()
+            .host(host.clone())
+            .port(port)
+            .key(key)
+            .max_sessions(max_sessions);
+        if !allow.is_null() {
+            let mut ips: Vec<IpAddr> = Vec::new();
+            for i in 0..allow.len(env)? {
+                let o = allow.get_element(env, i)?;
+                let s = env.cast_local::<JString>(o)?;
+                let s = opt_string(env, &s)?
+                    .ok_or_else(|| JErr::Arg("an allowed address is null".into()))?;
+                ips.push(
+                    s.parse()
+                        .map_err(|_| JErr::Arg(format!("{s:?} is not an IP address")))?,
+                );
+            }
+            b = b.allow(ips);
+        }
+        if let Some(dir) = opt_string(env, &sandbox)? {
+            b = b.sandbox_root(dir);
+        }
+        let mode_address = opt_string(env, &mode_address)?;
+        let custom_address = opt_string(env, &custom_address)?;
+        let need = |what: &str| {
+            mode_address
+                .clone()
+                .ok_or_else(|| JErr::Arg(format!("{what} address is null")))
+        };
+        b = match mode {
+            MODE_LISTEN => b,
+            MODE_TRACKER => b.tracker(need("tracker")?, custom_address),
+            MODE_PROXY => b.through_proxy(need("proxy")?),
+            m => return Err(JErr::Arg(format!("unknown mode {m}"))),
+        };
+        if session_threads != 0 {
+            let n = usize::try_from(session_threads)
+                .map_err(|_| JErr::Arg(format!("sessionThreads {session_threads} is negative")))?;
+            b = b.session_threads(n);
+        }
+        if idle_timeout_millis != 0 {
+            let ms = u64::try_from(idle_timeout_millis).map_err(|_| {
+                JErr::Arg(format!("idle timeout {idle_timeout_millis} ms is negative"))
+            })?;
+            b = b.idle_timeout(Duration::from_millis(ms));
+        }
+        let what = match mode {
+            MODE_PROXY => "RPC server (proxy mode)".to_string(),
+            _ => format!("RPC server on {host}:{port}"),
+        };
+        let handle = b.spawn().map_err(|e| io_err(&what, e))?;
+        let stop = handle.stop_flag();
+        Ok(into_handle(ServerH {
+            running: Mutex::new(Some(handle)),
+            stop,
+            last: Mutex::new(Snapshot::default()),
+        }))
+    })
+}
+
+/// java: static native long[] serverState(long server, String[] texts);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_serverState<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    server: jlong,
+    texts: JObjectArray<'l>,
+) -> JLongArray<'l> {
+    entry(&mut env, |env| {
+        // SAFETY: Java passes the handle of a server it has not freed and frees it only after
+        // this call returned (Server's read/write lock).
+        let s = unsafe { handle_ref::<ServerH>(server, "Server")? };
+        if texts.is_null() || texts.len(env)? != TEXTS {
+            return Err(JErr::Arg(format!("texts must be a String[{TEXTS}]")));
+        }
+        let snap = s.snapshot();
+        for (i, t) in snap.texts().iter().enumerate() {
+            match t {
+                Some(t) => {
+                    let js = JString::from_str(env, t)?;
+                    texts.set_element(env, i, &js)?;
+                }
+                None => texts.set_element(env, i, jni::objects::JObject::null())?,
+            }
+        }
+        let nums = snap.nums();
+        let a = env.new_long_array(NUMS)?;
+        a.set_region(env, 0, &nums)?;
+        Ok(a)
+    })
+}
+
+/// java: static native void serverStop(long server);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_serverStop<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    server: jlong,
+) {
+    entry(&mut env, |_| {
+        // SAFETY: as in serverState.
+        let s = unsafe { handle_ref::<ServerH>(server, "Server")? };
+        s.stop();
+        Ok(())
+    })
+}
+
+/// java: static native void serverFree(long server);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_serverFree<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    server: jlong,
+) {
+    entry(&mut env, |_| {
+        // SAFETY: Java frees each handle once, after every other call using it returned.
+        // Dropping a server that is still running stops it (ServerHandle's Drop).
+        unsafe { free_handle::<ServerH>(server) };
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_layout_is_dense() {
+        let c = constants();
+        let nums: Vec<i32> = c
+            .iter()
+            .filter(|(n, _)| n.starts_with("S_") && *n != "S_LENGTH")
+            .map(|(_, v)| *v)
+            .collect();
+        assert_eq!(nums, (0..NUMS as i32).collect::<Vec<_>>());
+        let texts: Vec<i32> = c
+            .iter()
+            .filter(|(n, _)| n.starts_with("T_") && *n != "T_LENGTH")
+            .map(|(_, v)| *v)
+            .collect();
+        assert_eq!(texts, (0..TEXTS as i32).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_stopped_snapshot_reads_back() {
+        let server = Server::builder().port(0).spawn().expect("bind 127.0.0.1:0");
+        let port = server.local_addr().expect("listening").port();
+        let h = ServerH {
+            stop: server.stop_flag(),
+            running: Mutex::new(Some(server)),
+            last: Mutex::new(Snapshot::default()),
+        };
+        let live = h.snapshot().nums();
+        assert_eq!(live[Num::Stopped as usize], 0);
+        assert_eq!(live[Num::Port as usize], i64::from(port));
+        h.stop();
+        h.stop();
+        let last = h.snapshot();
+        assert_eq!(last.nums()[Num::Stopped as usize], 1);
+        assert_eq!(
+            last.texts()[Text::Address as usize].as_deref(),
+            Some("127.0.0.1")
+        );
+        assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+    }
+}
