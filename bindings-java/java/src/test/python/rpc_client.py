@@ -3,6 +3,7 @@
 
 argv: ZOO MODE HOST PORT KEY
   direct   rpc.connect(HOST, PORT, key=KEY), then the mlp flow; prints "ok <mean ms>".
+           Through a TVM proxy at HOST:PORT, the same call reaches the server waiting there.
   tracker  HOST:PORT is a TVM tracker. Waits until it lists server:KEY with a free place and
            prints "listed"; runs the mlp flow on the session tracker.request(KEY) hands out and
            prints "ran <mean ms>"; ends that session, then waits for a line on stdin (the Java

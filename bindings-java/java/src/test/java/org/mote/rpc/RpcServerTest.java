@@ -269,6 +269,44 @@ class RpcServerTest {
     }
 
     @Test
+    void proxyModeServesThroughTvmsProxy() throws Exception {
+        int proxyPort = freePort();
+        try (Py proxy = new Py("-m", "tvm.exec.rpc_proxy", "--host", "127.0.0.1", "--port",
+                Integer.toString(proxyPort), "--port-end", Integer.toString(proxyPort + 1),
+                "--web-port", "0")) {
+            until("the proxy listens on " + proxyPort, 20, () -> {
+                if (!proxy.process.isAlive()) {
+                    fail("the proxy exited:\n" + proxy.output());
+                }
+                return accepts(proxyPort);
+            });
+            try (Server server = Server.builder().key("java-proxy")
+                    .throughProxy("127.0.0.1:" + proxyPort).start()) {
+                assertEquals(ServerMode.PROXY, server.mode());
+                assertFalse(server.port().isPresent());
+                until("waiting at the proxy", 20, () -> server.state().proxyWaiting());
+                int exit;
+                String out;
+                try (Py client = new Py(clientScript(), zoo(), "direct", "127.0.0.1",
+                        Integer.toString(proxyPort), "java-proxy")) {
+                    exit = client.exit(90);
+                    out = client.output();
+                }
+                assertEquals(0, exit, "TVM's client failed through the proxy:\n" + out);
+                until("served == 1", 10, () -> server.state().served() == 1);
+                ServerState s = server.state();
+                assertEquals(1, s.proxySessions(), s.toString());
+                System.out.println("rpc proxy: " + out.trim() + " ms per forward; " + s);
+                server.stop();
+                ServerState end = server.state();
+                assertTrue(end.stopped());
+                assertFalse(end.proxyWaiting());
+                assertEquals(1, end.served());
+            }
+        }
+    }
+
+    @Test
     void proxyModeWithoutAProxyReportsTheErrorAndStops() throws Exception {
         int closed = freePort();
         try (Server server = Server.builder().key("java-proxy")
