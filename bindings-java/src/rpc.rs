@@ -280,6 +280,8 @@ pub extern "system" fn Java_org_mote_rpc_RpcBridge_serverStart<'l>(
             b = b.allow(ips);
         }
         if let Some(dir) = opt_string(env, &sandbox)? {
+            // Created here so that a failure names the folder (spawn's error would not).
+            std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
             b = b.sandbox_root(dir);
         }
         let mode_address = opt_string(env, &mode_address)?;

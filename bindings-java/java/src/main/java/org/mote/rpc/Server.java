@@ -394,7 +394,9 @@ public final class Server implements AutoCloseable {
          */
         public Builder allow(InetAddress... addresses) {
             for (InetAddress a : addresses) {
-                allow.add(Objects.requireNonNull(a, "address").getHostAddress());
+                String ip = Objects.requireNonNull(a, "address").getHostAddress();
+                int zone = ip.indexOf('%'); // an IPv6 scope: peers are matched by address only
+                allow.add(zone < 0 ? ip : ip.substring(0, zone));
             }
             return this;
         }
@@ -573,7 +575,8 @@ public final class Server implements AutoCloseable {
          *
          * @return the running server
          * @throws org.mote.MoteIoException when the socket cannot be bound (port in use, no
-         *     such address) or the sandbox folder cannot be created
+         *     such address; the message names host and port) or the sandbox folder cannot be
+         *     created (the message names it)
          * @throws IllegalArgumentException when an allowed address is not an IP literal
          */
         public Server start() {

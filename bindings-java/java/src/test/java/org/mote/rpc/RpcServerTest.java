@@ -393,6 +393,20 @@ class RpcServerTest {
     }
 
     @Test
+    void anUncreatableSandboxIsAnIoError(@TempDir Path dir) throws Exception {
+        Path file = Files.write(dir.resolve("a-file"), new byte[] {1});
+        Path sandbox = file.resolve("sandbox");
+        MoteIoException e = assertThrows(MoteIoException.class,
+                () -> Server.builder().sandbox(sandbox).start());
+        assertTrue(e.getMessage().contains(sandbox.toString()), e.getMessage());
+        // An IPv6 address with a scope is accepted (peers are matched by address).
+        try (Server s = Server.builder()
+                .allow(java.net.Inet6Address.getByAddress("lo", new byte[16], 1)).start()) {
+            assertTrue(s.port().isPresent());
+        }
+    }
+
+    @Test
     void badSettingsAreRefused() throws Exception {
         assertThrows(IllegalArgumentException.class, () -> Server.builder().port(-1));
         assertThrows(IllegalArgumentException.class, () -> Server.builder().port(65536));
