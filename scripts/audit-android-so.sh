@@ -9,7 +9,8 @@
 #   libraries every Android has; anything else would have to ship in the APK); SONAME set;
 #   no text relocations (DT_TEXTREL or the TEXTREL flag: refused by Android since API 23);
 #   no RPATH/RUNPATH; every LOAD segment aligned to at least 16384 bytes (Google Play's
-#   requirement for 16 KB page devices, Android 15+); a non-executable stack; dynamic exports
+#   requirement for 16 KB page devices, Android 15+) with its file offset congruent to its
+#   address modulo that alignment; a non-executable stack; dynamic exports
 #   only JNI_OnLoad and Java_* (nothing of Rust's or the unwinder's leaks); JNI_OnLoad
 #   exported; and every `native` method of NATIVEBRIDGE_JAVA (default: the Maven project's
 #   org/mote/NativeBridge.java) has its Java_org_mote_NativeBridge_<name> export, and no export
@@ -84,6 +85,15 @@ for a in $aligns; do
 done
 check "LOAD segments aligned to >= 16 KB" "$(ok test -n "$aligns" -a -z "$small")" \
   "aligns: $(tr '\n' ' ' <<<"$aligns")${small:+(too small:$small)}"
+
+# A loader maps a segment at page granularity: offset and address must agree modulo the
+# alignment, or a 16 KB page device cannot map it.
+incongruent=""
+while read -r off addr al; do
+  [ $((al)) -gt 0 ] && [ $((off % al)) -ne $((addr % al)) ] && incongruent="$incongruent $off/$addr"
+done < <(awk '$1 == "LOAD" { print $2, $3, $NF }' <<<"$phdrs")
+check "LOAD offsets congruent with addresses modulo the alignment" "$(ok test -n "$aligns" -a -z "$incongruent")" \
+  "${incongruent:+offset/address:$incongruent}"
 
 stack=$(awk '$1 == "GNU_STACK"' <<<"$phdrs")
 check "non-executable stack" "$(ok test -n "$stack" -a -z "$(grep -E 'RWE|E$' <<<"$stack" || true)")" \
