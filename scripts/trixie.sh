@@ -27,6 +27,7 @@ PACKAGES=(
   qemu-user
   swiftlang
   git pkg-config
+  lld
 )
 
 log() { printf '[trixie] %s\n' "$*" >&2; }

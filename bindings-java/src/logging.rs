@@ -12,6 +12,11 @@ use log::{Level, LevelFilter, Log, Metadata, Record};
 
 use crate::JErr;
 
+// On Android the records go to logcat instead (installed first, so `JavaLogger` is not).
+#[cfg(target_os = "android")]
+#[path = "android_log.rs"]
+mod android_log;
+
 static LOGGING_CLASS: OnceLock<Global<JClass<'static>>> = OnceLock::new();
 
 thread_local! {
@@ -41,6 +46,8 @@ pub(crate) fn init(env: &mut Env<'_>, level: i32) -> Result<(), JErr> {
         let class = env.find_class(jni_str!("org/mote/Logging"))?;
         let global = env.new_global_ref(class)?;
         let _ = LOGGING_CLASS.set(global);
+        #[cfg(target_os = "android")]
+        android_log::install();
         // Fails only when another logger is installed (an embedding app's): keep that one.
         let _ = log::set_logger(&JavaLogger);
     }

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Audit an Android arm64 JNI library (the output of scripts/build-android-so.sh):
+#
+#   scripts/audit-android-so.sh LIB [NATIVEBRIDGE_JAVA]
+#
+# Reads LIB with readelf (GNU binutils reads ELF files of every machine; llvm-readelf works
+# too) and checks, one line each:
+#   ELF64 shared object for AArch64; NEEDED only libc.so/libdl.so/libm.so/liblog.so (system
+#   libraries every Android has; anything else would have to ship in the APK); SONAME set;
+#   no text relocations (DT_TEXTREL or the TEXTREL flag: refused by Android since API 23);
+#   no RPATH/RUNPATH; every LOAD segment aligned to at least 16384 bytes (Google Play's
+#   requirement for 16 KB page devices, Android 15+) with its file offset congruent to its
+#   address modulo that alignment; a non-executable stack; dynamic exports
+#   only JNI_OnLoad and Java_* (nothing of Rust's or the unwinder's leaks); JNI_OnLoad
+#   exported; and every `native` method of NATIVEBRIDGE_JAVA (default: the Maven project's
+#   org/mote/NativeBridge.java) has its Java_org_mote_NativeBridge_<name> export, and no export
+#   lacks its declaration.
+# Prints "android so checks: N passed, M failed"; exits non-zero if any failed.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+ROOT=$(cd "$HERE/.." && pwd -P)
+
+LIB=${1:-}
+BRIDGE=${2:-$ROOT/bindings-java/java/src/main/java/org/mote/NativeBridge.java}
+if [ -z "$LIB" ] || [ ! -f "$LIB" ]; then
+  echo "usage: $0 LIB [NativeBridge.java]  (no file '$LIB')" >&2
+  echo "android so checks: 0 passed, 1 failed"
+  exit 1
+fi
+
+RE=""
+for t in readelf aarch64-linux-gnu-readelf llvm-readelf; do
+  if command -v "$t" >/dev/null 2>&1; then RE=$t; break; fi
+done
+if [ -z "$RE" ]; then
+  echo "audit-android-so: no readelf (apt-get install binutils)" >&2
+  echo "android so checks: 0 passed, 1 failed"
+  exit 1
+fi
+
+passed=0 failed=0
+check() {  # check NAME OK(0/1) DETAIL
+  if [ "$2" = 0 ]; then
+    passed=$((passed + 1)); echo "PASS $1${3:+: $3}"
+  else
+    failed=$((failed + 1)); echo "FAIL $1${3:+: $3}"
+  fi
+}
+ok() { if "$@"; then echo 0; else echo 1; fi; }
+
+hdr=$("$RE" -h -W "$LIB")
+dyn=$("$RE" -d -W "$LIB")
+phdrs=$("$RE" -l -W "$LIB")
+syms=$("$RE" --dyn-syms -W "$LIB")
+
+class=$(awk -F: '/^ *Class:/ { gsub(/ /, "", $2); print $2 }' <<<"$hdr")
+machine=$(awk -F: '/^ *Machine:/ { sub(/^ +/, "", $2); print $2 }' <<<"$hdr")
+type=$(awk -F: '/^ *Type:/ { sub(/^ +/, "", $2); print $2 }' <<<"$hdr")
+check "ELF64" "$(ok test "$class" = ELF64)" "$class"
+check "AArch64" "$(ok test "$machine" = AArch64)" "$machine"
+check "shared object" "$(ok grep -q '^DYN' <<<"$type")" "$type"
+
+needed=$(sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' <<<"$dyn" | sort | tr '\n' ' ')
+bad=""
+for n in $needed; do
+  case "$n" in libc.so | libdl.so | libm.so | liblog.so) ;; *) bad="$bad $n" ;; esac
+done
+check "NEEDED only Android system libraries" "$(ok test -z "$bad")" "${bad:+not allowed:$bad; }NEEDED: ${needed:-none}"
+
+soname=$(sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p' <<<"$dyn")
+check "SONAME set" "$(ok test -n "$soname")" "${soname:-none}"
+
+textrel=$(grep -E '\(TEXTREL\)|\(FLAGS\).*TEXTREL' <<<"$dyn" || true)
+check "no text relocations" "$(ok test -z "$textrel")" "${textrel:-no DT_TEXTREL, no TEXTREL flag}"
+
+rpath=$(grep -E '\((RPATH|RUNPATH)\)' <<<"$dyn" || true)
+check "no RPATH/RUNPATH" "$(ok test -z "$rpath")" "$rpath"
+
+# LOAD lines: Type Offset VirtAddr PhysAddr FileSiz MemSiz Flg Align (Flg may hold spaces).
+aligns=$(awk '$1 == "LOAD" { print $NF }' <<<"$phdrs")
+small=""
+for a in $aligns; do
+  [ $((a)) -ge 16384 ] || small="$small $a"
+done
+check "LOAD segments aligned to >= 16 KB" "$(ok test -n "$aligns" -a -z "$small")" \
+  "aligns: $(tr '\n' ' ' <<<"$aligns")${small:+(too small:$small)}"
+
+# A loader maps a segment at page granularity: offset and address must agree modulo the
+# alignment, or a 16 KB page device cannot map it.
+incongruent=""
+while read -r off addr al; do
+  [ $((al)) -gt 0 ] && [ $((off % al)) -ne $((addr % al)) ] && incongruent="$incongruent $off/$addr"
+done < <(awk '$1 == "LOAD" { print $2, $3, $NF }' <<<"$phdrs")
+check "LOAD offsets congruent with addresses modulo the alignment" "$(ok test -n "$aligns" -a -z "$incongruent")" \
+  "${incongruent:+offset/address:$incongruent}"
+
+stack=$(awk '$1 == "GNU_STACK"' <<<"$phdrs")
+check "non-executable stack" "$(ok test -n "$stack" -a -z "$(grep -E 'RWE|E$' <<<"$stack" || true)")" \
+  "$(tr -s ' ' <<<"${stack:-no GNU_STACK}")"
+
+# Defined dynamic symbols: Num: Value Size Type Bind Vis Ndx Name
+exports=$(awk '$1 ~ /^[0-9]+:$/ && $7 != "UND" && ($5 == "GLOBAL" || $5 == "WEAK") && $8 != "" {
+                 sub(/@.*/, "", $8); print $8 }' <<<"$syms" | sort -u)
+others=$(grep -v -E '^(JNI_OnLoad|Java_.+)$' <<<"$exports" || true)
+check "exports only JNI_OnLoad and Java_*" "$(ok test -z "$others")" \
+  "$(wc -l <<<"$exports") exports${others:+; others: $(head -n 5 <<<"$others" | tr '\n' ' ')}"
+check "JNI_OnLoad exported" "$(ok grep -qx JNI_OnLoad <<<"$exports")"
+
+if [ -f "$BRIDGE" ]; then
+  # `static native T name(` declarations (no overloads, so the short JNI names apply).
+  declared=$(grep -oE 'native +[][A-Za-z0-9_.<> ]+ +[A-Za-z0-9_]+ *\(' "$BRIDGE" |
+    sed -E 's/.* ([A-Za-z0-9_]+) *\($/Java_org_mote_NativeBridge_\1/' | sort -u || true)
+  java_exports=$(grep '^Java_' <<<"$exports" || true)
+  missing=$(comm -23 <(echo "$declared") <(echo "$java_exports") | grep . || true)
+  extra=$(comm -13 <(echo "$declared") <(echo "$java_exports") | grep . || true)
+  check "every NativeBridge native exported, nothing else" \
+    "$(ok test -n "$declared" -a -z "$missing" -a -z "$extra")" \
+    "$(grep -c . <<<"$declared") declared${missing:+; missing: $(tr '\n' ' ' <<<"$missing")}${extra:+; undeclared: $(tr '\n' ' ' <<<"$extra")}"
+else
+  check "every NativeBridge native exported" 1 "no $BRIDGE"
+fi
+
+echo "android so checks: $passed passed, $failed failed"
+[ "$failed" = 0 ]
