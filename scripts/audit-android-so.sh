@@ -12,9 +12,9 @@
 #   requirement for 16 KB page devices, Android 15+) with its file offset congruent to its
 #   address modulo that alignment; a non-executable stack; dynamic exports
 #   only JNI_OnLoad and Java_* (nothing of Rust's or the unwinder's leaks); JNI_OnLoad
-#   exported; and every `native` method of NATIVEBRIDGE_JAVA (default: the Maven project's
-#   org/mote/NativeBridge.java) has its Java_org_mote_NativeBridge_<name> export, and no export
-#   lacks its declaration.
+#   exported; and every `native` method of the bridge classes (default: the Maven project's
+#   org/mote/NativeBridge.java and org/mote/rpc/RpcBridge.java) has its
+#   Java_<package>_<Class>_<name> export, and no export lacks its declaration.
 # Prints "android so checks: N passed, M failed"; exits non-zero if any failed.
 set -euo pipefail
 
@@ -22,9 +22,12 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 ROOT=$(cd "$HERE/.." && pwd -P)
 
 LIB=${1:-}
-BRIDGE=${2:-$ROOT/bindings-java/java/src/main/java/org/mote/NativeBridge.java}
+JAVA_SRC=$ROOT/bindings-java/java/src/main/java
+shift || true
+BRIDGES=("$@")
+[ ${#BRIDGES[@]} -gt 0 ] || BRIDGES=("$JAVA_SRC/org/mote/NativeBridge.java" "$JAVA_SRC/org/mote/rpc/RpcBridge.java")
 if [ -z "$LIB" ] || [ ! -f "$LIB" ]; then
-  echo "usage: $0 LIB [NativeBridge.java]  (no file '$LIB')" >&2
+  echo "usage: $0 LIB [BRIDGE.java ...]  (no file '$LIB')" >&2
   echo "android so checks: 0 passed, 1 failed"
   exit 1
 fi
@@ -107,19 +110,24 @@ check "exports only JNI_OnLoad and Java_*" "$(ok test -z "$others")" \
   "$(wc -l <<<"$exports") exports${others:+; others: $(head -n 5 <<<"$others" | tr '\n' ' ')}"
 check "JNI_OnLoad exported" "$(ok grep -qx JNI_OnLoad <<<"$exports")"
 
-if [ -f "$BRIDGE" ]; then
+declared=""
+for bridge in "${BRIDGES[@]}"; do
+  [ -f "$bridge" ] || { check "bridge class $bridge exists" 1 "no such file"; continue; }
+  # The JNI prefix of the class: its path below the source root, '/' -> '_'.
+  rel=${bridge#"$JAVA_SRC"/}
+  prefix=Java_$(sed -e 's/\.java$//' -e 's|/|_|g' <<<"$rel")
   # `static native T name(` declarations (no overloads, so the short JNI names apply).
-  declared=$(grep -oE 'native +[][A-Za-z0-9_.<> ]+ +[A-Za-z0-9_]+ *\(' "$BRIDGE" |
-    sed -E 's/.* ([A-Za-z0-9_]+) *\($/Java_org_mote_NativeBridge_\1/' | sort -u || true)
-  java_exports=$(grep '^Java_' <<<"$exports" || true)
-  missing=$(comm -23 <(echo "$declared") <(echo "$java_exports") | grep . || true)
-  extra=$(comm -13 <(echo "$declared") <(echo "$java_exports") | grep . || true)
-  check "every NativeBridge native exported, nothing else" \
-    "$(ok test -n "$declared" -a -z "$missing" -a -z "$extra")" \
-    "$(grep -c . <<<"$declared") declared${missing:+; missing: $(tr '\n' ' ' <<<"$missing")}${extra:+; undeclared: $(tr '\n' ' ' <<<"$extra")}"
-else
-  check "every NativeBridge native exported" 1 "no $BRIDGE"
-fi
+  declared+=$(grep -oE 'native +[][A-Za-z0-9_.<> ]+ +[A-Za-z0-9_]+ *\(' "$bridge" |
+    sed -E "s/.* ([A-Za-z0-9_]+) *\\($/${prefix}_\1/" || true)
+  declared+=$'\n'
+done
+declared=$(grep . <<<"$declared" | sort -u || true)
+java_exports=$(grep '^Java_' <<<"$exports" || true)
+missing=$(comm -23 <(echo "$declared") <(echo "$java_exports") | grep . || true)
+extra=$(comm -13 <(echo "$declared") <(echo "$java_exports") | grep . || true)
+check "every bridge native exported, nothing else" \
+  "$(ok test -n "$declared" -a -z "$missing" -a -z "$extra")" \
+  "$(grep -c . <<<"$declared") declared${missing:+; missing: $(tr '\n' ' ' <<<"$missing")}${extra:+; undeclared: $(tr '\n' ' ' <<<"$extra")}"
 
 echo "android so checks: $passed passed, $failed failed"
 [ "$failed" = 0 ]

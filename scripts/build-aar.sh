@@ -44,7 +44,8 @@ mkdir -p "$WORK/classes" "$WORK/aar/jni/arm64-v8a"
 # without the network or Maven's cache.
 log "compiling the Java sources"
 javac --release 11 -Xlint:all -Werror -encoding UTF-8 -d "$WORK/classes" \
-  bindings-java/java/src/main/java/org/mote/*.java || die "javac failed"
+  bindings-java/java/src/main/java/org/mote/*.java bindings-java/java/src/main/java/org/mote/rpc/*.java \
+  || die "javac failed"
 jar --create --no-manifest --file "$WORK/aar/classes.jar" -C "$WORK/classes" . || die "jar failed"
 
 cp bindings-java/android/AndroidManifest.xml "$WORK/aar/AndroidManifest.xml"

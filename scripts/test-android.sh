@@ -87,9 +87,10 @@ check "manifest: minSdkVersion $MIN_SDK" "$(ok grep -q "android:minSdkVersion=\"
 mkdir -p "$x/classes"
 (cd "$x/classes" && jar --extract --file "$x/aar/classes.jar")
 missing=""
-for src in bindings-java/java/src/main/java/org/mote/*.java; do
-  c=$(basename "$src" .java)
-  [ -f "$x/classes/org/mote/$c.class" ] || missing="$missing $c"
+for src in bindings-java/java/src/main/java/org/mote/*.java bindings-java/java/src/main/java/org/mote/rpc/*.java; do
+  c=${src#bindings-java/java/src/main/java/}
+  c=${c%.java}
+  [ -f "$x/classes/$c.class" ] || missing="$missing $c"
 done
 check "classes.jar has a class for every source file" "$(ok test -z "$missing")" \
   "$(find "$x/classes" -name '*.class' | wc -l) classes${missing:+; missing:$missing}"
@@ -100,6 +101,8 @@ check "classes are Java 11 class files (major 55)" "$(ok test "${major:-0}" = 55
 jp() { javap -p -cp "$x/classes" "$@" 2>/dev/null; }
 check "proguard: NativeBridge has native methods to keep" \
   "$(ok test "$(jp org.mote.NativeBridge | grep -c ' native ')" -gt 0)" "$(jp org.mote.NativeBridge | grep -c ' native ') natives"
+check "proguard: RpcBridge has native methods to keep" \
+  "$(ok test "$(jp org.mote.rpc.RpcBridge | grep -c ' native ')" -gt 0)" "$(jp org.mote.rpc.RpcBridge | grep -c ' native ') natives"
 check "proguard: Function.dispatch(long, int[], long[], double[], String[]) exists" \
   "$(ok grep -q 'static long dispatch(long, int\[\], long\[\], double\[\], java.lang.String\[\])' <<<"$(jp org.mote.Function)")"
 check "proguard: Logging.emit(int, String, String) exists" \
@@ -114,10 +117,10 @@ for c in "$x"/classes/org/mote/*Exception.class; do
 done
 check "proguard: every MoteException subclass has the (String) constructor JNI throws with" \
   "$(ok test "$nexc" = 17 -a -z "$nocons")" "$nexc subclasses${nocons:+; without:$nocons}"
-for k in NativeBridge Function Logging MoteException; do
+for k in NativeBridge rpc.RpcBridge Function Logging MoteException; do
   grep -q "class org.mote.$k\b" "$x/aar/proguard.txt" || nocons="$nocons rule:$k"
 done
-check "proguard: rules for NativeBridge, Function, Logging and the exceptions" "$(ok test -z "$nocons")"
+check "proguard: rules for NativeBridge, RpcBridge, Function, Logging and the exceptions" "$(ok test -z "$nocons")"
 
 check "POM: org.mote:mote-android:0.1.0, packaging aar" "$(ok python3 - "$pom" <<'PY'
 import sys, xml.etree.ElementTree as ET

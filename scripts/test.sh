@@ -6,6 +6,7 @@
 #      thread-pool stress test again in release;
 #   3. the C ABI: header drift and hygiene, ABI baseline, C tests under valgrind, CMake example;
 #      the Java bindings on the desktop JVM (natives drift, Javadoc, JUnit 5 through Maven);
+#      the Android JNI library (arm64, linked without the NDK, audited) and the AAR;
 #   4. the aarch64 zoos, and the same tests cross-built with trixie's Rust 1.85 under qemu,
 #      including the offload zoo on the real ACL through libmote_acl.so; the shim's own C test;
 #   5. the phone, simulated: the aarch64 `mote rpc serve` under qemu with the real ACL, driven
@@ -65,6 +66,12 @@ scripts/test-java.sh 2>&1 | tee "$MOTE_CACHE/last-java-tests.log"
 java_line="$(grep -E '^java checks:' "$MOTE_CACHE/last-java-tests.log" | tail -n 1)"
 record "$java_line"
 
+step "Android: arm64 JNI library (no NDK), its audit, the AAR"
+scripts/test-android.sh 2>&1 | tee "$MOTE_CACHE/last-android-tests.log"
+[ "${PIPESTATUS[0]}" = 0 ] || fail "Android library/AAR checks"
+android_line="$(grep -E '^android checks:' "$MOTE_CACHE/last-android-tests.log" | tail -n 1)"
+record "$android_line"
+
 step "aarch64 tests under qemu (trixie Rust 1.85)"
 scripts/test-aarch64.sh 2>&1 | tee "$MOTE_CACHE/last-aarch64-tests.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "aarch64 tests"
@@ -93,7 +100,7 @@ for log in "$MOTE_CACHE/last-host-tests.log" "$MOTE_CACHE/last-stress-tests.log"
     read -r p f < <(grep -E '^test result:' "$log" | awk '{p+=$4; f+=$6} END {print p+0, f+0}')
     total_p=$((total_p + p)); total_f=$((total_f + f))
 done
-for line in "$ffi_line" "$java_line" "$acl_line" "$phone_line"; do
+for line in "$ffi_line" "$java_line" "$android_line" "$acl_line" "$phone_line"; do
     # "<name> checks: N passed, M failed": the numbers before "passed" and "failed".
     read -r p f < <(echo "$line" | awk '{for (i = 2; i <= NF; i++) {if ($i ~ /^passed/) p = $(i-1); if ($i ~ /^failed/) f = $(i-1)} print p+0, f+0}')
     total_p=$((total_p + p)); total_f=$((total_f + f))
