@@ -1,0 +1,323 @@
+package org.mote.rpcapp;
+
+import android.app.Notification;
+import android.app.NotificationChannel;
+import android.app.NotificationManager;
+import android.app.PendingIntent;
+import android.app.Service;
+import android.content.Context;
+import android.content.Intent;
+import android.content.pm.ServiceInfo;
+import android.os.IBinder;
+import android.os.PowerManager;
+import java.io.File;
+import java.net.Inet4Address;
+import java.net.InetAddress;
+import java.net.NetworkInterface;
+import java.net.SocketException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Locale;
+import org.mote.rpc.Server;
+import org.mote.rpc.ServerState;
+
+/**
+ * Foreground service that owns Mote's RPC server ({@link Server}, bindings-java/README.md "RPC
+ * server") and keeps it running: a watchdog thread starts it, restarts it when it has stopped
+ * without being asked to (and retries a failed start with a growing pause), and stops it when
+ * the service is destroyed. Android 14+ requires a type for a foreground service: this one is
+ * {@code dataSync} (declared in the manifest with its permission; the manifest says why not
+ * {@code specialUse}). Android 15 lets a dataSync service run 6 hours in 24: then it calls
+ * {@link #onTimeout(int, int)}, which stops the service (start it again from the app).
+ */
+public final class RpcService extends Service {
+    static final String ACTION_STOP = "org.mote.rpcapp.STOP";
+
+    private static final String CHANNEL = "rpc";
+    private static final int NOTIFICATION_ID = 1;
+
+    private final StatusHub hub = StatusHub.get();
+    private Watchdog watchdog; // main thread only
+    private PowerManager.WakeLock wakeLock; // main thread only
+
+    @Override
+    public void onCreate() {
+        super.onCreate();
+        NotificationManager nm = getSystemService(NotificationManager.class);
+        nm.createNotificationChannel(new NotificationChannel(CHANNEL,
+                getString(R.string.channel_name), NotificationManager.IMPORTANCE_LOW));
+    }
+
+    @Override
+    public int onStartCommand(Intent intent, int flags, int startId) {
+        if (intent != null && ACTION_STOP.equals(intent.getAction())) {
+            stopSelf();
+            return START_NOT_STICKY;
+        }
+        RpcConfig config = RpcConfig.fromIntent(intent);
+        if (config == null) {
+            // Restarted by the system after its process was killed (START_STICKY): serve what
+            // the user last started.
+            config = RpcConfig.load(getSharedPreferences(MainActivity.PREFS, MODE_PRIVATE));
+        }
+        try {
+            startForeground(NOTIFICATION_ID, notification("starting: " + config),
+                    ServiceInfo.FOREGROUND_SERVICE_TYPE_DATA_SYNC);
+        } catch (IllegalStateException | SecurityException e) {
+            // ForegroundServiceStartNotAllowedException (an IllegalStateException) when
+            // started from the background.
+            hub.log("cannot run in the foreground: " + e);
+            stopSelf();
+            return START_NOT_STICKY;
+        }
+        if (wakeLock == null) {
+            PowerManager pm = getSystemService(PowerManager.class);
+            wakeLock = pm.newWakeLock(PowerManager.PARTIAL_WAKE_LOCK, "mote:rpc");
+            wakeLock.setReferenceCounted(false);
+            wakeLock.acquire();
+        }
+        // A new start replaces the running server: the new watchdog waits for the old one to
+        // have stopped its server (and freed the port) before starting its own.
+        Watchdog previous = watchdog;
+        if (previous != null) {
+            previous.shutdown();
+        }
+        hub.log("start: " + config);
+        watchdog = new Watchdog(config, previous);
+        watchdog.start();
+        return START_STICKY;
+    }
+
+    @Override
+    public void onDestroy() {
+        if (watchdog != null) {
+            watchdog.shutdown();
+            try {
+                // Server.stop() waits for running sessions; do not hold the main thread long.
+                watchdog.join(2000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            watchdog = null;
+        }
+        if (wakeLock != null) {
+            wakeLock.release();
+            wakeLock = null;
+        }
+        hub.log("service destroyed");
+        super.onDestroy();
+    }
+
+    /** Android 15+: the daily time of a dataSync service is used up; stop within seconds. */
+    @Override
+    public void onTimeout(int startId, int fgsType) {
+        hub.log("Android ended the foreground time of a dataSync service (6 h a day): stopping");
+        stopSelf();
+    }
+
+    @Override
+    public IBinder onBind(Intent intent) {
+        return null;
+    }
+
+    private Notification notification(String text) {
+        PendingIntent open = PendingIntent.getActivity(this, 0,
+                new Intent(this, MainActivity.class).addFlags(Intent.FLAG_ACTIVITY_SINGLE_TOP),
+                PendingIntent.FLAG_IMMUTABLE);
+        PendingIntent stop = PendingIntent.getService(this, 1,
+                new Intent(this, RpcService.class).setAction(ACTION_STOP),
+                PendingIntent.FLAG_IMMUTABLE);
+        return new Notification.Builder(this, CHANNEL)
+                .setSmallIcon(android.R.drawable.stat_sys_upload)
+                .setContentTitle(getString(R.string.app_name))
+                .setContentText(text)
+                .setOngoing(true)
+                .setOnlyAlertOnce(true)
+                .setContentIntent(open)
+                .addAction(new Notification.Action.Builder(null, "Stop", stop).build())
+                .build();
+    }
+
+    private void updateNotification(String text) {
+        getSystemService(NotificationManager.class).notify(NOTIFICATION_ID, notification(text));
+    }
+
+    /** This device's IPv4 addresses (what a laptop connects to in standalone mode). */
+    static List<String> localAddresses() {
+        List<String> out = new ArrayList<>();
+        try {
+            for (NetworkInterface nif : Collections.list(NetworkInterface.getNetworkInterfaces())) {
+                if (!nif.isUp() || nif.isLoopback()) {
+                    continue;
+                }
+                for (InetAddress a : Collections.list(nif.getInetAddresses())) {
+                    if (a instanceof Inet4Address) {
+                        out.add(nif.getName() + " " + a.getHostAddress());
+                    }
+                }
+            }
+        } catch (SocketException | NullPointerException e) {
+            out.add("(cannot list interfaces: " + e.getMessage() + ")");
+        }
+        return out;
+    }
+
+    /**
+     * Owns one {@link Server} for one configuration. All of its fields but {@code stopping} and
+     * {@code lastError} are touched by its own thread only.
+     */
+    private final class Watchdog extends Thread {
+        private static final long CHECK_MS = 2000;
+        private static final long MAX_BACKOFF_MS = 30_000;
+
+        private final RpcConfig config;
+        private final Watchdog previous;
+        private volatile boolean stopping;
+        private volatile String lastError = "-";
+        private volatile int restarts;
+        private String lastSummary = "";
+
+        Watchdog(RpcConfig config, Watchdog previous) {
+            super("mote-rpc-watchdog");
+            this.config = config;
+            this.previous = previous;
+        }
+
+        void shutdown() {
+            stopping = true;
+            interrupt();
+        }
+
+        @Override
+        public void run() {
+            Server server = null;
+            try {
+                if (previous != null) {
+                    previous.join();
+                }
+                long backoff = 1000;
+                while (!stopping) {
+                    if (server == null || server.isStopped()) {
+                        if (server != null) {
+                            restarts++;
+                            hub.log("server stopped unexpectedly; restarting (" + restarts + ")");
+                        }
+                        server = null;
+                        try {
+                            server = startServer();
+                            backoff = 1000;
+                        } catch (RuntimeException | LinkageError e) {
+                            lastError = "start failed: " + e;
+                            hub.log(lastError + "; retrying in " + backoff / 1000 + " s");
+                            hub.setStatus(describe(null), true);
+                            Thread.sleep(backoff);
+                            backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+                            continue;
+                        }
+                    }
+                    Thread.sleep(CHECK_MS);
+                }
+            } catch (InterruptedException e) {
+                // shutdown(): fall through to stop the server.
+            } finally {
+                if (server != null) {
+                    Thread.interrupted();
+                    try {
+                        server.stop();
+                        hub.log("server stopped");
+                    } catch (RuntimeException e) {
+                        hub.log("stop failed: " + e);
+                    }
+                }
+                hub.setStatus("stopped (" + config + ")", false);
+            }
+        }
+
+        private Server startServer() {
+            File sandbox = new File(getFilesDir(), "rpc");
+            if (!sandbox.isDirectory() && !sandbox.mkdirs()) {
+                throw new IllegalStateException("cannot create " + sandbox);
+            }
+            Server.Builder b = Server.builder().key(config.key).sandbox(sandbox)
+                    .idleTimeout(Duration.ofMinutes(10));
+            switch (config.mode) {
+                case STANDALONE:
+                    b.host(config.host).port(config.port);
+                    break;
+                case TRACKER:
+                    b.host("0.0.0.0").port(RpcConfig.LISTEN_PORT_IN_TRACKER_MODE)
+                            .tracker(config.address());
+                    break;
+                case PROXY:
+                    b.throughProxy(config.address());
+                    break;
+                default:
+                    throw new IllegalStateException("mode " + config.mode);
+            }
+            Server s = b.start();
+            hub.log("server started: " + s);
+            s.addStateListener(this::onState);
+            return s;
+        }
+
+        /** On the server's "mote-rpc-state" thread. */
+        private void onState(ServerState s) {
+            boolean isRunning = !s.stopped() || !stopping;
+            hub.setStatus(describe(s), isRunning);
+            String summary = String.format(Locale.ROOT, "%s %s, %d active, %d served",
+                    s.mode().name().toLowerCase(Locale.ROOT),
+                    s.address().map(Object::toString).orElse(config.address()),
+                    s.active(), s.served());
+            // Not once stopping: the service may be gone, and a notification posted then
+            // would outlive it.
+            if (!stopping && !s.stopped() && !summary.equals(lastSummary)) {
+                lastSummary = summary;
+                updateNotification(summary);
+            }
+        }
+
+        private String describe(ServerState s) {
+            StringBuilder b = new StringBuilder();
+            b.append("config: ").append(config).append('\n');
+            if (s == null) {
+                b.append("server: not running\n");
+            } else {
+                b.append("mode: ").append(s.mode().name().toLowerCase(Locale.ROOT))
+                        .append(s.stopped() ? " (stopped)" : "").append('\n');
+                String where = s.address().map(Object::toString).orElse("- (nothing listens)");
+                b.append("address: ").append(where).append('\n');
+                b.append(String.format(Locale.ROOT, "sessions: %d active, %d served, %d refused%n",
+                        s.active(), s.served(), s.refused()));
+                switch (s.mode()) {
+                    case TRACKER:
+                        b.append(String.format(Locale.ROOT,
+                                "tracker: %s, %d registrations, offers %s, last error: %s%n",
+                                s.trackerConnected() ? "connected" : "not connected",
+                                s.trackerRegistrations(), s.trackerOffers(),
+                                s.trackerLastError().orElse("-")));
+                        break;
+                    case PROXY:
+                        b.append(String.format(Locale.ROOT,
+                                "proxy: %s, %d sessions, last error: %s%n",
+                                s.proxyWaiting() ? "waiting" : "not waiting",
+                                s.proxySessions(), s.proxyLastError().orElse("-")));
+                        break;
+                    default:
+                        break;
+                }
+            }
+            b.append("last error: ").append(lastError).append('\n');
+            b.append("restarts: ").append(restarts).append('\n');
+            b.append("device: ").append(String.join(", ", localAddresses()));
+            return b.toString();
+        }
+    }
+
+    static Intent startIntent(Context c, RpcConfig config) {
+        Intent i = new Intent(c, RpcService.class);
+        config.toIntent(i);
+        return i;
+    }
+}
