@@ -6,7 +6,8 @@
 #      thread-pool stress test again in release;
 #   3. the C ABI: header drift and hygiene, ABI baseline, C tests under valgrind, CMake example;
 #      the Java bindings on the desktop JVM (natives drift, Javadoc, JUnit 5 through Maven);
-#      the Android JNI library (arm64, linked without the NDK, audited) and the AAR;
+#      the Android JNI library (arm64, linked without the NDK, audited), the AAR, and the
+#      RPC app's APK (built without Gradle, verified, badging checked);
 #   4. the aarch64 zoos, and the same tests cross-built with trixie's Rust 1.85 under qemu,
 #      including the offload zoo on the real ACL through libmote_acl.so; the shim's own C test;
 #   5. the phone, simulated: the aarch64 `mote rpc serve` under qemu with the real ACL, driven
@@ -72,6 +73,12 @@ scripts/test-android.sh 2>&1 | tee "$MOTE_CACHE/last-android-tests.log"
 android_line="$(grep -E '^android checks:' "$MOTE_CACHE/last-android-tests.log" | tail -n 1)"
 record "$android_line"
 
+step "Android RPC app: the APK (javac, d8, aapt2, zipalign, apksigner; no Gradle)"
+scripts/build-apk.sh 2>&1 | tee "$MOTE_CACHE/last-apk-checks.log"
+[ "${PIPESTATUS[0]}" = 0 ] || fail "APK build/checks"
+apk_line="$(grep -E '^apk checks:' "$MOTE_CACHE/last-apk-checks.log" | tail -n 1)"
+record "$apk_line"
+
 step "aarch64 tests under qemu (trixie Rust 1.85)"
 scripts/test-aarch64.sh 2>&1 | tee "$MOTE_CACHE/last-aarch64-tests.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "aarch64 tests"
@@ -100,7 +107,7 @@ for log in "$MOTE_CACHE/last-host-tests.log" "$MOTE_CACHE/last-stress-tests.log"
     read -r p f < <(grep -E '^test result:' "$log" | awk '{p+=$4; f+=$6} END {print p+0, f+0}')
     total_p=$((total_p + p)); total_f=$((total_f + f))
 done
-for line in "$ffi_line" "$java_line" "$android_line" "$acl_line" "$phone_line"; do
+for line in "$ffi_line" "$java_line" "$android_line" "$apk_line" "$acl_line" "$phone_line"; do
     # "<name> checks: N passed, M failed": the numbers before "passed" and "failed".
     read -r p f < <(echo "$line" | awk '{for (i = 2; i <= NF; i++) {if ($i ~ /^passed/) p = $(i-1); if ($i ~ /^failed/) f = $(i-1)} print p+0, f+0}')
     total_p=$((total_p + p)); total_f=$((total_f + f))
