@@ -243,16 +243,24 @@ pub unsafe extern "C" fn mote_session_free(session: *mut MoteSession) {
     crate::error::guard_value((), || SESSIONS.free(session))
 }
 
-fn tensor_args(inputs: *const *const MoteTensor, count: usize) -> Result<Vec<Value>> {
+/// The `count` tensor handles at `inputs` (which may be NULL when `count` is 0).
+fn input_handles<'a>(
+    inputs: *const *const MoteTensor,
+    count: usize,
+) -> Result<&'a [*const MoteTensor]> {
     if count == 0 {
-        return Ok(Vec::new());
+        return Ok(&[]);
     }
     if inputs.is_null() {
         return Err(MoteError::null("inputs"));
     }
-    // SAFETY: non-NULL; the contract requires `count` readable handles.
-    let handles = unsafe { std::slice::from_raw_parts(inputs, count) };
-    handles
+    // SAFETY: non-NULL; the contract requires `count` readable handles, valid during the call
+    // that passed them (the callers use the slice only within that call).
+    Ok(unsafe { std::slice::from_raw_parts(inputs, count) })
+}
+
+fn tensor_args(inputs: *const *const MoteTensor, count: usize) -> Result<Vec<Value>> {
+    input_handles(inputs, count)?
         .iter()
         .enumerate()
         .map(|(i, &h)| {
@@ -272,15 +280,7 @@ fn tensor_args(inputs: *const *const MoteTensor, count: usize) -> Result<Vec<Val
 /// A tensor lent to a callback is refused: it would be copied (see `tensor_args`), and the
 /// kernel's writes would go to the copy.
 fn kernel_args(inputs: *const *const MoteTensor, count: usize) -> Result<Vec<Value>> {
-    if count == 0 {
-        return Ok(Vec::new());
-    }
-    if inputs.is_null() {
-        return Err(MoteError::null("inputs"));
-    }
-    // SAFETY: non-NULL; the contract requires `count` readable handles.
-    let handles = unsafe { std::slice::from_raw_parts(inputs, count) };
-    handles
+    input_handles(inputs, count)?
         .iter()
         .enumerate()
         .map(|(i, &h)| {
