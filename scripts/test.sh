@@ -28,6 +28,18 @@ fail() { echo "test.sh: FAILED: $*" >&2; exit 1; }
 results=()
 record() { results+=("$1"); }
 
+# check_suite SCRIPT LOGNAME LABEL WHAT: run a script that ends with "<LABEL> checks: N passed,
+# M failed", keep its log, fail the run with WHAT if it fails, and record its summary line.
+check_lines=()
+check_suite() {
+    local script=$1 log="$MOTE_CACHE/last-$2.log" label=$3 what=$4 line
+    "$script" 2>&1 | tee "$log"
+    [ "${PIPESTATUS[0]}" = 0 ] || fail "$what"
+    line="$(grep -E "^$label checks:" "$log" | tail -n 1)"
+    record "$line"
+    check_lines+=("$line")
+}
+
 step "formatting and lints"
 cargo fmt --all --check || fail "cargo fmt --check (run cargo fmt --all)"
 cargo clippy --workspace --all-targets --locked -- -D warnings || fail "clippy"
@@ -56,28 +68,16 @@ cargo test -p mote --release --locked --lib stress_ 2>&1 | tee "$MOTE_CACHE/last
 record "stress: $(grep -E '^test result:' "$MOTE_CACHE/last-stress-tests.log" | awk '{p+=$4; f+=$6} END {print p " passed, " f " failed"}')"
 
 step "C ABI (header, ABI baseline, C tests under valgrind, CMake)"
-scripts/test-ffi.sh 2>&1 | tee "$MOTE_CACHE/last-ffi-tests.log"
-[ "${PIPESTATUS[0]}" = 0 ] || fail "C ABI tests"
-ffi_line="$(grep -E '^ffi checks:' "$MOTE_CACHE/last-ffi-tests.log" | tail -n 1)"
-record "$ffi_line"
+check_suite scripts/test-ffi.sh ffi-tests "ffi" "C ABI tests"
 
 step "Java bindings (desktop JVM: natives drift, Javadoc, JUnit 5 through Maven)"
-scripts/test-java.sh 2>&1 | tee "$MOTE_CACHE/last-java-tests.log"
-[ "${PIPESTATUS[0]}" = 0 ] || fail "Java binding tests"
-java_line="$(grep -E '^java checks:' "$MOTE_CACHE/last-java-tests.log" | tail -n 1)"
-record "$java_line"
+check_suite scripts/test-java.sh java-tests "java" "Java binding tests"
 
 step "Android: arm64 JNI library (no NDK), its audit, the AAR"
-scripts/test-android.sh 2>&1 | tee "$MOTE_CACHE/last-android-tests.log"
-[ "${PIPESTATUS[0]}" = 0 ] || fail "Android library/AAR checks"
-android_line="$(grep -E '^android checks:' "$MOTE_CACHE/last-android-tests.log" | tail -n 1)"
-record "$android_line"
+check_suite scripts/test-android.sh android-tests "android" "Android library/AAR checks"
 
 step "Android RPC app: the APK (javac, d8, aapt2, zipalign, apksigner; no Gradle)"
-scripts/build-apk.sh 2>&1 | tee "$MOTE_CACHE/last-apk-checks.log"
-[ "${PIPESTATUS[0]}" = 0 ] || fail "APK build/checks"
-apk_line="$(grep -E '^apk checks:' "$MOTE_CACHE/last-apk-checks.log" | tail -n 1)"
-record "$apk_line"
+check_suite scripts/build-apk.sh apk-checks "apk" "APK build/checks"
 
 step "aarch64 tests under qemu (trixie Rust 1.85)"
 scripts/test-aarch64.sh 2>&1 | tee "$MOTE_CACHE/last-aarch64-tests.log"
@@ -85,16 +85,10 @@ scripts/test-aarch64.sh 2>&1 | tee "$MOTE_CACHE/last-aarch64-tests.log"
 record "aarch64 tests: $(grep -E '^test result:' "$MOTE_CACHE/last-aarch64-tests.log" | awk '{p+=$4; f+=$6} END {print p " passed, " f " failed"}')"
 
 step "ACL backend shim (aarch64, real ACL 24.11, qemu)"
-scripts/test-acl.sh 2>&1 | tee "$MOTE_CACHE/last-acl-tests.log"
-[ "${PIPESTATUS[0]}" = 0 ] || fail "ACL shim tests"
-acl_line="$(grep -E '^acl checks:' "$MOTE_CACHE/last-acl-tests.log" | tail -n 1)"
-record "$acl_line"
+check_suite scripts/test-acl.sh acl-tests "acl" "ACL shim tests"
 
 step "RPC: the phone, simulated (aarch64 server under qemu with ACL, TVM's client on the host)"
-scripts/test-rpc-phone.sh 2>&1 | tee "$MOTE_CACHE/last-rpc-phone.log"
-[ "${PIPESTATUS[0]}" = 0 ] || fail "RPC phone simulation"
-phone_line="$(grep -E '^rpc phone checks:' "$MOTE_CACHE/last-rpc-phone.log" | tail -n 1)"
-record "$phone_line"
+check_suite scripts/test-rpc-phone.sh rpc-phone "rpc phone" "RPC phone simulation"
 
 step "check builds for iOS, macOS, Android"
 scripts/check-mobile.sh || fail "mobile check builds"
@@ -107,7 +101,7 @@ for log in "$MOTE_CACHE/last-host-tests.log" "$MOTE_CACHE/last-stress-tests.log"
     read -r p f < <(grep -E '^test result:' "$log" | awk '{p+=$4; f+=$6} END {print p+0, f+0}')
     total_p=$((total_p + p)); total_f=$((total_f + f))
 done
-for line in "$ffi_line" "$java_line" "$android_line" "$apk_line" "$acl_line" "$phone_line"; do
+for line in "${check_lines[@]}"; do
     # "<name> checks: N passed, M failed": the numbers before "passed" and "failed".
     read -r p f < <(echo "$line" | awk '{for (i = 2; i <= NF; i++) {if ($i ~ /^passed/) p = $(i-1); if ($i ~ /^failed/) f = $(i-1)} print p+0, f+0}')
     total_p=$((total_p + p)); total_f=$((total_f + f))
