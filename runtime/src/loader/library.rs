@@ -34,18 +34,29 @@ const FAT_MAGIC: u32 = 0xcafe_babe;
 /// A loaded model library. One per mapped file: loading the same file twice shares it, because
 /// the system loader maps it once and its context slots are global to the mapping.
 pub(crate) struct Library {
-    /// Closed by hand in `Drop`, before the function handles kernels may have cached.
-    lib: std::mem::ManuallyDrop<libloading::os::unix::Library>,
+    /// Where the library's symbols and blob come from.
+    backing: Backing,
     path: PathBuf,
     /// Handles given to kernels by `env_lookup`, boxed so their addresses stay put. Freed in
     /// `Drop` once the library is unmapped, leaked if it stays mapped (see `env_function`).
     env_cache: Mutex<HashMap<String, Box<EnvFunction>>>,
-    /// The memory file a library loaded from bytes lives in (see `open_memory`).
-    _memfd: Option<std::os::fd::OwnedFd>,
     /// The kernels the file's dynamic symbol table exports, read before `dlopen`. Only a
     /// kernel-only library (no module blob) needs them, so a table Mote cannot read fails
     /// only such a library.
     exported: KernelListing,
+}
+
+/// How a library's code and data reach the process. Every way of getting a model in
+/// (a mapped file, objects linked into the program, bytes read without mapping) is one
+/// variant; `symbol` and `module_blob` are the only places that look inside.
+enum Backing {
+    /// A file opened by the system loader.
+    Mapped {
+        /// Closed by hand in `Drop`, before the function handles kernels may have cached.
+        lib: std::mem::ManuallyDrop<libloading::os::unix::Library>,
+        /// The memory file a library loaded from bytes lives in (see `open_memory`).
+        _memfd: Option<std::os::fd::OwnedFd>,
+    },
 }
 
 /// What the file says about the kernels it exports (docs/tvm-format.md §1.4).
@@ -79,8 +90,9 @@ fn live_libraries() -> &'static Mutex<HashMap<usize, Weak<Library>>> {
 
 impl Drop for Library {
     fn drop(&mut self) {
+        let Backing::Mapped { lib, .. } = &mut self.backing;
         // SAFETY: `lib` is not used again; this is the only place it is taken.
-        let lib = unsafe { std::mem::ManuallyDrop::take(&mut self.lib) };
+        let lib = unsafe { std::mem::ManuallyDrop::take(lib) };
         let closed = lib.close().is_ok();
         let cache = std::mem::take(self.env_cache.get_mut().unwrap_or_else(|p| p.into_inner()));
         if cache.is_empty() {
@@ -197,10 +209,12 @@ impl Library {
             return Ok(existing);
         }
         let library = Arc::new(Library {
-            lib: std::mem::ManuallyDrop::new(lib),
+            backing: Backing::Mapped {
+                lib: std::mem::ManuallyDrop::new(lib),
+                _memfd: memfd,
+            },
             path: path.into(),
             env_cache: Mutex::new(HashMap::new()),
-            _memfd: memfd,
             exported,
         });
         library.fill_context_slots();
@@ -213,12 +227,17 @@ impl Library {
         &self.path
     }
 
+    /// The address of the library's symbol `name`.
     fn symbol(&self, name: &str) -> Option<*mut c_void> {
-        let c = CString::new(name).ok()?;
-        // SAFETY: we only take the symbol's address, typed as a raw pointer.
-        let sym = unsafe { self.lib.get::<*mut c_void>(c.as_bytes_with_nul()) }.ok()?;
-        let p = sym.into_raw();
-        (!p.is_null()).then_some(p)
+        match &self.backing {
+            Backing::Mapped { lib, .. } => {
+                let c = CString::new(name).ok()?;
+                // SAFETY: we only take the symbol's address, typed as a raw pointer.
+                let sym = unsafe { lib.get::<*mut c_void>(c.as_bytes_with_nul()) }.ok()?;
+                let p = sym.into_raw();
+                (!p.is_null()).then_some(p)
+            }
+        }
     }
 
     /// Write Mote's service functions into every context slot the library has (the eight
@@ -324,31 +343,45 @@ impl Library {
 
     /// Decode `__tvm_ffi__library_bin`; `None` for a library without one (a bare TIR export).
     pub fn module_tree(&self) -> Result<Option<ModuleTree>> {
-        let Some(p) = self.symbol(BLOB_SYMBOL) else {
-            return Ok(None);
-        };
-        let p = p.cast::<u8>().cast_const();
-        let bound = mapped_bytes_after(p).ok_or_else(|| {
-            Error::Format(format!(
-                "{BLOB_SYMBOL} does not point into the library's mapped data"
-            ))
-        })?;
-        if bound < BLOB_LENGTH_BYTES {
-            return Err(Error::Format(format!("{BLOB_SYMBOL} is truncated")));
+        self.module_blob()?.map(parse_module_tree).transpose()
+    }
+
+    /// The payload of `__tvm_ffi__library_bin` (after its length), bounds-checked against what
+    /// backs it; `None` when the library has no blob.
+    fn module_blob(&self) -> Result<Option<&[u8]>> {
+        match &self.backing {
+            Backing::Mapped { .. } => {
+                let Some(p) = self.symbol(BLOB_SYMBOL) else {
+                    return Ok(None);
+                };
+                let p = p.cast::<u8>().cast_const();
+                let bound = mapped_bytes_after(p).ok_or_else(|| {
+                    Error::Format(format!(
+                        "{BLOB_SYMBOL} does not point into the library's mapped data"
+                    ))
+                })?;
+                // SAFETY: `bound` bytes from `p` lie inside a loaded segment of this library,
+                // which stays mapped while `self` lives, and the blob is read-only data.
+                let mapped = unsafe { std::slice::from_raw_parts(p, bound) };
+                blob_payload(mapped).map(Some)
+            }
         }
-        let mut len = [0u8; BLOB_LENGTH_BYTES];
-        // SAFETY: at least 8 mapped bytes follow `p` (checked above); the blob may be unaligned.
-        unsafe { std::ptr::copy_nonoverlapping(p, len.as_mut_ptr(), BLOB_LENGTH_BYTES) };
-        let nbytes = u64::from_le_bytes(len);
-        let payload_bound = bound - BLOB_LENGTH_BYTES;
-        if nbytes > payload_bound as u64 {
-            return Err(Error::Format(format!(
-                "{BLOB_SYMBOL} claims {nbytes} bytes but only {payload_bound} are mapped"
-            )));
-        }
-        // SAFETY: `nbytes` bytes after the length are mapped (checked above) and read-only.
-        let blob = unsafe { std::slice::from_raw_parts(p.add(BLOB_LENGTH_BYTES), nbytes as usize) };
-        parse_module_tree(blob).map(Some)
+    }
+}
+
+/// The payload of a length-prefixed blob whose bytes (and maybe more after them) are `bytes`
+/// (docs/tvm-format.md §2.1): a length claiming more than is there is an error.
+pub(crate) fn blob_payload(bytes: &[u8]) -> Result<&[u8]> {
+    let Some((len, rest)) = bytes.split_first_chunk::<BLOB_LENGTH_BYTES>() else {
+        return Err(Error::Format(format!("{BLOB_SYMBOL} is truncated")));
+    };
+    let nbytes = u64::from_le_bytes(*len);
+    match usize::try_from(nbytes).ok().and_then(|n| rest.get(..n)) {
+        Some(payload) => Ok(payload),
+        None => Err(Error::Format(format!(
+            "{BLOB_SYMBOL} claims {nbytes} bytes but only {} are there",
+            rest.len()
+        ))),
     }
 }
 
@@ -449,9 +482,20 @@ fn mapped_bytes_after(p: *const u8) -> Option<usize> {
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 fn mapped_bytes_after(p: *const u8) -> Option<usize> {
-    // Without dl_iterate_phdr, trust the symbol (Apple platforms link models statically).
-    let _ = p;
-    Some(usize::MAX / 2)
+    // Without dl_iterate_phdr, trust the symbol's own length (Apple platforms link models
+    // statically): the bound is the length field plus what it claims, when that is a size a
+    // slice can have.
+    let mut len = [0u8; BLOB_LENGTH_BYTES];
+    // SAFETY: the blob symbol starts with its 8-byte length (docs/tvm-format.md §2.1); it may
+    // be unaligned.
+    unsafe { std::ptr::copy_nonoverlapping(p, len.as_mut_ptr(), BLOB_LENGTH_BYTES) };
+    let claimed = usize::try_from(u64::from_le_bytes(len)).ok()?;
+    Some(
+        claimed
+            .checked_add(BLOB_LENGTH_BYTES)
+            .filter(|&n| n <= isize::MAX as usize)
+            .unwrap_or(BLOB_LENGTH_BYTES),
+    )
 }
 
 /// Make sure model libraries can resolve `TVMFFIErrorSetRaisedFromCStrParts` to Mote's.
