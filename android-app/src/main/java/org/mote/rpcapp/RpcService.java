@@ -117,6 +117,21 @@ public final class RpcService extends Service {
         stopSelf();
     }
 
+    /**
+     * The server the watchdog runs now (null while none runs), and how often it restarted one:
+     * for the Robolectric tests (android-app/src/test), which stop a server behind the
+     * service's back and watch the watchdog replace it. Main thread only.
+     */
+    Server currentServer() {
+        Watchdog w = watchdog;
+        return w == null ? null : w.current;
+    }
+
+    int restarts() {
+        Watchdog w = watchdog;
+        return w == null ? 0 : w.restarts;
+    }
+
     @Override
     public IBinder onBind(Intent intent) {
         return null;
@@ -177,6 +192,7 @@ public final class RpcService extends Service {
         private volatile boolean stopping;
         private volatile String lastError = "-";
         private volatile int restarts;
+        private volatile Server current; // what currentServer() shows; written here only
         private String lastSummary = "";
 
         Watchdog(RpcConfig config, Watchdog previous) {
@@ -205,8 +221,10 @@ public final class RpcService extends Service {
                             hub.log("server stopped unexpectedly; restarting (" + restarts + ")");
                         }
                         server = null;
+                        current = null;
                         try {
                             server = startServer();
+                            current = server;
                             backoff = 1000;
                         } catch (RuntimeException | LinkageError e) {
                             lastError = "start failed: " + e;
@@ -222,6 +240,7 @@ public final class RpcService extends Service {
             } catch (InterruptedException e) {
                 // shutdown(): fall through to stop the server.
             } finally {
+                current = null;
                 if (server != null) {
                     Thread.interrupted();
                     try {
