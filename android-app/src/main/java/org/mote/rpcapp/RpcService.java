@@ -38,6 +38,13 @@ public final class RpcService extends Service {
     private static final String CHANNEL = "rpc";
     private static final int NOTIFICATION_ID = 1;
 
+    /**
+     * The port the server listens on in tracker mode ({@link RpcConfig#LISTEN_PORT_IN_TRACKER_MODE});
+     * the Robolectric tests set 0 (any free port: the tracker is told the real one) so that
+     * they need not own port 9090 on a shared machine.
+     */
+    static volatile int trackerModeListenPort = RpcConfig.LISTEN_PORT_IN_TRACKER_MODE;
+
     private final StatusHub hub = StatusHub.get();
     private Watchdog watchdog; // main thread only
     private PowerManager.WakeLock wakeLock; // main thread only
@@ -266,7 +273,7 @@ public final class RpcService extends Service {
                     b.host(config.host).port(config.port);
                     break;
                 case TRACKER:
-                    b.host("0.0.0.0").port(RpcConfig.LISTEN_PORT_IN_TRACKER_MODE)
+                    b.host("0.0.0.0").port(trackerModeListenPort)
                             .tracker(config.address());
                     break;
                 case PROXY:

@@ -25,13 +25,18 @@ import android.widget.TextView;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.io.OutputStreamWriter;
+import java.io.Writer;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.ServerSocket;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
 import org.junit.Test;
@@ -280,6 +285,66 @@ public class RpcAppTest {
         assertTrue(server == null || server.isStopped());
     }
 
+    @Test
+    public void trackerModeRegistersWithTvmsTrackerAndServesThroughIt() throws Exception {
+        int trackerPort = freePort();
+        RpcService.trackerModeListenPort = 0; // not 9090: the machine may be shared
+        try (Py tracker = new Py("-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1",
+                "--port", Integer.toString(trackerPort), "--port-end",
+                Integer.toString(trackerPort + 1))) {
+            until("TVM's tracker listens on " + trackerPort, 30, () -> {
+                if (!tracker.process.isAlive()) {
+                    fail("the tracker exited:\n" + tracker.output());
+                }
+                return accepts(trackerPort);
+            });
+            Context context = RuntimeEnvironment.getApplication();
+            ServiceController<RpcService> controller = Robolectric.buildService(RpcService.class,
+                    RpcService.startIntent(context, new RpcConfig("127.0.0.1", trackerPort, KEY,
+                            RpcConfig.Mode.TRACKER))).create().startCommand(0, 1);
+            RpcService service = controller.get();
+            Server server = runningServer(service);
+            // Registered, with one place offered per session the server allows.
+            until("registered with the tracker, places offered", 20, () -> {
+                ServerState st = server.state();
+                return st.trackerConnected() && st.trackerRegistrations() >= 1
+                        && !st.trackerOffers().isEmpty();
+            });
+            int offered = server.state().trackerOffers().size();
+            // rpc_client.py in tracker mode: waits until the tracker lists the key with those
+            // free places, gets a session from tracker.request(KEY), runs and times mlp
+            // through it.
+            try (Py client = new Py(clientScript(), zoo(), "tracker", "127.0.0.1",
+                    Integer.toString(trackerPort), KEY, Integer.toString(offered))) {
+                assertEquals(ServerMode.TRACKER, server.mode());
+                client.waitFor("listed", 60);
+                client.waitFor("ran ", 90);
+                until("served == 1", 10, () -> server.state().served() == 1);
+                ServerState s = server.state();
+                assertTrue(s.toString(), s.trackerConnected());
+                assertTrue(s.toString(), s.trackerRegistrations() >= 1);
+                until("the status shows the tracker and the session", 10, () -> {
+                    String st = StatusHub.get().status();
+                    return st.startsWith("config: tracker 127.0.0.1:" + trackerPort)
+                            && st.contains("tracker: connected")
+                            && st.contains("1 served");
+                });
+                System.out.println("app-test: through TVM's tracker: " + client.lines);
+
+                // Stopping the service takes the server off the tracker.
+                controller.destroy();
+                assertTrue(server.isStopped());
+                client.say("stopped");
+                client.waitFor("gone", 30);
+                assertEquals(client.output(), 0, client.exit(10));
+            } finally {
+                controller.destroy();
+            }
+        } finally {
+            RpcService.trackerModeListenPort = RpcConfig.LISTEN_PORT_IN_TRACKER_MODE;
+        }
+    }
+
     // --- helpers -----------------------------------------------------------------------------
 
     private static ServiceController<RpcService> startService() {
@@ -394,6 +459,75 @@ public class RpcAppTest {
         return s;
     }
 
+    static int freePort() throws IOException {
+        try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+            return s.getLocalPort();
+        }
+    }
+
+    /** A python process (the venv's) whose output lines are collected; killed on close. */
+    static final class Py implements AutoCloseable {
+        final Process process;
+        final List<String> lines = new CopyOnWriteArrayList<>();
+
+        Py(String... args) throws IOException {
+            List<String> cmd = new ArrayList<>();
+            cmd.add(property("mote.python", "MOTE_PYTHON"));
+            cmd.addAll(List.of(args));
+            ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
+            pb.environment().put("PYTHONUNBUFFERED", "1");
+            process = pb.start();
+            Thread reader = new Thread(() -> {
+                try (BufferedReader r = new BufferedReader(new InputStreamReader(
+                        process.getInputStream(), StandardCharsets.UTF_8))) {
+                    String line;
+                    while ((line = r.readLine()) != null) {
+                        lines.add(line);
+                    }
+                } catch (IOException e) {
+                    lines.add("(output lost: " + e + ")");
+                }
+            }, "py-output");
+            reader.setDaemon(true);
+            reader.start();
+        }
+
+        String output() {
+            return String.join("\n", lines);
+        }
+
+        void waitFor(String prefix, long seconds) throws InterruptedException {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+            while (lines.stream().noneMatch(l -> l.startsWith(prefix))) {
+                if (!process.isAlive() || System.nanoTime() > deadline) {
+                    Thread.sleep(200);
+                    fail("no \"" + prefix + "\" from python (alive: " + process.isAlive()
+                            + "); its output:\n" + output());
+                }
+                Thread.sleep(20);
+            }
+        }
+
+        void say(String line) throws IOException {
+            Writer w = new OutputStreamWriter(process.getOutputStream(), StandardCharsets.UTF_8);
+            w.write(line + "\n");
+            w.flush();
+        }
+
+        int exit(long seconds) throws InterruptedException {
+            if (!process.waitFor(seconds, TimeUnit.SECONDS)) {
+                fail("python did not finish within " + seconds + " s:\n" + output());
+            }
+            return process.exitValue();
+        }
+
+        @Override
+        public void close() {
+            process.descendants().forEach(ProcessHandle::destroyForcibly);
+            process.destroyForcibly();
+        }
+    }
+
     /** Runs the venv's python with {@code args}; its output lines, after it exited with 0. */
     static List<String> runPython(long seconds, String... args) throws Exception {
         List<String> cmd = new ArrayList<>();
@@ -402,7 +536,7 @@ public class RpcAppTest {
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
         pb.environment().put("PYTHONUNBUFFERED", "1");
         Process p = pb.start();
-        List<String> lines = new java.util.concurrent.CopyOnWriteArrayList<>();
+        List<String> lines = new CopyOnWriteArrayList<>();
         Thread reader = new Thread(() -> {
             try (BufferedReader r = new BufferedReader(
                     new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
