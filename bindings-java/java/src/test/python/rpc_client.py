@@ -1,11 +1,11 @@
 """TVM's unchanged Python client against a Mote RPC server started from Java
 (org.mote.rpc.RpcServerTest runs it with the TVM 0.27 venv's python).
 
-argv: ZOO MODE HOST PORT KEY
+argv: ZOO MODE HOST PORT KEY [FREE]
   direct   rpc.connect(HOST, PORT, key=KEY), then the mlp flow; prints "ok <mean ms>".
            Through a TVM proxy at HOST:PORT, the same call reaches the server waiting there.
-  tracker  HOST:PORT is a TVM tracker. Waits until it lists server:KEY with a free place and
-           prints "listed"; runs the mlp flow on the session tracker.request(KEY) hands out and
+  tracker  HOST:PORT is a TVM tracker. Waits until it lists server:KEY with FREE free places
+           (default 1: the server's session limit) and prints "listed"; runs the mlp flow on the session tracker.request(KEY) hands out and
            prints "ran <mean ms>"; ends that session, then waits for a line on stdin (the Java
            test stops the server meanwhile) and waits until the tracker lists server:KEY no
            more: prints "gone".
@@ -22,6 +22,7 @@ import tvm
 from tvm import relax, rpc
 
 ZOO, MODE, HOST, PORT, KEY = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+FREE = int(sys.argv[6]) if len(sys.argv) > 6 else 1
 
 
 def arrays(file, prefix):
@@ -66,7 +67,7 @@ if MODE == "direct":
     print(f"ok {ms:.3f}", flush=True)
 elif MODE == "tracker":
     tracker = rpc.connect_tracker(HOST, PORT)
-    until(f"the tracker lists {KEY} with a free place", 20, lambda: listing(tracker) == (1, True))
+    until(f"the tracker lists {KEY} with {FREE} free places", 20, lambda: listing(tracker) == (FREE, True))
     print("listed", flush=True)
     remote = tracker.request(KEY, session_timeout=60)
     ms = mlp_flow(remote)

@@ -38,6 +38,13 @@ public final class RpcService extends Service {
     private static final String CHANNEL = "rpc";
     private static final int NOTIFICATION_ID = 1;
 
+    /**
+     * The port the server listens on in tracker mode ({@link RpcConfig#LISTEN_PORT_IN_TRACKER_MODE});
+     * the Robolectric tests set 0 (any free port: the tracker is told the real one) so that
+     * they need not own port 9090 on a shared machine.
+     */
+    static volatile int trackerModeListenPort = RpcConfig.LISTEN_PORT_IN_TRACKER_MODE;
+
     private final StatusHub hub = StatusHub.get();
     private Watchdog watchdog; // main thread only
     private PowerManager.WakeLock wakeLock; // main thread only
@@ -117,6 +124,21 @@ public final class RpcService extends Service {
         stopSelf();
     }
 
+    /**
+     * The server the watchdog runs now (null while none runs), and how often it restarted one:
+     * for the Robolectric tests (android-app/src/test), which stop a server behind the
+     * service's back and watch the watchdog replace it. Main thread only.
+     */
+    Server currentServer() {
+        Watchdog w = watchdog;
+        return w == null ? null : w.current;
+    }
+
+    int restarts() {
+        Watchdog w = watchdog;
+        return w == null ? 0 : w.restarts;
+    }
+
     @Override
     public IBinder onBind(Intent intent) {
         return null;
@@ -177,6 +199,7 @@ public final class RpcService extends Service {
         private volatile boolean stopping;
         private volatile String lastError = "-";
         private volatile int restarts;
+        private volatile Server current; // what currentServer() shows; written here only
         private String lastSummary = "";
 
         Watchdog(RpcConfig config, Watchdog previous) {
@@ -205,8 +228,10 @@ public final class RpcService extends Service {
                             hub.log("server stopped unexpectedly; restarting (" + restarts + ")");
                         }
                         server = null;
+                        current = null;
                         try {
                             server = startServer();
+                            current = server;
                             backoff = 1000;
                         } catch (RuntimeException | LinkageError e) {
                             lastError = "start failed: " + e;
@@ -222,6 +247,7 @@ public final class RpcService extends Service {
             } catch (InterruptedException e) {
                 // shutdown(): fall through to stop the server.
             } finally {
+                current = null;
                 if (server != null) {
                     Thread.interrupted();
                     try {
@@ -247,7 +273,7 @@ public final class RpcService extends Service {
                     b.host(config.host).port(config.port);
                     break;
                 case TRACKER:
-                    b.host("0.0.0.0").port(RpcConfig.LISTEN_PORT_IN_TRACKER_MODE)
+                    b.host("0.0.0.0").port(trackerModeListenPort)
                             .tracker(config.address());
                     break;
                 case PROXY:

@@ -55,6 +55,20 @@ final class StatusHub {
         publish();
     }
 
+    /** The status text observers get next (the Robolectric tests read it without a looper). */
+    String status() {
+        synchronized (lock) {
+            return status;
+        }
+    }
+
+    /** The log as observers get it. */
+    String logText() {
+        synchronized (lock) {
+            return String.join("\n", lines);
+        }
+    }
+
     boolean running() {
         synchronized (lock) {
             return running;
