@@ -851,9 +851,9 @@ MODELS: list[Callable[[], Model]] = [
 ]
 
 # Also built as system libraries (statically linked models, docs/system-lib.md): a few small
-# models, enough for a plain model, bound constants, two functions, and parallel loops with a
-# workspace (par), so that CI time stays small.
-SYSTEM_LIB_MODELS = ("mlp", "cnn", "multi", "par")
+# models, enough for a plain model, bound constants, two functions, parallel loops with a
+# workspace (par) and a kernel that raises (raise), so that CI time stays small.
+SYSTEM_LIB_MODELS = ("mlp", "cnn", "multi", "par", "raise")
 
 # --------------------------------------------------------------------------------------
 # Building, running, recording

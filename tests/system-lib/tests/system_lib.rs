@@ -36,7 +36,8 @@ fn entry(zoo: &Path, name: &str) -> serde_json::Value {
 }
 
 /// Run every case of the zoo model `name` through `model` with 1 and 2 threads, twice per
-/// session (the second time from re-poisoned, reused storage).
+/// session (the second time from re-poisoned, reused storage); a case where TVM raises must
+/// be a kernel error with TVM's message.
 fn check_against_tvm(name: &str, model: &Model) {
     let zoo = zoo();
     let entry = entry(&zoo, name);
@@ -51,6 +52,22 @@ fn check_against_tvm(name: &str, model: &Model) {
         for case in entry["cases"].as_array().expect("cases") {
             let cname = format!("{name}.{} ({threads} threads)", case["case"]);
             let function = case["function"].as_str().expect("function");
+            if let Some(expected) = case["expect_error"].as_str() {
+                // The kernel raises through TVMFFIErrorSetRaisedFromCStrParts, called directly.
+                let args: Vec<Value> =
+                    load_indexed_in(&zoo, case["inputs"].as_str().expect("inputs"), "arg")
+                        .into_iter()
+                        .map(Value::Tensor)
+                        .collect();
+                let err = session
+                    .call(function, &args)
+                    .expect_err(&format!("{cname}: TVM raises here, Mote must too"));
+                assert!(
+                    matches!(&err, Error::Kernel { message, .. } if message.contains(expected)),
+                    "{cname}: {err:?} is not a kernel error with `{expected}`"
+                );
+                continue;
+            }
             let want = load_indexed_in(&zoo, case["expected"].as_str().expect("expected"), "out");
             let tol = &case["tolerance"];
             let (rtol, atol) = (tol["rtol"].as_f64().unwrap(), tol["atol"].as_f64().unwrap());
@@ -82,7 +99,7 @@ fn check_against_tvm(name: &str, model: &Model) {
 #[test]
 fn every_linked_model_matches_tvm_by_prefix() {
     let linked = linked();
-    for name in ["mlp", "cnn", "multi", "par"] {
+    for name in ["mlp", "cnn", "multi", "par", "raise"] {
         assert!(
             linked.iter().any(|(n, _)| *n == name),
             "{name} is not linked in ({linked:?})"
@@ -112,7 +129,7 @@ fn registrations_before_main_are_recorded() {
     }
 }
 
-/// Several models at once, from several threads, each loaded twice (one library per prefix,
+/// Several models at once, one thread each, each loaded twice (one library per prefix,
 /// shared by both models): all answer as TVM does.
 #[test]
 fn several_prefixes_live_side_by_side() {
