@@ -14,6 +14,13 @@ Output layout (see manifest.json):
     NAME.so or NAME.tar                 one per model
     NAME.CASE.inputs.npz                arg0, arg1, ... in parameter order
     NAME.CASE.expected.npz              out0, out1, ... (tuples flattened depth-first)
+    syslib/NAME.tar                     a system-library build (SYSTEM_LIB_MODELS only)
+
+Models in SYSTEM_LIB_MODELS are also built as a "system library" (docs/system-lib.md): the
+same IRModule with the attribute system_lib_prefix "NAME_", exported to syslib/NAME.tar
+(lib0.o + NAME_devc.o, objects to link into a program). The model's entry records it as
+"system_lib": {"prefix", "archive", "undefined"} ("undefined": what lib0.o needs from the
+program, as nm reads it); its cases apply unchanged, since the weights are the same.
 
 Models of kind "kernels" are kernel-only libraries (a TIR module exported on its own). Their
 cases have mode "kernel": the inputs are every argument of the kernel, outputs included (as NaN
@@ -32,6 +39,7 @@ import math
 import os
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -47,7 +55,7 @@ from tvm.script import relax as R
 from tvm.script import tirx as T
 
 from zoo_common import case_record, export_model, flatten_outputs, kernel_names
-from zoo_common import parse_args, record_outputs, rng_for, write_manifest
+from zoo_common import parse_args, record_outputs, rng_for, target_for, write_manifest
 
 # --------------------------------------------------------------------------------------
 # Model descriptions
@@ -842,6 +850,11 @@ MODELS: list[Callable[[], Model]] = [
     model_kernels,
 ]
 
+# Also built as system libraries (statically linked models, docs/system-lib.md): a few small
+# models, enough for a plain model, bound constants, two functions, parallel loops with a
+# workspace (par) and a kernel that raises (raise), so that CI time stays small.
+SYSTEM_LIB_MODELS = ("mlp", "cnn", "multi", "par", "raise")
+
 # --------------------------------------------------------------------------------------
 # Building, running, recording
 # --------------------------------------------------------------------------------------
@@ -907,6 +920,36 @@ def dynamic_symbols(path: str, defined: bool = False) -> set[str]:
     return {line.split()[-1] for line in res.stdout.splitlines() if line.split()}
 
 
+def object_symbols(path: str, undefined: bool) -> set[str]:
+    """Undefined symbols of an object (nm -u), or its defined global ones."""
+    cmd = ["nm", "-u" if undefined else "--defined-only", path]
+    res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return {line.split()[-1] for line in res.stdout.splitlines() if line.split()}
+
+
+def export_system_lib(model: Model, arch: str, out_dir: str, scratch: str) -> dict:
+    """Build `model` as a system library with prefix NAME_ into OUT/syslib/NAME.tar and check
+    what the objects define and need."""
+    name, prefix = model.name, f"{model.name}_"
+    ex = tvm.compile(model.mod.with_attr("system_lib_prefix", prefix), target=target_for(arch))
+    os.makedirs(os.path.join(out_dir, "syslib"), exist_ok=True)
+    archive = f"syslib/{name}.tar"
+    ex.export_library(os.path.join(out_dir, archive))
+    objdir = os.path.join(scratch, f"{name}.syslib")
+    with tarfile.open(os.path.join(out_dir, archive)) as tf:
+        members = sorted(tf.getnames())
+        if members != sorted(["lib0.o", f"{prefix}devc.o"]):
+            raise RuntimeError(f"{archive}: expected lib0.o and {prefix}devc.o, found {members}")
+        tf.extractall(objdir)
+    undefined = sorted(object_symbols(os.path.join(objdir, "lib0.o"), undefined=True))
+    blob = object_symbols(os.path.join(objdir, f"{prefix}devc.o"), undefined=False)
+    if "TVMFFIEnvModRegisterSystemLibSymbol" not in undefined or f"{prefix}__tvm_ffi__library_bin" not in blob:
+        raise RuntimeError(f"{archive}: not a system library ({undefined}, {sorted(blob)})")
+    if name == "par" and not {"TVMBackendParallelLaunch", "TVMBackendAllocWorkspace"} <= set(undefined):
+        raise RuntimeError(f"{archive}: par's kernel does not call the parallel launch and workspace directly")
+    return {"prefix": prefix, "archive": archive, "undefined": undefined}
+
+
 def build_model(model: Model, arch: str, out_dir: str, scratch: str) -> dict:
     t0 = time.time()
     name = model.name
@@ -934,6 +977,9 @@ def build_model(model: Model, arch: str, out_dir: str, scratch: str) -> dict:
         for need in ("__TVMBackendParallelLaunch", "__TVMBackendAllocWorkspace"):
             if need not in syms:
                 raise RuntimeError(f"par: {host_lib} lacks the {need} slot")
+
+    if name in SYSTEM_LIB_MODELS:
+        entry["system_lib"] = export_system_lib(model, arch, out_dir, scratch)
 
     if kernel_lib:
         # What a kernel-only library exports, as binutils reads it (an oracle for Mote's own

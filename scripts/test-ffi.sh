@@ -50,7 +50,7 @@ check header-twice-cxx17 g++ -std=c++17 "${warn[@]}" -I"$inc" -x c++ -c ffi/test
 
 # ABI baseline: exported symbols, struct layouts and enum values.
 abi_now="$out/abi"; mkdir -p "$abi_now"
-nm -D --defined-only "$prefix/lib/libmote.so" | awk '$2 == "T" {print $3}' | grep -E '^(mote_|TVMFFI)' | sort \
+nm -D --defined-only "$prefix/lib/libmote.so" | awk '$2 == "T" {print $3}' | grep -E '^(mote_|TVMFFI|TVMBackend)' | sort \
     > "$abi_now/symbols.txt"
 grep -oE '^  MOTE_[A-Z0-9_]+ = ' "$inc/mote.h" | awk '{print "E(" $1 ");"}' > "$out/abi_enums.inc"
 gcc -std=c11 -I"$inc" -I"$out" ffi/tests/c/abi_layout.c -o "$out/abi_layout" && "$out/abi_layout" > "$abi_now/layout.txt" \
@@ -85,6 +85,38 @@ check c-api-valgrind "${vg[@]}" "$out/test_api" "$MOTE_ZOO_DIR" "$out/scratch"
 check c-zoo-valgrind "${vg[@]}" "$out/test_zoo" "$out/cases"
 check c-callbacks-valgrind "${vg[@]}" "$out/test_callbacks" "$MOTE_ZOO_DIR" "$out/models"
 check c-dlopen-local-valgrind "${vg[@]}" "$out/test_dlopen" "$prefix/lib/libmote.so" "$MOTE_ZOO_DIR"
+
+# Statically linked models (docs/system-lib.md): the zoo's system-library objects in one static
+# archive, linked whole into C programs against libmote.a: they load by prefix and match TVM
+# (test_zoo.c on zoo_cases.py --system-lib). Linked from the archive without --whole-archive,
+# the objects are left out and every prefix is unknown: the documented rule, as a test.
+syslib="$out/syslib"; mkdir -p "$syslib"
+syslib_prefixes=()
+while read -r name pfx tarball; do
+    mkdir -p "$syslib/$name"
+    tar -xf "$MOTE_ZOO_DIR/$tarball" -C "$syslib/$name" || die "cannot unpack $tarball"
+    for o in "$syslib/$name"/*.o; do mv "$o" "$syslib/$name.$(basename "$o")"; done
+    syslib_prefixes+=("$pfx")
+done < <("$venv/bin/python" -c 'import json, sys
+for m in json.load(open(sys.argv[1] + "/manifest.json"))["models"]:
+    if "system_lib" in m: print(m["name"], m["system_lib"]["prefix"], m["system_lib"]["archive"])' "$MOTE_ZOO_DIR")
+[ ${#syslib_prefixes[@]} -ge 4 ] || die "the zoo in MOTE_ZOO_DIR has no system-library builds (rebuild it with scripts/zoo.sh)"
+ar crs "$out/libzoo_syslib.a" "$syslib"/*.o || die "ar failed"
+"$venv/bin/python" ffi/tests/zoo_cases.py "$MOTE_ZOO_DIR" "$out/syslib-cases" --system-lib 2>/dev/null \
+    || die "zoo_cases.py --system-lib failed"
+static_libs=$(pkg-config --cflags --libs mote-static)
+# shellcheck disable=SC2086
+gcc "${cflags[@]}" ffi/tests/c/test_zoo.c -o "$out/test_zoo_syslib" \
+    -Wl,--whole-archive "$out/libzoo_syslib.a" -Wl,--no-whole-archive $static_libs || die "test_zoo_syslib did not build"
+# shellcheck disable=SC2086
+gcc "${cflags[@]}" ffi/tests/c/test_system_lib.c -o "$out/test_system_lib_linked" \
+    -Wl,--whole-archive "$out/libzoo_syslib.a" -Wl,--no-whole-archive $static_libs || die "test_system_lib did not build"
+# shellcheck disable=SC2086
+gcc "${cflags[@]}" ffi/tests/c/test_system_lib.c -o "$out/test_system_lib_dropped" \
+    "$out/libzoo_syslib.a" $static_libs || die "test_system_lib (dropped) did not build"
+check c-system-lib-zoo-valgrind "${vg[@]}" "$out/test_zoo_syslib" "$out/syslib-cases" 4
+check c-system-lib-linked "$out/test_system_lib_linked" linked "${syslib_prefixes[@]}"
+check c-system-lib-without-whole-archive "$out/test_system_lib_dropped" dropped "${syslib_prefixes[@]}"
 
 # The README's C program, linked through pkg-config, shared and static: raise.so computes 3 * x.
 c_example_ok() {

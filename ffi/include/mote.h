@@ -392,6 +392,14 @@ MoteError *mote_model_load(const char *path, MoteModel **out);
 // `MOTE_ERROR_CODE_UNSUPPORTED`). The bytes are copied; the caller may free them at once.
 MoteError *mote_model_load_from_memory(const uint8_t *data, size_t size, MoteModel **out);
 
+// Load a model linked into the program (a TVM "system library", built with the
+// `system_lib_prefix` attribute) by its prefix, e.g. `"mlp_"`. Its objects registered
+// themselves before `main`; objects taken from a static archive must be linked whole
+// (`-Wl,--whole-archive` on Linux and Android, `-Wl,-force_load` on Apple) or they are left
+// out. An unknown prefix fails with `MOTE_ERROR_CODE_LOAD`, whose message lists the prefixes
+// there are. See docs/system-lib.md.
+MoteError *mote_model_from_system_lib(const char *prefix, MoteModel **out);
+
 // Free a model. NULL is a no-op. Sessions made from it keep working.
 void mote_model_free(MoteModel *model);
 

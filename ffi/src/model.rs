@@ -141,6 +141,24 @@ pub unsafe extern "C" fn mote_model_load_from_memory(
     })
 }
 
+/// Load a model linked into the program (a TVM "system library", built with the
+/// `system_lib_prefix` attribute) by its prefix, e.g. `"mlp_"`. Its objects registered
+/// themselves before `main`; objects taken from a static archive must be linked whole
+/// (`-Wl,--whole-archive` on Linux and Android, `-Wl,-force_load` on Apple) or they are left
+/// out. An unknown prefix fails with `MOTE_ERROR_CODE_LOAD`, whose message lists the prefixes
+/// there are. See docs/system-lib.md.
+#[no_mangle]
+pub unsafe extern "C" fn mote_model_from_system_lib(
+    prefix: *const c_char,
+    out: *mut *mut MoteModel,
+) -> *mut MoteError {
+    guard(|| {
+        check_out(out, "out")?;
+        let prefix = str_arg(prefix, "prefix")?;
+        finish_load(Model::from_system_lib(prefix), out)
+    })
+}
+
 /// Free a model. NULL is a no-op. Sessions made from it keep working.
 #[no_mangle]
 pub unsafe extern "C" fn mote_model_free(model: *mut MoteModel) {

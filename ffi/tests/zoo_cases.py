@@ -2,7 +2,10 @@
 """Flatten the model zoo's manifest and .npz files into what a C test can read without a JSON
 or .npy parser: raw little-endian tensor files plus one text file of cases.
 
-    python zoo_cases.py ZOO_DIR OUT_DIR      -> OUT_DIR/cases.txt, OUT_DIR/*.bin
+    python zoo_cases.py ZOO_DIR OUT_DIR [--system-lib]   -> OUT_DIR/cases.txt, OUT_DIR/*.bin
+
+With --system-lib, only the models the zoo also built as system libraries, with the library
+path "syslib:PREFIX": test_zoo.c then loads them by prefix from the program itself.
 
 cases.txt, one block per case:
     case <model>.<case> <library path> <function> <call|stateful|kernel> <rtol> <atol> <n_in> <n_out> <expected error text, to the end of the line, or ->
@@ -38,11 +41,17 @@ def describe(arr: np.ndarray, path: str) -> str:
 
 def main() -> None:
     zoo, out = sys.argv[1], sys.argv[2]
+    system_lib = sys.argv[3:] == ["--system-lib"]
+    if len(sys.argv) > 3 and not system_lib:
+        raise SystemExit(f"zoo_cases.py: unknown arguments {sys.argv[3:]}")
     os.makedirs(out, exist_ok=True)
     manifest = json.load(open(os.path.join(zoo, "manifest.json")))
     lines = []
     skipped = 0
     for model in manifest["models"]:
+        if system_lib and "system_lib" not in model:
+            continue
+        library = f"syslib:{model['system_lib']['prefix']}" if system_lib else os.path.join(zoo, model["file"])
         for case in model["cases"]:
             stem = f"{model['name']}.{case['case']}"
             if case.get("scalars"):
@@ -57,7 +66,7 @@ def main() -> None:
             tol = case.get("tolerance") or {"rtol": 0, "atol": 0}
             err = case["expect_error"] or "-"
             lines.append(
-                f"case {stem} {os.path.join(zoo, model['file'])} {case['function']} {case['mode']} "
+                f"case {stem} {library} {case['function']} {case['mode']} "
                 f"{tol['rtol']} {tol['atol']} {len(ins)} {len(outs)} {err}"
             )
             for i, a in enumerate(ins):

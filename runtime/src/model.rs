@@ -85,6 +85,22 @@ impl Model {
         Self::from_library(Library::open_memory(bytes)?)
     }
 
+    /// Load a model linked into the program (a "system library": TVM 0.27's objects built
+    /// with the `system_lib_prefix` attribute, see docs/system-lib.md), by its prefix
+    /// (`"mlp_"`). Its objects registered themselves before `main`; an unknown prefix is
+    /// [`Error::Load`], whose message lists the prefixes there are. Several models with
+    /// distinct prefixes can be linked into one program. [`Model::path`] reads
+    /// `<system-lib PREFIX>`.
+    pub fn from_system_lib(prefix: &str) -> Result<Model> {
+        Self::from_library(crate::loader::system_lib::library(prefix)?)
+    }
+
+    /// The prefixes of the models linked into the program (see [`Model::from_system_lib`]),
+    /// sorted.
+    pub fn system_lib_prefixes() -> Vec<String> {
+        crate::loader::system_lib::prefixes()
+    }
+
     fn from_library(library: Arc<Library>) -> Result<Model> {
         let path = library.path().to_path_buf();
         let Some(tree) = library.module_tree()? else {

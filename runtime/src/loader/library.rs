@@ -57,6 +57,9 @@ enum Backing {
         /// The memory file a library loaded from bytes lives in (see `open_memory`).
         _memfd: Option<std::os::fd::OwnedFd>,
     },
+    /// Objects linked into the program, whose symbols were registered under `prefix`
+    /// (docs/system-lib.md). Never unloaded.
+    SystemLib { prefix: String },
 }
 
 /// What the file says about the kernels it exports (docs/tvm-format.md §1.4).
@@ -90,7 +93,10 @@ fn live_libraries() -> &'static Mutex<HashMap<usize, Weak<Library>>> {
 
 impl Drop for Library {
     fn drop(&mut self) {
-        let Backing::Mapped { lib, .. } = &mut self.backing;
+        // A system library is kept for the life of the process (`system_lib::library`).
+        let Backing::Mapped { lib, .. } = &mut self.backing else {
+            return;
+        };
         // SAFETY: `lib` is not used again; this is the only place it is taken.
         let lib = unsafe { std::mem::ManuallyDrop::take(lib) };
         let closed = lib.close().is_ok();
@@ -223,6 +229,21 @@ impl Library {
         Ok(library)
     }
 
+    /// The library of the objects linked into the program under `prefix`, its context slots
+    /// filled (docs/system-lib.md §3). Only `system_lib::library` calls this, once per prefix.
+    pub(crate) fn open_system_lib(prefix: &str, kernels: Vec<String>) -> Arc<Library> {
+        let library = Arc::new(Library {
+            backing: Backing::SystemLib {
+                prefix: prefix.to_string(),
+            },
+            path: crate::loader::system_lib::label(prefix),
+            env_cache: Mutex::new(HashMap::new()),
+            exported: KernelListing::Listed(kernels),
+        });
+        library.fill_context_slots();
+        library
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -237,6 +258,7 @@ impl Library {
                 let p = sym.into_raw();
                 (!p.is_null()).then_some(p)
             }
+            Backing::SystemLib { prefix } => crate::loader::system_lib::lookup(prefix, name),
         }
     }
 
@@ -364,6 +386,14 @@ impl Library {
                 // which stays mapped while `self` lives, and the blob is read-only data.
                 let mapped = unsafe { std::slice::from_raw_parts(p, bound) };
                 blob_payload(mapped).map(Some)
+            }
+            Backing::SystemLib { .. } => {
+                let Some(p) = self.symbol(BLOB_SYMBOL) else {
+                    return Ok(None);
+                };
+                // SAFETY: the address was registered for the blob by the objects linked into
+                // the program, which stay for its whole life.
+                unsafe { crate::loader::system_lib::linked_blob(p.cast::<u8>()) }.map(Some)
             }
         }
     }
