@@ -60,6 +60,31 @@ for v in good bad; do
         || die "cannot compile the test plug-in"
 done
 
+# Statically linked models (docs/system-lib.md): the zoo's system-library objects linked whole
+# into one shared library that depends on libmote_java.so, as an app's own JNI library would
+# (SystemLibTest loads it, then each model by prefix).
+data="$ROOT/target/java-test"
+syslib=$("$python" - "$MOTE_ZOO_DIR/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+print(" ".join(f"{x['name']}:{x['system_lib']['archive']}" for x in m["models"] if "system_lib" in x))
+PY
+)
+[ -n "$syslib" ] || die "the zoo at $MOTE_ZOO_DIR has no system-library builds (rebuild it: scripts/zoo.sh)"
+rm -rf "$data/syslib-objs"
+syslib_models=()
+for entry in $syslib; do
+    name=${entry%%:*}
+    mkdir -p "$data/syslib-objs/$name"
+    tar -xf "$MOTE_ZOO_DIR/${entry#*:}" -C "$data/syslib-objs/$name" || die "cannot unpack ${entry#*:}"
+    syslib_models+=("$name")
+done
+# No SONAME on the host libmote_java.so: naming it by its absolute path records that path as
+# NEEDED, which the loader matches to the copy the JVM already loaded (no second Mote).
+cc -shared -o "$data/libzoo_syslib.so" -Wl,--whole-archive "$data"/syslib-objs/*/*.o \
+    -Wl,--no-whole-archive "$lib" -lm -Wl,-z,defs || die "cannot link the system-library models"
+syslib_list=$(IFS=,; echo "${syslib_models[*]}")
+
 # The manifest as one tab-separated line per case, so the tests need no JSON library:
 # model file kind case function mode expect_error inputs expected rtol atol outputs scalars functions
 data="$ROOT/target/java-test"
@@ -90,6 +115,7 @@ status=0
 (cd bindings-java/java && mvn -q -B -Dstyle.color=never "${offline[@]}" -Dmaven.repo.local="$m2" \
     -Dmote.library="$lib" -Dmote.zoo="$MOTE_ZOO_DIR" -Dmote.cases="$data/zoo-cases.tsv" \
     -Dmote.testPlugin="$data/libmote_test_plugin_good.so" -Dmote.testPluginBadAbi="$data/libmote_test_plugin_bad.so" \
+    -Dmote.syslibLibrary="$data/libzoo_syslib.so" -Dmote.syslibModels="$syslib_list" \
     -Dmote.python="$python" test) 2>&1 \
     | sed 's/\x1b\[[0-9;]*m//g' || status=$?
 

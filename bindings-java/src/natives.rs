@@ -409,6 +409,19 @@ pub extern "system" fn Java_org_mote_NativeBridge_modelLoad<'l>(
     })
 }
 
+/// java: static native long modelFromSystemLib(String prefix);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_modelFromSystemLib<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    prefix: JString<'l>,
+) -> jlong {
+    entry(&mut env, |env| {
+        let prefix = string(env, &prefix, "system library prefix")?;
+        Ok(into_handle(Model::from_system_lib(&prefix)?))
+    })
+}
+
 /// java: static native void modelFree(long model);
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_org_mote_NativeBridge_modelFree<'l>(

@@ -36,6 +36,22 @@ public final class Model extends NativeObject {
     }
 
     /**
+     * Loads a model linked into the program as a TVM "system library" (compiled with the
+     * module attribute {@code system_lib_prefix}; see {@code docs/system-lib.md}). On Android
+     * that means the model's objects are linked, whole, into a JNI library of the app that
+     * depends on {@code libmote_java.so}; load that library first ({@code System.loadLibrary}),
+     * so its constructors register the model with Mote.
+     *
+     * @param prefix the model's prefix, e.g. {@code "mlp_"}
+     * @return the model
+     * @throws LoadException when no model with that prefix is linked in (the message lists
+     *     the prefixes that are)
+     */
+    public static Model fromSystemLib(String prefix) {
+        return new Model(NativeBridge.modelFromSystemLib(prefix));
+    }
+
+    /**
      * Whether this is a kernel-only library (no Relax program): its functions are kernels
      * that write into output tensors the caller passes.
      *
