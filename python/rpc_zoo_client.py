@@ -1,12 +1,18 @@
 """Run zoo models on a remote Mote (or TVM) RPC server with TVM 0.27's unchanged Python client.
 
     python rpc_zoo_client.py --host 127.0.0.1 --port 9090 [--key K] --zoo DIR [--only a,b]
+                             [--system-lib]
 
 For every selected model of DIR/manifest.json (a zoo or offload zoo built by python/zoo.py or
 python/offload_zoo.py) and every case whose mode is "call": upload the library, load it with
 remote.load_module, make a relax.VirtualMachine on remote.cpu(), put the inputs in remote
 tensors, call the function, fetch the outputs and compare them with the case's expected npz
 (TVM's own local run, made when the zoo was built) at the manifest's tolerance.
+
+With --system-lib, the models are not uploaded: the server has the zoo's system-library builds
+linked in, and each model with a `system_lib` entry is asked for by prefix with TVM's
+`ffi.SystemLib(prefix)` global (what `remote.system_lib()` calls with no prefix); a prefix
+nothing registered must then be an error naming it.
 
 Prints one line per case and a final "rpc zoo: N passed, M failed"; exits 1 on any failure.
 This is the host half of scripts/test-rpc-phone.sh (the "phone" is an aarch64 Mote server under
@@ -68,6 +74,8 @@ def main():
     ap.add_argument("--zoo", required=True)
     ap.add_argument("--only", default="", help="comma-separated model names (default: all)")
     ap.add_argument("--timeout", type=int, default=0, help="session_timeout in seconds")
+    ap.add_argument("--system-lib", action="store_true",
+                    help="models are linked into the server: ffi.SystemLib(prefix), no upload")
     a = ap.parse_args()
 
     manifest = json.load(open(os.path.join(a.zoo, "manifest.json")))
@@ -80,12 +88,28 @@ def main():
     remote = rpc.connect(a.host, a.port, key=a.key, session_timeout=a.timeout)
     dev = remote.cpu()
     passed = failed = 0
+    if a.system_lib:
+        models = [m for m in models if "system_lib" in m]
+        try:
+            remote.get_function("ffi.SystemLib")("nope_")
+            problem = "a prefix nothing registered loaded"
+        except Exception as e:  # TVM's client raises RPCError carrying the server's message
+            problem = None if "nope_" in str(e) else f"unexpected error: {e}"
+        if problem:
+            failed += 1
+            print(f"FAIL system-lib unknown prefix: {problem}")
+        else:
+            passed += 1
+            print("ok   system-lib unknown prefix is an error naming it")
     for model in models:
         cases = [c for c in model["cases"] if c.get("mode", "call") == "call" and not c.get("expect_error")]
         if not cases:
             continue
-        remote.upload(os.path.join(a.zoo, model["file"]))
-        rlib = remote.load_module(os.path.basename(model["file"]))
+        if a.system_lib:
+            rlib = remote.get_function("ffi.SystemLib")(model["system_lib"]["prefix"])
+        else:
+            remote.upload(os.path.join(a.zoo, model["file"]))
+            rlib = remote.load_module(os.path.basename(model["file"]))
         vm = relax.VirtualMachine(rlib, dev)
         for case in cases:
             try:
@@ -99,7 +123,8 @@ def main():
             else:
                 passed += 1
                 print(f"ok   {label}")
-        remote.remove(os.path.basename(model["file"]))
+        if not a.system_lib:
+            remote.remove(os.path.basename(model["file"]))
     print(f"rpc zoo: {passed} passed, {failed} failed")
     sys.exit(1 if failed or not passed else 0)
 

@@ -34,10 +34,11 @@ pub(crate) enum Global {
     TimeEvaluator,
     Profile,
     Trace,
+    SystemLib,
 }
 
 impl Global {
-    pub(crate) const ALL: [(&'static str, Global); 9] = [
+    pub(crate) const ALL: [(&'static str, Global); 10] = [
         ("tvm.rpc.server.upload", Global::Upload),
         ("tvm.rpc.server.download", Global::Download),
         ("tvm.rpc.server.remove", Global::Remove),
@@ -50,6 +51,7 @@ impl Global {
         ("runtime.RPCTimeEvaluator", Global::TimeEvaluator),
         ("mote.profile", Global::Profile),
         ("mote.trace", Global::Trace),
+        ("ffi.SystemLib", Global::SystemLib),
     ];
 
     fn lookup(name: &str) -> Option<Global> {
@@ -440,6 +442,55 @@ impl<'c> State<'c> {
 
     /// Fails when the session already keeps `max_handles` modules alive, with or without
     /// handles (an import keeps its child alive after the child's handle is freed).
+    /// What a loaded model becomes as a module, with the load logged (kernels, or for a Relax
+    /// program where each offloaded node will run, so a remote user can see the backends).
+    fn module_kind(&self, name: &str, model: Model) -> ModKind {
+        if model.is_kernel_library() {
+            log::info!(
+                "load_module {name:?}: kernel-only library ({})",
+                model.function_names().join(", ")
+            );
+            ModKind::Kernels {
+                model,
+                threads: self.config.session_threads,
+                session: RefCell::new(None),
+            }
+        } else {
+            log::info!(
+                "load_module {name:?}: Relax executable ({})",
+                model.function_names().join(", ")
+            );
+            // Where each offloaded node will run, so a remote user (and the phone test)
+            // can see the backends at work.
+            for p in model.partition_plan(&[]) {
+                let on = |b: &str| p.nodes.iter().filter(|n| n.backend == b).count();
+                let mut elsewhere: Vec<&str> = Vec::new();
+                for n in &p.nodes {
+                    if n.backend != p.target && !elsewhere.contains(&n.backend.as_str()) {
+                        elsewhere.push(&n.backend);
+                    }
+                }
+                let others: Vec<String> = elsewhere
+                    .iter()
+                    .map(|b| format!("{} on {b}", on(b)))
+                    .collect();
+                log::info!(
+                    "load_module {name:?}: subgraph {}: {} of {} nodes on {}{}",
+                    p.name,
+                    on(&p.target),
+                    p.nodes.len(),
+                    p.target,
+                    if others.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", others.join(", "))
+                    }
+                );
+            }
+            ModKind::Executable(model)
+        }
+    }
+
     fn module_room(&mut self) -> Res<()> {
         self.modules.retain(|w| w.strong_count() > 0);
         if self.modules.len() >= self.config.limits.max_handles {
@@ -1029,51 +1080,27 @@ impl<'c> State<'c> {
                 self.module_room()?;
                 let path = self.sandbox.existing(name)?;
                 let model = Model::load(&path)?;
-                let kind = if model.is_kernel_library() {
-                    log::info!(
-                        "load_module {name:?}: kernel-only library ({})",
-                        model.function_names().join(", ")
-                    );
-                    ModKind::Kernels {
-                        model,
-                        threads: self.config.session_threads,
-                        session: RefCell::new(None),
-                    }
-                } else {
-                    log::info!(
-                        "load_module {name:?}: Relax executable ({})",
-                        model.function_names().join(", ")
-                    );
-                    // Where each offloaded node will run, so a remote user (and the phone test)
-                    // can see the backends at work.
-                    for p in model.partition_plan(&[]) {
-                        let on = |b: &str| p.nodes.iter().filter(|n| n.backend == b).count();
-                        let mut elsewhere: Vec<&str> = Vec::new();
-                        for n in &p.nodes {
-                            if n.backend != p.target && !elsewhere.contains(&n.backend.as_str()) {
-                                elsewhere.push(&n.backend);
-                            }
-                        }
-                        let others: Vec<String> = elsewhere
-                            .iter()
-                            .map(|b| format!("{} on {b}", on(b)))
-                            .collect();
-                        log::info!(
-                            "load_module {name:?}: subgraph {}: {} of {} nodes on {}{}",
-                            p.name,
-                            on(&p.target),
-                            p.nodes.len(),
-                            p.target,
-                            if others.is_empty() {
-                                String::new()
-                            } else {
-                                format!(" ({})", others.join(", "))
-                            }
-                        );
-                    }
-                    ModKind::Executable(model)
-                };
+                let kind = self.module_kind(name, model);
                 let m = ModuleObj::new(kind, name.to_owned());
+                self.modules.push(Rc::downgrade(&m));
+                Ok(Ret::Module(self.insert(Obj::Module(m))?))
+            }
+            Global::SystemLib => {
+                // TVM's client asks `ffi.SystemLib()` (prefix "") or `ffi.SystemLib(prefix)`
+                // for a model linked into the server (docs/rpc.md, "Statically linked models").
+                if args.len() > 1 {
+                    arity(args, 1, what)?;
+                }
+                let prefix = if args.is_empty() {
+                    ""
+                } else {
+                    str_arg(args, 0, what)?
+                };
+                self.module_room()?;
+                let model = Model::from_system_lib(prefix)?;
+                let label = format!("<system-lib {prefix}>");
+                let kind = self.module_kind(&label, model);
+                let m = ModuleObj::new(kind, label);
                 self.modules.push(Rc::downgrade(&m));
                 Ok(Ret::Module(self.insert(Obj::Module(m))?))
             }
