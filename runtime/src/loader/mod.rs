@@ -1,6 +1,8 @@
 //! Turning a file into something runnable: the ELF pre-check, the shared library and its blob,
-//! and the Relax executable inside it (docs/tvm-format.md §1-§5).
+//! the Relax executable inside it (docs/tvm-format.md §1-§5), and the same file read as data
+//! for the code-free path (docs/code-free.md).
 
 pub(crate) mod elf;
 pub(crate) mod executable;
 pub(crate) mod library;
+pub(crate) mod object_file;
