@@ -617,6 +617,147 @@ mod tests {
         }
     }
 
+    /// A relocatable object for `format` with `blob` in a read-only data section (followed by
+    /// 16 bytes of something else), a kernel `fused_add`, the context slot, and optionally a
+    /// relocation at `reloc_at` bytes into the blob.
+    fn object_file(
+        format: object::BinaryFormat,
+        prefix: &str,
+        blob: &[u8],
+        reloc_at: Option<u64>,
+    ) -> Vec<u8> {
+        use object::write::{Object as Writer, Relocation, StandardSection, Symbol, SymbolSection};
+        use object::{Architecture, Endianness, SymbolFlags, SymbolKind, SymbolScope};
+        let arch = match format {
+            object::BinaryFormat::MachO => Architecture::Aarch64,
+            _ => Architecture::X86_64,
+        };
+        let mut w = Writer::new(format, arch, Endianness::Little);
+        let data = w.section_id(StandardSection::ReadOnlyData);
+        let mut bytes = blob.to_vec();
+        bytes.extend_from_slice(&[0xee; 16]);
+        let at = w.append_section_data(data, &bytes, 8);
+        let sym = |name: String, value, size, kind, section| Symbol {
+            name: name.into_bytes(),
+            value,
+            size,
+            kind,
+            scope: SymbolScope::Dynamic,
+            weak: false,
+            section: SymbolSection::Section(section),
+            flags: SymbolFlags::None,
+        };
+        // Mach-O symbols carry no size; ELF ones do.
+        let size = if format == object::BinaryFormat::MachO {
+            0
+        } else {
+            blob.len() as u64
+        };
+        w.add_symbol(sym(
+            format!("{prefix}{BLOB_SUFFIX}"),
+            at,
+            size,
+            SymbolKind::Data,
+            data,
+        ));
+        let text = w.section_id(StandardSection::Text);
+        let code = w.append_section_data(text, &[0xc3; 4], 4);
+        w.add_symbol(sym(
+            format!("{prefix}__tvm_ffi_fused_add"),
+            code,
+            4,
+            SymbolKind::Text,
+            text,
+        ));
+        let slot = w.section_id(StandardSection::Data);
+        let s = w.append_section_data(slot, &[0; 8], 8);
+        w.add_symbol(sym(
+            "__tvm_ffi__library_ctx".into(),
+            s,
+            8,
+            SymbolKind::Data,
+            slot,
+        ));
+        if let Some(off) = reloc_at {
+            let target = w.section_symbol(text);
+            w.add_relocation(
+                data,
+                Relocation {
+                    offset: at + off,
+                    symbol: target,
+                    addend: 0,
+                    flags: object::RelocationFlags::Generic {
+                        kind: object::RelocationKind::Absolute,
+                        encoding: object::RelocationEncoding::Generic,
+                        size: 64,
+                    },
+                },
+            )
+            .expect("relocation");
+        }
+        w.write().expect("write object")
+    }
+
+    #[test]
+    fn reads_elf_and_macho_objects() {
+        let b = blob(b"a module blob");
+        for (format, container) in [
+            (object::BinaryFormat::Elf, "ELF relocatable object"),
+            (object::BinaryFormat::MachO, "Mach-O relocatable object"),
+        ] {
+            for prefix in ["", "m1_"] {
+                let image = read(&object_file(format, prefix, &b, None)).unwrap();
+                assert_eq!(image.blob, b, "{container}");
+                assert_eq!(image.prefix, prefix, "{container}");
+                assert_eq!(image.kernels, ["fused_add"], "{container}");
+                assert_eq!(image.container, container);
+            }
+        }
+    }
+
+    #[test]
+    fn refuses_a_blob_with_a_relocation() {
+        let b = blob(&[7u8; 32]);
+        for format in [object::BinaryFormat::Elf, object::BinaryFormat::MachO] {
+            match read(&object_file(format, "", &b, Some(16))) {
+                Err(Error::Format(m)) => assert!(m.contains("relocation at byte 16"), "{m}"),
+                other => panic!("{format:?}: {other:?}"),
+            }
+            // A relocation just after the blob does not touch it.
+            assert!(read(&object_file(format, "", &b, Some(b.len() as u64))).is_ok());
+        }
+    }
+
+    #[test]
+    fn object_truncations_and_flips_are_typed_errors() {
+        let b = blob(b"payload of a blob");
+        for format in [object::BinaryFormat::Elf, object::BinaryFormat::MachO] {
+            let o = object_file(format, "", &b, None);
+            for cut in 0..o.len() {
+                match read(&o[..cut]) {
+                    Ok(image) => assert_eq!(image.blob, b, "{format:?} cut at {cut}"),
+                    Err(Error::Format(_) | Error::Unsupported(_)) => {}
+                    Err(e) => panic!("unexpected error {e:?}"),
+                }
+            }
+            for i in 0..o.len() {
+                for bit in [0x01, 0x80] {
+                    let mut f = o.clone();
+                    f[i] ^= bit;
+                    match read(&f) {
+                        Ok(_) | Err(Error::Format(_) | Error::Unsupported(_)) => {}
+                        Err(e) => panic!("unexpected error {e:?}"),
+                    }
+                }
+            }
+            // The length field claiming one byte more than the section has.
+            let mut long = b.clone();
+            long[..8].copy_from_slice(&((b.len() - 8 + 16 + 1) as u64).to_le_bytes());
+            let o = object_file(format, "", &long, None);
+            assert!(matches!(read(&o), Err(Error::Format(_))), "{format:?}");
+        }
+    }
+
     #[test]
     fn non_objects_are_format_errors() {
         for bytes in [
