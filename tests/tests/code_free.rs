@@ -289,8 +289,8 @@ fn corrupt_code_free_files_are_typed_errors() {
             Err(_) => errors += 1,
         }
     }
-    // The .tar is gzip-compressed: every cut and every flip after the header's time and OS
-    // bytes (which no checksum covers) must be refused.
+    // The .tar is gzip-compressed: every cut must be refused, and every flip after the
+    // header's time and OS bytes (which no checksum covers) refused or harmless.
     let tar = entry["archive"].as_str().expect("archive");
     let bytes = std::fs::read(dir.join(tar)).expect("read");
     for cut in (0..bytes.len()).step_by(13) {
@@ -304,7 +304,16 @@ fn corrupt_code_free_files_are_typed_errors() {
         let mut f = bytes.clone();
         f[i] ^= 0x10;
         match Model::load_from_memory_with(&f, code_free()) {
-            Ok(_) => panic!("{tar} with byte {i} flipped loaded"),
+            // Deflate has bits that change nothing (an unused code length, say): the content,
+            // checked by gzip's CRC, is the original, so it must still match TVM.
+            Ok(model) => {
+                check_cases(
+                    &dir,
+                    &entry,
+                    &model,
+                    &format!("{tar} with byte {i} flipped"),
+                );
+            }
             Err(Error::Format(_) | Error::Unsupported(_)) => errors += 1,
             Err(e) => panic!("{tar} with byte {i} flipped: unexpected error {e:?}"),
         }
