@@ -437,9 +437,12 @@ fn c_array_blob(src: &[u8], what: &str) -> Result<Option<(Vec<u8>, String)>> {
         return Ok(None);
     };
     let before = &text[..at];
+    // After the last character that cannot be in a C identifier (which may be non-ASCII).
     let prefix_start = before
-        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .map_or(0, |i| i + 1);
+        .char_indices()
+        .rev()
+        .find(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '_'))
+        .map_or(0, |(i, c)| i + c.len_utf8());
     let prefix = before[prefix_start..].to_string();
     let close = rest
         .find(']')
@@ -543,6 +546,10 @@ mod tests {
             .unwrap();
         assert_eq!(prefix, "m1_");
         assert!(c_array_blob(b";", "lib0.c").unwrap().is_none());
+        // A non-ASCII character right before the name is not part of the prefix.
+        let odd = c_source("", &b).replace("char __tvm", "char\u{e9}__tvm");
+        let (_, prefix) = c_array_blob(odd.as_bytes(), "devc.c").unwrap().unwrap();
+        assert_eq!(prefix, "");
     }
 
     #[test]
