@@ -18,7 +18,13 @@ partitioned host build with the numpy reference (``mote_tvm.reference``) registe
 Output layout: as python/zoo.py (manifest.json, NAME.so|NAME.tar, NAME.CASE.inputs.npz,
 NAME.CASE.expected.npz); the manifest adds ``format_doc_version`` and, per model,
 ``partition`` ("acl"|"bnns"), ``subgraphs`` (number of mote.subgraph calls) and
-``subgraph_ops`` (the op names of each call's nodes).  Progress goes to stderr.
+``subgraph_ops`` (the op names of each call's nodes) and ``code_free`` (true when the library
+calls no TVM kernel: every operator offloaded or a VM builtin, docs/code-free.md).  Code-free
+models are exported as NAME.tar as well on x86_64 (``archive``; what TVM writes then is
+lib0.c + devc.c, the module blob as a C array), so Mote's code-free loader is tested on both
+containers.  Third check, fatal: ``mote_tvm.tvm_residue`` (what the partitioners'
+``code_free`` option reports) is empty exactly when the export has no TVM kernel, and
+``code_free="require"`` raises ``NotCodeFree`` exactly then.  Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ class OModel:
     min_subgraphs: int = 1
     mixed: bool = False  # some ops must stay TVM kernels next to the subgraph calls
     expect_ops: tuple = ()  # op names that must appear in the descriptions (every flavour)
+    code_free: tuple = ()  # flavours that must come out code-free (no TVM kernel at all)
 
 
 def f32(a):
@@ -320,7 +327,8 @@ def m_dense_bias_relu():
             return y
 
     return OModel("dense_bias_relu", "nn.Linear style: x[3,16] @ permute_dims(W[12,16]) + b[12], relu -> "
-                  "[3,12] f32 (one dense node)", M, [normal(rng_for(212, 1), (3, 16))], expect_ops=("dense",))
+                  "[3,12] f32 (one dense node)", M, [normal(rng_for(212, 1), (3, 16))], expect_ops=("dense",),
+                  code_free=("acl", "bnns"))
 
 
 def m_matmul():
@@ -448,7 +456,38 @@ def m_cnn():
     return OModel("cnn", "conv2d 3->8 3x3 pad 1 + bias + relu, max_pool2d 2, flatten, dense 512->10 + bias, "
                   "softmax; x[1,3,16,16] -> [1,10] f32.  ACL: the NCHW flatten of a C>1, H*W>1 tensor cannot "
                   "be expressed in NHWC, so TVM transposes between two subgraphs", M,
-                  [normal(rng_for(301, 1), (1, 3, 16, 16))], expect_ops=("conv2d", "max_pool2d", "dense"))
+                  [normal(rng_for(301, 1), (1, 3, 16, 16))], expect_ops=("conv2d", "max_pool2d", "dense"),
+                  code_free=("bnns",))
+
+
+def m_cnn_nhwc():
+    r = rng_for(309, 0)
+    w, b = kaiming(r, (8, 3, 3, 3)), normal(r, (8,), 0.1)  # OHWI
+    w2 = kaiming(r, (8, 3, 3, 8))
+    fw, fb = kaiming(r, (10, 8)), normal(r, (10,), 0.1)
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor((1, 12, 12, 3), "float32")):
+            with R.dataflow():
+                c = R.nn.conv2d(x, R.const(w), padding=[1, 1, 1, 1], data_layout="NHWC", kernel_layout="OHWI")
+                h = R.nn.relu(R.add(c, R.const(b)))
+                p = R.nn.max_pool2d(h, pool_size=[2, 2], strides=[2, 2], layout="NHWC")
+                c2 = R.nn.conv2d(p, R.const(w2), padding=[1, 1, 1, 1], data_layout="NHWC", kernel_layout="OHWI")
+                h2 = R.clip(c2, 0.0, 6.0)
+                g = R.mean(h2, axis=[1, 2], keepdims=False)
+                d = R.add(R.matmul(g, R.permute_dims(R.const(fw))), R.const(fb))
+                y = R.nn.softmax(d, axis=-1)
+                R.output(y)
+            return y
+
+    return OModel("cnn_nhwc", "the CNN written in NHWC (what ACL takes, so no TVM transposes are left): conv2d "
+                  "3->8 3x3 pad 1 + bias + relu, max_pool2d 2, conv2d 8->8 3x3 pad 1 + relu6, global average "
+                  "pool, dense 8->10 + bias, softmax; x[1,12,12,3] -> [1,10] f32 (ACL only: BNNS takes NCHW)",
+                  M, [normal(rng_for(309, 1), (1, 12, 12, 3))], flavours=("acl",),
+                  expect_ops=("conv2d", "max_pool2d", "global_avg_pool2d", "dense", "softmax"),
+                  code_free=("acl",))
 
 
 def m_mobilenet_block():
@@ -475,7 +514,7 @@ def m_mobilenet_block():
     return OModel("mobilenet_block", "MobileNetV2 inverted residual: 1x1 expand 8->16 + bias + relu6, "
                   "depthwise 3x3 (16) * bn_scale + bn_shift + relu6, 1x1 project 16->8 + bias, residual add; "
                   "x[1,8,8,8] -> [1,8,8,8] f32", M, [normal(rng_for(302, 1), (1, 8, 8, 8))],
-                  expect_ops=("conv2d", "multiply", "add"))
+                  expect_ops=("conv2d", "multiply", "add"), code_free=("bnns",))
 
 
 def m_mlp():
@@ -495,7 +534,7 @@ def m_mlp():
             return y
 
     return OModel("mlp", "Linear 16->32 + relu, Linear 32->8, softmax; x[2,16] -> [2,8] f32", M,
-                  [normal(rng_for(303, 1), (2, 16))], expect_ops=("dense", "softmax"))
+                  [normal(rng_for(303, 1), (2, 16))], expect_ops=("dense", "softmax"), code_free=("acl", "bnns"))
 
 
 def m_mixed():
@@ -608,7 +647,7 @@ MODELS = [
     m_conv_pad_bias_relu, m_conv_s2_relu6, m_conv_dil_clip, m_dwconv, m_dwconv_mult2,
     m_qconv_uint8, m_qconv_int8, m_qdense_int8, m_max_pool, m_avg_pool, m_global_pools,
     m_dense_bias_relu, m_matmul, m_add_mul, m_conv_softmax, m_reshape_softmax, m_concat,
-    m_cnn, m_mobilenet_block, m_mlp, m_mixed, m_qcnn, m_minmax_clip, m_onnx_cnn, m_onnx_mobilenet_tiny,
+    m_cnn, m_cnn_nhwc, m_mobilenet_block, m_mlp, m_mixed, m_qcnn, m_minmax_clip, m_onnx_cnn, m_onnx_mobilenet_tiny,
 ]
 
 PARTITIONERS = {"acl": mote_tvm.partition_for_acl, "bnns": mote_tvm.partition_for_bnns}
@@ -649,6 +688,16 @@ def build_one(model: OModel, flavour: str, oracle: list, arch: str, out_dir: str
     t0 = time.time()
     name = f"{model.name}_{flavour}"
     pmod = PARTITIONERS[flavour](model.mod)
+    residue = mote_tvm.tvm_residue(pmod)
+    try:  # the partitioner's own check must agree with tvm_residue
+        PARTITIONERS[flavour](model.mod, code_free="require")
+        refused = None
+    except mote_tvm.NotCodeFree as e:
+        refused = e
+    if (refused is None) != (not residue) or (refused is not None and refused.residue != residue):
+        raise RuntimeError(f"{name}: code_free=\"require\" disagrees with tvm_residue {residue}: {refused}")
+    if flavour in model.code_free and residue:
+        raise RuntimeError(f"{name}: expected code-free, but these stay in TVM: {residue}")
     descs = mote_tvm.subgraph_descriptions(pmod)
     if len(descs) < model.min_subgraphs:
         raise RuntimeError(f"{name}: {len(descs)} mote.subgraph call(s), expected at least {model.min_subgraphs}")
@@ -673,6 +722,14 @@ def build_one(model: OModel, flavour: str, oracle: list, arch: str, out_dir: str
     entry["kernels"] = kernels
     if model.mixed and not kernels:
         raise RuntimeError(f"{name}: expected TVM kernels next to the subgraph calls, found none")
+    if bool(kernels) != bool(residue):
+        raise RuntimeError(f"{name}: tvm_residue says {residue or 'nothing'} stays in TVM, the export has "
+                           f"kernels {kernels}")
+    entry["code_free"] = not kernels
+    if entry["code_free"] and arch == "x86_64":
+        # The other container export_library writes; for a code-free model, C sources.
+        tvm.compile(pmod, target=HOST_TARGET).export_library(os.path.join(out_dir, f"{name}.tar"))
+        entry["archive"] = f"{name}.tar"
 
     # Second oracle: TVM's VM on the partitioned host build, mote.subgraph = numpy reference.
     got = run_vm(tvm.runtime.load_module(host_lib), model.inputs)
@@ -684,7 +741,7 @@ def build_one(model: OModel, flavour: str, oracle: list, arch: str, out_dir: str
     entry["cases"] = [rec]
     made = entry.get("archive", entry["file"])
     print(f"offload-zoo[{arch}]: {name:24s} {len(descs)} subgraph(s) "
-          f"{'+'.join(','.join(o) for o in entry['subgraph_ops'])[:60]:60s} {len(kernels):2d} TVM kernels  "
+          f"{'+'.join(','.join(o) for o in entry['subgraph_ops'])[:60]:60s} {len(kernels):2d} TVM kernels{' (code-free)' if entry['code_free'] else ''}  "
           f"max err {err:.2g}  ({time.time() - t0:.1f}s) -> {made}", file=sys.stderr, flush=True)
     return entry
 
@@ -711,7 +768,8 @@ def main(argv=None) -> int:
         raise SystemExit(f"offload_zoo.py: unknown model(s): {sorted(only - seen)}")
     write_manifest(args.out, manifest)
     n_sub = sum(m["subgraphs"] for m in manifest["models"])
-    print(f"offload-zoo[{args.target}]: {len(manifest['models'])} models, {n_sub} subgraph calls, "
+    n_free = sum(m["code_free"] for m in manifest["models"])
+    print(f"offload-zoo[{args.target}]: {len(manifest['models'])} models ({n_free} code-free), {n_sub} subgraph calls, "
           f"all within tolerance of the oracle, in {time.time() - t0:.1f}s -> {args.out}", file=sys.stderr)
     return 0
 

@@ -51,6 +51,16 @@ ACL_PLUGIN=$("$ROOT/scripts/build-acl-shim.sh" | tail -n 1)
 export MOTE_ZOO_DIR=$ZOO
 export MOTE_ACL_PLUGIN=$ACL_PLUGIN
 export MOTE_OFFLOAD_ZOO_DIR=$OZOO
+# tests/tests/code_free.rs also runs the x86_64 zoo's code-free files here (read as data, they
+# are architecture-neutral); it fails when this is unset.
+if [ -n "${MOTE_OFFLOAD_ZOO_DIR_X86_64:-}" ]; then
+  export MOTE_CODE_FREE_FOREIGN_ZOO_DIR=$MOTE_OFFLOAD_ZOO_DIR_X86_64
+else
+  log "building/reusing the x86_64 offload zoo (its code-free files run here too)"
+  MOTE_CODE_FREE_FOREIGN_ZOO_DIR=$("$ROOT/scripts/offload-zoo.sh" | tail -n 1)
+  export MOTE_CODE_FREE_FOREIGN_ZOO_DIR
+fi
+[ -d "$MOTE_CODE_FREE_FOREIGN_ZOO_DIR" ] || { log "x86_64 offload zoo '$MOTE_CODE_FREE_FOREIGN_ZOO_DIR' does not exist"; exit 1; }
 log "cargo test $CARGO_ARGS $*"
 # shellcheck disable=SC2086
 "$HERE/in-trixie.sh" cargo test $CARGO_ARGS "$@"

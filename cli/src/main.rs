@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use mote::{DType, Dim, Model, Session, SessionOptions, Tensor, Value};
+use mote::{DType, Dim, LoadOptions, Model, Session, SessionOptions, Tensor, Value};
 use serde_json::json;
 
 mod rpc;
@@ -100,6 +100,10 @@ fn parse_dim(s: &str) -> Result<(String, i64), String> {
 
 #[derive(clap::Args)]
 struct InputArgs {
+    /// Read the model as data instead of mapping it as code (docs/code-free.md); refused if
+    /// its program calls compiled kernels.
+    #[arg(long)]
+    code_free: bool,
     /// Function to call.
     #[arg(long, short = 'f', default_value = "main")]
     function: String,
@@ -169,6 +173,9 @@ enum Command {
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
+        /// Read the model as data instead of mapping it as code (docs/code-free.md).
+        #[arg(long)]
+        code_free: bool,
         #[command(flatten)]
         backend: BackendArgs,
     },
@@ -232,8 +239,9 @@ fn main() -> ExitCode {
         Command::Inspect {
             model,
             json,
+            code_free,
             backend,
-        } => inspect(&model, json, &backend),
+        } => inspect(&model, json, code_free, &backend),
         Command::Run { model, io, output } => run(&model, &io, output.as_deref()),
         Command::Bench {
             model,
@@ -337,9 +345,36 @@ fn inspect_kernels(path: &std::path::Path, model: &Model, as_json: bool) -> Res<
     Ok(())
 }
 
-fn inspect(path: &std::path::Path, as_json: bool, backend: &BackendArgs) -> Res<()> {
+/// Load `path`, code-free when asked (on iOS-like targets, always: `LoadOptions::default()`).
+fn load(path: &std::path::Path, code_free: bool) -> mote::Result<Model> {
+    let mut options = LoadOptions::default();
+    if code_free {
+        options = options.code_free(true);
+    }
+    Model::load_with(path, options)
+}
+
+/// The `code-free:` line of `inspect`.
+fn code_free_text(model: &Model) -> String {
+    if model.is_loaded_code_free() {
+        "yes (read as data, nothing mapped)".into()
+    } else if model.is_code_free() {
+        "yes (calls no compiled kernel; loadable with --code-free)".into()
+    } else if model.is_kernel_library() {
+        "no (a kernel-only library)".into()
+    } else {
+        format!("no (calls compiled kernels {})", model.kernels().join(", "))
+    }
+}
+
+fn inspect(
+    path: &std::path::Path,
+    as_json: bool,
+    code_free: bool,
+    backend: &BackendArgs,
+) -> Res<()> {
     backend.load_plugins()?;
-    let model = Model::load(path)?;
+    let model = load(path, code_free)?;
     if model.is_kernel_library() {
         return inspect_kernels(path, &model, as_json);
     }
@@ -355,6 +390,8 @@ fn inspect(path: &std::path::Path, as_json: bool, backend: &BackendArgs) -> Res<
         let j = json!({
             "path": path.display().to_string(),
             "kind": "relax",
+            "code_free": model.is_code_free(),
+            "loaded_code_free": model.is_loaded_code_free(),
             "functions": funcs.iter().map(|f| json!({
                 "name": f.name,
                 "params": f.params.iter().map(|p| json!({
@@ -398,6 +435,7 @@ fn inspect(path: &std::path::Path, as_json: bool, backend: &BackendArgs) -> Res<
         return Ok(());
     }
     println!("model: {}", path.display());
+    println!("code-free: {}", code_free_text(&model));
     println!("functions:");
     for f in &funcs {
         let ps: Vec<String> = f
@@ -1019,7 +1057,7 @@ fn call(s: &mut Session, function: &str, args: &mut [Value]) -> mote::Result<Val
 }
 
 fn run(path: &std::path::Path, io: &InputArgs, output: Option<&std::path::Path>) -> Res<()> {
-    let model = Model::load(path)?;
+    let model = load(path, io.code_free)?;
     let mut args = call_args(&model, io)?;
     let mut s = session(&model, io)?;
     let start = Instant::now();
@@ -1108,7 +1146,7 @@ fn bench(
             "--runs 0: expected a whole number from 1 to {MAX_RUNS}"
         ));
     }
-    let model = Model::load(path)?;
+    let model = load(path, io.code_free)?;
     let mut args = call_args(&model, io)?;
     let mut s = session(&model, io)?;
     let tty = std::io::stderr().is_terminal() && !as_json;

@@ -750,3 +750,74 @@ fn bench_times_a_kernel() {
         "{out}"
     );
 }
+
+/// `inspect` says whether a model is code-free; `--code-free` reads it as data (docs/code-free.md):
+/// `run` matches TVM's output from the `.tar`, and a model with kernels is refused naming them.
+#[test]
+fn code_free_models_say_so_and_run_from_the_tar() {
+    let dir = std::env::var_os("MOTE_OFFLOAD_ZOO_DIR")
+        .map(std::path::PathBuf::from)
+        .expect("MOTE_OFFLOAD_ZOO_DIR is not set: build it with scripts/offload-zoo.sh");
+    let path = |f: &str| dir.join(f).display().to_string();
+    let (ok, out, err) = mote(&["inspect", &path("mlp_bnns.so")]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("code-free: yes (calls no compiled kernel"),
+        "{out}"
+    );
+    let (ok, out, err) = mote(&["inspect", "--code-free", &path("mlp_bnns.tar")]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("code-free: yes (read as data, nothing mapped)"),
+        "{out}"
+    );
+    let (ok, out, err) = mote(&["inspect", "--json", &path("cnn_acl.so")]);
+    assert!(ok, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(j["code_free"], false, "{out}");
+    assert_eq!(j["loaded_code_free"], false, "{out}");
+    let (ok, out, err) = mote(&["inspect", &path("cnn_acl.so")]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("code-free: no (calls compiled kernels transpose, transpose1)"),
+        "{out}"
+    );
+    let (ok, _, err) = mote(&["inspect", "--code-free", &path("cnn_acl.so")]);
+    assert!(!ok);
+    assert!(
+        err.contains("cnn_acl.so is not code-free") && err.contains("transpose1"),
+        "{err}"
+    );
+
+    let out_npz =
+        std::env::temp_dir().join(format!("mote-cli-code-free-{}.npz", std::process::id()));
+    let (ok, _, err) = mote(&[
+        "run",
+        "--code-free",
+        &path("mlp_bnns.tar"),
+        "--inputs",
+        &path("mlp_bnns.main.inputs.npz"),
+        "--output",
+        &out_npz.display().to_string(),
+    ]);
+    assert!(ok, "{err}");
+    let got = mote::npy::read_npz(&out_npz).expect("outputs");
+    let _ = std::fs::remove_file(&out_npz);
+    let want = mote::npy::read_npz(dir.join("mlp_bnns.main.expected.npz")).expect("expected");
+    assert_eq!(got.len(), want.len());
+    for ((gk, g), (wk, w)) in got.iter().zip(&want) {
+        assert_eq!(gk, wk);
+        assert_close(gk, g, w, 1e-4, 1e-4);
+    }
+    let (ok, out, err) = mote(&[
+        "bench",
+        "--code-free",
+        &path("mlp_bnns.tar"),
+        "--runs",
+        "3",
+        "--warmup",
+        "1",
+    ]);
+    assert!(ok, "{err}");
+    assert!(!out.is_empty());
+}

@@ -63,6 +63,14 @@
 // they must be equal. It changes only when a release breaks the ABI.
 #define MOTE_ABI_VERSION 1
 
+// Load flag for `mote_model_load_with_options` and `mote_model_load_from_memory_with_options`
+// (flags are bits; a value is never reused): read the library as data instead of mapping it
+// as code (docs/code-free.md). Only its module blob is used, nothing in the file runs, and a
+// library whose program calls compiled kernels fails with `MOTE_ERROR_CODE_UNSUPPORTED`
+// naming them. Accepts an ELF `.so`, a Mach-O `.dylib`, an ELF or Mach-O `.o`, or the `.tar`
+// `export_library` writes.
+#define MOTE_LOAD_CODE_FREE 1
+
 // Values of `MoteDtype::code` (DLPack's `DLDataTypeCode`).
 enum MoteDtypeCode
 #ifdef __cplusplus
@@ -399,6 +407,24 @@ MoteError *mote_model_load_from_memory(const uint8_t *data, size_t size, MoteMod
 // out. An unknown prefix fails with `MOTE_ERROR_CODE_LOAD`, whose message lists the prefixes
 // there are. See docs/system-lib.md.
 MoteError *mote_model_from_system_lib(const char *prefix, MoteModel **out);
+
+// `mote_model_load` with `flags`, a bit set of `MOTE_LOAD_*` values (0: as
+// `mote_model_load`; unknown bits: `MOTE_ERROR_CODE_INVALID_ARGUMENT`). With
+// `MOTE_LOAD_CODE_FREE` nothing of the file runs, so the trust rule of `mote_model_load`
+// does not apply. On iOS, tvOS, watchOS and visionOS every load is code-free.
+MoteError *mote_model_load_with_options(const char *path, uint32_t flags, MoteModel **out);
+
+// `mote_model_load_from_memory` with `flags` as for `mote_model_load_with_options`. A
+// code-free load from memory works on every platform. The bytes are copied (or read) before
+// the call returns; the caller may free them at once.
+MoteError *mote_model_load_from_memory_with_options(const uint8_t *data,
+                                                    size_t size,
+                                                    uint32_t flags,
+                                                    MoteModel **out);
+
+// Whether the model's program calls no compiled kernel (docs/code-free.md §1), written to
+// `*out`; `*loaded_code_free` (may be NULL) says whether this model was loaded code-free.
+MoteError *mote_model_is_code_free(const MoteModel *model, bool *out, bool *loaded_code_free);
 
 // Free a model. NULL is a no-op. Sessions made from it keep working.
 void mote_model_free(MoteModel *model);

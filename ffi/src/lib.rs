@@ -31,8 +31,10 @@ pub use function::{
 pub use log::{mote_log_set_callback, MoteLogCallback, MoteLogLevel};
 pub use model::{
     mote_model_free, mote_model_from_system_lib, mote_model_function_count,
-    mote_model_function_name, mote_model_load, mote_model_load_from_memory, mote_model_param_count,
-    mote_model_param_info, MoteModel, MoteParamInfo,
+    mote_model_function_name, mote_model_is_code_free, mote_model_load,
+    mote_model_load_from_memory, mote_model_load_from_memory_with_options,
+    mote_model_load_with_options, mote_model_param_count, mote_model_param_info, MoteModel,
+    MoteParamInfo, MOTE_LOAD_CODE_FREE,
 };
 pub use session::{
     mote_profile_free, mote_profile_get, mote_profile_len, mote_session_free,

@@ -159,6 +159,84 @@ pub unsafe extern "C" fn mote_model_from_system_lib(
     })
 }
 
+/// Load flag for `mote_model_load_with_options` and `mote_model_load_from_memory_with_options`
+/// (flags are bits; a value is never reused): read the library as data instead of mapping it
+/// as code (docs/code-free.md). Only its module blob is used, nothing in the file runs, and a
+/// library whose program calls compiled kernels fails with `MOTE_ERROR_CODE_UNSUPPORTED`
+/// naming them. Accepts an ELF `.so`, a Mach-O `.dylib`, an ELF or Mach-O `.o`, or the `.tar`
+/// `export_library` writes.
+pub const MOTE_LOAD_CODE_FREE: u32 = 1;
+
+fn load_options(flags: u32) -> Result<mote::LoadOptions> {
+    let known = MOTE_LOAD_CODE_FREE;
+    if flags & !known != 0 {
+        return Err(MoteError::new(
+            crate::error::MoteErrorCode::InvalidArgument,
+            format!("unknown load flags {:#x}", flags & !known),
+        ));
+    }
+    Ok(mote::LoadOptions::default().code_free(flags & MOTE_LOAD_CODE_FREE != 0))
+}
+
+/// `mote_model_load` with `flags`, a bit set of `MOTE_LOAD_*` values (0: as
+/// `mote_model_load`; unknown bits: `MOTE_ERROR_CODE_INVALID_ARGUMENT`). With
+/// `MOTE_LOAD_CODE_FREE` nothing of the file runs, so the trust rule of `mote_model_load`
+/// does not apply. On iOS, tvOS, watchOS and visionOS every load is code-free.
+#[no_mangle]
+pub unsafe extern "C" fn mote_model_load_with_options(
+    path: *const c_char,
+    flags: u32,
+    out: *mut *mut MoteModel,
+) -> *mut MoteError {
+    guard(|| {
+        check_out(out, "out")?;
+        let path = str_arg(path, "path")?;
+        let options = load_options(flags)?;
+        finish_load(Model::load_with(path, options), out)
+    })
+}
+
+/// `mote_model_load_from_memory` with `flags` as for `mote_model_load_with_options`. A
+/// code-free load from memory works on every platform. The bytes are copied (or read) before
+/// the call returns; the caller may free them at once.
+#[no_mangle]
+pub unsafe extern "C" fn mote_model_load_from_memory_with_options(
+    data: *const u8,
+    size: usize,
+    flags: u32,
+    out: *mut *mut MoteModel,
+) -> *mut MoteError {
+    guard(|| {
+        check_out(out, "out")?;
+        if data.is_null() {
+            return Err(MoteError::null("data"));
+        }
+        let options = load_options(flags)?;
+        // SAFETY: non-NULL; the contract requires `size` readable bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(data, size) };
+        finish_load(Model::load_from_memory_with(bytes, options), out)
+    })
+}
+
+/// Whether the model's program calls no compiled kernel (docs/code-free.md §1), written to
+/// `*out`; `*loaded_code_free` (may be NULL) says whether this model was loaded code-free.
+#[no_mangle]
+pub unsafe extern "C" fn mote_model_is_code_free(
+    model: *const MoteModel,
+    out: *mut bool,
+    loaded_code_free: *mut bool,
+) -> *mut MoteError {
+    guard(|| {
+        check_out(out, "out")?;
+        let m = MODELS.get(model)?;
+        write_out(out, m.model.is_code_free());
+        if !loaded_code_free.is_null() {
+            write_out(loaded_code_free, m.model.is_loaded_code_free());
+        }
+        Ok(())
+    })
+}
+
 /// Free a model. NULL is a no-op. Sessions made from it keep working.
 #[no_mangle]
 pub unsafe extern "C" fn mote_model_free(model: *mut MoteModel) {

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -1226,7 +1227,9 @@ def _bind_params(mod: tvm.IRModule, params) -> tvm.IRModule:
     return mod
 
 
-def _partition(mod: tvm.IRModule, params, target: _Target) -> tvm.IRModule:
+def _partition(mod: tvm.IRModule, params, target: _Target, code_free=None) -> tvm.IRModule:
+    if code_free not in _CODE_FREE_MODES:
+        raise ValueError(f"code_free must be one of {_CODE_FREE_MODES}, not {code_free!r}")
     mod = _bind_params(mod, params)
     mod = relax.transform.Normalize()(mod)
     mod = relax.transform.ConvertToDataflow()(mod)
@@ -1243,10 +1246,83 @@ def _partition(mod: tvm.IRModule, params, target: _Target) -> tvm.IRModule:
     out = relax.transform.Normalize()(out)
     # The pads, dequantizes and weight transposes the regions absorbed are dead now.
     out = relax.transform.DeadCodeElimination()(out)
+    if code_free is not None:
+        _check_code_free(out, target, code_free)
     return out
 
 
-def partition_for_acl(mod: tvm.IRModule, params=None) -> tvm.IRModule:
+# What a caller may ask about code-free results (docs/code-free.md): nothing, a report on
+# stderr, or an error when anything would stay in TVM.
+_CODE_FREE_MODES = (None, "report", "require")
+
+# Relax operators that TVM 0.27 lowers to VM builtins or to calls of packed functions rather
+# than to compiled kernels (docs/code-free.md, "What the partitioner reports").  Every other
+# operator is legalized to a TIR kernel, which the code-free loader refuses.
+_NO_KERNEL_OPS = frozenset({
+    "relax.call_dps_packed", "relax.call_pure_packed", "relax.call_builtin_with_ctx", "relax.reshape",
+    "relax.null_value", "relax.shape_of", "relax.tensor_to_shape", "relax.print", "relax.assert_op",
+})
+
+
+class NotCodeFree(ValueError):
+    """Raised by the partitioners with ``code_free="require"`` when operators stay in TVM.
+
+    ``residue`` is what :func:`tvm_residue` returned."""
+
+    def __init__(self, message: str, residue: list):
+        super().__init__(message)
+        self.residue = residue
+
+
+def tvm_residue(mod: tvm.IRModule) -> list[str]:
+    """The operators of `mod`'s Relax functions that TVM would compile into kernels: one entry
+    per call, ``"<function>: <op>"`` (``call_tir <PrimFunc>`` for a call_tir), in module
+    order.  Empty means every operator is offloaded or runs as a VM builtin, so the exported
+    library calls no compiled kernel and Mote can load it code-free (docs/code-free.md).
+
+    Calls whose arguments are all constants are counted too: TVM may fold them, but nothing
+    promises it."""
+    found = []
+    for gv, func in mod.functions.items():
+        if not isinstance(func, relax.Function):
+            continue
+        if func.attrs is not None and any(k in func.attrs for k in ("Codegen", "Composite", "Primitive")):
+            continue
+        calls = []
+
+        def visit(expr, calls=calls):
+            name = _op_name(expr)
+            if name is None or name in _NO_KERNEL_OPS or name.startswith(("relax.memory.", "relax.vm.")):
+                return
+            if name == "relax.call_tir":
+                calls.append(f"call_tir {getattr(expr.args[0], 'name_hint', '?')}")
+            else:
+                calls.append(name)
+
+        relax.analysis.post_order_visit(func.body, visit)
+        found.extend(f"{gv.name_hint}: {c}" for c in calls)
+    return found
+
+
+def _check_code_free(mod: tvm.IRModule, target: _Target, mode: str) -> None:
+    residue = tvm_residue(mod)
+    if not residue:
+        if mode == "report":
+            print(f"mote_tvm: partition_for_{target.name}: code-free (every operator offloaded or a VM "
+                  f"builtin)", file=sys.stderr)
+        return
+    counts: dict = {}
+    for r in residue:
+        counts[r] = counts.get(r, 0) + 1
+    listing = ", ".join(f"{r} (x{n})" if n > 1 else r for r, n in counts.items())
+    message = (f"partition_for_{target.name}: {len(residue)} operator call(s) would stay in TVM as "
+               f"compiled kernels, so the library is not code-free: {listing}")
+    if mode == "require":
+        raise NotCodeFree(message, residue)
+    print(f"mote_tvm: {message}", file=sys.stderr)
+
+
+def partition_for_acl(mod: tvm.IRModule, params=None, code_free=None) -> tvm.IRModule:
     """Offload the regions Arm Compute Library can run (NHWC data, OHWI weights).
 
     `params` (name -> numpy array or tvm Tensor) are bound as constants first: only ops with
@@ -1255,19 +1331,25 @@ def partition_for_acl(mod: tvm.IRModule, params=None) -> tvm.IRModule:
     to 1x1, mean/max over H and W), dense/matmul (+bias, activation), add, multiply,
     relu/relu6/clip, softmax, reshape and concatenate are recognised; adjacent ones become one
     ``mote.subgraph`` call.  NCHW regions are described in NHWC with TVM transposes at the
-    region boundary.  Unsupported ops are left to TVM; this function never fails because of one.
-    Returns a new IRModule.
+    region boundary (so an NCHW model is never code-free for ACL: write it in NHWC).
+    Unsupported ops are left to TVM; this function never fails because of one, unless
+    `code_free` is ``"require"``.
+
+    `code_free`: ``None`` (default) checks nothing; ``"report"`` prints to stderr the operators
+    that stay in TVM (:func:`tvm_residue`), or that the result is code-free; ``"require"``
+    raises :class:`NotCodeFree` listing them (docs/code-free.md).  Returns a new IRModule.
     """
-    return _partition(mod, params, _ACL)
+    return _partition(mod, params, _ACL, code_free)
 
 
-def partition_for_bnns(mod: tvm.IRModule, params=None) -> tvm.IRModule:
+def partition_for_bnns(mod: tvm.IRModule, params=None, code_free=None) -> tvm.IRModule:
     """Offload the regions Apple BNNS can run (float32, NCHW data, OIHW weights).
 
     Like ``partition_for_acl`` but without quantized ops and concatenate, with any conv2d
-    groups, and without layout conversion (NHWC ops are left to TVM).  Returns a new IRModule.
+    groups, and without layout conversion (NHWC ops are left to TVM).  `code_free` as for
+    ``partition_for_acl``.  Returns a new IRModule.
     """
-    return _partition(mod, params, _BNNS)
+    return _partition(mod, params, _BNNS, code_free)
 
 
 def subgraph_descriptions(mod: tvm.IRModule) -> list[dict]:

@@ -39,7 +39,7 @@ pub use offload::format as subgraph;
 
 pub use dtype::DType;
 pub use error::{Error, ErrorCode, Result};
-pub use model::{Dim, FunctionInfo, KernelSignature, Model, ParamInfo};
+pub use model::{Dim, FunctionInfo, KernelSignature, LoadOptions, Model, ParamInfo};
 pub use offload::{NodePlan, SubgraphPlan};
 pub use registry::{lookup_function, register_function, unregister_function, PackedFunc};
 pub use tensor::{Element, Pool, Storage, Tensor, ALIGNMENT};

@@ -66,6 +66,54 @@ pub struct KernelSignature {
 
 static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
 
+/// How [`Model::load_with`] loads a library.
+///
+/// ```no_run
+/// use mote::{LoadOptions, Model};
+/// let model = Model::load_with("model.so", LoadOptions::default().code_free(true))?;
+/// assert!(model.is_code_free());
+/// # Ok::<(), mote::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct LoadOptions {
+    code_free: bool,
+}
+
+/// Platforms where a process may not map downloaded code: there, every load is code-free.
+const CODE_FREE_ONLY: bool = cfg!(any(
+    target_os = "ios",
+    target_os = "tvos",
+    target_os = "watchos",
+    target_os = "visionos"
+));
+
+impl Default for LoadOptions {
+    /// Mapped as code (with the system loader), except on iOS, tvOS, watchOS and visionOS,
+    /// where it is code-free.
+    fn default() -> Self {
+        LoadOptions {
+            code_free: CODE_FREE_ONLY,
+        }
+    }
+}
+
+impl LoadOptions {
+    /// Load without mapping the file as code (docs/code-free.md): the library is read as data,
+    /// only its module blob is used, and a program that calls any compiled kernel is refused
+    /// with [`Error::Unsupported`] naming them. Accepts an ELF `.so`, a Mach-O `.dylib`, an
+    /// ELF or Mach-O object, or the `.tar` that `export_library("m.tar")` writes.
+    pub fn code_free(mut self, yes: bool) -> Self {
+        self.code_free = yes;
+        self
+    }
+
+    /// Whether loads with these options are code-free.
+    pub fn is_code_free(&self) -> bool {
+        self.code_free
+    }
+}
+
 impl Model {
     /// Load a library made by TVM 0.27's `export_library`: a Relax model, or a kernel-only
     /// library (a TIR module compiled on its own; see [`Model::is_kernel_library`]).
@@ -73,8 +121,31 @@ impl Model {
     /// Loading a library runs its code: only load model files you trust as you would trust a
     /// native library. Every name the bytecode calls is resolved now; anything Mote cannot
     /// provide is reported as [`Error::MissingFunctions`].
+    ///
+    /// On iOS, tvOS, watchOS and visionOS this is a code-free load (see [`LoadOptions`]).
     pub fn load(path: impl AsRef<Path>) -> Result<Model> {
-        Self::from_library(Library::open(path.as_ref())?)
+        Self::load_with(path, LoadOptions::default())
+    }
+
+    /// Load with options: [`LoadOptions::code_free`] reads the file as data instead of
+    /// mapping it. A code-free load runs nothing from the file, so the trust rule of
+    /// [`Model::load`] does not apply to it: every byte Mote uses is validated.
+    pub fn load_with(path: impl AsRef<Path>, options: LoadOptions) -> Result<Model> {
+        let path = path.as_ref();
+        if options.code_free {
+            let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+            return Self::from_library(Library::open_code_free(&bytes, path)?);
+        }
+        Self::from_library(Library::open(path)?)
+    }
+
+    /// [`Model::load_from_memory`] with options. A code-free load works from memory on every
+    /// platform (nothing is mapped).
+    pub fn load_from_memory_with(bytes: &[u8], options: LoadOptions) -> Result<Model> {
+        if options.code_free {
+            return Self::from_library(Library::open_code_free(bytes, Path::new("<memory>"))?);
+        }
+        Self::from_library(Library::open_memory(bytes)?)
     }
 
     /// Load a model library from bytes in memory (a downloaded model, an asset), without a
@@ -82,7 +153,7 @@ impl Model {
     /// `memfd`); elsewhere this is [`Error::Unsupported`]. The same trust rule as
     /// [`Model::load`] applies: the bytes are native code.
     pub fn load_from_memory(bytes: &[u8]) -> Result<Model> {
-        Self::from_library(Library::open_memory(bytes)?)
+        Self::load_from_memory_with(bytes, LoadOptions::default())
     }
 
     /// Load a model linked into the program (a "system library": TVM 0.27's objects built
@@ -104,6 +175,13 @@ impl Model {
     fn from_library(library: Arc<Library>) -> Result<Model> {
         let path = library.path().to_path_buf();
         let Some(tree) = library.module_tree()? else {
+            if library.code_free_kernels().is_some() {
+                return Err(Error::Unsupported(format!(
+                    "{} is not code-free: it is a kernel-only library (no Relax program, only \
+                     compiled kernels)",
+                    path.display()
+                )));
+            }
             return Self::from_kernel_library(library);
         };
         let root = tree.kinds.first().map(String::as_str).unwrap_or("");
@@ -125,6 +203,9 @@ impl Model {
             ));
         }
         let exe = Executable::parse(&tree.payloads[0])?;
+        if let Some(defined) = library.code_free_kernels() {
+            check_code_free(&path, &exe, defined)?;
+        }
         let model = Self::from_parts(library, exe)?;
         log::debug!(
             "loaded {}: {} functions, {} kernels",
@@ -222,6 +303,19 @@ impl Model {
             .filter(|f| kernels || f.kind == FuncKind::Vm)
             .map(|f| f.name.clone())
             .collect()
+    }
+
+    /// Whether the program calls no compiled kernel: every function it calls is a VM builtin,
+    /// `mote.subgraph` (offloaded to the backends) or a registered function
+    /// (docs/code-free.md §1). Such a library can be loaded with
+    /// [`LoadOptions::code_free`]; otherwise [`Model::kernels`] names what it calls.
+    pub fn is_code_free(&self) -> bool {
+        !self.is_kernel_library() && self.kernels().is_empty()
+    }
+
+    /// Whether this model was loaded code-free (read as data, never mapped).
+    pub fn is_loaded_code_free(&self) -> bool {
+        self.inner.library().code_free_kernels().is_some()
     }
 
     /// Names of the kernels the bytecode calls; for a kernel-only library, every kernel.
@@ -435,6 +529,33 @@ impl Model {
             })
         })
     }
+}
+
+/// Refuse, before linking, a program that would call a kernel the file defines: on the
+/// code-free path nothing of the file runs (docs/code-free.md §1). A name that is in the
+/// file's kernels is what a mapped load would call, even if a builtin has the same name.
+fn check_code_free(path: &Path, exe: &Executable, defined: &[String]) -> Result<()> {
+    let mut called: Vec<&str> = exe
+        .funcs
+        .iter()
+        .filter(|f| f.kind == FuncKind::Packed)
+        .map(|f| f.name.as_str())
+        .filter(|n| defined.binary_search_by(|d| d.as_str().cmp(n)).is_ok())
+        .collect();
+    called.dedup();
+    if called.is_empty() {
+        return Ok(());
+    }
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    Err(Error::Unsupported(format!(
+        "{name} is not code-free: its program calls compiled kernels {}; partition it with \
+         partition_for_acl(..., code_free=\"require\") (or partition_for_bnns) so that every \
+         operator is offloaded",
+        called.join(", ")
+    )))
 }
 
 /// The weak alias TVM emits for the only kernel of a TIR module (docs/tvm-format.md §1.3).

@@ -83,6 +83,37 @@ static void test_errors_and_nulls(void) {
     mote_error_free(e);
 }
 
+/* Code-free loads (docs/code-free.md): the zoo's models call TVM kernels, so reading them as
+ * data is refused with their names; flag 0 is the ordinary load. */
+static void test_code_free(void) {
+    MoteModel *model = (MoteModel *)0x1;
+    FAILS(mote_model_load_with_options(zoo_file("mlp.so"), MOTE_LOAD_CODE_FREE, &model),
+          MOTE_ERROR_CODE_UNSUPPORTED, "mlp.so is not code-free: its program calls compiled kernels");
+    CHECK(model == (MoteModel *)0x1);
+    FAILS(mote_model_load_with_options(zoo_file("mlp.so"), 0x80, &model), MOTE_ERROR_CODE_INVALID_ARGUMENT,
+          "unknown load flags 0x80");
+    FAILS(mote_model_load_with_options(NULL, MOTE_LOAD_CODE_FREE, &model), MOTE_ERROR_CODE_NULL_ARGUMENT, "path");
+    FILE *src = fopen(zoo_file("mlp.so"), "rb");
+    CHECK(src != NULL);
+    static unsigned char bytes[1 << 20];
+    size_t n = src ? fread(bytes, 1, sizeof bytes, src) : 0;
+    if (src) fclose(src);
+    CHECK(n > 0 && n < sizeof bytes);
+    FAILS(mote_model_load_from_memory_with_options(bytes, n, MOTE_LOAD_CODE_FREE, &model),
+          MOTE_ERROR_CODE_UNSUPPORTED, "<memory> is not code-free");
+    FAILS(mote_model_load_from_memory_with_options((const uint8_t *)"not an object", 13, MOTE_LOAD_CODE_FREE,
+                                                   &model),
+          MOTE_ERROR_CODE_FORMAT, "not an ELF or Mach-O");
+    CHECK(model == (MoteModel *)0x1);
+    OK(mote_model_load_with_options(zoo_file("mlp.so"), 0, &model));
+    bool code_free = true, loaded_code_free = true;
+    OK(mote_model_is_code_free(model, &code_free, &loaded_code_free));
+    CHECK(!code_free && !loaded_code_free);
+    OK(mote_model_is_code_free(model, &code_free, NULL));
+    FAILS(mote_model_is_code_free(model, NULL, NULL), MOTE_ERROR_CODE_NULL_ARGUMENT, "out");
+    mote_model_free(model);
+}
+
 static void test_model_info_and_memory_load(void) {
     MoteModel *model = NULL;
     OK(mote_model_load(zoo_file("mlp.so"), &model));
@@ -637,6 +668,7 @@ int main(int argc, char **argv) {
     snprintf(scratch, sizeof scratch, "%s", argv[2]);
     test_version();
     test_errors_and_nulls();
+    test_code_free();
     test_model_info_and_memory_load();
     test_call_errors_and_freed_handles();
     test_tensors();

@@ -60,6 +60,14 @@ enum Backing {
     /// Objects linked into the program, whose symbols were registered under `prefix`
     /// (docs/system-lib.md). Never unloaded.
     SystemLib { prefix: String },
+    /// A file read as data and never mapped (docs/code-free.md): the module blob only. No
+    /// symbols, no context slots, no kernels.
+    CodeFree {
+        /// The blob symbol's bytes: its length field and payload.
+        blob: Vec<u8>,
+        /// The kernels the file defines, which the program must not call.
+        kernels: Vec<String>,
+    },
 }
 
 /// What the file says about the kernels it exports (docs/tvm-format.md §1.4).
@@ -93,9 +101,10 @@ fn live_libraries() -> &'static Mutex<HashMap<usize, Weak<Library>>> {
 
 impl Drop for Library {
     fn drop(&mut self) {
-        // A system library is kept for the life of the process (`system_lib::library`).
-        let Backing::Mapped { lib, .. } = &mut self.backing else {
-            return;
+        let lib = match &mut self.backing {
+            Backing::Mapped { lib, .. } => lib,
+            // A system library is kept for the life of the process (`system_lib::library`).
+            Backing::SystemLib { .. } | Backing::CodeFree { .. } => return,
         };
         // SAFETY: `lib` is not used again; this is the only place it is taken.
         let lib = unsafe { std::mem::ManuallyDrop::take(lib) };
@@ -134,6 +143,47 @@ impl Library {
         // file the caller named (`mote run model.so` in the model's folder).
         let path = std::path::absolute(path).map_err(|e| Error::io(path, e))?;
         Self::open_checked(&path, &bytes, None)
+    }
+
+    /// Read a library as data, without mapping it (docs/code-free.md): an ELF or Mach-O
+    /// library or object, or the tar `export_library` writes. `label` names it in messages.
+    pub fn open_code_free(bytes: &[u8], label: &Path) -> Result<Arc<Library>> {
+        let image = crate::loader::object_file::read(bytes).map_err(|e| match e {
+            Error::Format(m) => Error::Format(format!("{}: {m}", label.display())),
+            Error::Unsupported(m) => Error::Unsupported(format!("{}: {m}", label.display())),
+            e => e,
+        })?;
+        if !image.prefix.is_empty() {
+            log::debug!(
+                "{}: module blob of system-lib prefix `{}`",
+                label.display(),
+                image.prefix
+            );
+        }
+        log::debug!(
+            "{}: read as data ({}), {} blob bytes, {} kernel symbols",
+            label.display(),
+            image.container,
+            image.blob.len(),
+            image.kernels.len()
+        );
+        Ok(Arc::new(Library {
+            exported: KernelListing::Listed(image.kernels.clone()),
+            backing: Backing::CodeFree {
+                blob: image.blob,
+                kernels: image.kernels,
+            },
+            path: label.into(),
+            env_cache: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// For a library read as data, the kernels its file defines; `None` for a mapped one.
+    pub fn code_free_kernels(&self) -> Option<&[String]> {
+        match &self.backing {
+            Backing::CodeFree { kernels, .. } => Some(kernels),
+            Backing::Mapped { .. } | Backing::SystemLib { .. } => None,
+        }
     }
 
     /// Load from bytes through an anonymous memory file. The descriptor stays open as long as
@@ -259,6 +309,7 @@ impl Library {
                 (!p.is_null()).then_some(p)
             }
             Backing::SystemLib { prefix } => crate::loader::system_lib::lookup(prefix, name),
+            Backing::CodeFree { .. } => None,
         }
     }
 
@@ -395,6 +446,7 @@ impl Library {
                 // the program, which stay for its whole life.
                 unsafe { crate::loader::system_lib::linked_blob(p.cast::<u8>()) }.map(Some)
             }
+            Backing::CodeFree { blob, .. } => blob_payload(blob).map(Some),
         }
     }
 }

@@ -1,8 +1,10 @@
 //! Turning a file into something runnable: the ELF pre-check, the shared library and its blob,
-//! the Relax executable inside it (docs/tvm-format.md §1-§5), and models linked into the program
-//! (docs/system-lib.md).
+//! the Relax executable inside it (docs/tvm-format.md §1-§5), models linked into the program
+//! (docs/system-lib.md), and the same file read as data for the code-free path
+//! (docs/code-free.md).
 
 pub(crate) mod elf;
 pub(crate) mod executable;
 pub(crate) mod library;
+pub(crate) mod object_file;
 pub(crate) mod system_lib;
