@@ -52,6 +52,13 @@ export MOTE_ZOO_DIR
 MOTE_OFFLOAD_ZOO_DIR="$(scripts/offload-zoo.sh --target x86_64 | tail -n 1)"
 export MOTE_OFFLOAD_ZOO_DIR
 [ -f "$MOTE_OFFLOAD_ZOO_DIR/manifest.json" ] || fail "no x86_64 offload zoo"
+# tests/tests/code_free.rs also runs the other architecture's code-free files: the aarch64
+# offload zoo (TVM cross-compiles; the trixie chroot links), reused later by the aarch64 step.
+scripts/trixie.sh >/dev/null
+MOTE_CODE_FREE_FOREIGN_ZOO_DIR="$(MOTE_AARCH64_LINK="$PWD/scripts/in-trixie.sh aarch64-linux-gnu-gcc" \
+    scripts/offload-zoo.sh --target aarch64 | tail -n 1)"
+export MOTE_CODE_FREE_FOREIGN_ZOO_DIR
+[ -f "$MOTE_CODE_FREE_FOREIGN_ZOO_DIR/manifest.json" ] || fail "no aarch64 offload zoo"
 
 step "host tests (x86_64)"
 # The RPC suites run TVM's own client, tracker and proxy from the venv.
@@ -83,7 +90,7 @@ step "Android RPC app under Robolectric (host JNI library, TVM's client through 
 check_suite scripts/test-android-app.sh android-app-tests "android app" "Android app Robolectric tests"
 
 step "aarch64 tests under qemu (trixie Rust 1.85)"
-scripts/test-aarch64.sh 2>&1 | tee "$MOTE_CACHE/last-aarch64-tests.log"
+MOTE_OFFLOAD_ZOO_DIR_X86_64="$MOTE_OFFLOAD_ZOO_DIR" scripts/test-aarch64.sh 2>&1 | tee "$MOTE_CACHE/last-aarch64-tests.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "aarch64 tests"
 record "aarch64 tests: $(grep -E '^test result:' "$MOTE_CACHE/last-aarch64-tests.log" | awk '{p+=$4; f+=$6} END {print p " passed, " f " failed"}')"
 
