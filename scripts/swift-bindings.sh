@@ -26,8 +26,9 @@ lib="$target_dir/$profile/libmote_swift.so"
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+# (uniffi's note that swift-format is not installed is dropped: the files are used as generated.)
 "$target_dir/$profile/uniffi-bindgen" generate --library "$lib" --language swift \
-  --out-dir "$out/gen" 2> >(grep -v 'swift-format' >&2)
+  --out-dir "$out/gen" 2>&1 | { grep -v 'swift-format' || true; } >&2
 mkdir -p "$out/tree/Sources/MoteUniFFI" "$out/tree/Sources/MoteFFI/include"
 cp "$out/gen/mote.swift" "$out/tree/Sources/MoteUniFFI/mote.swift"
 cp "$out/gen/moteFFI.h" "$out/tree/Sources/MoteFFI/include/moteFFI.h"

@@ -1,0 +1,102 @@
+import Foundation
+import XCTest
+@testable import Mote
+
+/// An RPCServer started from Swift serves TVM's unchanged Python client
+/// (bindings-java/java/src/test/python/rpc_client.py, run with MOTE_PYTHON).
+final class RPCServerTests: XCTestCase {
+    static var client: String {
+        ProcessInfo.processInfo.environment["MOTE_RPC_CLIENT"]
+            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+                .appendingPathComponent("../../../bindings-java/java/src/test/python/rpc_client.py").standardized.path
+    }
+
+    /// Run the Python client; its exit code and output.
+    func runClient(_ args: [String]) throws -> (Int32, String) {
+        let python = try Env.require("MOTE_PYTHON")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: Self.client), "no client at \(Self.client)")
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: python)
+        p.arguments = [Self.client] + args
+        var env = ProcessInfo.processInfo.environment
+        env["PYTHONUNBUFFERED"] = "1"
+        p.environment = env
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        p.standardError = pipe
+        try p.run()
+        let out = pipe.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: out, as: UTF8.self))
+    }
+
+    func testServesTVMsPythonClient() throws {
+        var config = RPCServer.Configuration()
+        config.key = "swift"
+        config.sessionThreads = 2
+        let server = try RPCServer(config)
+        defer { server.stop() }
+        let port = try XCTUnwrap(server.port)
+        XCTAssertGreaterThan(port, 0)
+        XCTAssertEqual(server.state.mode, "listen")
+        XCTAssertEqual(server.state.served, 0)
+        let (code, output) = try runClient([try Env.zoo(), "direct", "127.0.0.1", String(port), "swift"])
+        XCTAssertEqual(code, 0, "rpc_client.py: \(output)")
+        XCTAssertTrue(output.split(separator: "\n").contains { $0.hasPrefix("ok ") }, output)
+        let deadline = Date().addingTimeInterval(10)
+        while server.state.served < 1 && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        XCTAssertEqual(server.state.served, 1)
+        XCTAssertEqual(server.state.active, 0)
+        server.stop()
+        XCTAssertTrue(server.state.stopped)
+        server.stop()   // a second stop does nothing
+        // Nothing accepts on the port any more: the client fails.
+        let (after, _) = try runClient([try Env.zoo(), "direct", "127.0.0.1", String(port), "swift"])
+        XCTAssertNotEqual(after, 0)
+    }
+
+    func testBadSettingsAndPortInUse() throws {
+        let a = try RPCServer()
+        defer { a.stop() }
+        var c = RPCServer.Configuration()
+        c.port = try XCTUnwrap(a.port)
+        XCTAssertThrowsError(try RPCServer(c)) { XCTAssertEqual(($0 as? MoteError)?.code, 1, "\($0)") }
+        var bad = RPCServer.Configuration()
+        bad.allow = ["not-an-ip"]
+        XCTAssertThrowsError(try RPCServer(bad)) { XCTAssertEqual(($0 as? MoteError)?.code, 11, "\($0)") }
+        bad = RPCServer.Configuration()
+        bad.maxSessions = 0
+        XCTAssertThrowsError(try RPCServer(bad)) { XCTAssertEqual(($0 as? MoteError)?.code, 11, "\($0)") }
+    }
+
+    func testTrackerAndProxyModesReportUnreachablePeers() async throws {
+        // A port nobody listens on: take a free one from a server, then stop it.
+        let probe = try RPCServer()
+        let dead = "127.0.0.1:\(probe.port!)"
+        await probe.stop()
+        var t = RPCServer.Configuration()
+        t.mode = .tracker(dead)
+        let tracker = try RPCServer(t)
+        var p = RPCServer.Configuration()
+        p.mode = .proxy(dead)
+        let proxy = try RPCServer(p)
+        XCTAssertNil(proxy.port, "nothing listens in proxy mode")
+        XCTAssertEqual(tracker.state.mode, "tracker")
+        XCTAssertEqual(proxy.state.mode, "proxy")
+        let deadline = Date().addingTimeInterval(10)
+        while (tracker.state.trackerLastError == nil || proxy.state.proxyLastError == nil) && Date() < deadline {
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        XCTAssertNotNil(tracker.state.trackerLastError)
+        XCTAssertFalse(tracker.state.trackerConnected)
+        XCTAssertNotNil(proxy.state.proxyLastError)
+        // The state stream ends with the stopped state.
+        var last: RPCServer.State?
+        let stream = tracker.states(every: 0.05)
+        Task { try? await Task.sleep(nanoseconds: 200_000_000); await tracker.stop() }
+        for await s in stream { last = s }
+        XCTAssertEqual(last?.stopped, true)
+        await proxy.stop()
+        XCTAssertTrue(proxy.state.stopped)
+    }
+}
