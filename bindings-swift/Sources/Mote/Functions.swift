@@ -2,7 +2,7 @@ import Foundation
 import MoteUniFFI
 
 /// A value a model passes to a Swift function registered with ``Functions/register(_:_:)``.
-public enum CallbackArgument: @unchecked Sendable {
+public enum CallbackArgument {
     /// No value.
     case none
     /// An integer.

@@ -35,28 +35,50 @@ public protocol TensorElement {
     static var dtype: DType { get }
 }
 
-extension Float: TensorElement { /// `float32`.
-    public static var dtype: DType { .float32 } }
-extension Double: TensorElement { /// `float64`.
-    public static var dtype: DType { .float64 } }
-extension Int8: TensorElement { /// `int8`.
-    public static var dtype: DType { .int8 } }
-extension Int16: TensorElement { /// `int16`.
-    public static var dtype: DType { .int16 } }
-extension Int32: TensorElement { /// `int32`.
-    public static var dtype: DType { .int32 } }
-extension Int64: TensorElement { /// `int64`.
-    public static var dtype: DType { .int64 } }
-extension UInt8: TensorElement { /// `uint8`.
-    public static var dtype: DType { .uint8 } }
-extension UInt16: TensorElement { /// `uint16`.
-    public static var dtype: DType { .uint16 } }
-extension UInt32: TensorElement { /// `uint32`.
-    public static var dtype: DType { .uint32 } }
-extension UInt64: TensorElement { /// `uint64`.
-    public static var dtype: DType { .uint64 } }
-extension Bool: TensorElement { /// `bool` (Swift's `Bool` is one byte, 0 or 1).
-    public static var dtype: DType { .bool } }
+extension Float: TensorElement {
+    /// `float32`.
+    public static var dtype: DType { .float32 }
+}
+extension Double: TensorElement {
+    /// `float64`.
+    public static var dtype: DType { .float64 }
+}
+extension Int8: TensorElement {
+    /// `int8`.
+    public static var dtype: DType { .int8 }
+}
+extension Int16: TensorElement {
+    /// `int16`.
+    public static var dtype: DType { .int16 }
+}
+extension Int32: TensorElement {
+    /// `int32`.
+    public static var dtype: DType { .int32 }
+}
+extension Int64: TensorElement {
+    /// `int64`.
+    public static var dtype: DType { .int64 }
+}
+extension UInt8: TensorElement {
+    /// `uint8`.
+    public static var dtype: DType { .uint8 }
+}
+extension UInt16: TensorElement {
+    /// `uint16`.
+    public static var dtype: DType { .uint16 }
+}
+extension UInt32: TensorElement {
+    /// `uint32`.
+    public static var dtype: DType { .uint32 }
+}
+extension UInt64: TensorElement {
+    /// `uint64`.
+    public static var dtype: DType { .uint64 }
+}
+extension Bool: TensorElement {
+    /// `bool` (Swift's `Bool` is one byte, 0 or 1).
+    public static var dtype: DType { .bool }
+}
 
 /// An n-dimensional array in Mote's memory (64-byte aligned, as Mote's kernels need).
 ///

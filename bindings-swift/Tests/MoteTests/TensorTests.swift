@@ -30,7 +30,7 @@ final class TensorTests: XCTestCase {
         let out1 = try session.run("forward", ins)
         try assertClose(out1[0], expected, Tolerance(rtol: 1e-5, atol: 1e-5), "in-place input")
         // Change the input in place: the next output changes.
-        try x.withUnsafeMutableBytes { $0.initializeMemory(as: Float.self, repeating: 0) }
+        try x.withUnsafeMutableBytes { _ = $0.initializeMemory(as: Float.self, repeating: 0) }
         let out2 = try session.run("forward", ins)
         XCTAssertNotEqual(try out2[0].toArray(of: Float.self), try out1[0].toArray(of: Float.self))
         // Outputs are read in place: the pointer is the tensor's memory, 64-byte aligned.
