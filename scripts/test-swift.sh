@@ -46,7 +46,7 @@ esac
 
 echo "=== test-swift: swift test (trixie chroot) ===" >&2
 set +e
-MOTE_SWIFT_LIB_DIR="$ROOT/target/debug" MOTE_PYTHON="$MOTE_PYTHON" \
+MOTE_SWIFT_LIB_DIR="${CARGO_TARGET_DIR:-$ROOT/target}/debug" MOTE_PYTHON="$MOTE_PYTHON" \
 MOTE_TRIXIE_BINDS="${MOTE_TRIXIE_BINDS:-} $binds" \
   "$HERE/in-trixie.sh" sh -c 'cd bindings-swift && swift test 2>&1' | tee "$log" >&2
 rc=${PIPESTATUS[0]}

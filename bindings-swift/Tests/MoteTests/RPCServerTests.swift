@@ -99,4 +99,36 @@ final class RPCServerTests: XCTestCase {
         await proxy.stop()
         XCTAssertTrue(proxy.state.stopped)
     }
+
+    func testProxyModeServesThroughTVMsProxy() throws {
+        let probe = try RPCServer()
+        let proxyPort = probe.port!
+        probe.stop()
+        let proxy = Process()
+        proxy.executableURL = URL(fileURLWithPath: try Env.require("MOTE_PYTHON"))
+        proxy.arguments = ["-m", "tvm.exec.rpc_proxy", "--host", "127.0.0.1", "--port", String(proxyPort),
+                           "--port-end", String(proxyPort + 1), "--web-port", "0"]
+        proxy.standardOutput = FileHandle.nullDevice
+        proxy.standardError = FileHandle.nullDevice
+        try proxy.run()
+        defer { proxy.terminate(); proxy.waitUntilExit() }
+        var config = RPCServer.Configuration()
+        config.key = "swift-proxy"
+        config.mode = .proxy("127.0.0.1:\(proxyPort)")
+        let server = try RPCServer(config)
+        defer { server.stop() }
+        XCTAssertNil(server.port)
+        let deadline = Date().addingTimeInterval(30)
+        while !server.state.proxyWaiting && Date() < deadline && proxy.isRunning { Thread.sleep(forTimeInterval: 0.05) }
+        XCTAssertTrue(server.state.proxyWaiting, "never waiting at TVM's proxy: \(server.state)")
+        let (code, output) = try runClient([try Env.zoo(), "direct", "127.0.0.1", String(proxyPort), "swift-proxy"])
+        XCTAssertEqual(code, 0, "rpc_client.py through the proxy: \(output)")
+        let served = Date().addingTimeInterval(10)
+        while server.state.served < 1 && Date() < served { Thread.sleep(forTimeInterval: 0.05) }
+        XCTAssertEqual(server.state.served, 1)
+        XCTAssertEqual(server.state.proxySessions, 1)
+        server.stop()
+        XCTAssertTrue(server.state.stopped)
+        XCTAssertFalse(server.state.proxyWaiting)
+    }
 }
