@@ -131,4 +131,67 @@ final class RPCServerTests: XCTestCase {
         XCTAssertTrue(server.state.stopped)
         XCTAssertFalse(server.state.proxyWaiting)
     }
+
+    func testTrackerModeRegistersServesAndLeaves() throws {
+        let python = try Env.require("MOTE_PYTHON")
+        let probe = try RPCServer()
+        let trackerPort = probe.port!
+        probe.stop()
+        let tracker = Process()
+        tracker.executableURL = URL(fileURLWithPath: python)
+        tracker.arguments = ["-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", String(trackerPort),
+                             "--port-end", String(trackerPort + 1)]
+        tracker.standardOutput = FileHandle.nullDevice
+        tracker.standardError = FileHandle.nullDevice
+        try tracker.run()
+        defer { tracker.terminate(); tracker.waitUntilExit() }
+        var config = RPCServer.Configuration()
+        config.key = "swift-tracker"
+        config.maxSessions = 1
+        config.mode = .tracker("127.0.0.1:\(trackerPort)")
+        let server = try RPCServer(config)
+        defer { server.stop() }
+        XCTAssertNotNil(server.port)
+        // The client (tracker mode of rpc_client.py): "listed", runs the mlp flow on the session
+        // the tracker hands out ("ran ..."), then after a line on stdin waits until the tracker
+        // lists the server no more ("gone").
+        let client = Process()
+        client.executableURL = URL(fileURLWithPath: python)
+        client.arguments = [Self.client, try Env.zoo(), "tracker", "127.0.0.1", String(trackerPort), "swift-tracker"]
+        var env = ProcessInfo.processInfo.environment
+        env["PYTHONUNBUFFERED"] = "1"
+        client.environment = env
+        let out = Pipe(), input = Pipe()
+        client.standardOutput = out
+        client.standardError = out
+        client.standardInput = input
+        try client.run()
+        var text = ""
+        func waitFor(_ word: String, _ seconds: Double) {
+            let deadline = Date().addingTimeInterval(seconds)
+            while !text.contains(word) && Date() < deadline {
+                let d = out.fileHandleForReading.availableData
+                if d.isEmpty { break }
+                text += String(decoding: d, as: UTF8.self)
+            }
+        }
+        waitFor("ran ", 90)
+        XCTAssertTrue(text.contains("listed"), text)
+        XCTAssertTrue(text.contains("ran "), text)
+        let s = server.state
+        XCTAssertEqual(s.mode, "tracker")
+        XCTAssertGreaterThanOrEqual(s.trackerRegistrations, 1, "\(s)")
+        let served = Date().addingTimeInterval(10)
+        while server.state.served < 1 && Date() < served { Thread.sleep(forTimeInterval: 0.05) }
+        XCTAssertEqual(server.state.served, 1)
+        server.stop()
+        XCTAssertTrue(server.state.stopped)
+        input.fileHandleForWriting.write(Data("stopped\n".utf8))
+        try? input.fileHandleForWriting.close()
+        let rest = out.fileHandleForReading.readDataToEndOfFile()
+        text += String(decoding: rest, as: UTF8.self)
+        client.waitUntilExit()
+        XCTAssertEqual(client.terminationStatus, 0, text)
+        XCTAssertTrue(text.contains("gone"), text)
+    }
 }
