@@ -208,3 +208,60 @@ pub fn read_npz(path: String) -> Result<Vec<NamedTensor>, NativeError> {
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mote::ErrorCode;
+
+    fn code(e: NativeError) -> u32 {
+        match e {
+            NativeError::Mote { code, .. } => code,
+        }
+    }
+
+    #[test]
+    fn readers_and_one_writer_never_both() {
+        let t = NativeTensor::zeros(vec![4], "float32".into()).unwrap();
+        let w = t.begin_write().unwrap();
+        assert_eq!(code(t.begin_read().unwrap_err()), ErrorCode::Busy as u32);
+        assert_eq!(code(t.share().unwrap_err()), ErrorCode::Busy as u32);
+        assert_eq!(code(t.begin_write().unwrap_err()), ErrorCode::Busy as u32);
+        t.end_write();
+        let r = t.begin_read().unwrap();
+        assert_eq!(r, w);
+        assert_eq!(code(t.begin_write().unwrap_err()), ErrorCode::Busy as u32);
+        assert_eq!(code(t.take().unwrap_err()), ErrorCode::Busy as u32);
+        t.end_read();
+        t.begin_write().unwrap();
+        t.end_write();
+    }
+
+    #[test]
+    fn shared_memory_is_not_writable_and_a_taken_tensor_is_busy() {
+        let t = NativeTensor::zeros(vec![4], "float32".into()).unwrap();
+        let held = t.share().unwrap();
+        assert_eq!(
+            code(t.begin_write().unwrap_err()),
+            ErrorCode::InvalidArgument as u32
+        );
+        drop(held);
+        let inner = t.take().unwrap();
+        assert_eq!(code(t.begin_read().unwrap_err()), ErrorCode::Busy as u32);
+        t.restore(inner);
+        t.begin_write().unwrap();
+        t.end_write();
+    }
+
+    #[test]
+    fn bytes_round_trip_and_bad_sizes_fail() {
+        let t = NativeTensor::from_bytes(vec![2], "int16".into(), vec![1, 0, 2, 0]).unwrap();
+        assert_eq!(t.to_bytes().unwrap(), vec![1, 0, 2, 0]);
+        assert_eq!(t.dtype(), "int16");
+        assert!(NativeTensor::from_bytes(vec![2], "int16".into(), vec![1]).is_err());
+        assert_eq!(
+            code(NativeTensor::zeros(vec![2], "nope".into()).err().unwrap()),
+            ErrorCode::InvalidArgument as u32
+        );
+    }
+}
