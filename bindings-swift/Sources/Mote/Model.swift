@@ -7,6 +7,12 @@ public func moteVersion() -> String { MoteUniFFI.version() }
 /// Backends that can run offloaded subgraphs here, in the default order (`"cpu"` last).
 public func moteBackends() -> [String] { MoteUniFFI.backendNames() }
 
+/// Load a backend plug-in library (docs/backend-plugin-abi.md) for every session in the
+/// process; returns the backend's name (usable in ``SessionOptions/backends``).
+public func moteLoadPlugin(path: String) throws -> String {
+    try bridged { try loadPlugin(path: path) }
+}
+
 /// A model library compiled by TVM 0.27 (`export_library`): a Relax program or a kernel-only
 /// library.
 ///

@@ -57,6 +57,7 @@ final class ErrorTests: XCTestCase {
     func testBadSettings() throws {
         let model = try Model(path: try Env.zoo("mlp.so"))
         expect(11, "zero threads") { _ = try model.session(SessionOptions(threads: 0)) }
+        expect(16, "missing plug-in (the runtime reports it as a backend error)") { _ = try moteLoadPlugin(path: "/no/such/plugin.so") }
         expect(8, "byte count") { _ = try Tensor(data: Data(count: 3), shape: [4], dtype: .float32) }
         expect(8, "toArray of the wrong type") { _ = try Tensor([Float](repeating: 1, count: 4)).toArray(of: Int32.self) }
     }
