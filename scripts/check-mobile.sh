@@ -12,7 +12,7 @@
 set -euo pipefail
 
 # Packages to check (cargo -p flags). Override with MOTE_MOBILE_PACKAGES.
-PACKAGES=${MOTE_MOBILE_PACKAGES:-"-p mote -p mote-ffi -p mote-rpc"}
+PACKAGES=${MOTE_MOBILE_PACKAGES:-"-p mote -p mote-ffi -p mote-rpc -p mote-swift"}
 # Targets to check. Override with MOTE_MOBILE_TARGETS (space-separated).
 TARGETS=${MOTE_MOBILE_TARGETS:-"aarch64-apple-ios aarch64-apple-darwin aarch64-linux-android"}
 
@@ -27,8 +27,17 @@ results=()
 for t in $TARGETS; do
   echo "=== check-mobile: $t ===" >&2
   start=$(date +%s)
+  # mote-swift's os_log route (the `oslog` crate) compiles a small C wrapper in its build
+  # script with cc-rs, which needs Apple's SDK (xcrun). `check` never links, so for Apple
+  # targets the C compiler and archiver are `true` and cc-rs adds no default flags (its iOS
+  # defaults ask xcrun for the SDK even with SDKROOT set): the build script succeeds without
+  # an object and the Rust code, os_log calls included, is type-checked as usual.
+  apple_env=()
+  case "$t" in
+    *-apple-*) v=${t//-/_}; apple_env=("CC_$v=true" "AR_$v=true" "SDKROOT=/" "CRATE_CC_NO_DEFAULTS=1") ;;
+  esac
   # shellcheck disable=SC2086
-  if "$HERE/in-trixie.sh" env RUSTC_BOOTSTRAP=1 \
+  if "$HERE/in-trixie.sh" env RUSTC_BOOTSTRAP=1 "${apple_env[@]}" \
       cargo check -Zbuild-std=std,panic_abort --target "$t" $PACKAGES "$@"; then
     results+=("PASS $t ($(( $(date +%s) - start )) s)")
   else

@@ -1,0 +1,149 @@
+import Foundation
+import MoteUniFFI
+
+/// A value a model passes to a Swift function registered with ``Functions/register(_:_:)``.
+public enum CallbackArgument {
+    /// No value.
+    case none
+    /// An integer.
+    case int(Int64)
+    /// A floating-point number.
+    case float(Double)
+    /// A boolean.
+    case bool(Bool)
+    /// A string.
+    case string(String)
+    /// An element type's name.
+    case dtype(String)
+    /// A raw pointer to a kernel's memory, valid only during the call and unchecked, as in C.
+    case pointer(UnsafeMutableRawPointer?)
+    /// A tensor: a copy of the caller's (writing it does not change the caller's tensor).
+    case tensor(Tensor)
+    /// A value Swift cannot use (a shape, tuple, function or storage), by kind.
+    case other(String)
+}
+
+/// What a registered Swift function returns to the model.
+public enum CallbackResult: Sendable {
+    /// Nothing.
+    case none
+    /// An integer.
+    case int(Int64)
+    /// A floating-point number.
+    case float(Double)
+    /// A boolean.
+    case bool(Bool)
+    /// A tensor.
+    case tensor(Tensor)
+}
+
+/// A Swift closure models call by name.
+public typealias MoteFunction = @Sendable ([CallbackArgument]) throws -> CallbackResult
+
+/// The process-wide table of functions models may call by name (TVM's global functions:
+/// `T.call_packed("name", ...)` in a kernel, `R.call_packed` in Relax).
+public enum Functions {
+    /// Register `body` under `name`, replacing any function of that name, for every model
+    /// and session in the process.
+    ///
+    /// `body` may run on the thread that called ``Session/run(_:_:)`` or on one of the
+    /// session's worker threads, so it must be thread-safe (hence `@Sendable`). An error it
+    /// throws fails the model call with ``MoteError/callback(_:)`` (or
+    /// ``MoteError/kernel(_:)`` when a compiled kernel called it) carrying the error's text;
+    /// the session stays usable.
+    public static func register(_ name: String, _ body: @escaping MoteFunction) {
+        registerFunction(name: name, function: Trampoline(body))
+    }
+
+    /// Remove the function registered under `name`; whether there was one.
+    @discardableResult
+    public static func unregister(_ name: String) -> Bool {
+        unregisterFunction(name: name)
+    }
+
+    /// Whether a function is registered under `name`.
+    public static func exists(_ name: String) -> Bool {
+        functionExists(name: name)
+    }
+}
+
+private final class Trampoline: NativeFunction, @unchecked Sendable {
+    let body: MoteFunction
+    init(_ body: @escaping MoteFunction) { self.body = body }
+
+    func call(args: [NativeArg]) throws -> NativeArg {
+        do {
+            let swiftArgs = try args.map(Trampoline.lift)
+            switch try body(swiftArgs) {
+            case .none: return .none
+            case .int(let v): return .int(value: v)
+            case .float(let v): return .float(value: v)
+            case .bool(let v): return .bool(value: v)
+            case .tensor(let t): return .tensor(tensor: t.raw)
+            }
+        } catch let e as MoteError {
+            throw NativeError.Mote(code: 10, message: e.description)
+        } catch {
+            throw NativeError.Mote(code: 10, message: String(describing: error))
+        }
+    }
+
+    static func lift(_ a: NativeArg) throws -> CallbackArgument {
+        switch a {
+        case .none: return .none
+        case .int(let v): return .int(v)
+        case .float(let v): return .float(v)
+        case .bool(let v): return .bool(v)
+        case .str(let v): return .string(v)
+        case .dType(let v): return .dtype(v)
+        case .pointer(let p): return .pointer(UnsafeMutableRawPointer(bitPattern: UInt(p)))
+        case .tensor(let t): return .tensor(try Tensor(raw: t))
+        case .other(let k): return .other(k)
+        }
+    }
+}
+
+/// Mote's log records.
+public enum Logging {
+    /// Severity of a record.
+    public enum Level: UInt8, Sendable, Comparable {
+        /// Nothing is logged.
+        case off = 0
+        /// Errors.
+        case error = 1
+        /// Warnings.
+        case warn = 2
+        /// Information (a backend chosen, a subgraph planned...).
+        case info = 3
+        /// Debugging detail.
+        case debug = 4
+        /// Everything.
+        case trace = 5
+
+        /// Order by verbosity.
+        public static func < (a: Level, b: Level) -> Bool { a.rawValue < b.rawValue }
+    }
+
+    /// Receives one record: its level, the Rust module that logged it, its text.
+    public typealias Handler = @Sendable (Level, String, String) -> Void
+
+    /// Send Mote's records up to `level` to `handler` (`nil`: to no Swift handler). On Apple
+    /// platforms they also go to the unified log (`os_log`, subsystem `org.mote`) whatever the
+    /// handler. The handler may run on any thread, including a session's workers.
+    public static func setHandler(level: Level, _ handler: Handler?) {
+        setLogSink(sink: handler.map { Sink($0) }, level: level.rawValue)
+    }
+
+    /// Log `message` through Mote's logger (apps can put their records in the same stream).
+    public static func log(_ level: Level, _ message: String) {
+        logMessage(level: level.rawValue, message: message)
+    }
+
+    private final class Sink: LogSink, @unchecked Sendable {
+        let handler: Handler
+        init(_ h: @escaping Handler) { handler = h }
+        func log(level: UInt8, target: String, message: String) {
+            handler(Level(rawValue: level) ?? .trace, target, message)
+        }
+    }
+}

@@ -1,0 +1,149 @@
+import MoteUniFFI
+
+/// An error from Mote. One case per Mote error code (`mote::ErrorCode`, the C ABI's
+/// `MoteErrorCode`, the Java exception classes): same numbers, same names. Each case carries
+/// Mote's full message.
+public enum MoteError: Error, Equatable, CustomStringConvertible {
+    /// 1: a file could not be read or written.
+    case io(String)
+    /// 2: the system loader refused the model library.
+    case load(String)
+    /// 3: the model's embedded data is malformed.
+    case format(String)
+    /// 4: the model uses a feature Mote does not implement.
+    case unsupported(String)
+    /// 5: the model calls functions nobody provides.
+    case missingFunctions(String)
+    /// 6: no function of that name in the model.
+    case unknownFunction(String)
+    /// 7: wrong number of arguments.
+    case argumentCount(String)
+    /// 8: an argument has the wrong type, rank, shape or dtype.
+    case mismatch(String)
+    /// 9: a compiled kernel reported an error (its message is kept verbatim).
+    case kernel(String)
+    /// 10: a registered function (a Swift closure) failed.
+    case callback(String)
+    /// 11: a caller-supplied value is invalid.
+    case invalidArgument(String)
+    /// 12: an `.npy`/`.npz` file is malformed.
+    case npy(String)
+    /// 13: the VM hit an inconsistent state.
+    case vm(String)
+    /// 14: memory could not be allocated.
+    case outOfMemory(String)
+    /// 15: an offloaded subgraph description is malformed or does not match its call.
+    case subgraph(String)
+    /// 16: a backend failed to load, prepare or run.
+    case backend(String)
+    /// 17: the object is in use by another call (a session on another thread, a tensor being
+    /// written); nothing waited.
+    case busy(String)
+    /// Not a Mote error code: a bug in Mote (a Rust panic, caught before it reached Swift), or a
+    /// code this version does not know.
+    case `internal`(String)
+
+    /// The stable code (1...17; 0 for ``internal(_:)``).
+    public var code: Int {
+        switch self {
+        case .io: return 1
+        case .load: return 2
+        case .format: return 3
+        case .unsupported: return 4
+        case .missingFunctions: return 5
+        case .unknownFunction: return 6
+        case .argumentCount: return 7
+        case .mismatch: return 8
+        case .kernel: return 9
+        case .callback: return 10
+        case .invalidArgument: return 11
+        case .npy: return 12
+        case .vm: return 13
+        case .outOfMemory: return 14
+        case .subgraph: return 15
+        case .backend: return 16
+        case .busy: return 17
+        case .internal: return 0
+        }
+    }
+
+    /// Mote's message.
+    public var message: String {
+        switch self {
+        case .io(let m), .load(let m), .format(let m), .unsupported(let m),
+             .missingFunctions(let m), .unknownFunction(let m), .argumentCount(let m),
+             .mismatch(let m), .kernel(let m), .callback(let m), .invalidArgument(let m),
+             .npy(let m), .vm(let m), .outOfMemory(let m), .subgraph(let m), .backend(let m),
+             .busy(let m), .internal(let m):
+            return m
+        }
+    }
+
+    /// The case's name as Mote's error code list spells it (`"invalidArgument"`).
+    public var name: String {
+        switch self {
+        case .io: return "io"
+        case .load: return "load"
+        case .format: return "format"
+        case .unsupported: return "unsupported"
+        case .missingFunctions: return "missingFunctions"
+        case .unknownFunction: return "unknownFunction"
+        case .argumentCount: return "argumentCount"
+        case .mismatch: return "mismatch"
+        case .kernel: return "kernel"
+        case .callback: return "callback"
+        case .invalidArgument: return "invalidArgument"
+        case .npy: return "npy"
+        case .vm: return "vm"
+        case .outOfMemory: return "outOfMemory"
+        case .subgraph: return "subgraph"
+        case .backend: return "backend"
+        case .busy: return "busy"
+        case .internal: return "internal"
+        }
+    }
+
+    /// `"<name>: <message>"`.
+    public var description: String { "\(name): \(message)" }
+
+    /// The error of a code and message (an unknown code gives ``internal(_:)``).
+    public init(code: Int, message: String) {
+        switch code {
+        case 1: self = .io(message)
+        case 2: self = .load(message)
+        case 3: self = .format(message)
+        case 4: self = .unsupported(message)
+        case 5: self = .missingFunctions(message)
+        case 6: self = .unknownFunction(message)
+        case 7: self = .argumentCount(message)
+        case 8: self = .mismatch(message)
+        case 9: self = .kernel(message)
+        case 10: self = .callback(message)
+        case 11: self = .invalidArgument(message)
+        case 12: self = .npy(message)
+        case 13: self = .vm(message)
+        case 14: self = .outOfMemory(message)
+        case 15: self = .subgraph(message)
+        case 16: self = .backend(message)
+        case 17: self = .busy(message)
+        default: self = .internal("code \(code): \(message)")
+        }
+    }
+}
+
+/// Run a bridge call, turning the bridge's errors into ``MoteError``.
+@inline(__always)
+func bridged<T>(_ body: () throws -> T) throws -> T {
+    do {
+        return try body()
+    } catch let e as NativeError {
+        switch e {
+        case .Mote(let code, let message): throw MoteError(code: Int(code), message: message)
+        }
+    } catch let e as MoteError {
+        throw e
+    } catch {
+        // uniffi's own errors: a caught Rust panic, or a malformed value.
+        throw MoteError.internal(String(describing: error))
+    }
+}

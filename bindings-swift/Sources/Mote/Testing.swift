@@ -1,0 +1,18 @@
+import MoteUniFFI
+
+// Hooks for the package's own tests (internal: reached with `@testable import Mote`).
+
+/// Mote's error codes and names, from the Rust side.
+func testingErrorCodes() -> [(code: Int, name: String)] {
+    errorCodes().map { (code: Int($0.code), name: $0.name) }
+}
+
+/// Make the Rust side fail with `code` and `message`.
+func testingRaise(code: Int, message: String) throws {
+    try bridged { try raiseForTest(code: UInt32(code), message: message) }
+}
+
+/// Make the Rust side panic (uniffi catches it; Swift gets ``MoteError/internal(_:)``).
+func testingPanic(_ message: String) throws {
+    try bridged { try panicForTest(message: message) }
+}

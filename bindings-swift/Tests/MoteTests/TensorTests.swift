@@ -1,0 +1,89 @@
+import Foundation
+import XCTest
+@testable import Mote
+
+/// Construction, zero copy both ways, options, inputs by name, profiles, logs.
+final class TensorTests: XCTestCase {
+    func testConstructionRoundTrips() throws {
+        let v: [Float] = [1, 2, 3, 4, 5, 6]
+        let a = try Tensor(v, shape: [2, 3])
+        XCTAssertEqual(a.shape, [2, 3]); XCTAssertEqual(a.dtype, .float32); XCTAssertEqual(a.byteCount, 24)
+        XCTAssertEqual(try a.toArray(of: Float.self), v)
+        let d = try Tensor(data: try a.data(), shape: [6], dtype: .float32)
+        XCTAssertEqual(try d.toArray(of: Float.self), v)
+        let p = try v.withUnsafeBufferPointer { try Tensor($0, shape: [3, 2]) }
+        XCTAssertEqual(try p.toArray(of: Float.self), v)
+        XCTAssertEqual(try Tensor([Int8](arrayLiteral: -1, 2)).toArray(of: Int8.self), [-1, 2])
+        XCTAssertEqual(try Tensor([true, false]).toArray(of: Bool.self), [true, false])
+        XCTAssertEqual(try Tensor([Int64](arrayLiteral: 1 << 40)).toArray(of: Int64.self), [1 << 40])
+    }
+
+    func testZeroCopyInPlaceInputAndOutput() throws {
+        let model = try Model(path: try Env.zoo("mlp.so"))
+        let session = try model.session(SessionOptions(threads: 1))
+        var ins = try inputs("mlp.forward.inputs.npz")
+        let expected = try loadNpz(Env.zoo("mlp.forward.expected.npz"))[0].tensor
+        // Fill a Mote-allocated input in place: no copy of the input.
+        let x = try Tensor.zeros(shape: ins[0].shape, dtype: .float32)
+        try ins[0].withUnsafeBytes { src in try x.withUnsafeMutableBytes { $0.copyMemory(from: src) } }
+        ins[0] = x
+        let out1 = try session.run("forward", ins)
+        try assertClose(out1[0], expected, Tolerance(rtol: 1e-5, atol: 1e-5), "in-place input")
+        // Change the input in place: the next output changes.
+        try x.withUnsafeMutableBytes { _ = $0.initializeMemory(as: Float.self, repeating: 0) }
+        let out2 = try session.run("forward", ins)
+        XCTAssertNotEqual(try out2[0].toArray(of: Float.self), try out1[0].toArray(of: Float.self))
+        // Outputs are read in place: the pointer is the tensor's memory, 64-byte aligned.
+        try out1[0].withUnsafeBytes { XCTAssertEqual(Int(bitPattern: $0.baseAddress) % 64, 0) }
+    }
+
+    func testSharedTensorRefusesInPlaceWrites() throws {
+        let model = try Model(path: try Env.zoo("multi.so"))
+        let session = try model.session()
+        let ins = try inputs("multi.embed_stateful.inputs.npz")
+        try session.setInput("embed", ins)   // the session now holds the inputs
+        XCTAssertThrowsError(try ins[0].withUnsafeMutableBytes { _ in }) { e in
+            XCTAssertEqual((e as? MoteError)?.code, 11, "\(e)")
+        }
+        try ins[0].copy().withUnsafeMutableBytes { _ in }   // a copy is writable
+        // A writer excludes readers (busy, no waiting).
+        let t = try Tensor([Float](repeating: 1, count: 4))
+        try t.withUnsafeMutableBytes { _ in
+            XCTAssertThrowsError(try t.withUnsafeBytes { _ in }) { e in XCTAssertEqual((e as? MoteError)?.code, 17) }
+        }
+    }
+
+    func testInputsByNameProfilesAndOptions() throws {
+        let model = try Model(path: try Env.zoo("mlp.so"))
+        let names = try model.parameterNames(of: "forward")
+        XCTAssertEqual(names.count, 5)
+        XCTAssertTrue(model.functionNames.contains("forward"))
+        let ins = try inputs("mlp.forward.inputs.npz")
+        let session = try model.session(SessionOptions(threads: 2, backends: ["cpu"], profiling: true))
+        XCTAssertEqual(try session.threads, 2)
+        let byName = try session.run("forward", inputs: Dictionary(uniqueKeysWithValues: zip(names, ins)))
+        let byPosition = try session.run("forward", ins)
+        XCTAssertEqual(try byName[0].toArray(of: Float.self), try byPosition[0].toArray(of: Float.self))
+        let profile = try session.profile()
+        XCTAssertTrue(profile.contains { $0.kind == "kernel" && $0.calls >= 2 && $0.seconds > 0 }, "\(profile)")
+        XCTAssertEqual(try session.profile(), [], "profile() resets")
+        XCTAssertTrue(moteBackends().contains("cpu"))
+    }
+
+    func testLogsReachTheSwiftHandler() throws {
+        final class Records: @unchecked Sendable { let lock = NSLock(); var all: [(Logging.Level, String, String)] = [] }
+        let records = Records()
+        Logging.setHandler(level: .debug) { level, target, message in
+            records.lock.lock(); records.all.append((level, target, message)); records.lock.unlock()
+        }
+        defer { Logging.setHandler(level: .off, nil) }
+        Logging.log(.info, "hello from swift")
+        Logging.log(.trace, "too verbose")
+        _ = try Model(path: try Env.zoo("mlp.so")).session().run("forward", try inputs("mlp.forward.inputs.npz"))
+        records.lock.lock(); defer { records.lock.unlock() }
+        XCTAssertTrue(records.all.contains { $0.0 == .info && $0.2 == "hello from swift" }, "\(records.all)")
+        XCTAssertFalse(records.all.contains { $0.2 == "too verbose" })
+        XCTAssertTrue(records.all.contains { $0.1.hasPrefix("mote") && $0.2 != "hello from swift" },
+                      "Mote's own records arrive too: \(records.all.map { $0.1 })")
+    }
+}

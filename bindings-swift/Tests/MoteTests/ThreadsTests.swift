@@ -1,0 +1,71 @@
+import Foundation
+import XCTest
+@testable import Mote
+
+/// One Model shared by several threads and tasks, one Session each; a Session used by two
+/// callers at once refuses the second.
+final class ThreadsTests: XCTestCase {
+    func testOneModelManyThreads() throws {
+        let model = try Model(path: try Env.zoo("mlp.so"))
+        let ins = try inputs("mlp.forward.inputs.npz")
+        let expected = try loadNpz(Env.zoo("mlp.forward.expected.npz"))[0].tensor
+        let lock = NSLock()
+        var failures: [String] = [], runs = 0
+        DispatchQueue.concurrentPerform(iterations: 4) { worker in
+            do {
+                let session = try model.session(SessionOptions(threads: 1 + worker % 2, poisonMemory: true))
+                for i in 0..<25 {
+                    let out = try session.run("forward", ins)
+                    let a = try values(out[0]), e = try values(expected)
+                    if a.count != e.count || zip(a, e).contains(where: { !(abs($0 - $1) <= 1e-5 + 1e-5 * abs($1)) }) {
+                        lock.lock(); failures.append("worker \(worker) run \(i)"); lock.unlock()
+                    }
+                    lock.lock(); runs += 1; lock.unlock()
+                }
+            } catch {
+                lock.lock(); failures.append("worker \(worker): \(error)"); lock.unlock()
+            }
+        }
+        XCTAssertEqual(failures, [])
+        XCTAssertEqual(runs, 100)
+    }
+
+    func testAsyncRunsFromTasks() async throws {
+        let model = try Model(path: try Env.zoo("cnn.so"))
+        let ins = try inputs("cnn.forward.inputs.npz")
+        let expected = try loadNpz(Env.zoo("cnn.forward.expected.npz"))[0].tensor
+        let outputs = try await withThrowingTaskGroup(of: [Tensor].self) { group in
+            for _ in 0..<3 {
+                group.addTask {
+                    let session = try model.session(SessionOptions(threads: 1))
+                    return try await session.run("forward", ins)
+                }
+            }
+            var all: [[Tensor]] = []
+            for try await o in group { all.append(o) }
+            return all
+        }
+        XCTAssertEqual(outputs.count, 3)
+        for o in outputs { try assertClose(o[0], expected, Tolerance(rtol: 1e-5, atol: 1e-5), "async cnn") }
+    }
+
+    func testSessionReenteredFromItsCallbackIsBusy() throws {
+        let model = try Model(path: try Env.zoo("packed.so"))
+        let session = try model.session(SessionOptions(threads: 1))
+        let ins = try inputs("packed.main.inputs.npz")
+        final class Box: @unchecked Sendable { var error: Error?; var session: Session? }
+        let box = Box()
+        box.session = session
+        Functions.register(scaleShiftName) { args in
+            do { _ = try box.session?.run("main", ins) } catch { box.error = error }
+            return try scaleShift(args)
+        }
+        defer { Functions.register(scaleShiftName, scaleShift) }
+        let out = try session.run("main", ins)
+        guard case MoteError.busy(let m)? = box.error as? MoteError else {
+            return XCTFail("re-entry gave \(String(describing: box.error))")
+        }
+        XCTAssertTrue(m.contains("one session per thread"), m)
+        try assertClose(out[0], try loadNpz(Env.zoo("packed.main.expected.npz"))[0].tensor, Tolerance(rtol: 1e-5, atol: 1e-5), "packed after re-entry")
+    }
+}

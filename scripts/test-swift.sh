@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Swift binding tests: build libmote_swift, check the generated bindings, run `swift test`.
+#
+#   MOTE_ZOO_DIR=... MOTE_PYTHON=... scripts/test-swift.sh
+#
+# 1. `cargo build -p mote-swift --features bindgen` on the host (the host's Rust: the library
+#    links only glibc symbols older than trixie's glibc, so the chroot's Swift links and runs it;
+#    building it in the chroot would cost a second cold build of the same code with Rust 1.85,
+#    whose check-mobile pass already covers the minimum version).
+# 2. scripts/swift-bindings.sh --check: the checked-in Swift and C header match the library.
+# 3. `swift test` (XCTest, Swift 6.0.3) in the trixie chroot (scripts/in-trixie.sh), linking
+#    target/debug/libmote_swift.so (MOTE_SWIFT_LIB_DIR). The RPC test runs MOTE_PYTHON from
+#    inside the chroot: the venv's python links to an interpreter installed outside the venv
+#    (pyenv), so that installation's folder is bound into the chroot too.
+# Ends with `swift checks: N passed, M failed` (N: XCTest cases that passed).
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+ROOT=$(git -C "$HERE" rev-parse --show-toplevel 2>/dev/null || (cd "$HERE/.." && pwd -P))
+cd "$ROOT"
+
+missing=()
+[ -n "${MOTE_ZOO_DIR:-}" ] && [ -f "${MOTE_ZOO_DIR}/manifest.json" ] || missing+=("MOTE_ZOO_DIR (the x86_64 zoo: \`scripts/zoo.sh | tail -1\`)")
+[ -n "${MOTE_PYTHON:-}" ] && [ -x "${MOTE_PYTHON}" ] || missing+=("MOTE_PYTHON (the TVM 0.27 venv's python: \`scripts/venv.sh\`)")
+if [ ${#missing[@]} -gt 0 ]; then
+  for m in "${missing[@]}"; do echo "test-swift: set $m" >&2; done
+  echo "swift checks: 0 passed, 1 failed"
+  exit 1
+fi
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+fail() { echo "test-swift: $*" >&2; echo "swift checks: ${passed:-0} passed, $(( ${failed:-0} + 1 )) failed"; exit 1; }
+
+echo "=== test-swift: cargo build -p mote-swift --features bindgen ===" >&2
+cargo build --locked -p mote-swift --features bindgen >&2 || fail "cargo build failed"
+echo "=== test-swift: scripts/swift-bindings.sh --check ===" >&2
+"$HERE/swift-bindings.sh" --check || fail "generated bindings drifted (run scripts/swift-bindings.sh)"
+
+# The interpreter behind the venv's python, bound into the chroot at the same path.
+real_python=$(readlink -f "$MOTE_PYTHON")
+py_prefix=$(dirname "$(dirname "$real_python")")
+case "$py_prefix" in
+  /usr | /usr/local) binds="" ;;   # a system python: the chroot has its own /usr (not bound)
+  *) binds=$py_prefix ;;
+esac
+
+echo "=== test-swift: swift test (trixie chroot) ===" >&2
+set +e
+MOTE_SWIFT_LIB_DIR="${CARGO_TARGET_DIR:-$ROOT/target}/debug" MOTE_PYTHON="$MOTE_PYTHON" \
+MOTE_TRIXIE_BINDS="${MOTE_TRIXIE_BINDS:-} $binds" \
+  "$HERE/in-trixie.sh" sh -c 'cd bindings-swift && swift test 2>&1' | tee "$log" >&2
+rc=${PIPESTATUS[0]}
+set -e
+passed=$(grep -cE "^Test Case '.*' passed" "$log" || true)
+failed=$(grep -cE "^Test Case '.*' failed" "$log" || true)
+if [ "$rc" != 0 ] && [ "$failed" = 0 ]; then failed=1; fi   # a crash or build failure
+if [ "$passed" = 0 ]; then failed=$(( failed + 1 )); fi    # nothing ran: never a pass
+echo "swift checks: $passed passed, $failed failed"
+[ "$failed" = 0 ]
