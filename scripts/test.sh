@@ -89,6 +89,9 @@ check_suite scripts/build-apk.sh apk-checks "apk" "APK build/checks"
 step "Android RPC app under Robolectric (host JNI library, TVM's client through the app's server; offline after the first fetch)"
 check_suite scripts/test-android-app.sh android-app-tests "android app" "Android app Robolectric tests"
 
+step "Swift bindings (uniffi drift, swift test in the trixie chroot)"
+check_suite scripts/test-swift.sh swift-tests "swift" "Swift binding tests"
+
 step "aarch64 tests under qemu (trixie Rust 1.85)"
 MOTE_OFFLOAD_ZOO_DIR_X86_64="$MOTE_OFFLOAD_ZOO_DIR" scripts/test-aarch64.sh 2>&1 | tee "$MOTE_CACHE/last-aarch64-tests.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "aarch64 tests"
