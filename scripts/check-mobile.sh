@@ -27,17 +27,8 @@ results=()
 for t in $TARGETS; do
   echo "=== check-mobile: $t ===" >&2
   start=$(date +%s)
-  # mote-swift's os_log route (the `oslog` crate) compiles a small C wrapper in its build
-  # script with cc-rs, which needs Apple's SDK (xcrun). `check` never links, so for Apple
-  # targets the C compiler and archiver are `true` and cc-rs adds no default flags (its iOS
-  # defaults ask xcrun for the SDK even with SDKROOT set): the build script succeeds without
-  # an object and the Rust code, os_log calls included, is type-checked as usual.
-  apple_env=()
-  case "$t" in
-    *-apple-*) v=${t//-/_}; apple_env=("CC_$v=true" "AR_$v=true" "SDKROOT=/" "CRATE_CC_NO_DEFAULTS=1") ;;
-  esac
   # shellcheck disable=SC2086
-  if "$HERE/in-trixie.sh" env RUSTC_BOOTSTRAP=1 "${apple_env[@]}" \
+  if "$HERE/in-trixie.sh" env RUSTC_BOOTSTRAP=1 \
       cargo check -Zbuild-std=std,panic_abort --target "$t" $PACKAGES "$@"; then
     results+=("PASS $t ($(( $(date +%s) - start )) s)")
   else

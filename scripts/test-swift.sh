@@ -20,6 +20,7 @@ cd "$ROOT"
 
 missing=()
 [ -n "${MOTE_ZOO_DIR:-}" ] && [ -f "${MOTE_ZOO_DIR}/manifest.json" ] || missing+=("MOTE_ZOO_DIR (the x86_64 zoo: \`scripts/zoo.sh | tail -1\`)")
+[ -n "${MOTE_OFFLOAD_ZOO_DIR:-}" ] && [ -f "${MOTE_OFFLOAD_ZOO_DIR}/manifest.json" ] || missing+=("MOTE_OFFLOAD_ZOO_DIR (the x86_64 offload zoo: \`scripts/offload-zoo.sh | tail -1\`)")
 [ -n "${MOTE_PYTHON:-}" ] && [ -x "${MOTE_PYTHON}" ] || missing+=("MOTE_PYTHON (the TVM 0.27 venv's python: \`scripts/venv.sh\`)")
 if [ ${#missing[@]} -gt 0 ]; then
   for m in "${missing[@]}"; do echo "test-swift: set $m" >&2; done
@@ -44,11 +45,30 @@ case "$py_prefix" in
   *) binds=$py_prefix ;;
 esac
 
+# The zoo's system-library objects in one archive, linked whole into the test executable
+# (docs/system-lib.md): the static-model tests load them by prefix.
+syslib_dir="${CARGO_TARGET_DIR:-$ROOT/target}/swift-syslib"
+rm -rf "$syslib_dir" && mkdir -p "$syslib_dir"
+syslib_models=()
+while read -r name archive; do
+  mkdir -p "$syslib_dir/$name"
+  tar -xf "$MOTE_ZOO_DIR/$archive" -C "$syslib_dir/$name" || fail "cannot unpack $archive"
+  for o in "$syslib_dir/$name"/*.o; do mv "$o" "$syslib_dir/${name}_$(basename "$o")"; done
+  syslib_models+=("$name")
+done < <("$MOTE_PYTHON" -c 'import json, sys
+for m in json.load(open(sys.argv[1]))["models"]:
+    if "system_lib" in m: print(m["name"], m["system_lib"]["archive"])' "$MOTE_ZOO_DIR/manifest.json")
+[ ${#syslib_models[@]} -gt 0 ] || fail "the zoo at $MOTE_ZOO_DIR has no system-library builds (scripts/zoo.sh)"
+ar rcs "$syslib_dir/libzoo_syslib.a" "$syslib_dir"/*.o || fail "ar failed"
+MOTE_SYSLIB_MODELS=$(IFS=,; echo "${syslib_models[*]}")
+export MOTE_SYSLIB_MODELS
+
 echo "=== test-swift: swift test (trixie chroot) ===" >&2
 set +e
 MOTE_SWIFT_LIB_DIR="${CARGO_TARGET_DIR:-$ROOT/target}/debug" MOTE_PYTHON="$MOTE_PYTHON" \
 MOTE_TRIXIE_BINDS="${MOTE_TRIXIE_BINDS:-} $binds" \
-  "$HERE/in-trixie.sh" sh -c 'cd bindings-swift && swift test 2>&1' | tee "$log" >&2
+  "$HERE/in-trixie.sh" sh -c 'cd bindings-swift && swift test -Xlinker --whole-archive \
+    -Xlinker "$0" -Xlinker --no-whole-archive -Xlinker -lm 2>&1' "$syslib_dir/libzoo_syslib.a" | tee "$log" >&2
 rc=${PIPESTATUS[0]}
 set -e
 passed=$(grep -cE "^Test Case '.*' passed" "$log" || true)

@@ -14,6 +14,11 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+// With `c-abi`, the C ABI is part of the same library (the XCFramework's one static library
+// serves C, C++, Objective-C and Swift); naming the crate keeps it linked.
+#[cfg(feature = "c-abi")]
+use mote_ffi as _;
+
 mod callback;
 mod error;
 mod logging;
@@ -65,6 +70,36 @@ impl NativeModel {
         Ok(Arc::new(NativeModel {
             inner: mote::Model::load(&path)?,
         }))
+    }
+
+    /// Load a library as data, without mapping it as code (docs/code-free.md): only its
+    /// module blob is read, and a program that calls compiled kernels is refused naming them.
+    /// `code_free == false` is [`NativeModel::load`] (on iOS every load is code-free anyway).
+    #[uniffi::constructor]
+    pub fn load_with(path: String, code_free: bool) -> Result<Arc<Self>, NativeError> {
+        let options = mote::LoadOptions::default().code_free(code_free);
+        Ok(Arc::new(NativeModel {
+            inner: mote::Model::load_with(&path, options)?,
+        }))
+    }
+
+    /// A model linked into the program as a TVM system library, by its prefix
+    /// (docs/system-lib.md).
+    #[uniffi::constructor]
+    pub fn from_system_lib(prefix: String) -> Result<Arc<Self>, NativeError> {
+        Ok(Arc::new(NativeModel {
+            inner: mote::Model::from_system_lib(&prefix)?,
+        }))
+    }
+
+    /// Whether the program calls no compiled kernel (loadable code-free).
+    pub fn is_code_free(&self) -> bool {
+        self.inner.is_code_free()
+    }
+
+    /// Whether this model was loaded code-free (read as data, nothing mapped).
+    pub fn is_loaded_code_free(&self) -> bool {
+        self.inner.is_loaded_code_free()
     }
 
     /// Whether the library holds kernels only (no Relax program).

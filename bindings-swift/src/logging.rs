@@ -1,6 +1,8 @@
-//! Mote's `log` records: to a Swift callback everywhere (`set_log_sink`), and on Apple
-//! platforms also to the unified log (`os_log`, subsystem `org.mote`, category = the record's
-//! target), where Console.app and `log stream` show them.
+//! Mote's `log` records, to a Swift callback (`set_log_sink`). On Apple platforms the Swift
+//! side's sink also writes them to the unified log through `os.Logger` (Sources/Mote,
+//! `Logging`): Apple's `os_log` is a C macro over compiler builtins, which a Rust crate can
+//! only reach through C compiled against Apple's SDK, and the SDK is not on the machines that
+//! build the Apple slices (docs/apple.md).
 
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock, RwLock};
@@ -16,8 +18,6 @@ pub trait LogSink: Send + Sync {
 
 struct SwiftLogger {
     sink: RwLock<Option<Arc<dyn LogSink>>>,
-    #[cfg(target_vendor = "apple")]
-    os: oslog::OsLog,
 }
 
 static LOGGER: OnceLock<SwiftLogger> = OnceLock::new();
@@ -30,8 +30,6 @@ thread_local! {
 fn logger() -> &'static SwiftLogger {
     LOGGER.get_or_init(|| SwiftLogger {
         sink: RwLock::new(None),
-        #[cfg(target_vendor = "apple")]
-        os: oslog::OsLog::new("org.mote", "mote"),
     })
 }
 
@@ -57,7 +55,7 @@ fn number(level: Level) -> u8 {
 }
 
 /// Send Mote's log records up to `level` (0 off, 1 error ... 5 trace) to `sink` (`None`: to
-/// no Swift callback; on Apple platforms they still go to `os_log`). Installs Mote's logger
+/// no Swift callback). Installs Mote's logger
 /// the first time; if the process already has another `log` logger, that one stays and this
 /// sink receives nothing.
 #[uniffi::export]
@@ -102,16 +100,6 @@ impl Log for SwiftLogger {
 impl SwiftLogger {
     fn emit(&self, record: &Record<'_>) {
         let message = record.args().to_string();
-        #[cfg(target_vendor = "apple")]
-        self.os.with_level(
-            match record.level() {
-                Level::Error => oslog::Level::Error,
-                Level::Warn => oslog::Level::Default,
-                Level::Info => oslog::Level::Info,
-                Level::Debug | Level::Trace => oslog::Level::Debug,
-            },
-            &format!("{}: {message}", record.target()),
-        );
         let sink = self.sink.read().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(sink) = sink {
             sink.log(number(record.level()), record.target().to_string(), message);

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(os)
+import os
+#endif
 import MoteUniFFI
 
 /// A value a model passes to a Swift function registered with ``Functions/register(_:_:)``.
@@ -128,11 +131,44 @@ public enum Logging {
     public typealias Handler = @Sendable (Level, String, String) -> Void
 
     /// Send Mote's records up to `level` to `handler` (`nil`: to no Swift handler). On Apple
-    /// platforms they also go to the unified log (`os_log`, subsystem `org.mote`) whatever the
-    /// handler. The handler may run on any thread, including a session's workers.
+    /// platforms they also go to the unified log (`os.Logger`, subsystem `org.mote`, category
+    /// the Rust module), whatever the handler; there, until this is first called, records at
+    /// `.warn` and above go to the unified log alone (from the first `Model` on). The handler
+    /// may run on any thread, including a session's workers.
     public static func setHandler(level: Level, _ handler: Handler?) {
-        setLogSink(sink: handler.map { Sink($0) }, level: level.rawValue)
+        state.lock.lock()
+        defer { state.lock.unlock() }
+        state.configured = true
+        install(level: level, handler)
     }
+
+    /// Apple platforms: route records to the unified log unless an app chose otherwise.
+    static func installDefault() {
+        #if canImport(os)
+        state.lock.lock()
+        defer { state.lock.unlock() }
+        if !state.configured {
+            state.configured = true
+            install(level: .warn, nil)
+        }
+        #endif
+    }
+
+    private static func install(level: Level, _ handler: Handler?) {
+        #if canImport(os)
+        setLogSink(sink: Sink(handler), level: level.rawValue)
+        #else
+        setLogSink(sink: handler.map { Sink($0) }, level: level.rawValue)
+        #endif
+    }
+
+    private final class State: @unchecked Sendable {
+        // Guards `configured` (set once the sink was chosen, by the app or by default).
+        let lock = NSLock()
+        var configured = false
+    }
+
+    private static let state = State()
 
     /// Log `message` through Mote's logger (apps can put their records in the same stream).
     public static func log(_ level: Level, _ message: String) {
@@ -140,10 +176,20 @@ public enum Logging {
     }
 
     private final class Sink: LogSink, @unchecked Sendable {
-        let handler: Handler
-        init(_ h: @escaping Handler) { handler = h }
+        let handler: Handler?
+        init(_ h: Handler?) { handler = h }
         func log(level: UInt8, target: String, message: String) {
-            handler(Level(rawValue: level) ?? .trace, target, message)
+            let level = Level(rawValue: level) ?? .trace
+            #if canImport(os)
+            let logger = os.Logger(subsystem: "org.mote", category: target)
+            switch level {
+            case .error: logger.error("\(message, privacy: .public)")
+            case .warn: logger.warning("\(message, privacy: .public)")
+            case .info: logger.info("\(message, privacy: .public)")
+            case .off, .debug, .trace: logger.debug("\(message, privacy: .public)")
+            }
+            #endif
+            handler?(level, target, message)
         }
     }
 }

@@ -24,8 +24,34 @@ public final class Model: Sendable {
     /// Load the library at `path`. Throws ``MoteError/io(_:)`` for a missing file and
     /// ``MoteError/load(_:)`` for a file the system loader refuses.
     public init(path: String) throws {
+        Logging.installDefault()
         raw = try bridged { try NativeModel.load(path: path) }
     }
+
+    /// Load the library at `path`, as data when `codeFree` is true: nothing in the file is
+    /// mapped or run, only its module blob is read, so this works where a process may not load
+    /// code (on iOS every load is code-free). A library whose program calls compiled kernels
+    /// throws ``MoteError/unsupported(_:)`` naming them. See `docs/code-free.md`.
+    public init(path: String, codeFree: Bool) throws {
+        Logging.installDefault()
+        raw = try bridged { try NativeModel.loadWith(path: path, codeFree: codeFree) }
+    }
+
+    /// A model linked into the program as a TVM system library (built with the module attribute
+    /// `system_lib_prefix`), by its prefix, e.g. `"mlp_"`. Its objects must be linked whole
+    /// (`-force_load` on Apple, `--whole-archive` elsewhere) or they are dropped; an unknown
+    /// prefix throws ``MoteError/load(_:)`` listing the prefixes there are. See
+    /// `docs/system-lib.md`.
+    public init(systemLib prefix: String) throws {
+        Logging.installDefault()
+        raw = try bridged { try NativeModel.fromSystemLib(prefix: prefix) }
+    }
+
+    /// Whether the program calls no compiled kernel, so it can be loaded code-free.
+    public var isCodeFree: Bool { raw.isCodeFree() }
+
+    /// Whether this model was loaded code-free (read as data, nothing mapped).
+    public var isLoadedCodeFree: Bool { raw.isLoadedCodeFree() }
 
     /// Load the library at `url` (a file URL).
     public convenience init(url: URL) throws {

@@ -975,9 +975,19 @@ public protocol NativeModelProtocol: AnyObject, Sendable {
     func functionNames()  -> [String]
     
     /**
+     * Whether the program calls no compiled kernel (loadable code-free).
+     */
+    func isCodeFree()  -> Bool
+    
+    /**
      * Whether the library holds kernels only (no Relax program).
      */
     func isKernelLibrary()  -> Bool
+    
+    /**
+     * Whether this model was loaded code-free (read as data, nothing mapped).
+     */
+    func isLoadedCodeFree()  -> Bool
     
     /**
      * Parameter names of the kernel `kernel` of a kernel-only library, as the kernel reports
@@ -1051,12 +1061,38 @@ open class NativeModel: NativeModelProtocol, @unchecked Sendable {
 
     
     /**
+     * A model linked into the program as a TVM system library, by its prefix
+     * (docs/system-lib.md).
+     */
+public static func fromSystemLib(prefix: String)throws  -> NativeModel  {
+    return try  FfiConverterTypeNativeModel_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
+    uniffi_mote_swift_fn_constructor_nativemodel_from_system_lib(
+        FfiConverterString.lower(prefix),$0
+    )
+})
+}
+    
+    /**
      * Load a library written by TVM 0.27's `export_library`.
      */
 public static func load(path: String)throws  -> NativeModel  {
     return try  FfiConverterTypeNativeModel_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
     uniffi_mote_swift_fn_constructor_nativemodel_load(
         FfiConverterString.lower(path),$0
+    )
+})
+}
+    
+    /**
+     * Load a library as data, without mapping it as code (docs/code-free.md): only its
+     * module blob is read, and a program that calls compiled kernels is refused naming them.
+     * `code_free == false` is [`NativeModel::load`] (on iOS every load is code-free anyway).
+     */
+public static func loadWith(path: String, codeFree: Bool)throws  -> NativeModel  {
+    return try  FfiConverterTypeNativeModel_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
+    uniffi_mote_swift_fn_constructor_nativemodel_load_with(
+        FfiConverterString.lower(path),
+        FfiConverterBool.lower(codeFree),$0
     )
 })
 }
@@ -1074,11 +1110,31 @@ open func functionNames() -> [String]  {
 }
     
     /**
+     * Whether the program calls no compiled kernel (loadable code-free).
+     */
+open func isCodeFree() -> Bool  {
+    return try!  FfiConverterBool.lift(try! rustCall() {
+    uniffi_mote_swift_fn_method_nativemodel_is_code_free(self.uniffiClonePointer(),$0
+    )
+})
+}
+    
+    /**
      * Whether the library holds kernels only (no Relax program).
      */
 open func isKernelLibrary() -> Bool  {
     return try!  FfiConverterBool.lift(try! rustCall() {
     uniffi_mote_swift_fn_method_nativemodel_is_kernel_library(self.uniffiClonePointer(),$0
+    )
+})
+}
+    
+    /**
+     * Whether this model was loaded code-free (read as data, nothing mapped).
+     */
+open func isLoadedCodeFree() -> Bool  {
+    return try!  FfiConverterBool.lift(try! rustCall() {
+    uniffi_mote_swift_fn_method_nativemodel_is_loaded_code_free(self.uniffiClonePointer(),$0
     )
 })
 }
@@ -3371,7 +3427,7 @@ public func registerFunction(name: String, function: NativeFunction)  {try! rust
 }
 /**
  * Send Mote's log records up to `level` (0 off, 1 error ... 5 trace) to `sink` (`None`: to
- * no Swift callback; on Apple platforms they still go to `os_log`). Installs Mote's logger
+ * no Swift callback). Installs Mote's logger
  * the first time; if the process already has another `log` logger, that one stays and this
  * sink receives nothing.
  */
@@ -3444,7 +3500,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mote_swift_checksum_func_register_function() != 29050) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_set_log_sink() != 34773) {
+    if (uniffi_mote_swift_checksum_func_set_log_sink() != 44147) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_func_unregister_function() != 60277) {
@@ -3462,7 +3518,13 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mote_swift_checksum_method_nativemodel_function_names() != 3373) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_mote_swift_checksum_method_nativemodel_is_code_free() != 2634) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_mote_swift_checksum_method_nativemodel_is_kernel_library() != 24922) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mote_swift_checksum_method_nativemodel_is_loaded_code_free() != 65220) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_method_nativemodel_kernel_parameter_names() != 30471) {
@@ -3534,7 +3596,13 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mote_swift_checksum_method_nativetensor_to_bytes() != 48641) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_mote_swift_checksum_constructor_nativemodel_from_system_lib() != 19221) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_mote_swift_checksum_constructor_nativemodel_load() != 32859) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mote_swift_checksum_constructor_nativemodel_load_with() != 19929) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_constructor_nativerpcserver_start() != 21640) {

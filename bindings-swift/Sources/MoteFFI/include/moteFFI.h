@@ -331,9 +331,19 @@ void*_Nonnull uniffi_mote_swift_fn_clone_nativemodel(void*_Nonnull ptr, RustCall
 void uniffi_mote_swift_fn_free_nativemodel(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_FROM_SYSTEM_LIB
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_FROM_SYSTEM_LIB
+void*_Nonnull uniffi_mote_swift_fn_constructor_nativemodel_from_system_lib(RustBuffer prefix, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_LOAD
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_LOAD
 void*_Nonnull uniffi_mote_swift_fn_constructor_nativemodel_load(RustBuffer path, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_LOAD_WITH
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_LOAD_WITH
+void*_Nonnull uniffi_mote_swift_fn_constructor_nativemodel_load_with(RustBuffer path, int8_t code_free, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_FUNCTION_NAMES
@@ -341,9 +351,19 @@ void*_Nonnull uniffi_mote_swift_fn_constructor_nativemodel_load(RustBuffer path,
 RustBuffer uniffi_mote_swift_fn_method_nativemodel_function_names(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_IS_CODE_FREE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_IS_CODE_FREE
+int8_t uniffi_mote_swift_fn_method_nativemodel_is_code_free(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_IS_KERNEL_LIBRARY
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_IS_KERNEL_LIBRARY
 int8_t uniffi_mote_swift_fn_method_nativemodel_is_kernel_library(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_IS_LOADED_CODE_FREE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_IS_LOADED_CODE_FREE
+int8_t uniffi_mote_swift_fn_method_nativemodel_is_loaded_code_free(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_KERNEL_PARAMETER_NAMES
@@ -944,9 +964,21 @@ uint16_t uniffi_mote_swift_checksum_method_nativemodel_function_names(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEMODEL_IS_CODE_FREE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEMODEL_IS_CODE_FREE
+uint16_t uniffi_mote_swift_checksum_method_nativemodel_is_code_free(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEMODEL_IS_KERNEL_LIBRARY
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEMODEL_IS_KERNEL_LIBRARY
 uint16_t uniffi_mote_swift_checksum_method_nativemodel_is_kernel_library(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEMODEL_IS_LOADED_CODE_FREE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEMODEL_IS_LOADED_CODE_FREE
+uint16_t uniffi_mote_swift_checksum_method_nativemodel_is_loaded_code_free(void
     
 );
 #endif
@@ -1088,9 +1120,21 @@ uint16_t uniffi_mote_swift_checksum_method_nativetensor_to_bytes(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVEMODEL_FROM_SYSTEM_LIB
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVEMODEL_FROM_SYSTEM_LIB
+uint16_t uniffi_mote_swift_checksum_constructor_nativemodel_from_system_lib(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVEMODEL_LOAD
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVEMODEL_LOAD
 uint16_t uniffi_mote_swift_checksum_constructor_nativemodel_load(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVEMODEL_LOAD_WITH
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVEMODEL_LOAD_WITH
+uint16_t uniffi_mote_swift_checksum_constructor_nativemodel_load_with(void
     
 );
 #endif
