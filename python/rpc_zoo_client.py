@@ -12,7 +12,8 @@ tensors, call the function, fetch the outputs and compare them with the case's e
 With --system-lib, the models are not uploaded: the server has the zoo's system-library builds
 linked in, and each model with a `system_lib` entry is asked for by prefix with TVM's
 `ffi.SystemLib(prefix)` global (what `remote.system_lib()` calls with no prefix); a prefix
-nothing registered must then be an error naming it.
+nothing registered must then be an error naming it, and Mote's `mote.system_libs` must list
+every prefix.
 
 Prints one line per case and a final "rpc zoo: N passed, M failed"; exits 1 on any failure.
 This is the host half of scripts/test-rpc-phone.sh (the "phone" is an aarch64 Mote server under
@@ -101,6 +102,14 @@ def main():
         else:
             passed += 1
             print("ok   system-lib unknown prefix is an error naming it")
+        listed = set(remote.get_function("mote.system_libs")().split(","))
+        wanted = {m["system_lib"]["prefix"] for m in models}
+        if wanted <= listed:
+            passed += 1
+            print(f"ok   mote.system_libs lists {sorted(wanted)}")
+        else:
+            failed += 1
+            print(f"FAIL mote.system_libs lists {sorted(listed)}, missing {sorted(wanted - listed)}")
     for model in models:
         cases = [c for c in model["cases"] if c.get("mode", "call") == "call" and not c.get("expect_error")]
         if not cases:

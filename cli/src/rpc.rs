@@ -58,6 +58,10 @@ pub struct ServeArgs {
     /// Threads of each session's runtime (default: Mote's default).
     #[arg(long)]
     threads: Option<usize>,
+    /// Load uploaded libraries as data, never as code: only code-free models run, a library
+    /// that calls compiled kernels is refused (docs/code-free.md); what a server on iOS does.
+    #[arg(long)]
+    code_free: bool,
     /// Largest upload, in MiB.
     #[arg(long, value_name = "MIB", default_value_t = 256)]
     max_upload_mib: u64,
@@ -83,6 +87,7 @@ fn serve(a: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         .key(a.key)
         .allow(a.allow)
         .max_sessions(a.max_sessions as usize)
+        .code_free(a.code_free)
         .limits(limits);
     if let Some(t) = a.tracker {
         b = b.tracker(t, a.custom_addr);

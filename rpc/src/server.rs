@@ -152,6 +152,13 @@ impl ServerBuilder {
         self.config.session_threads = Some(n);
         self
     }
+    /// Load uploaded libraries code-free: read as data, never mapped as code; a library that
+    /// calls compiled kernels is refused with their names (docs/code-free.md). On iOS every
+    /// load is code-free whatever this says.
+    pub fn code_free(mut self, on: bool) -> Self {
+        self.config.code_free = on;
+        self
+    }
     /// End sessions idle this long.
     pub fn idle_timeout(mut self, d: Duration) -> Self {
         self.config.idle_timeout = Some(d);

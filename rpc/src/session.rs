@@ -49,6 +49,10 @@ pub struct SessionConfig {
     pub sandbox_root: PathBuf,
     /// Threads of each Mote session (`None`: Mote's default).
     pub session_threads: Option<usize>,
+    /// Load uploaded libraries as data, never as code (docs/code-free.md): a library whose
+    /// program calls compiled kernels is refused naming them. Always so where the platform
+    /// cannot load code (iOS); `mote rpc serve --code-free` elsewhere.
+    pub code_free: bool,
     /// End a session when the client sends nothing for this long (`None`: never).
     pub idle_timeout: Option<Duration>,
     /// How long a client has to send its handshake.
@@ -61,6 +65,7 @@ impl Default for SessionConfig {
             limits: Limits::default(),
             sandbox_root: std::env::temp_dir().join("mote-rpc"),
             session_threads: None,
+            code_free: false,
             idle_timeout: None,
             handshake_timeout: Duration::from_secs(10),
         }

@@ -35,10 +35,11 @@ pub(crate) enum Global {
     Profile,
     Trace,
     SystemLib,
+    SystemLibs,
 }
 
 impl Global {
-    pub(crate) const ALL: [(&'static str, Global); 10] = [
+    pub(crate) const ALL: [(&'static str, Global); 11] = [
         ("tvm.rpc.server.upload", Global::Upload),
         ("tvm.rpc.server.download", Global::Download),
         ("tvm.rpc.server.remove", Global::Remove),
@@ -52,6 +53,7 @@ impl Global {
         ("mote.profile", Global::Profile),
         ("mote.trace", Global::Trace),
         ("ffi.SystemLib", Global::SystemLib),
+        ("mote.system_libs", Global::SystemLibs),
     ];
 
     fn lookup(name: &str) -> Option<Global> {
@@ -1079,7 +1081,13 @@ impl<'c> State<'c> {
                 let name = str_arg(args, 0, what)?;
                 self.module_room()?;
                 let path = self.sandbox.existing(name)?;
-                let model = Model::load(&path)?;
+                let options = mote::LoadOptions::default();
+                let options = if self.config.code_free {
+                    options.code_free(true)
+                } else {
+                    options
+                };
+                let model = Model::load_with(&path, options)?;
                 let kind = self.module_kind(name, model);
                 let m = ModuleObj::new(kind, name.to_owned());
                 self.modules.push(Rc::downgrade(&m));
@@ -1103,6 +1111,11 @@ impl<'c> State<'c> {
                 let m = ModuleObj::new(kind, label);
                 self.modules.push(Rc::downgrade(&m));
                 Ok(Ret::Module(self.insert(Obj::Module(m))?))
+            }
+            Global::SystemLibs => {
+                // The prefixes of the models linked into the server, comma-separated.
+                arity(args, 0, what)?;
+                Ok(Ret::Str(Model::system_lib_prefixes().join(",")))
             }
             Global::ModuleGetFunction => {
                 if args.len() != 2 && args.len() != 3 {

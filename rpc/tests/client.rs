@@ -27,6 +27,22 @@ fn every_zoo_model_matches_tvm() {
 }
 
 #[test]
+fn a_code_free_server_runs_code_free_uploads_and_refuses_code() {
+    let ozoo = std::env::var("MOTE_OFFLOAD_ZOO_DIR").unwrap_or_else(|_| {
+        panic!("MOTE_OFFLOAD_ZOO_DIR is not set: point it at the x86_64 offload zoo (scripts/offload-zoo.sh)")
+    });
+    common::init_log();
+    let s = mote_rpc::Server::builder()
+        .port(0)
+        .code_free(true)
+        .spawn()
+        .expect("server starts");
+    let out = run("code_free.py", &s, &[&ozoo]);
+    assert!(out.contains("code_free: ok (3 models)"), "{out}");
+    s.stop();
+}
+
+#[test]
 fn kernel_library_gemm_and_its_time_evaluator() {
     let s = server();
     assert!(run("gemm_kernels.py", &s, &[]).contains("gemm_kernels: ok"));

@@ -62,4 +62,5 @@ fn tvm_client_runs_linked_models_through_ffi_system_lib() {
         stdout.contains("ok   system-lib unknown prefix"),
         "{stdout}"
     );
+    assert!(stdout.contains("ok   mote.system_libs lists"), "{stdout}");
 }
