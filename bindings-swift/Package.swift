@@ -11,24 +11,22 @@ let libDir = ProcessInfo.processInfo.environment["MOTE_SWIFT_LIB_DIR"]
         .appendingPathComponent("../target/debug").standardized.path
 
 #if os(Linux)
+// Linux: the uniffi header and module map come from a C target.
 let nativeLinker: [LinkerSetting] = [
     .linkedLibrary("mote_swift"),
     .unsafeFlags(["-L", libDir, "-Xlinker", "-rpath", "-Xlinker", libDir]),
 ]
 let nativeDependencies: [Target.Dependency] = ["MoteFFI"]
-let nativeTargets: [Target] = []
+let nativeTargets: [Target] = [.target(name: "MoteFFI", path: "Sources/MoteFFI")]
 #else
-// Apple platforms: the static library will come as a binary target (an XCFramework built by a
-// later packaging script, issue 12 item 5); until then link a host build the same way.
-// TODO(packaging): replace with
-//   .binaryTarget(name: "MoteNative", url: ".../Mote.xcframework.zip", checksum: "...")
-// and depend on it from MoteUniFFI.
-let nativeLinker: [LinkerSetting] = [
-    .linkedLibrary("mote_swift"),
-    .unsafeFlags(["-L", libDir]),
-]
-let nativeDependencies: [Target.Dependency] = ["MoteFFI"]
-let nativeTargets: [Target] = []
+// Apple platforms: the static library comes as a binary target, Mote.xcframework (built by
+// scripts/build-xcframework.sh, which copies it here), whose headers carry the `moteFFI` module
+// the generated code imports; the `bnns` backend calls Accelerate. A release would name the
+// zipped framework by URL and checksum instead:
+//   .binaryTarget(name: "MoteNative", url: ".../Mote.xcframework.zip", checksum: "<sha256>")
+let nativeLinker: [LinkerSetting] = [.linkedFramework("Accelerate")]
+let nativeDependencies: [Target.Dependency] = ["MoteNative"]
+let nativeTargets: [Target] = [.binaryTarget(name: "MoteNative", path: "Mote.xcframework")]
 #endif
 
 let package = Package(
@@ -38,7 +36,6 @@ let package = Package(
         .library(name: "Mote", targets: ["Mote"]),
     ],
     targets: nativeTargets + [
-        .target(name: "MoteFFI", path: "Sources/MoteFFI"),
         .target(
             name: "MoteUniFFI",
             dependencies: nativeDependencies,

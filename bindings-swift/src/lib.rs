@@ -49,6 +49,13 @@ pub fn backend_names() -> Vec<String> {
     mote::backend::backend_names()
 }
 
+/// The prefixes of the models linked into the program as TVM system libraries
+/// (docs/system-lib.md), sorted.
+#[uniffi::export]
+pub fn system_lib_prefixes() -> Vec<String> {
+    mote::Model::system_lib_prefixes()
+}
+
 /// Load a backend plug-in (docs/backend-plugins.md) and return its name.
 #[uniffi::export]
 pub fn load_plugin(path: String) -> Result<String, NativeError> {

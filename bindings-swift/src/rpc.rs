@@ -45,6 +45,8 @@ pub struct RpcConfig {
     /// Folder under which each session gets its sandbox; `None`: a temporary folder, removed
     /// at stop.
     pub sandbox: Option<String>,
+    /// Load uploaded libraries as data only (docs/code-free.md); always so on iOS.
+    pub code_free: bool,
 }
 
 /// A snapshot of a server's state.
@@ -107,7 +109,8 @@ impl NativeRpcServer {
             .port(config.port)
             .key(config.key)
             .allow(allow)
-            .max_sessions(config.max_sessions as usize);
+            .max_sessions(config.max_sessions as usize)
+            .code_free(config.code_free);
         b = match config.mode.clone() {
             RpcMode::Listen => b,
             RpcMode::Tracker {

@@ -47,6 +47,11 @@ public final class Model: Sendable {
         raw = try bridged { try NativeModel.fromSystemLib(prefix: prefix) }
     }
 
+    /// The prefixes of the models linked into this program as TVM system libraries, sorted:
+    /// what ``init(systemLib:)`` accepts (and what an RPC server gives out through
+    /// `ffi.SystemLib(prefix)`).
+    public static var systemLibPrefixes: [String] { MoteUniFFI.systemLibPrefixes() }
+
     /// Whether the program calls no compiled kernel, so it can be loaded code-free.
     public var isCodeFree: Bool { raw.isCodeFree() }
 

@@ -38,6 +38,10 @@ public final class RPCServer: Sendable {
         public var idleTimeout: TimeInterval?
         /// Folder for the sessions' sandboxes; `nil`: a temporary folder, removed at stop.
         public var sandbox: String?
+        /// Load uploaded libraries as data only: code-free models run, a library that calls
+        /// compiled kernels is refused naming them (`docs/code-free.md`). Always so on iOS,
+        /// whatever this says; set it elsewhere to serve as an iPhone would.
+        public var codeFree: Bool = false
 
         /// Defaults: listen on 127.0.0.1, any port, empty key.
         public init() {}
@@ -92,7 +96,7 @@ public final class RPCServer: Sendable {
         let config = RpcConfig(
             host: c.host, port: c.port, key: c.key, mode: mode, allow: c.allow,
             maxSessions: UInt32(clamping: c.maxSessions), sessionThreads: UInt32(clamping: c.sessionThreads ?? 0),
-            idleTimeoutMs: UInt64((c.idleTimeout ?? 0) * 1000), sandbox: c.sandbox)
+            idleTimeoutMs: UInt64((c.idleTimeout ?? 0) * 1000), sandbox: c.sandbox, codeFree: c.codeFree)
         raw = try bridged { try NativeRpcServer.start(config: config) }
     }
 

@@ -2243,6 +2243,10 @@ public struct RpcConfig {
      * at stop.
      */
     public var sandbox: String?
+    /**
+     * Load uploaded libraries as data only (docs/code-free.md); always so on iOS.
+     */
+    public var codeFree: Bool
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2271,7 +2275,10 @@ public struct RpcConfig {
         /**
          * Folder under which each session gets its sandbox; `None`: a temporary folder, removed
          * at stop.
-         */sandbox: String?) {
+         */sandbox: String?, 
+        /**
+         * Load uploaded libraries as data only (docs/code-free.md); always so on iOS.
+         */codeFree: Bool) {
         self.host = host
         self.port = port
         self.key = key
@@ -2281,6 +2288,7 @@ public struct RpcConfig {
         self.sessionThreads = sessionThreads
         self.idleTimeoutMs = idleTimeoutMs
         self.sandbox = sandbox
+        self.codeFree = codeFree
     }
 }
 
@@ -2318,6 +2326,9 @@ extension RpcConfig: Equatable, Hashable {
         if lhs.sandbox != rhs.sandbox {
             return false
         }
+        if lhs.codeFree != rhs.codeFree {
+            return false
+        }
         return true
     }
 
@@ -2331,6 +2342,7 @@ extension RpcConfig: Equatable, Hashable {
         hasher.combine(sessionThreads)
         hasher.combine(idleTimeoutMs)
         hasher.combine(sandbox)
+        hasher.combine(codeFree)
     }
 }
 
@@ -2351,7 +2363,8 @@ public struct FfiConverterTypeRpcConfig: FfiConverterRustBuffer {
                 maxSessions: FfiConverterUInt32.read(from: &buf), 
                 sessionThreads: FfiConverterUInt32.read(from: &buf), 
                 idleTimeoutMs: FfiConverterUInt64.read(from: &buf), 
-                sandbox: FfiConverterOptionString.read(from: &buf)
+                sandbox: FfiConverterOptionString.read(from: &buf), 
+                codeFree: FfiConverterBool.read(from: &buf)
         )
     }
 
@@ -2365,6 +2378,7 @@ public struct FfiConverterTypeRpcConfig: FfiConverterRustBuffer {
         FfiConverterUInt32.write(value.sessionThreads, into: &buf)
         FfiConverterUInt64.write(value.idleTimeoutMs, into: &buf)
         FfiConverterOptionString.write(value.sandbox, into: &buf)
+        FfiConverterBool.write(value.codeFree, into: &buf)
     }
 }
 
@@ -3439,6 +3453,16 @@ public func setLogSink(sink: LogSink?, level: UInt8)  {try! rustCall() {
 }
 }
 /**
+ * The prefixes of the models linked into the program as TVM system libraries
+ * (docs/system-lib.md), sorted.
+ */
+public func systemLibPrefixes() -> [String]  {
+    return try!  FfiConverterSequenceString.lift(try! rustCall() {
+    uniffi_mote_swift_fn_func_system_lib_prefixes($0
+    )
+})
+}
+/**
  * Remove the function registered under `name`; whether there was one.
  */
 public func unregisterFunction(name: String) -> Bool  {
@@ -3501,6 +3525,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_func_set_log_sink() != 44147) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mote_swift_checksum_func_system_lib_prefixes() != 13102) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_func_unregister_function() != 60277) {

@@ -55,6 +55,31 @@ final class RPCServerTests: XCTestCase {
         XCTAssertNotEqual(after, 0)
     }
 
+    /// A server that loads uploads as data only, as on an iPhone: TVM's client runs and times
+    /// code-free models of the offload zoo and gets mlp.so refused as not code-free
+    /// (rpc/tests/python/code_free.py).
+    func testACodeFreeServerRunsCodeFreeUploadsAndRefusesCode() throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../../rpc/tests/python/code_free.py").standardized.path
+        var config = RPCServer.Configuration()
+        config.codeFree = true
+        let server = try RPCServer(config)
+        defer { server.stop() }
+        let port = try XCTUnwrap(server.port)
+        let python = try Env.require("MOTE_PYTHON")
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: python)
+        p.arguments = [script, "127.0.0.1", String(port), try Env.zoo(), try Env.require("MOTE_OFFLOAD_ZOO_DIR")]
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        p.standardError = pipe
+        try p.run()
+        let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        XCTAssertEqual(p.terminationStatus, 0, out)
+        XCTAssertTrue(out.contains("code_free: ok (3 models)"), out)
+    }
+
     func testBadSettingsAndPortInUse() throws {
         let a = try RPCServer()
         defer { a.stop() }

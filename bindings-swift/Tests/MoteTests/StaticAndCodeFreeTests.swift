@@ -41,6 +41,7 @@ final class StaticAndCodeFreeTests: XCTestCase {
         let names = try Env.require("MOTE_SYSLIB_MODELS").split(separator: ",").map(String.init)
         XCTAssertFalse(names.isEmpty)
         let dir = try Env.zoo()
+        XCTAssertTrue(Set(names.map { $0 + "_" }).isSubset(of: Set(Model.systemLibPrefixes)), "\(Model.systemLibPrefixes)")
         var checked = 0
         for m in try manifest(dir) where names.contains(m["name"] as! String) {
             let name = m["name"] as! String

@@ -583,6 +583,12 @@ void uniffi_mote_swift_fn_func_register_function(RustBuffer name, void*_Nonnull 
 void uniffi_mote_swift_fn_func_set_log_sink(RustBuffer sink, uint8_t level, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_SYSTEM_LIB_PREFIXES
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_SYSTEM_LIB_PREFIXES
+RustBuffer uniffi_mote_swift_fn_func_system_lib_prefixes(RustCallStatus *_Nonnull out_status
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_UNREGISTER_FUNCTION
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_UNREGISTER_FUNCTION
 int8_t uniffi_mote_swift_fn_func_unregister_function(RustBuffer name, RustCallStatus *_Nonnull out_status
@@ -931,6 +937,12 @@ uint16_t uniffi_mote_swift_checksum_func_register_function(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_SET_LOG_SINK
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_SET_LOG_SINK
 uint16_t uniffi_mote_swift_checksum_func_set_log_sink(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_SYSTEM_LIB_PREFIXES
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_SYSTEM_LIB_PREFIXES
+uint16_t uniffi_mote_swift_checksum_func_system_lib_prefixes(void
     
 );
 #endif
