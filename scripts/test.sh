@@ -107,6 +107,9 @@ step "check builds for iOS, macOS, Android"
 scripts/check-mobile.sh || fail "mobile check builds"
 record "check builds: ok"
 
+step "Apple: Mote.xcframework (static libraries for iOS, the simulator and macOS; Mach-O checks)"
+check_suite scripts/build-xcframework.sh xcframework "xcframework" "XCFramework build/checks"
+
 step "summary"
 printf '%s\n' "${results[@]}"
 total_p=0; total_f=0
