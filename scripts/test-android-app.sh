@@ -110,25 +110,6 @@ status=0
 grep -E 'Tests run|FAIL|ERROR|app-test:' "$OUT/mvn.log" | sed 's/\x1b\[[0-9;]*m//g' >&2 || true
 [ "$status" -eq 0 ] || log "mvn test failed (exit $status); the whole log: $OUT/mvn.log"
 
-tests=0; failures=0
-if compgen -G "$reports/TEST-*.xml" >/dev/null; then
-    read -r tests failures < <("$MOTE_PYTHON" - "$reports" <<'PY'
-import glob, sys, xml.etree.ElementTree as ET
-t = f = 0
-for p in glob.glob(sys.argv[1] + "/TEST-*.xml"):
-    r = ET.parse(p).getroot()
-    t += int(r.get("tests", 0))
-    f += int(r.get("failures", 0)) + int(r.get("errors", 0)) + int(r.get("skipped", 0))
-print(t, f)
-PY
-)
-fi
-if [ "$tests" -eq 0 ]; then
-    log "surefire ran no tests"
-    failures=$((failures + 1))
-fi
-if [ "$status" -ne 0 ] && [ "$failures" -eq 0 ]; then
-    failures=1
-fi
-echo "android app checks: $((tests - failures < 0 ? 0 : tests - failures)) passed, $failures failed"
-[ "$failures" -eq 0 ]
+# shellcheck source=scripts/lib/surefire-summary.sh
+. "$ROOT/scripts/lib/surefire-summary.sh"
+surefire_summary "android app" "$reports" "$status" "$MOTE_PYTHON"

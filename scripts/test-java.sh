@@ -120,25 +120,6 @@ status=0
     | sed 's/\x1b\[[0-9;]*m//g' || status=$?
 
 reports=bindings-java/java/target/surefire-reports
-tests=0; failures=0
-if compgen -G "$reports/TEST-*.xml" >/dev/null; then
-    read -r tests failures < <("$python" - "$reports" <<'PY'
-import glob, sys, xml.etree.ElementTree as ET
-t = f = 0
-for p in glob.glob(sys.argv[1] + "/TEST-*.xml"):
-    r = ET.parse(p).getroot()
-    t += int(r.get("tests", 0))
-    f += int(r.get("failures", 0)) + int(r.get("errors", 0)) + int(r.get("skipped", 0))
-print(t, f)
-PY
-)
-fi
-if [ "$tests" -eq 0 ]; then
-    log "surefire ran no tests"
-    failures=$((failures + 1))
-fi
-if [ "$status" -ne 0 ] && [ "$failures" -eq 0 ]; then
-    failures=1
-fi
-echo "java checks: $((tests - failures < 0 ? 0 : tests - failures)) passed, $failures failed"
-[ "$failures" -eq 0 ]
+# shellcheck source=scripts/lib/surefire-summary.sh
+. "$ROOT/scripts/lib/surefire-summary.sh"
+surefire_summary "java" "$reports" "$status" "$python"

@@ -95,25 +95,7 @@ pub fn exception_class(code: ErrorCode) -> &'static str {
 }
 
 /// Every code, for the table test.
-pub const ALL_CODES: [ErrorCode; 17] = [
-    ErrorCode::Io,
-    ErrorCode::Load,
-    ErrorCode::Format,
-    ErrorCode::Unsupported,
-    ErrorCode::MissingFunctions,
-    ErrorCode::UnknownFunction,
-    ErrorCode::ArgumentCount,
-    ErrorCode::Mismatch,
-    ErrorCode::Kernel,
-    ErrorCode::Callback,
-    ErrorCode::InvalidArgument,
-    ErrorCode::Npy,
-    ErrorCode::Vm,
-    ErrorCode::OutOfMemory,
-    ErrorCode::Subgraph,
-    ErrorCode::Backend,
-    ErrorCode::Busy,
-];
+pub const ALL_CODES: [ErrorCode; 17] = ErrorCode::ALL;
 
 /// Throw `class` with `msg` unless a Java exception is already pending (which then wins).
 fn throw(env: &mut Env<'_>, class: &str, msg: &str) -> jni::errors::Result<()> {

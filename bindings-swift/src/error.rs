@@ -43,28 +43,10 @@ impl From<uniffi::UnexpectedUniFFICallbackError> for NativeError {
 }
 
 /// Every code, in order.
-pub(crate) const ALL_CODES: [ErrorCode; 17] = [
-    ErrorCode::Io,
-    ErrorCode::Load,
-    ErrorCode::Format,
-    ErrorCode::Unsupported,
-    ErrorCode::MissingFunctions,
-    ErrorCode::UnknownFunction,
-    ErrorCode::ArgumentCount,
-    ErrorCode::Mismatch,
-    ErrorCode::Kernel,
-    ErrorCode::Callback,
-    ErrorCode::InvalidArgument,
-    ErrorCode::Npy,
-    ErrorCode::Vm,
-    ErrorCode::OutOfMemory,
-    ErrorCode::Subgraph,
-    ErrorCode::Backend,
-    ErrorCode::Busy,
-];
+pub(crate) const ALL_CODES: [ErrorCode; 17] = ErrorCode::ALL;
 
 /// The Swift case name of a code. The match is exhaustive, so a new code fails to compile here
-/// until it is named (and `ALL_CODES` above must then list it).
+/// until it is named here (`ErrorCode::ALL` lists every code).
 pub(crate) fn code_name(c: ErrorCode) -> &'static str {
     match c {
         ErrorCode::Io => "io",

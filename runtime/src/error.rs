@@ -121,6 +121,30 @@ pub enum ErrorCode {
     Busy = 17,
 }
 
+impl ErrorCode {
+    /// Every code, in numeric order: the table each binding maps one to one (a binding's test
+    /// walks it, so a new code fails there until the binding names it).
+    pub const ALL: [ErrorCode; 17] = [
+        ErrorCode::Io,
+        ErrorCode::Load,
+        ErrorCode::Format,
+        ErrorCode::Unsupported,
+        ErrorCode::MissingFunctions,
+        ErrorCode::UnknownFunction,
+        ErrorCode::ArgumentCount,
+        ErrorCode::Mismatch,
+        ErrorCode::Kernel,
+        ErrorCode::Callback,
+        ErrorCode::InvalidArgument,
+        ErrorCode::Npy,
+        ErrorCode::Vm,
+        ErrorCode::OutOfMemory,
+        ErrorCode::Subgraph,
+        ErrorCode::Backend,
+        ErrorCode::Busy,
+    ];
+}
+
 impl Error {
     /// The stable code of this error.
     pub fn code(&self) -> ErrorCode {
@@ -148,6 +172,16 @@ impl Error {
         Error::Io {
             path: path.into(),
             source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod code_tests {
+    #[test]
+    fn all_codes_are_listed_in_numeric_order() {
+        for (i, c) in super::ErrorCode::ALL.iter().enumerate() {
+            assert_eq!(*c as u32, i as u32 + 1, "{c:?}");
         }
     }
 }
