@@ -127,10 +127,11 @@ public final class ServerController: @unchecked Sendable {
     @discardableResult
     public func start(_ settings: AppSettings) throws -> ServerStatus {
         try settings.validate()
-        stop(quietly: true)
         lock.lock()
-        generation += 1
+        generation += 1   // the running watchdog, if any, ends at its next look
         let gen = generation
+        let old = server
+        server = nil
         wanted = settings
         servedBefore = 0
         refusedBefore = 0
@@ -144,36 +145,31 @@ public final class ServerController: @unchecked Sendable {
         note(.info, linkedModels.isEmpty
              ? "no models linked into the app (README: Models/libmodels.a)"
              : "linked models: \(linkedModels.joined(separator: ", ")) (ffi.SystemLib(prefix))")
+        lock.broadcast()
+        lock.unlock()
+        // The server being replaced frees its port before the new one binds (outside the lock:
+        // a stop waits for running calls).
+        old?.stop()
+        lock.lock()
+        defer { lock.unlock() }
+        // A later start() or stop() took over while the old server stopped: leave it to them.
+        guard generation == gen else { return current }
         attemptStart()
         publish()
-        let result = current
-        lock.unlock()
         let watchdog = Thread { self.watch(gen) }
         watchdog.name = "mote-rpc-watchdog"
         watchdog.start()
-        return result
+        return current
     }
 
     /// Stop the server and wait for it (running calls finish first); the watchdog starts
     /// nothing after this. Stopping a stopped controller does nothing.
-    public func stop() { stop(quietly: false) }
-
-    /// ``stop()`` off the caller's thread (for the main actor: a stop may wait for a call).
-    public func stop() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async {
-                self.stop()
-                c.resume()
-            }
-        }
-    }
-
-    private func stop(quietly: Bool) {
+    public func stop() {
         lock.lock()
         let wasWanted = wanted != nil
         generation += 1
-        wanted = nil
         let gen = generation
+        wanted = nil
         let s = server
         server = nil
         current.phase = .stopped
@@ -182,7 +178,7 @@ public final class ServerController: @unchecked Sendable {
         current.activeSessions = 0
         current.tracker = nil
         current.proxy = nil
-        if wasWanted && !quietly { note(.info, "stopping") }
+        if wasWanted { note(.info, "stopping") }
         lock.broadcast()   // wake the watchdog: it sees the new generation and ends
         publish()
         lock.unlock()
@@ -196,6 +192,16 @@ public final class ServerController: @unchecked Sendable {
         }
         note(.info, "server stopped (\(current.servedSessions) sessions served)")
         lock.unlock()
+    }
+
+    /// ``stop()`` off the caller's thread (for the main actor: a stop may wait for a call).
+    public func stop() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                self.stop()
+                c.resume()
+            }
+        }
     }
 
     // MARK: - Watchdog

@@ -145,6 +145,27 @@ final class ServerControllerTests: XCTestCase {
         XCTAssertTrue(accepts(port: port))
     }
 
+    /// Starts from several threads at once leave one server running and none behind: after
+    /// stop(), no port any start reported accepts.
+    func testConcurrentStartsLeaveOneServer() throws {
+        let controller = ServerController(options: fastOptions())
+        let ports = PortRecorder()
+        DispatchQueue.concurrentPerform(iterations: 6) { _ in
+            if let p = (try? controller.start(self.loopback()))?.port { ports.add(p) }
+        }
+        XCTAssertTrue(waitUntil(10) { controller.status.isRunning }, controller.status.summary)
+        let running = try XCTUnwrap(controller.status.port)
+        ports.add(running)
+        XCTAssertTrue(accepts(port: running))
+        let others = ports.all.filter { $0 != running }
+        XCTAssertTrue(others.allSatisfy { !accepts(port: $0) }, "replaced servers still listen: \(others)")
+        controller.stop()
+        XCTAssertEqual(controller.status.phase, .stopped)
+        XCTAssertTrue(ports.all.allSatisfy { !accepts(port: $0) }, "\(ports.all)")
+        Thread.sleep(forTimeInterval: 0.3)
+        XCTAssertNil(controller.currentServerForTesting, "no watchdog started a server after stop")
+    }
+
     func testBadSettingsStartNothing() throws {
         let controller = ServerController(options: fastOptions())
         XCTAssertThrowsError(try controller.start(AppSettings(host: "", port: 9190, key: "k", mode: .tracker))) {
@@ -155,6 +176,39 @@ final class ServerControllerTests: XCTestCase {
         }
         XCTAssertEqual(controller.status.phase, .stopped)
         XCTAssertNil(controller.currentServerForTesting)
+    }
+
+    /// Proxy mode through TVM's own proxy: nothing listens on the phone; TVM's client reaches
+    /// the linked models through the proxy.
+    func testProxyModeThroughTVMsProxy() throws {
+        let python = try Env.python(), zoo = try Env.zoo()
+        let proxyPort = freePort()
+        let proxy = Process()
+        proxy.executableURL = URL(fileURLWithPath: python)
+        proxy.arguments = ["-m", "tvm.exec.rpc_proxy", "--host", "127.0.0.1", "--port", String(proxyPort),
+                           "--port-end", String(proxyPort + 1), "--web-port", "0"]
+        proxy.standardOutput = FileHandle.nullDevice
+        proxy.standardError = FileHandle.nullDevice
+        try proxy.run()
+        defer { proxy.terminate(); proxy.waitUntilExit() }
+        XCTAssertTrue(waitUntil(30) { accepts(port: proxyPort) }, "TVM's proxy never listened")
+
+        let controller = ServerController(options: fastOptions())
+        defer { controller.stop() }
+        try controller.start(AppSettings(host: "127.0.0.1", port: Int(proxyPort), key: "iphone-proxy", mode: .proxy))
+        XCTAssertTrue(waitUntil(30) { controller.status.proxy?.waiting == true }, controller.status.summary)
+        XCTAssertNil(controller.status.port, "nothing listens in proxy mode")
+        XCTAssertNil(controller.status.tracker)
+
+        let (code, out) = try runPython([Env.root + "/python/rpc_zoo_client.py", "--host", "127.0.0.1",
+                                         "--port", String(proxyPort), "--key", "iphone-proxy", "--zoo", zoo,
+                                         "--system-lib", "--only", "mlp"])
+        XCTAssertEqual(code, 0, out)
+        XCTAssertTrue(out.contains("ok   mlp.forward"), out)
+        XCTAssertTrue(waitUntil(10) { controller.status.servedSessions == 1 }, controller.status.summary)
+        XCTAssertEqual(controller.status.proxy?.sessions, 1, controller.status.summary)
+        controller.stop()
+        XCTAssertEqual(controller.status.phase, .stopped)
     }
 
     /// e of the brief: tracker mode through TVM's own tracker; TVM's client gets a session from
@@ -211,5 +265,23 @@ final class PhaseRecorder: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return seen
+    }
+}
+
+/// Ports seen from several threads.
+final class PortRecorder: @unchecked Sendable {
+    private let lock = NSLock()
+    private var ports: Set<UInt16> = []   // guarded by `lock`
+
+    func add(_ p: UInt16) {
+        lock.lock()
+        defer { lock.unlock() }
+        ports.insert(p)
+    }
+
+    var all: [UInt16] {
+        lock.lock()
+        defer { lock.unlock() }
+        return ports.sorted()
     }
 }
