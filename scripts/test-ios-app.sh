@@ -13,8 +13,10 @@
 #    linking target/debug/libmote_swift.so through the `Mote` package (MOTE_SWIFT_LIB_DIR). The
 #    tests run TVM's Python client with MOTE_PYTHON inside the chroot: the interpreter the venv
 #    points at is bound in too.
-# The app target (ios-app/App, SwiftUI) is not built here: no Apple SDK (ios-app/README.md).
-# Ends with `ios app checks: N passed, M failed` (N: XCTest cases that passed).
+# 4. Two checks of the app target, which is not built here (no SwiftUI or Apple SDK:
+#    ios-app/README.md): `swiftc -parse` of ios-app/App/*.swift (syntax only, no types), and
+#    App/Info.plist read with plistlib, with its bundle keys and NSLocalNetworkUsageDescription.
+# Ends with `ios app checks: N passed, M failed` (N: XCTest cases that passed + those two).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 ROOT=$(git -C "$HERE" rev-parse --show-toplevel 2>/dev/null || (cd "$HERE/.." && pwd -P))
@@ -61,6 +63,31 @@ ar rcs "$syslib_dir/libzoo_syslib.a" "$syslib_dir"/*.o || fail "ar failed"
 MOTE_SYSLIB_MODELS=$(IFS=,; echo "${syslib_models[*]}")
 export MOTE_SYSLIB_MODELS
 
+app_passed=0
+app_failed=0
+echo "=== test-ios-app: swiftc -parse ios-app/App/*.swift (syntax only) ===" >&2
+if "$HERE/in-trixie.sh" sh -c 'swiftc -parse ios-app/App/*.swift' >&2; then
+  app_passed=$(( app_passed + 1 ))
+else
+  echo "test-ios-app: ios-app/App/*.swift do not parse" >&2; app_failed=$(( app_failed + 1 ))
+fi
+echo "=== test-ios-app: ios-app/App/Info.plist ===" >&2
+if "$MOTE_PYTHON" - "$ROOT/ios-app/App/Info.plist" >&2 <<'PY'; then
+import plistlib, sys
+p = plistlib.load(open(sys.argv[1], "rb"))
+need = ["CFBundleIdentifier", "CFBundleExecutable", "CFBundlePackageType", "NSLocalNetworkUsageDescription",
+        "UILaunchScreen"]
+missing = [k for k in need if k not in p]
+assert not missing, f"Info.plist lacks {missing}"
+assert p["CFBundlePackageType"] == "APPL" and p["NSLocalNetworkUsageDescription"].strip()
+assert "UIBackgroundModes" not in p, "the app claims no background mode (README)"
+print("Info.plist: ok")
+PY
+  app_passed=$(( app_passed + 1 ))
+else
+  echo "test-ios-app: ios-app/App/Info.plist is not what the app needs" >&2; app_failed=$(( app_failed + 1 ))
+fi
+
 echo "=== test-ios-app: swift test in ios-app (trixie chroot) ===" >&2
 set +e
 MOTE_SWIFT_LIB_DIR="${CARGO_TARGET_DIR:-$ROOT/target}/debug" MOTE_PYTHON="$MOTE_PYTHON" \
@@ -72,6 +99,8 @@ set -e
 passed=$(grep -cE "^Test Case '.*' passed" "$log" || true)
 failed=$(grep -cE "^Test Case '.*' failed" "$log" || true)
 if [ "$rc" != 0 ] && [ "$failed" = 0 ]; then failed=1; fi   # a crash or build failure
-if [ "$passed" = 0 ]; then failed=$(( failed + 1 )); fi    # nothing ran: never a pass
+if [ "$passed" = 0 ]; then failed=$(( failed + 1 )); fi    # no XCTest case passed: never a pass
+passed=$(( passed + app_passed ))
+failed=$(( failed + app_failed ))
 echo "ios app checks: $passed passed, $failed failed"
 [ "$failed" = 0 ]

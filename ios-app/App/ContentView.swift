@@ -1,4 +1,5 @@
 import SwiftUI
+import UIKit
 import RPCAppCore
 
 /// The app's one screen: mode, host, port and key; Start and Stop; the status, this device's
@@ -59,7 +60,7 @@ struct ContentView: View {
                         VStack(alignment: .leading, spacing: 2) {
                             Text(line.message)
                                 .font(.system(.caption, design: .monospaced))
-                                .foregroundColor(line.level <= .warn ? .red : .primary)
+                                .foregroundColor(line.isProblem ? .red : .primary)
                             Text("\(line.date, style: .time)  \(line.source)")
                                 .font(.caption2)
                                 .foregroundColor(.secondary)

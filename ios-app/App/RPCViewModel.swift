@@ -20,7 +20,7 @@ final class RPCViewModel: ObservableObject {
     @Published private(set) var deviceAddresses: [String] = []
 
     let controller: ServerController
-    private let store: SettingsStore
+    private let store: any SettingsStore
     private var resumeWhenActive = false
     private var backgroundTask = UIBackgroundTaskIdentifier.invalid
     // The two loops below run for the life of the model (the app's, as a @StateObject of the
@@ -28,7 +28,7 @@ final class RPCViewModel: ObservableObject {
     private var statusTask: Task<Void, Never>?
     private var logTask: Task<Void, Never>?
 
-    init(store: SettingsStore, controller: ServerController = ServerController()) {
+    init(store: any SettingsStore, controller: ServerController = ServerController()) {
         self.store = store
         self.controller = controller
         let saved = store.loadOrDefaults()

@@ -13,6 +13,9 @@ public struct LogLine: Sendable, Equatable, Identifiable {
     public let source: String
     /// The text.
     public let message: String
+
+    /// An error or a warning (the screen shows these in red).
+    public var isProblem: Bool { level == .error || level == .warn }
 }
 
 /// The last ``capacity`` log lines; older ones are dropped (``dropped`` counts them).

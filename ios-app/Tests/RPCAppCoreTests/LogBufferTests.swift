@@ -29,3 +29,11 @@ final class LogBufferTests: XCTestCase {
         XCTAssertEqual(Set(b.snapshot.map(\.id)).count, 100)
     }
 }
+
+final class LogLineTests: XCTestCase {
+    func testProblemsAreErrorsAndWarnings() {
+        let b = LogBuffer(capacity: 10)
+        for level in [Logging.Level.error, .warn, .info, .debug, .trace] { b.append(level, "t", "x") }
+        XCTAssertEqual(b.snapshot.map(\.isProblem), [true, true, false, false, false])
+    }
+}
