@@ -17,6 +17,9 @@ import Mote
 /// - Mote's log records (`Logging.setHandler`, level `.info`) and the controller's own lines
 ///   go to ``log``, a bounded buffer.
 ///
+/// The watchdog thread holds the controller while a server is wanted: a started controller
+/// lives until ``stop()``, even when the app lets go of it.
+///
 /// **Sendable: yes.** Every method may be called from any thread. One lock guards all mutable
 /// state; the server is started under it (binding a socket is quick) but stopped outside it
 /// (a stop waits for running calls). Observers are called in order on one serial queue, never
@@ -78,11 +81,6 @@ public final class ServerController: @unchecked Sendable {
         linkedModels = Model.systemLibPrefixes
         current.linkedModels = linkedModels
         MoteLogRouter.shared.add(log)
-    }
-
-    deinit {
-        // The watchdog thread keeps the controller alive while a server is wanted, so this runs
-        // after stop() (or when nothing was started): nothing is left to stop.
     }
 
     /// The status now.
