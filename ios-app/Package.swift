@@ -1,0 +1,30 @@
+// swift-tools-version:5.9
+// The iOS RPC app's logic, `RPCAppCore` (Foundation only: it builds and is tested on Linux), over
+// the `Mote` package next door. The app itself (App/, SwiftUI) is an Xcode target made from
+// project.yml; it is not part of this package (README.md).
+import PackageDescription
+
+let package = Package(
+    name: "MoteRPCApp",
+    platforms: [.iOS(.v15), .macOS(.v12)],
+    products: [
+        .library(name: "RPCAppCore", targets: ["RPCAppCore"]),
+    ],
+    dependencies: [
+        // A path dependency: Mote's Package.swift links libmote_swift with unsafeFlags on
+        // Linux, which SwiftPM accepts from local packages only.
+        .package(path: "../bindings-swift"),
+    ],
+    targets: [
+        .target(
+            name: "RPCAppCore",
+            dependencies: [.product(name: "Mote", package: "bindings-swift")],
+            path: "Sources/RPCAppCore"
+        ),
+        .testTarget(
+            name: "RPCAppCoreTests",
+            dependencies: ["RPCAppCore", .product(name: "Mote", package: "bindings-swift")],
+            path: "Tests/RPCAppCoreTests"
+        ),
+    ]
+)

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The iOS RPC app's core (ios-app/, package MoteRPCApp, target RPCAppCore): `swift test` on Linux.
+#
+#   MOTE_ZOO_DIR=... MOTE_OFFLOAD_ZOO_DIR=... MOTE_PYTHON=... scripts/test-ios-app.sh
+#
+# 1. `cargo build -p mote-swift` on the host (as scripts/test-swift.sh does, and for the same
+#    reason: the library links only glibc symbols older than trixie's, so the chroot's Swift
+#    links and runs it).
+# 2. The zoo's system-library objects (syslib/NAME.tar of MOTE_ZOO_DIR) in one archive, linked
+#    whole into the test executable (docs/system-lib.md §5), as a phone app links its models;
+#    MOTE_SYSLIB_MODELS names them for the tests.
+# 3. `swift test` (XCTest, Swift 6.0.3) in ios-app/ in the trixie chroot (scripts/in-trixie.sh),
+#    linking target/debug/libmote_swift.so through the `Mote` package (MOTE_SWIFT_LIB_DIR). The
+#    tests run TVM's Python client with MOTE_PYTHON inside the chroot: the interpreter the venv
+#    points at is bound in too.
+# 4. Two checks of the app target, which is not built here (no SwiftUI or Apple SDK:
+#    ios-app/README.md): `swiftc -parse` of ios-app/App/*.swift (syntax only, no types), and
+#    App/Info.plist read with plistlib, with its bundle keys and NSLocalNetworkUsageDescription.
+# Ends with `ios app checks: N passed, M failed` (N: XCTest cases that passed + those two).
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+ROOT=$(git -C "$HERE" rev-parse --show-toplevel 2>/dev/null || (cd "$HERE/.." && pwd -P))
+cd "$ROOT"
+
+missing=()
+[ -n "${MOTE_ZOO_DIR:-}" ] && [ -f "${MOTE_ZOO_DIR}/manifest.json" ] || missing+=("MOTE_ZOO_DIR (the x86_64 zoo: \`scripts/zoo.sh | tail -1\`)")
+[ -n "${MOTE_OFFLOAD_ZOO_DIR:-}" ] && [ -f "${MOTE_OFFLOAD_ZOO_DIR}/manifest.json" ] || missing+=("MOTE_OFFLOAD_ZOO_DIR (the x86_64 offload zoo: \`scripts/offload-zoo.sh | tail -1\`)")
+[ -n "${MOTE_PYTHON:-}" ] && [ -x "${MOTE_PYTHON}" ] || missing+=("MOTE_PYTHON (the TVM 0.27 venv's python: \`scripts/venv.sh\`)")
+if [ ${#missing[@]} -gt 0 ]; then
+  for m in "${missing[@]}"; do echo "test-ios-app: set $m" >&2; done
+  echo "ios app checks: 0 passed, 1 failed"
+  exit 1
+fi
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+fail() { echo "test-ios-app: $*" >&2; echo "ios app checks: ${passed:-0} passed, $(( ${failed:-0} + 1 )) failed"; exit 1; }
+
+echo "=== test-ios-app: cargo build -p mote-swift ===" >&2
+cargo build --locked -p mote-swift --features bindgen >&2 || fail "cargo build failed"
+
+# The interpreter behind the venv's python, bound into the chroot at the same path.
+real_python=$(readlink -f "$MOTE_PYTHON")
+py_prefix=$(dirname "$(dirname "$real_python")")
+case "$py_prefix" in
+  /usr | /usr/local) binds="" ;;   # a system python: the chroot has its own /usr (not bound)
+  *) binds=$py_prefix ;;
+esac
+
+syslib_dir="${CARGO_TARGET_DIR:-$ROOT/target}/ios-app-syslib"
+rm -rf "$syslib_dir" && mkdir -p "$syslib_dir"
+syslib_models=()
+while read -r name archive; do
+  mkdir -p "$syslib_dir/$name"
+  tar -xf "$MOTE_ZOO_DIR/$archive" -C "$syslib_dir/$name" || fail "cannot unpack $archive"
+  for o in "$syslib_dir/$name"/*.o; do mv "$o" "$syslib_dir/${name}_$(basename "$o")"; done
+  syslib_models+=("$name")
+done < <("$MOTE_PYTHON" -c 'import json, sys
+for m in json.load(open(sys.argv[1]))["models"]:
+    if "system_lib" in m: print(m["name"], m["system_lib"]["archive"])' "$MOTE_ZOO_DIR/manifest.json")
+[ ${#syslib_models[@]} -gt 0 ] || fail "the zoo at $MOTE_ZOO_DIR has no system-library builds (scripts/zoo.sh | tail -1 gives the current zoo)"
+ar rcs "$syslib_dir/libzoo_syslib.a" "$syslib_dir"/*.o || fail "ar failed"
+MOTE_SYSLIB_MODELS=$(IFS=,; echo "${syslib_models[*]}")
+export MOTE_SYSLIB_MODELS
+
+app_passed=0
+app_failed=0
+echo "=== test-ios-app: swiftc -parse ios-app/App/*.swift (syntax only) ===" >&2
+if "$HERE/in-trixie.sh" sh -c 'swiftc -parse ios-app/App/*.swift' >&2; then
+  app_passed=$(( app_passed + 1 ))
+else
+  echo "test-ios-app: ios-app/App/*.swift do not parse" >&2; app_failed=$(( app_failed + 1 ))
+fi
+echo "=== test-ios-app: ios-app/App/Info.plist ===" >&2
+if "$MOTE_PYTHON" - "$ROOT/ios-app/App/Info.plist" >&2 <<'PY'; then
+import plistlib, sys
+p = plistlib.load(open(sys.argv[1], "rb"))
+need = ["CFBundleIdentifier", "CFBundleExecutable", "CFBundlePackageType", "NSLocalNetworkUsageDescription",
+        "UILaunchScreen"]
+missing = [k for k in need if k not in p]
+assert not missing, f"Info.plist lacks {missing}"
+assert p["CFBundlePackageType"] == "APPL" and p["NSLocalNetworkUsageDescription"].strip()
+assert "UIBackgroundModes" not in p, "the app claims no background mode (README)"
+print("Info.plist: ok")
+PY
+  app_passed=$(( app_passed + 1 ))
+else
+  echo "test-ios-app: ios-app/App/Info.plist is not what the app needs" >&2; app_failed=$(( app_failed + 1 ))
+fi
+
+echo "=== test-ios-app: swift test in ios-app (trixie chroot) ===" >&2
+set +e
+MOTE_SWIFT_LIB_DIR="${CARGO_TARGET_DIR:-$ROOT/target}/debug" MOTE_PYTHON="$MOTE_PYTHON" \
+MOTE_TRIXIE_BINDS="${MOTE_TRIXIE_BINDS:-} $binds" \
+  "$HERE/in-trixie.sh" sh -c 'cd ios-app && swift test -Xlinker --whole-archive \
+    -Xlinker "$0" -Xlinker --no-whole-archive -Xlinker -lm 2>&1' "$syslib_dir/libzoo_syslib.a" | tee "$log" >&2
+rc=${PIPESTATUS[0]}
+set -e
+passed=$(grep -cE "^Test Case '.*' passed" "$log" || true)
+failed=$(grep -cE "^Test Case '.*' failed" "$log" || true)
+if [ "$rc" != 0 ] && [ "$failed" = 0 ]; then failed=1; fi   # a crash or build failure
+if [ "$passed" = 0 ]; then failed=$(( failed + 1 )); fi    # no XCTest case passed: never a pass
+passed=$(( passed + app_passed ))
+failed=$(( failed + app_failed ))
+echo "ios app checks: $passed passed, $failed failed"
+[ "$failed" = 0 ]
