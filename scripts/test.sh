@@ -92,6 +92,9 @@ check_suite scripts/test-android-app.sh android-app-tests "android app" "Android
 step "Swift bindings (uniffi drift, swift test in the trixie chroot)"
 check_suite scripts/test-swift.sh swift-tests "swift" "Swift binding tests"
 
+step "iOS RPC app core (swift test of ios-app in the trixie chroot, TVM's client through the controller)"
+check_suite scripts/test-ios-app.sh ios-app-tests "ios app" "iOS app core tests"
+
 step "aarch64 tests under qemu (trixie Rust 1.85)"
 MOTE_OFFLOAD_ZOO_DIR_X86_64="$MOTE_OFFLOAD_ZOO_DIR" scripts/test-aarch64.sh 2>&1 | tee "$MOTE_CACHE/last-aarch64-tests.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "aarch64 tests"
