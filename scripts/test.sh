@@ -12,7 +12,8 @@
 #      including the offload zoo on the real ACL through libmote_acl.so; the shim's own C test;
 #   5. the phone, simulated: the aarch64 `mote rpc serve` under qemu with the real ACL, driven
 #      by TVM's client on the host (scripts/test-rpc-phone.sh);
-#   6. check builds for iOS, macOS and Android.
+#   6. the Swift bindings and the iOS app's core (swift test in the chroot), a check build for
+#      Android, and Mote.xcframework built for iOS, the simulator and macOS and checked.
 # Tools that are missing are installed (venv, trixie chroot) or the run fails: nothing is
 # skipped. Expensive things are cached under ${MOTE_CACHE:-$HOME/.cache/mote}.
 set -euo pipefail
@@ -106,7 +107,7 @@ check_suite scripts/test-acl.sh acl-tests "acl" "ACL shim tests"
 step "RPC: the phone, simulated (aarch64 server under qemu with ACL, TVM's client on the host)"
 check_suite scripts/test-rpc-phone.sh rpc-phone "rpc phone" "RPC phone simulation"
 
-step "check builds for iOS, macOS, Android"
+step "check build for Android (mote, mote-ffi, mote-rpc, mote-swift)"
 scripts/check-mobile.sh || fail "mobile check builds"
 record "check builds: ok"
 
