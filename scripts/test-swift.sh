@@ -15,6 +15,8 @@
 # Ends with `swift checks: N passed, M failed` (N: XCTest cases that passed).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+# shellcheck source=lib/swift-common.sh
+. "$HERE/lib/swift-common.sh"
 ROOT=$(git -C "$HERE" rev-parse --show-toplevel 2>/dev/null || (cd "$HERE/.." && pwd -P))
 cd "$ROOT"
 
@@ -38,30 +40,12 @@ echo "=== test-swift: scripts/swift-bindings.sh --check ===" >&2
 "$HERE/swift-bindings.sh" --check || fail "generated bindings drifted (run scripts/swift-bindings.sh)"
 
 # The interpreter behind the venv's python, bound into the chroot at the same path.
-real_python=$(readlink -f "$MOTE_PYTHON")
-py_prefix=$(dirname "$(dirname "$real_python")")
-case "$py_prefix" in
-  /usr | /usr/local) binds="" ;;   # a system python: the chroot has its own /usr (not bound)
-  *) binds=$py_prefix ;;
-esac
+binds=$(python_binds "$MOTE_PYTHON")
 
 # The zoo's system-library objects in one archive, linked whole into the test executable
 # (docs/system-lib.md): the static-model tests load them by prefix.
 syslib_dir="${CARGO_TARGET_DIR:-$ROOT/target}/swift-syslib"
-rm -rf "$syslib_dir" && mkdir -p "$syslib_dir"
-syslib_models=()
-while read -r name archive; do
-  mkdir -p "$syslib_dir/$name"
-  tar -xf "$MOTE_ZOO_DIR/$archive" -C "$syslib_dir/$name" || fail "cannot unpack $archive"
-  for o in "$syslib_dir/$name"/*.o; do mv "$o" "$syslib_dir/${name}_$(basename "$o")"; done
-  syslib_models+=("$name")
-done < <("$MOTE_PYTHON" -c 'import json, sys
-for m in json.load(open(sys.argv[1]))["models"]:
-    if "system_lib" in m: print(m["name"], m["system_lib"]["archive"])' "$MOTE_ZOO_DIR/manifest.json")
-[ ${#syslib_models[@]} -gt 0 ] || fail "the zoo at $MOTE_ZOO_DIR has no system-library builds (scripts/zoo.sh)"
-ar rcs "$syslib_dir/libzoo_syslib.a" "$syslib_dir"/*.o || fail "ar failed"
-MOTE_SYSLIB_MODELS=$(IFS=,; echo "${syslib_models[*]}")
-export MOTE_SYSLIB_MODELS
+zoo_syslib_archive "$syslib_dir" "$MOTE_ZOO_DIR" "$MOTE_PYTHON" || fail "cannot link the zoo's system libraries"
 
 echo "=== test-swift: swift test (trixie chroot) ===" >&2
 set +e
