@@ -1,5 +1,5 @@
-//! Offloaded subgraph descriptions (`docs/subgraph-format.md`, format `mote.subgraph` version 1):
-//! parsing and validation into typed Rust.
+//! Offloaded subgraph descriptions (`docs/subgraph-format.md`, format `mote.subgraph` versions 1
+//! and 2): parsing and validation into typed Rust.
 //!
 //! A description is untrusted input (it comes from a model file). [`Graph::parse`] checks
 //! everything a backend relies on: indices in range, every tensor defined before it is read and
@@ -13,8 +13,14 @@ use serde_json::Value as Json;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
-/// The format version this runtime reads.
-pub const FORMAT_VERSION: i64 = 1;
+/// The highest format version this runtime reads (it reads every version from 1 up to it).
+pub const FORMAT_VERSION: i64 = 2;
+
+/// The lowest format version this runtime reads.
+pub const MIN_FORMAT_VERSION: i64 = 1;
+
+/// Largest rank of a `transpose` (format version 2).
+pub const MAX_TRANSPOSE_RANK: usize = 6;
 
 /// Highest tensor rank accepted (the plug-in ABI carries at most this many dims).
 pub const MAX_RANK: usize = 8;
@@ -104,23 +110,76 @@ impl Layout {
     }
 }
 
-/// A fused activation, in real units.
+/// A fused activation, in real units. The first four are format version 1's (clamps); the
+/// others came with version 2 and apply to float32 only.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Activation {
     None,
     Relu,
     Relu6,
     Clip(f32, f32),
+    /// `1 / (1 + exp(-x))`.
+    Sigmoid,
+    Tanh,
+    /// `x * min(max(x + 3, 0), 6) / 6`.
+    Hardswish,
+    /// `min(max(alpha * x + beta, 0), 1)`: `(alpha, beta)`.
+    Hardsigmoid(f32, f32),
+    /// `x * sigmoid(x)`.
+    Silu,
+    /// `0.5 * x * (1 + erf(x / sqrt(2)))`.
+    Gelu,
+    /// `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`.
+    GeluTanh,
+    /// `x` if `x >= 0`, else `alpha * x`.
+    LeakyRelu(f32),
 }
 
 impl Activation {
-    /// The clamp bounds it applies.
+    /// Whether it is a clamp (`None`, `Relu`, `Relu6`, `Clip`: the activations of version 1,
+    /// the only ones quantized ops take).
+    pub fn is_clamp(self) -> bool {
+        matches!(
+            self,
+            Activation::None | Activation::Relu | Activation::Relu6 | Activation::Clip(..)
+        )
+    }
+
+    /// The clamp bounds it applies; unbounded for the activations that are not clamps (check
+    /// [`Activation::is_clamp`] first).
     pub fn bounds(self) -> (f32, f32) {
         match self {
-            Activation::None => (f32::NEG_INFINITY, f32::INFINITY),
             Activation::Relu => (0.0, f32::INFINITY),
             Activation::Relu6 => (0.0, 6.0),
             Activation::Clip(lo, hi) => (lo, hi),
+            _ => (f32::NEG_INFINITY, f32::INFINITY),
+        }
+    }
+
+    /// Its spelling in the format (without parameters).
+    pub fn name(self) -> &'static str {
+        match self {
+            Activation::None => "none",
+            Activation::Relu => "relu",
+            Activation::Relu6 => "relu6",
+            Activation::Clip(..) => "clip",
+            Activation::Sigmoid => "sigmoid",
+            Activation::Tanh => "tanh",
+            Activation::Hardswish => "hardswish",
+            Activation::Hardsigmoid(..) => "hardsigmoid",
+            Activation::Silu => "silu",
+            Activation::Gelu => "gelu",
+            Activation::GeluTanh => "gelu_tanh",
+            Activation::LeakyRelu(_) => "leaky_relu",
+        }
+    }
+
+    /// The format version that introduced it.
+    pub fn version(self) -> i64 {
+        if self.is_clamp() {
+            1
+        } else {
+            2
         }
     }
 }
@@ -182,6 +241,51 @@ pub enum Op {
     Concatenate {
         axis: usize,
     },
+    // ---- format version 2 ----
+    /// An activation on its own (float32).
+    Activation(Activation),
+    Subtract {
+        activation: Activation,
+    },
+    Divide {
+        activation: Activation,
+    },
+    /// `y = x * scale[c] + shift[c]`, `c` the index along `axis` (normalized to `0..rank`).
+    ScaleShift {
+        axis: usize,
+        activation: Activation,
+    },
+    /// ONNX LRN across channels.
+    Lrn(Lrn),
+    /// `np.transpose(x, axes)`: output dim `i` is input dim `axes[i]`.
+    Transpose {
+        axes: Vec<usize>,
+    },
+    /// ShuffleNet's channel shuffle: output channel `j * groups + i` is input channel
+    /// `i * (C / groups) + j`.
+    ChannelShuffle {
+        layout: Layout,
+        groups: usize,
+    },
+    /// Consecutive pieces along `axis` (normalized), one per output.
+    Split {
+        axis: usize,
+    },
+    /// Normalization over the last axis (`axis` is always `rank - 1`).
+    LayerNorm {
+        axis: usize,
+        epsilon: f32,
+    },
+}
+
+/// `lrn` attributes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Lrn {
+    pub layout: Layout,
+    pub size: usize,
+    pub alpha: f32,
+    pub beta: f32,
+    pub bias: f32,
 }
 
 impl Op {
@@ -203,6 +307,46 @@ impl Op {
             Op::Softmax { .. } => "softmax",
             Op::Reshape => "reshape",
             Op::Concatenate { .. } => "concatenate",
+            Op::Activation(_) => "activation",
+            Op::Subtract { .. } => "subtract",
+            Op::Divide { .. } => "divide",
+            Op::ScaleShift { .. } => "scale_shift",
+            Op::Lrn(_) => "lrn",
+            Op::Transpose { .. } => "transpose",
+            Op::ChannelShuffle { .. } => "channel_shuffle",
+            Op::Split { .. } => "split",
+            Op::LayerNorm { .. } => "layer_norm",
+        }
+    }
+
+    /// The format version that introduced the op.
+    pub fn version(&self) -> i64 {
+        match self {
+            Op::Activation(_)
+            | Op::Subtract { .. }
+            | Op::Divide { .. }
+            | Op::ScaleShift { .. }
+            | Op::Lrn(_)
+            | Op::Transpose { .. }
+            | Op::ChannelShuffle { .. }
+            | Op::Split { .. }
+            | Op::LayerNorm { .. } => 2,
+            _ => 1,
+        }
+    }
+
+    /// Its activation, fused or (for the `activation` op) its whole function.
+    pub fn activation(&self) -> Option<Activation> {
+        match self {
+            Op::Conv2d(c) => Some(c.activation),
+            Op::Dense { activation }
+            | Op::Add { activation }
+            | Op::Multiply { activation }
+            | Op::Subtract { activation }
+            | Op::Divide { activation }
+            | Op::ScaleShift { activation, .. } => Some(*activation),
+            Op::Activation(a) => Some(*a),
+            _ => None,
         }
     }
 }
@@ -215,6 +359,19 @@ pub struct Node {
     pub inputs: Vec<usize>,
     pub outputs: Vec<usize>,
 }
+
+/// The ops format version 2 introduced.
+pub const V2_OPS: &[&str] = &[
+    "activation",
+    "subtract",
+    "divide",
+    "scale_shift",
+    "lrn",
+    "transpose",
+    "channel_shuffle",
+    "split",
+    "layer_norm",
+];
 
 /// A validated subgraph description.
 #[derive(Clone, Debug, PartialEq)]
@@ -315,29 +472,67 @@ fn activation(attrs: &Json) -> Res<Activation> {
     let Some(v) = attrs.get("activation") else {
         return Ok(Activation::None);
     };
+    parse_activation(v)
+}
+
+/// One activation value: a name, or a one-key object carrying the parameters.
+fn parse_activation(v: &Json) -> Res<Activation> {
     match v {
         Json::Null => Ok(Activation::None),
         Json::String(s) => match s.as_str() {
             "none" => Ok(Activation::None),
             "relu" => Ok(Activation::Relu),
             "relu6" => Ok(Activation::Relu6),
+            "sigmoid" => Ok(Activation::Sigmoid),
+            "tanh" => Ok(Activation::Tanh),
+            "hardswish" => Ok(Activation::Hardswish),
+            "silu" => Ok(Activation::Silu),
+            "gelu" => Ok(Activation::Gelu),
+            "gelu_tanh" => Ok(Activation::GeluTanh),
+            "clip" | "hardsigmoid" | "leaky_relu" => Err(format!(
+                "activation `{s}` needs its parameters ({{\"{s}\": ...}})"
+            )),
             other => Err(format!("unknown activation `{other}`")),
         },
-        Json::Object(o) => {
-            let clip = o
-                .get("clip")
-                .and_then(Json::as_array)
-                .filter(|a| a.len() == 2)
-                .ok_or_else(|| format!("activation {v}: expected {{\"clip\": [lo, hi]}}"))?;
-            let lo = finite_f32(&clip[0], "clip bound")?;
-            let hi = finite_f32(&clip[1], "clip bound")?;
-            if lo > hi {
-                return Err(format!("activation clip [{lo}, {hi}] is empty"));
+        Json::Object(o) if o.len() == 1 => {
+            let (key, val) = o.iter().next().ok_or("empty activation object")?;
+            let pair = |what: &str| -> Res<(f32, f32)> {
+                let a = val
+                    .as_array()
+                    .filter(|a| a.len() == 2)
+                    .ok_or_else(|| format!("activation {v}: expected {{\"{what}\": [a, b]}}"))?;
+                Ok((
+                    finite_f32(&a[0], &format!("{what} parameter"))?,
+                    finite_f32(&a[1], &format!("{what} parameter"))?,
+                ))
+            };
+            match key.as_str() {
+                "clip" => {
+                    let (lo, hi) = pair("clip")?;
+                    if lo > hi {
+                        return Err(format!("activation clip [{lo}, {hi}] is empty"));
+                    }
+                    Ok(Activation::Clip(lo, hi))
+                }
+                "hardsigmoid" => {
+                    let (alpha, beta) = pair("hardsigmoid")?;
+                    if !alpha.is_finite() || !beta.is_finite() {
+                        return Err(format!("hardsigmoid [{alpha}, {beta}] is not finite"));
+                    }
+                    Ok(Activation::Hardsigmoid(alpha, beta))
+                }
+                "leaky_relu" => {
+                    let alpha = finite_f32(val, "leaky_relu alpha")?;
+                    if !alpha.is_finite() {
+                        return Err(format!("leaky_relu alpha {alpha} is not finite"));
+                    }
+                    Ok(Activation::LeakyRelu(alpha))
+                }
+                other => Err(format!("unknown activation `{other}` in {v}")),
             }
-            Ok(Activation::Clip(lo, hi))
         }
         other => Err(format!(
-            "activation {other} is neither a name nor {{\"clip\": [lo, hi]}}"
+            "activation {other} is neither a name nor a one-key object such as {{\"clip\": [lo, hi]}}"
         )),
     }
 }
@@ -558,12 +753,12 @@ impl Graph {
             .get("version")
             .and_then(Json::as_i64)
             .ok_or_else(|| err(context, None, "`version` is missing or not an integer"))?;
-        if version != FORMAT_VERSION {
+        if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(err(
                 context,
                 None,
                 format!(
-                    "description version {version} is not supported (this runtime reads version {FORMAT_VERSION})"
+                    "description version {version} is not supported (this runtime reads versions {MIN_FORMAT_VERSION} to {FORMAT_VERSION})"
                 ),
             ));
         }
@@ -650,9 +845,14 @@ impl Graph {
                     )));
                 }
             }
-            if outs.len() != 1 {
+            // `split` has one output per piece; every other op exactly one.
+            if op_name == "split" {
+                if outs.is_empty() {
+                    return Err(en("split has no outputs; it needs at least one".into()));
+                }
+            } else if outs.len() != 1 {
                 return Err(en(format!(
-                    "has {} outputs; every op of version 1 has exactly one",
+                    "has {} outputs; `{op_name}` has exactly one",
                     outs.len()
                 )));
             }
@@ -670,7 +870,19 @@ impl Graph {
                 Some(a) if a.is_object() => a,
                 Some(a) => return Err(en(format!("`attrs` {a} is not an object"))),
             };
+            if V2_OPS.contains(&op_name) && version < 2 {
+                return Err(en(format!(
+                    "op `{op_name}` needs subgraph format version 2; this description says version {version}"
+                )));
+            }
             let op = check_node(op_name, attrs, &ins, &outs, &tensors).map_err(en)?;
+            if let Some(a) = op.activation().filter(|a| a.version() > version) {
+                return Err(en(format!(
+                    "activation `{}` needs subgraph format version {}; this description says version {version}",
+                    a.name(),
+                    a.version()
+                )));
+            }
             nodes.push(Node {
                 name: nname,
                 op,
@@ -841,6 +1053,9 @@ fn check_node(op: &str, attrs: &Json, ins: &[usize], outs: &[usize], ts: &[Tenso
                 }
             }
             check_linear_dtypes(ins, ts, out, o as usize, "conv2d")?;
+            if d.is_quantized_8bit() {
+                clamp_only(c.activation, op)?;
+            }
             Ok(Op::Conv2d(c))
         }
         "max_pool2d" | "avg_pool2d" => {
@@ -969,9 +1184,11 @@ fn check_node(op: &str, attrs: &Json, ins: &[usize], outs: &[usize], ts: &[Tenso
                 }
             }
             check_linear_dtypes(ins, ts, out, nn as usize, "dense")?;
-            Ok(Op::Dense {
-                activation: activation(attrs)?,
-            })
+            let activation = activation(attrs)?;
+            if d.is_quantized_8bit() {
+                clamp_only(activation, op)?;
+            }
+            Ok(Op::Dense { activation })
         }
         "matmul" => {
             arity(ins, 2, 2, op)?;
@@ -1021,6 +1238,7 @@ fn check_node(op: &str, attrs: &Json, ins: &[usize], outs: &[usize], ts: &[Tenso
                     dt_is(x, Q8, what)?;
                     per_tensor_quant(x, what)?;
                 }
+                clamp_only(act, op)?;
             }
             Ok(if op == "add" {
                 Op::Add { activation: act }
@@ -1122,10 +1340,278 @@ fn check_node(op: &str, attrs: &Json, ins: &[usize], outs: &[usize], ts: &[Tenso
             per_tensor_quant(out, "output")?;
             Ok(Op::Concatenate { axis })
         }
+        "activation" => {
+            arity(ins, 1, 1, op)?;
+            let d = t(0);
+            f32_only(d, "data", op)?;
+            same_as_data(out, d, op)?;
+            let a = attrs
+                .get("activation")
+                .ok_or("attribute `activation` is missing")
+                .map_err(String::from)
+                .and_then(parse_activation)?;
+            Ok(Op::Activation(a))
+        }
+        "subtract" | "divide" => {
+            arity(ins, 2, 2, op)?;
+            let (a, b) = (t(0), t(1));
+            let want = broadcast_shapes(&a.shape, &b.shape)
+                .ok_or_else(|| format!("{:?} and {:?} do not broadcast", a.shape, b.shape))?;
+            shape_is(out, &want)?;
+            f32_only(a, "a", op)?;
+            f32_only(b, "b", op)?;
+            f32_only(out, "output", op)?;
+            let activation = activation(attrs)?;
+            Ok(if op == "subtract" {
+                Op::Subtract { activation }
+            } else {
+                Op::Divide { activation }
+            })
+        }
+        "scale_shift" => {
+            arity(ins, 3, 3, op)?;
+            let d = t(0);
+            if d.shape.is_empty() {
+                return Err("scale_shift of a scalar".into());
+            }
+            let axis = axis_attr(attrs, d.shape.len(), None)?;
+            let c = d.shape[axis];
+            for (k, what) in [(1, "scale"), (2, "shift")] {
+                f32_only(t(k), what, op)?;
+                if t(k).shape != [c] {
+                    return Err(format!(
+                        "{what} shape {:?}, expected [{c}] (dimension {axis} of the data)",
+                        t(k).shape
+                    ));
+                }
+            }
+            f32_only(d, "data", op)?;
+            same_as_data(out, d, op)?;
+            Ok(Op::ScaleShift {
+                axis,
+                activation: activation(attrs)?,
+            })
+        }
+        "lrn" => {
+            arity(ins, 1, 1, op)?;
+            let d = t(0);
+            if d.shape.len() != 4 {
+                return Err(format!("lrn data must be 4-D, got {:?}", d.shape));
+            }
+            f32_only(d, "data", op)?;
+            same_as_data(out, d, op)?;
+            let size = attrs
+                .get("size")
+                .ok_or("attribute `size` is missing")?
+                .as_u64()
+                .filter(|&v| (1..=1 << 20).contains(&v))
+                .ok_or_else(|| format!("lrn size {} is not an integer >= 1", attrs["size"]))?
+                as usize;
+            // ONNX's defaults for the omitted floats.
+            let num = |key: &str, default: f32| -> Res<f32> {
+                match attrs.get(key) {
+                    None => Ok(default),
+                    Some(v) => {
+                        let f = finite_f32(v, &format!("lrn {key}"))?;
+                        if f.is_finite() {
+                            Ok(f)
+                        } else {
+                            Err(format!("lrn {key} {f} is not finite"))
+                        }
+                    }
+                }
+            };
+            Ok(Op::Lrn(Lrn {
+                layout: layout(attrs)?,
+                size,
+                alpha: num("alpha", 1e-4)?,
+                beta: num("beta", 0.75)?,
+                bias: num("bias", 1.0)?,
+            }))
+        }
+        "transpose" => {
+            arity(ins, 1, 1, op)?;
+            let d = t(0);
+            let rank = d.shape.len();
+            if !(1..=MAX_TRANSPOSE_RANK).contains(&rank) {
+                return Err(format!(
+                    "transpose data has rank {rank}; ranks 1 to {MAX_TRANSPOSE_RANK} are supported"
+                ));
+            }
+            let raw = attrs
+                .get("axes")
+                .ok_or("attribute `axes` is missing")?
+                .as_array()
+                .ok_or_else(|| format!("attribute `axes` {} is not a list", attrs["axes"]))?;
+            let mut axes = Vec::with_capacity(raw.len());
+            let mut seen = vec![false; rank];
+            for a in raw {
+                let i = a
+                    .as_u64()
+                    .and_then(|i| usize::try_from(i).ok())
+                    .filter(|&i| i < rank)
+                    .ok_or_else(|| {
+                        format!(
+                            "axes {}: {a} is not an axis of a rank-{rank} tensor",
+                            attrs["axes"]
+                        )
+                    })?;
+                if std::mem::replace(&mut seen[i], true) {
+                    return Err(format!("axes {} repeats axis {i}", attrs["axes"]));
+                }
+                axes.push(i);
+            }
+            if axes.len() != rank {
+                return Err(format!(
+                    "axes {} is not a permutation of 0..{rank}",
+                    attrs["axes"]
+                ));
+            }
+            let want: Vec<i64> = axes.iter().map(|&a| d.shape[a]).collect();
+            shape_is(out, &want)?;
+            same_dtype_quant(out, d)?;
+            Ok(Op::Transpose { axes })
+        }
+        "channel_shuffle" => {
+            arity(ins, 1, 1, op)?;
+            let d = t(0);
+            if d.shape.len() != 4 {
+                return Err(format!(
+                    "channel_shuffle data must be 4-D, got {:?}",
+                    d.shape
+                ));
+            }
+            let l = layout(attrs)?;
+            let groups = attrs
+                .get("groups")
+                .ok_or("attribute `groups` is missing")?
+                .as_u64()
+                .filter(|&g| (1..=1 << 24).contains(&g))
+                .ok_or_else(|| format!("groups {} is not a positive integer", attrs["groups"]))?
+                as usize;
+            let (_, c, _, _) = l.nchw(&d.shape);
+            if c as usize % groups != 0 {
+                return Err(format!("groups {groups} does not divide the {c} channels"));
+            }
+            shape_is(out, &d.shape)?;
+            same_dtype_quant(out, d)?;
+            Ok(Op::ChannelShuffle { layout: l, groups })
+        }
+        "split" => {
+            arity(ins, 1, 1, op)?;
+            let d = t(0);
+            if d.shape.is_empty() {
+                return Err("split of a scalar".into());
+            }
+            let axis = axis_attr(attrs, d.shape.len(), None)?;
+            let mut total = 0i64;
+            for (k, &o) in outs.iter().enumerate() {
+                let y = &ts[o];
+                if y.shape.len() != d.shape.len()
+                    || y.shape
+                        .iter()
+                        .zip(&d.shape)
+                        .enumerate()
+                        .any(|(i, (a, b))| i != axis && a != b)
+                {
+                    return Err(format!(
+                        "output {k} {:?} does not match the data {:?} outside axis {axis}",
+                        y.shape, d.shape
+                    ));
+                }
+                same_dtype_quant(y, d)?;
+                total += y.shape[axis];
+            }
+            if total != d.shape[axis] {
+                return Err(format!(
+                    "the outputs' sizes along axis {axis} sum to {total}, the data has {}",
+                    d.shape[axis]
+                ));
+            }
+            Ok(Op::Split { axis })
+        }
+        "layer_norm" => {
+            arity(ins, 3, 3, op)?;
+            let d = t(0);
+            if d.shape.is_empty() {
+                return Err("layer_norm of a scalar".into());
+            }
+            let rank = d.shape.len();
+            let axis = axis_attr(attrs, rank, Some(-1))?;
+            if axis != rank - 1 {
+                return Err(format!(
+                    "layer_norm over axis {axis}: only the last axis ({}) is supported",
+                    rank - 1
+                ));
+            }
+            let dd = d.shape[axis];
+            for (k, what) in [(1, "gamma"), (2, "beta")] {
+                f32_only(t(k), what, op)?;
+                if t(k).shape != [dd] {
+                    return Err(format!("{what} shape {:?}, expected [{dd}]", t(k).shape));
+                }
+            }
+            f32_only(d, "data", op)?;
+            same_as_data(out, d, op)?;
+            let epsilon = match attrs.get("epsilon") {
+                None => 1e-5,
+                Some(v) => finite_f32(v, "layer_norm epsilon")?,
+            };
+            if !(epsilon >= 0.0 && epsilon.is_finite()) {
+                return Err(format!(
+                    "layer_norm epsilon {epsilon} is not a finite number >= 0"
+                ));
+            }
+            Ok(Op::LayerNorm { axis, epsilon })
+        }
         other => Err(format!(
             "unknown op `{other}` (format version {FORMAT_VERSION})"
         )),
     }
+}
+
+/// A float32-only operand of a version-2 op.
+fn f32_only(x: &TensorDesc, what: &str, op: &str) -> Res<()> {
+    if x.dtype != DType::F32 {
+        return Err(format!(
+            "{op} {what} is {}; {op} takes float32 only",
+            x.dtype
+        ));
+    }
+    Ok(())
+}
+
+/// An elementwise op's output: the data's shape and dtype.
+fn same_as_data(out: &TensorDesc, d: &TensorDesc, op: &str) -> Res<()> {
+    if out.shape != d.shape || out.dtype != d.dtype {
+        return Err(format!(
+            "{op} output is {} {:?}, the data is {} {:?}",
+            out.dtype, out.shape, d.dtype, d.shape
+        ));
+    }
+    Ok(())
+}
+
+/// A data-movement op's output: the data's dtype and quantization.
+fn same_dtype_quant(out: &TensorDesc, d: &TensorDesc) -> Res<()> {
+    if out.dtype != d.dtype {
+        return Err(format!("output is {}, data is {}", out.dtype, d.dtype));
+    }
+    if out.quant != d.quant {
+        return Err("the output's quantization differs from the data's (this op moves values, it cannot requantize)".into());
+    }
+    Ok(())
+}
+
+/// Quantized ops take the clamp activations of version 1 only.
+fn clamp_only(act: Activation, op: &str) -> Res<()> {
+    if !act.is_clamp() {
+        return Err(format!(
+            "activation `{}` on a quantized {op}: quantized ops take none, relu, relu6 or clip only",
+            act.name()
+        ));
+    }
+    Ok(())
 }
 
 /// dtypes of conv2d/dense: all float, or quantized data/weight/output with an int32 bias.
