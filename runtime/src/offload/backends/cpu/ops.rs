@@ -689,3 +689,7 @@ pub(crate) fn generic(
         ))),
     }
 }
+
+#[cfg(test)]
+#[path = "ops_tests.rs"]
+mod tests;
