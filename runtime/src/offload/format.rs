@@ -1667,4 +1667,646 @@ mod tests {
         assert_eq!(g.nodes.len(), 1);
         assert!(matches!(g.nodes[0].op, Op::Conv2d(c) if c.activation == Activation::Relu));
     }
+
+    use serde_json::json;
+
+    /// A one-node description: `tensors` as (shape, dtype), tensor 0 the input, `consts` the
+    /// constants, the node's outputs the region outputs.
+    fn one(
+        version: i64,
+        op: &str,
+        attrs: Json,
+        tensors: &[(&[i64], &str)],
+        ins: &[usize],
+        outs: &[usize],
+        consts: &[usize],
+    ) -> String {
+        let ts: Vec<Json> = tensors
+            .iter()
+            .map(|(s, d)| json!({"shape": s, "dtype": d}))
+            .collect();
+        json!({"format": "mote.subgraph", "version": version, "name": "g", "tensors": ts,
+               "inputs": [0], "constants": consts, "outputs": outs,
+               "nodes": [{"op": op, "name": "the_node", "inputs": ins, "outputs": outs,
+                          "attrs": attrs}]})
+        .to_string()
+    }
+
+    /// Parsing fails with a subgraph error naming the node and containing `needle`.
+    fn refused(text: &str, needle: &str) {
+        match Graph::parse(text, "t") {
+            Err(Error::Subgraph { node, message, .. }) => {
+                assert!(
+                    message.contains(needle),
+                    "message `{message}` lacks `{needle}`"
+                );
+                assert_eq!(node.as_deref(), Some("the_node"), "{message}");
+            }
+            other => panic!("expected a subgraph error with `{needle}`, got {other:?}"),
+        }
+    }
+
+    fn op_of(text: &str) -> Op {
+        match Graph::parse(text, "t") {
+            Ok(g) => g.nodes[0].op.clone(),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    const F: &str = "float32";
+
+    fn unary(version: i64, op: &str, attrs: Json, x: &[i64], y: &[i64]) -> String {
+        one(version, op, attrs, &[(x, F), (y, F)], &[0], &[1], &[])
+    }
+
+    #[test]
+    fn every_new_activation_parses_with_its_parameters() {
+        let cases = [
+            (json!("sigmoid"), Activation::Sigmoid),
+            (json!("tanh"), Activation::Tanh),
+            (json!("hardswish"), Activation::Hardswish),
+            (
+                json!({"hardsigmoid": [0.2, 0.5]}),
+                Activation::Hardsigmoid(0.2, 0.5),
+            ),
+            (json!("silu"), Activation::Silu),
+            (json!("gelu"), Activation::Gelu),
+            (json!("gelu_tanh"), Activation::GeluTanh),
+            (json!({"leaky_relu": 0.01}), Activation::LeakyRelu(0.01)),
+            (json!({"clip": [-1.0, 2.0]}), Activation::Clip(-1.0, 2.0)),
+            (json!("relu6"), Activation::Relu6),
+        ];
+        for (spelling, want) in cases {
+            let t = unary(
+                2,
+                "activation",
+                json!({"activation": spelling}),
+                &[2, 3],
+                &[2, 3],
+            );
+            assert_eq!(op_of(&t), Op::Activation(want));
+            // Fused on a binary op too.
+            let t = one(
+                2,
+                "add",
+                json!({"activation": spelling}),
+                &[(&[2, 3], F), (&[3], F), (&[2, 3], F)],
+                &[0, 1],
+                &[2],
+                &[1],
+            );
+            assert_eq!(op_of(&t), Op::Add { activation: want });
+        }
+    }
+
+    #[test]
+    fn malformed_activations_are_refused() {
+        for (spelling, needle) in [
+            (json!({"hardsigmoid": [0.2]}), "hardsigmoid"),
+            (json!({"hardsigmoid": 0.2}), "hardsigmoid"),
+            (json!({"leaky_relu": "x"}), "leaky_relu"),
+            (json!({"leaky_relu": [0.1]}), "leaky_relu"),
+            (json!("hardsigmoid"), "needs its parameters"),
+            (json!("leaky_relu"), "needs its parameters"),
+            (json!("swish"), "unknown activation `swish`"),
+            (json!({"clip": [0, 1], "relu": 1}), "one-key"),
+            (json!({"elu": 1.0}), "unknown activation `elu`"),
+            (json!(3), "neither a name"),
+        ] {
+            refused(
+                &unary(2, "activation", json!({"activation": spelling}), &[4], &[4]),
+                needle,
+            );
+        }
+        refused(
+            &unary(2, "activation", json!({}), &[4], &[4]),
+            "`activation` is missing",
+        );
+    }
+
+    #[test]
+    fn version_rule_names_the_op_or_activation_and_both_versions() {
+        refused(
+            &unary(
+                1,
+                "lrn",
+                json!({"layout": "NCHW", "size": 3}),
+                &[1, 4, 2, 2],
+                &[1, 4, 2, 2],
+            ),
+            "op `lrn` needs subgraph format version 2; this description says version 1",
+        );
+        for op in ["subtract", "divide"] {
+            refused(
+                &one(
+                    1,
+                    op,
+                    json!({}),
+                    &[(&[3], F), (&[3], F), (&[3], F)],
+                    &[0, 1],
+                    &[2],
+                    &[1],
+                ),
+                &format!("op `{op}` needs subgraph format version 2"),
+            );
+        }
+        refused(
+            &one(
+                1,
+                "conv2d",
+                json!({"layout": "NHWC", "activation": "sigmoid"}),
+                &[(&[1, 3, 3, 2], F), (&[4, 1, 1, 2], F), (&[1, 3, 3, 4], F)],
+                &[0, 1],
+                &[2],
+                &[1],
+            ),
+            "activation `sigmoid` needs subgraph format version 2; this description says version 1",
+        );
+        refused(
+            &one(
+                1,
+                "dense",
+                json!({"activation": {"leaky_relu": 0.1}}),
+                &[(&[2, 3], F), (&[4, 3], F), (&[2, 4], F)],
+                &[0, 1],
+                &[2],
+                &[1],
+            ),
+            "activation `leaky_relu` needs subgraph format version 2",
+        );
+        // Version 1 content in a version 2 description is fine; versions 0 and 3 are refused.
+        assert!(Graph::parse(&unary(2, "relu", json!({}), &[3], &[3]), "t").is_ok());
+        assert!(Graph::parse(&unary(1, "relu", json!({}), &[3], &[3]), "t").is_ok());
+        for v in [0, 3] {
+            let e = Graph::parse(&unary(v, "relu", json!({}), &[3], &[3]), "t")
+                .expect_err("refused")
+                .to_string();
+            assert!(e.contains(&format!("version {v} is not supported")), "{e}");
+        }
+    }
+
+    #[test]
+    fn float_only_ops_refuse_other_dtypes_and_quantized_ops_keep_clamps() {
+        let q = |s: &[i64]| json!({"shape": s, "dtype": "int8", "quant": {"scale": [0.1], "zero_point": [0]}});
+        let text = |op: &str, attrs: Json, tensors: Vec<Json>, ins: &[usize], n: usize| {
+            json!({"format": "mote.subgraph", "version": 2, "name": "g", "tensors": tensors,
+                   "inputs": [0], "constants": (1..n).collect::<Vec<_>>(), "outputs": [n],
+                   "nodes": [{"op": op, "name": "the_node", "inputs": ins, "outputs": [n],
+                              "attrs": attrs}]})
+            .to_string()
+        };
+        refused(
+            &text(
+                "activation",
+                json!({"activation": "tanh"}),
+                vec![q(&[4]), q(&[4])],
+                &[0],
+                1,
+            ),
+            "activation data is int8; activation takes float32 only",
+        );
+        refused(
+            &text(
+                "subtract",
+                json!({}),
+                vec![q(&[4]), q(&[4]), q(&[4])],
+                &[0, 1],
+                2,
+            ),
+            "takes float32 only",
+        );
+        refused(
+            &unary(2, "activation", json!({"activation": "tanh"}), &[4], &[4])
+                .replace("float32", "float16"),
+            "float32 only",
+        );
+        // Quantized add with sigmoid.
+        refused(
+            &text(
+                "add",
+                json!({"activation": "sigmoid"}),
+                vec![q(&[4]), q(&[4]), q(&[4])],
+                &[0, 1],
+                2,
+            ),
+            "activation `sigmoid` on a quantized add",
+        );
+        // Quantized conv2d with silu.
+        let w = json!({"shape": [2, 1, 1, 3], "dtype": "int8",
+                       "quant": {"scale": [0.1], "zero_point": [0]}});
+        refused(
+            &text(
+                "conv2d",
+                json!({"layout": "NHWC", "activation": "silu"}),
+                vec![q(&[1, 2, 2, 3]), w, q(&[1, 2, 2, 2])],
+                &[0, 1],
+                2,
+            ),
+            "activation `silu` on a quantized conv2d",
+        );
+    }
+
+    #[test]
+    fn scale_shift_checks() {
+        let ok = one(
+            2,
+            "scale_shift",
+            json!({"axis": -3}),
+            &[(&[1, 4, 2, 2], F), (&[4], F), (&[4], F), (&[1, 4, 2, 2], F)],
+            &[0, 1, 2],
+            &[3],
+            &[1, 2],
+        );
+        assert_eq!(
+            op_of(&ok),
+            Op::ScaleShift {
+                axis: 1,
+                activation: Activation::None
+            }
+        );
+        refused(
+            &one(
+                2,
+                "scale_shift",
+                json!({"axis": 1}),
+                &[(&[1, 4, 2, 2], F), (&[4], F), (&[1, 4, 2, 2], F)],
+                &[0, 1],
+                &[2],
+                &[1],
+            ),
+            "scale_shift takes 3 inputs, got 2",
+        );
+        refused(
+            &one(
+                2,
+                "scale_shift",
+                json!({"axis": 3}),
+                &[(&[1, 4, 2, 2], F), (&[4], F), (&[4], F), (&[1, 4, 2, 2], F)],
+                &[0, 1, 2],
+                &[3],
+                &[1, 2],
+            ),
+            "scale shape [4], expected [2]",
+        );
+        refused(
+            &one(
+                2,
+                "scale_shift",
+                json!({"axis": 4}),
+                &[(&[1, 4, 2, 2], F), (&[4], F), (&[4], F), (&[1, 4, 2, 2], F)],
+                &[0, 1, 2],
+                &[3],
+                &[1, 2],
+            ),
+            "axis 4 out of range",
+        );
+        refused(
+            &one(
+                2,
+                "scale_shift",
+                json!({}),
+                &[(&[1, 4, 2, 2], F), (&[4], F), (&[4], F), (&[1, 4, 2, 2], F)],
+                &[0, 1, 2],
+                &[3],
+                &[1, 2],
+            ),
+            "attribute `axis` is missing",
+        );
+    }
+
+    #[test]
+    fn lrn_checks() {
+        let s: &[i64] = &[1, 6, 3, 3];
+        for size in [1, 2, 4, 5] {
+            let t = unary(
+                2,
+                "lrn",
+                json!({"layout": "NCHW", "size": size, "alpha": 1e-4,
+                                           "beta": 0.75, "bias": 2.0}),
+                s,
+                s,
+            );
+            assert!(matches!(op_of(&t), Op::Lrn(l) if l.size == size && l.bias == 2.0));
+        }
+        refused(
+            &unary(2, "lrn", json!({"layout": "NCHW", "size": 0}), s, s),
+            "lrn size 0",
+        );
+        refused(
+            &unary(2, "lrn", json!({"layout": "NCHW", "size": 2.5}), s, s),
+            "lrn size",
+        );
+        refused(
+            &unary(2, "lrn", json!({"layout": "NCHW"}), s, s),
+            "`size` is missing",
+        );
+        refused(
+            &unary(2, "lrn", json!({"size": 3}), s, s),
+            "`layout` is missing",
+        );
+        refused(
+            &unary(
+                2,
+                "lrn",
+                json!({"layout": "NCHW", "size": 3}),
+                &[6, 3, 3],
+                &[6, 3, 3],
+            ),
+            "lrn data must be 4-D",
+        );
+        refused(
+            &unary(
+                2,
+                "lrn",
+                json!({"layout": "NCHW", "size": 3, "beta": "x"}),
+                s,
+                s,
+            ),
+            "lrn beta",
+        );
+        refused(
+            &unary(
+                2,
+                "lrn",
+                json!({"layout": "NCHW", "size": 3}),
+                s,
+                &[1, 6, 3, 2],
+            ),
+            "lrn output is float32 [1, 6, 3, 2]",
+        );
+    }
+
+    #[test]
+    fn transpose_checks() {
+        let t = unary(
+            2,
+            "transpose",
+            json!({"axes": [0, 2, 3, 1]}),
+            &[1, 4, 5, 6],
+            &[1, 5, 6, 4],
+        );
+        assert_eq!(
+            op_of(&t),
+            Op::Transpose {
+                axes: vec![0, 2, 3, 1]
+            }
+        );
+        let bad = |axes: Json, y: &[i64], needle: &str| {
+            refused(
+                &unary(2, "transpose", json!({"axes": axes}), &[1, 4, 5, 6], y),
+                needle,
+            )
+        };
+        bad(json!([0, 2, 2, 1]), &[1, 5, 5, 4], "repeats axis 2");
+        bad(
+            json!([0, 2, 4, 1]),
+            &[1, 5, 6, 4],
+            "is not an axis of a rank-4 tensor",
+        );
+        bad(json!([0, 2, 1]), &[1, 5, 4], "not a permutation of 0..4");
+        bad(json!([0, -1, 2, 1]), &[1, 5, 6, 4], "is not an axis");
+        bad(json!("0231"), &[1, 5, 6, 4], "is not a list");
+        bad(
+            json!([0, 2, 3, 1]),
+            &[1, 4, 5, 6],
+            "does not match the inferred shape [1, 5, 6, 4]",
+        );
+        refused(
+            &unary(2, "transpose", json!({}), &[2, 3], &[3, 2]),
+            "`axes` is missing",
+        );
+        refused(
+            &unary(
+                2,
+                "transpose",
+                json!({"axes": [0, 1, 2, 3, 4, 5, 6]}),
+                &[1, 1, 1, 1, 1, 1, 1],
+                &[1, 1, 1, 1, 1, 1, 1],
+            ),
+            "ranks 1 to 6",
+        );
+        // Moves int8 values, but cannot requantize.
+        let qt = |zp: i64| {
+            json!({"format": "mote.subgraph", "version": 2, "name": "g",
+                   "tensors": [
+                       {"shape": [2, 3], "dtype": "int8", "quant": {"scale": [0.5], "zero_point": [0]}},
+                       {"shape": [3, 2], "dtype": "int8", "quant": {"scale": [0.5], "zero_point": [zp]}}],
+                   "inputs": [0], "constants": [], "outputs": [1],
+                   "nodes": [{"op": "transpose", "name": "the_node", "inputs": [0], "outputs": [1],
+                              "attrs": {"axes": [1, 0]}}]})
+            .to_string()
+        };
+        assert!(Graph::parse(&qt(0), "t").is_ok());
+        refused(&qt(3), "cannot requantize");
+    }
+
+    #[test]
+    fn channel_shuffle_checks() {
+        let s: &[i64] = &[1, 3, 3, 12];
+        let t = unary(
+            2,
+            "channel_shuffle",
+            json!({"layout": "NHWC", "groups": 4}),
+            s,
+            s,
+        );
+        assert_eq!(
+            op_of(&t),
+            Op::ChannelShuffle {
+                layout: Layout::Nhwc,
+                groups: 4
+            }
+        );
+        refused(
+            &unary(
+                2,
+                "channel_shuffle",
+                json!({"layout": "NHWC", "groups": 5}),
+                s,
+                s,
+            ),
+            "groups 5 does not divide the 12 channels",
+        );
+        refused(
+            &unary(
+                2,
+                "channel_shuffle",
+                json!({"layout": "NCHW", "groups": 2}),
+                s,
+                s,
+            ),
+            "groups 2 does not divide the 3 channels",
+        );
+        refused(
+            &unary(
+                2,
+                "channel_shuffle",
+                json!({"layout": "NHWC", "groups": 0}),
+                s,
+                s,
+            ),
+            "groups 0 is not a positive integer",
+        );
+        refused(
+            &unary(2, "channel_shuffle", json!({"layout": "NHWC"}), s, s),
+            "`groups` is missing",
+        );
+        refused(
+            &unary(
+                2,
+                "channel_shuffle",
+                json!({"layout": "NHWC", "groups": 1}),
+                &[3, 12],
+                &[3, 12],
+            ),
+            "must be 4-D",
+        );
+    }
+
+    #[test]
+    fn split_checks() {
+        let text = |axis: i64, outs: &[&[i64]]| {
+            let mut ts: Vec<(&[i64], &str)> = vec![(&[2, 7, 3], F)];
+            ts.extend(outs.iter().map(|s| (*s, F)));
+            let o: Vec<usize> = (1..=outs.len()).collect();
+            one(2, "split", json!({"axis": axis}), &ts, &[0], &o, &[])
+        };
+        let g = Graph::parse(&text(-2, &[&[2, 2, 3], &[2, 4, 3], &[2, 1, 3]]), "t").expect("ok");
+        assert_eq!(g.nodes[0].op, Op::Split { axis: 1 });
+        assert_eq!(g.nodes[0].outputs, [1, 2, 3]);
+        assert!(Graph::parse(&text(0, &[&[2, 7, 3]]), "t").is_ok());
+        refused(
+            &text(1, &[&[2, 2, 3], &[2, 4, 3]]),
+            "the outputs' sizes along axis 1 sum to 6, the data has 7",
+        );
+        refused(
+            &text(1, &[&[2, 2, 3], &[2, 5, 2]]),
+            "output 1 [2, 5, 2] does not match the data [2, 7, 3] outside axis 1",
+        );
+        refused(&text(3, &[&[2, 7, 3]]), "axis 3 out of range");
+        // No outputs at all.
+        let none = one(
+            2,
+            "split",
+            json!({"axis": 0}),
+            &[(&[2], F), (&[2], F)],
+            &[0],
+            &[],
+            &[],
+        );
+        let e = Graph::parse(&none, "t").expect_err("refused").to_string();
+        assert!(e.contains("no outputs"), "{e}");
+        // Only split may have several outputs.
+        refused(
+            &one(
+                2,
+                "relu",
+                json!({}),
+                &[(&[2], F), (&[2], F), (&[2], F)],
+                &[0],
+                &[1, 2],
+                &[],
+            ),
+            "has 2 outputs; `relu` has exactly one",
+        );
+    }
+
+    #[test]
+    fn layer_norm_checks() {
+        let t = |axis: i64, g: &[i64]| {
+            one(
+                2,
+                "layer_norm",
+                json!({"axis": axis, "epsilon": 1e-5}),
+                &[(&[2, 3, 8], F), (g, F), (g, F), (&[2, 3, 8], F)],
+                &[0, 1, 2],
+                &[3],
+                &[1, 2],
+            )
+        };
+        assert_eq!(
+            op_of(&t(-1, &[8])),
+            Op::LayerNorm {
+                axis: 2,
+                epsilon: 1e-5
+            }
+        );
+        assert_eq!(
+            op_of(&t(2, &[8])),
+            Op::LayerNorm {
+                axis: 2,
+                epsilon: 1e-5
+            }
+        );
+        refused(
+            &t(1, &[3]),
+            "layer_norm over axis 1: only the last axis (2) is supported",
+        );
+        refused(&t(-2, &[3]), "only the last axis");
+        refused(&t(-1, &[3]), "gamma shape [3], expected [8]");
+        refused(
+            &one(
+                2,
+                "layer_norm",
+                json!({"axis": -1, "epsilon": -1.0}),
+                &[(&[2, 8], F), (&[8], F), (&[8], F), (&[2, 8], F)],
+                &[0, 1, 2],
+                &[3],
+                &[1, 2],
+            ),
+            "epsilon -1 is not a finite number >= 0",
+        );
+        refused(
+            &one(
+                2,
+                "layer_norm",
+                json!({"axis": -1}),
+                &[(&[2, 8], F), (&[8], F), (&[2, 8], F)],
+                &[0, 1],
+                &[2],
+                &[1],
+            ),
+            "layer_norm takes 3 inputs, got 2",
+        );
+    }
+
+    #[test]
+    fn subtract_and_divide_broadcast_like_add() {
+        for op in ["subtract", "divide"] {
+            let t = one(
+                2,
+                op,
+                json!({"activation": "gelu"}),
+                &[(&[2, 1, 5], F), (&[3, 1], F), (&[2, 3, 5], F)],
+                &[0, 1],
+                &[2],
+                &[1],
+            );
+            assert_eq!(op_of(&t).activation(), Some(Activation::Gelu));
+            refused(
+                &one(
+                    2,
+                    op,
+                    json!({}),
+                    &[(&[2, 4], F), (&[3], F), (&[2, 4], F)],
+                    &[0, 1],
+                    &[2],
+                    &[1],
+                ),
+                "do not broadcast",
+            );
+            refused(
+                &one(
+                    2,
+                    op,
+                    json!({}),
+                    &[(&[2, 4], F), (&[2, 4], F)],
+                    &[0],
+                    &[1],
+                    &[],
+                ),
+                &format!("{op} takes 2 inputs, got 1"),
+            );
+        }
+    }
 }
