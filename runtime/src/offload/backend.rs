@@ -46,6 +46,9 @@ pub trait Prepared: Send + Sync {
     fn run(&self, buffers: &mut Buffers<'_>) -> Result<()>;
 }
 
+/// The buffers a node reads and the ones it writes.
+pub type NodeBuffers<'b> = (Vec<&'b [u8]>, Vec<&'b mut [u8]>);
+
 /// The memory of one run of a subgraph: a buffer per tensor index (region inputs and outputs
 /// are the VM's tensors, zero-copy; intermediates come from a scratch arena).
 ///
@@ -114,7 +117,7 @@ impl<'a> Buffers<'a> {
         &mut self,
         inputs: &[usize],
         outputs: &[usize],
-    ) -> Result<(Vec<&[u8]>, Vec<&mut [u8]>)> {
+    ) -> Result<NodeBuffers<'_>> {
         for (k, &o) in outputs.iter().enumerate() {
             if inputs.contains(&o) || outputs[..k].contains(&o) {
                 return Err(Error::Backend {

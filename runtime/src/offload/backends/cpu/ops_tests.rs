@@ -142,7 +142,7 @@ fn activation_op_matches_the_definition_on_1_and_2_threads() {
             on_threads(|t| {
                 let y = run(
                     &Op::Activation(a),
-                    &[x.clone()],
+                    std::slice::from_ref(&x),
                     &[&[n as i64]],
                     &[n as i64],
                 );
@@ -205,10 +205,11 @@ fn index_map(src: &[i64], out: &[i64]) -> Vec<usize> {
 }
 
 type MakeOp = fn(Activation) -> Op;
+type BinaryCase = (&'static str, MakeOp, fn(f64, f64) -> f64);
 
 #[test]
 fn binary_ops_broadcast_and_fuse_activations() {
-    let ops: [(&str, MakeOp, fn(f64, f64) -> f64); 4] = [
+    let ops: [BinaryCase; 4] = [
         ("add", |a| Op::Add { activation: a }, |u, v| u + v),
         ("multiply", |a| Op::Multiply { activation: a }, |u, v| u * v),
         ("subtract", |a| Op::Subtract { activation: a }, |u, v| u - v),
@@ -344,7 +345,7 @@ fn lrn_across_channels_nchw_and_nhwc() {
                 }
             }
             on_threads(|t| {
-                let y = run(&Op::Lrn(l), &[x.clone()], &[&shape], &shape);
+                let y = run(&Op::Lrn(l), std::slice::from_ref(&x), &[&shape], &shape);
                 close(
                     &format!("lrn {layout:?} size {size} beta {beta} t{t}"),
                     &y,
@@ -437,7 +438,7 @@ fn transpose_every_permutation() {
             .collect();
         let op = Op::Transpose { axes: axes.clone() };
         on_threads(|t| {
-            let y = run(&op, &[x.clone()], &[&shape], &oshape);
+            let y = run(&op, std::slice::from_ref(&x), &[&shape], &oshape);
             close(&format!("transpose {shape:?} {axes:?} t{t}"), &y, &want);
         });
         for elem in [1usize, 2] {
@@ -487,7 +488,7 @@ fn channel_shuffle_is_reshape_transpose_reshape() {
             } else {
                 want.clone()
             };
-            let y = run(&op, &[x.clone()], &[&shape], &shape);
+            let y = run(&op, std::slice::from_ref(&x), &[&shape], &shape);
             close(&format!("channel_shuffle {layout:?} g{groups}"), &y, &want);
             // Raw 1-byte elements agree.
             let xb: Vec<u8> = x.iter().map(|&v| v as u8).collect();
