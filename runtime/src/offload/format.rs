@@ -1592,8 +1592,10 @@ fn same_as_data(out: &TensorDesc, d: &TensorDesc, op: &str) -> Res<()> {
     Ok(())
 }
 
-/// A data-movement op's output: the data's dtype and quantization.
+/// A data-movement op's output: the data's dtype and quantization (per tensor: a per-channel
+/// quantization would not follow the moved channels).
 fn same_dtype_quant(out: &TensorDesc, d: &TensorDesc) -> Res<()> {
+    per_tensor_quant(d, "data")?;
     if out.dtype != d.dtype {
         return Err(format!("output is {}, data is {}", out.dtype, d.dtype));
     }
@@ -2098,6 +2100,9 @@ mod tests {
         };
         assert!(Graph::parse(&qt(0), "t").is_ok());
         refused(&qt(3), "cannot requantize");
+        let mut pc: Json = serde_json::from_str(&qt(0)).expect("json");
+        pc["tensors"][0]["quant"] = json!({"axis": 1, "scale": [0.5, 0.5, 0.5], "zero_point": [0]});
+        refused(&pc.to_string(), "data must be quantized per tensor");
     }
 
     #[test]
