@@ -1053,9 +1053,7 @@ fn check_node(op: &str, attrs: &Json, ins: &[usize], outs: &[usize], ts: &[Tenso
                 }
             }
             check_linear_dtypes(ins, ts, out, o as usize, "conv2d")?;
-            if d.is_quantized_8bit() {
-                clamp_only(c.activation, op)?;
-            }
+            act_for_dtype(c.activation, d.dtype, op)?;
             Ok(Op::Conv2d(c))
         }
         "max_pool2d" | "avg_pool2d" => {
@@ -1185,9 +1183,7 @@ fn check_node(op: &str, attrs: &Json, ins: &[usize], outs: &[usize], ts: &[Tenso
             }
             check_linear_dtypes(ins, ts, out, nn as usize, "dense")?;
             let activation = activation(attrs)?;
-            if d.is_quantized_8bit() {
-                clamp_only(activation, op)?;
-            }
+            act_for_dtype(activation, d.dtype, op)?;
             Ok(Op::Dense { activation })
         }
         "matmul" => {
@@ -1238,8 +1234,8 @@ fn check_node(op: &str, attrs: &Json, ins: &[usize], outs: &[usize], ts: &[Tenso
                     dt_is(x, Q8, what)?;
                     per_tensor_quant(x, what)?;
                 }
-                clamp_only(act, op)?;
             }
+            act_for_dtype(act, a.dtype, op)?;
             Ok(if op == "add" {
                 Op::Add { activation: act }
             } else {
@@ -1605,11 +1601,13 @@ fn same_dtype_quant(out: &TensorDesc, d: &TensorDesc) -> Res<()> {
     Ok(())
 }
 
-/// Quantized ops take the clamp activations of version 1 only.
-fn clamp_only(act: Activation, op: &str) -> Res<()> {
-    if !act.is_clamp() {
+/// The activations of version 2 are float32 only: quantized (and float16) ops take the clamps
+/// of version 1.
+fn act_for_dtype(act: Activation, dtype: DType, op: &str) -> Res<()> {
+    if !act.is_clamp() && dtype != DType::F32 {
+        let what = if dtype.is_float() { "" } else { "quantized " };
         return Err(format!(
-            "activation `{}` on a quantized {op}: quantized ops take none, relu, relu6 or clip only",
+            "activation `{}` on a {what}{dtype} {op}: it is float32 only; other ops take none, relu, relu6 or clip",
             act.name()
         ));
     }
@@ -1882,6 +1880,19 @@ mod tests {
                 .replace("float32", "float16"),
             "float32 only",
         );
+        // float16 add with gelu.
+        refused(
+            &one(
+                2,
+                "add",
+                json!({"activation": "gelu"}),
+                &[(&[4], "float16"), (&[4], "float16"), (&[4], "float16")],
+                &[0, 1],
+                &[2],
+                &[1],
+            ),
+            "activation `gelu` on a float16 add: it is float32 only",
+        );
         // Quantized add with sigmoid.
         refused(
             &text(
@@ -1891,7 +1902,7 @@ mod tests {
                 &[0, 1],
                 2,
             ),
-            "activation `sigmoid` on a quantized add",
+            "activation `sigmoid` on a quantized int8 add",
         );
         // Quantized conv2d with silu.
         let w = json!({"shape": [2, 1, 1, 3], "dtype": "int8",
@@ -1904,7 +1915,7 @@ mod tests {
                 &[0, 1],
                 2,
             ),
-            "activation `silu` on a quantized conv2d",
+            "activation `silu` on a quantized int8 conv2d",
         );
     }
 
