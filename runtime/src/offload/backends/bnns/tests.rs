@@ -737,7 +737,9 @@ fn version_2_ops_and_activations_are_refused_with_the_reason() {
         j.to_string()
     };
     let x = || t(&[1, 4, 3, 3]);
-    let cases: Vec<(&str, Vec<Json>, Vec<usize>, Json, Vec<usize>)> = vec![
+    // (op, tensors, constants, attrs, outputs)
+    type Case = (&'static str, Vec<Json>, Vec<usize>, Json, Vec<usize>);
+    let cases: Vec<Case> = vec![
         (
             "activation",
             vec![x(), x()],
