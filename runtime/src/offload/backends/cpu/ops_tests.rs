@@ -656,3 +656,118 @@ fn activation_speed() {
         }
     }
 }
+
+/// Version-2 activations fused into conv2d (both layouts, the prepared GEMM and depthwise paths)
+/// and dense, through the executor: the backend's prepared steps apply them, not only
+/// `generic`.
+#[test]
+fn fused_activations_on_prepared_conv_and_dense() {
+    use crate::tensor::Tensor;
+    let (n, c, h, w, o) = (1usize, 3usize, 4usize, 5usize, 6usize);
+    let x = data(n * c * h * w, 40, 2.0);
+    for (layout, groups) in [("NHWC", 1usize), ("NCHW", 1), ("NHWC", 3), ("NCHW", 3)] {
+        let cg = c / groups;
+        let og = o / groups;
+        let wt = data(o * cg, 41, 1.0);
+        let bias = data(o, 42, 0.5);
+        let (xs, ws, ys) = if layout == "NHWC" {
+            (vec![1, h, w, c], vec![o, 1, 1, cg], vec![1, h, w, o])
+        } else {
+            (vec![1, c, h, w], vec![o, cg, 1, 1], vec![1, o, h, w])
+        };
+        let act = Activation::Hardsigmoid(0.2, 0.5);
+        let desc = json_desc(
+            &[&xs, &ws, &[o], &ys],
+            &format!(
+                r#"{{"op":"conv2d","name":"conv","inputs":[0,1,2],"outputs":[3],
+                    "attrs":{{"layout":"{layout}","groups":{groups},
+                              "activation":{{"hardsigmoid":[0.2,0.5]}}}}}}"#
+            ),
+        );
+        let runner = crate::offload::SubgraphRunner::new(
+            &desc,
+            vec![
+                Tensor::from_slice(&to_i64(&ws), &wt).expect("w"),
+                Tensor::from_slice(&[o as i64], &bias).expect("b"),
+            ],
+        )
+        .expect("parses");
+        let mut want = vec![0f64; n * o * h * w];
+        for oc in 0..o {
+            let g = oc / og;
+            for p in 0..h * w {
+                let mut acc = bias[oc] as f64;
+                for ci in 0..cg {
+                    let ch = g * cg + ci;
+                    let xv = if layout == "NHWC" {
+                        x[p * c + ch]
+                    } else {
+                        x[ch * h * w + p]
+                    };
+                    acc += xv as f64 * wt[oc * cg + ci] as f64;
+                }
+                let at = if layout == "NHWC" {
+                    p * o + oc
+                } else {
+                    oc * h * w + p
+                };
+                want[at] = act64(act, acc);
+            }
+        }
+        on_threads(|t| {
+            let input = Tensor::from_slice(&to_i64(&xs), &x).expect("x");
+            let out = runner.run(&["cpu".to_string()], &[input]).expect("runs");
+            close(
+                &format!("conv2d {layout} g{groups} hardsigmoid t{t}"),
+                out[0].as_slice::<f32>().expect("f32"),
+                &want,
+            );
+        });
+    }
+    // dense with gelu.
+    let (m, k, nn) = (3usize, 7usize, 5usize);
+    let a = data(m * k, 43, 2.0);
+    let wt = data(nn * k, 44, 1.0);
+    let desc = json_desc(
+        &[&[m, k], &[nn, k], &[m, nn]],
+        r#"{"op":"dense","name":"fc","inputs":[0,1],"outputs":[2],"attrs":{"activation":"gelu"}}"#,
+    );
+    let runner = crate::offload::SubgraphRunner::new(
+        &desc,
+        vec![Tensor::from_slice(&[nn as i64, k as i64], &wt).expect("w")],
+    )
+    .expect("parses");
+    let want: Vec<f64> = (0..m * nn)
+        .map(|i| {
+            let (r, j) = (i / nn, i % nn);
+            let acc: f64 = (0..k)
+                .map(|q| a[r * k + q] as f64 * wt[j * k + q] as f64)
+                .sum();
+            act64(Activation::Gelu, acc)
+        })
+        .collect();
+    let input = Tensor::from_slice(&[m as i64, k as i64], &a).expect("a");
+    let out = runner.run(&["cpu".to_string()], &[input]).expect("runs");
+    close("dense gelu", out[0].as_slice::<f32>().expect("f32"), &want);
+}
+
+fn to_i64(s: &[usize]) -> Vec<i64> {
+    s.iter().map(|&d| d as i64).collect()
+}
+
+/// A version-2 description of float32 tensors with the given shapes: tensor 0 the input, the
+/// last the output, the others constants; one node.
+fn json_desc(shapes: &[&[usize]], node: &str) -> String {
+    let ts: Vec<String> = shapes
+        .iter()
+        .map(|s| format!(r#"{{"shape":{:?},"dtype":"float32"}}"#, s))
+        .collect();
+    let last = shapes.len() - 1;
+    let consts: Vec<String> = (1..last).map(|i| i.to_string()).collect();
+    format!(
+        r#"{{"format":"mote.subgraph","version":2,"name":"t","tensors":[{}],"inputs":[0],
+            "constants":[{}],"outputs":[{last}],"nodes":[{node}]}}"#,
+        ts.join(","),
+        consts.join(",")
+    )
+}
