@@ -2286,6 +2286,58 @@ mod tests {
         );
     }
 
+    /// No version-2 description makes the parser panic: every truncation and 3,000 byte
+    /// substitutions of one using every new op give a graph or a typed error.
+    #[test]
+    fn version_2_descriptions_never_panic_the_parser() {
+        let text = r#"{"format":"mote.subgraph","version":2,"name":"v2",
+          "tensors":[{"shape":[1,4,3,5],"dtype":"float32"},{"shape":[4],"dtype":"float32"},
+            {"shape":[4],"dtype":"float32"},{"shape":[1,4,3,5],"dtype":"float32"},
+            {"shape":[1,4,3,5],"dtype":"float32"},{"shape":[1,1,3,5],"dtype":"float32"},
+            {"shape":[1,3,3,5],"dtype":"float32"},{"shape":[1,3,3,5],"dtype":"float32"},
+            {"shape":[1,3,5,3],"dtype":"float32"},{"shape":[3],"dtype":"float32"},
+            {"shape":[1,3,5,3],"dtype":"float32"},{"shape":[1,3,5,3],"dtype":"float32"},
+            {"shape":[1,3,5,3],"dtype":"float32"}],
+          "inputs":[0],"constants":[1,2,9],"outputs":[5,12],
+          "nodes":[
+            {"op":"scale_shift","name":"a","inputs":[0,1,2],"outputs":[3],
+             "attrs":{"axis":1,"activation":{"hardsigmoid":[0.2,0.5]}}},
+            {"op":"channel_shuffle","name":"b","inputs":[3],"outputs":[4],
+             "attrs":{"layout":"NCHW","groups":2}},
+            {"op":"split","name":"c","inputs":[4],"outputs":[5,6],"attrs":{"axis":-3}},
+            {"op":"lrn","name":"d","inputs":[6],"outputs":[7],
+             "attrs":{"layout":"NCHW","size":3,"alpha":0.01,"beta":0.75,"bias":1.0}},
+            {"op":"transpose","name":"e","inputs":[7],"outputs":[8],"attrs":{"axes":[0,1,3,2]}},
+            {"op":"layer_norm","name":"f","inputs":[8,9,9],"outputs":[10],
+             "attrs":{"axis":-1,"epsilon":1e-5}},
+            {"op":"divide","name":"g","inputs":[10,8],"outputs":[11],
+             "attrs":{"activation":{"leaky_relu":0.1}}},
+            {"op":"activation","name":"h","inputs":[11],"outputs":[12],
+             "attrs":{"activation":"gelu_tanh"}}]}"#;
+        let g = Graph::parse(text, "t").expect("the seed parses");
+        assert_eq!(g.nodes.len(), 8);
+        for cut in 0..text.len() {
+            let r = std::panic::catch_unwind(|| Graph::parse(&text[..cut], "t").is_ok());
+            assert_eq!(r.ok(), Some(false), "truncation at {cut}");
+        }
+        let mut state = 12345u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let alphabet = b"0123456789-[]{},:\"ae.";
+        for _ in 0..3000 {
+            let mut b = text.as_bytes().to_vec();
+            let i = next() as usize % b.len();
+            b[i] = alphabet[next() as usize % alphabet.len()];
+            let s = String::from_utf8_lossy(&b).into_owned();
+            let r = std::panic::catch_unwind(|| Graph::parse(&s, "t").map(|_| ()));
+            assert!(r.is_ok(), "panic on {s}");
+        }
+    }
+
     #[test]
     fn subtract_and_divide_broadcast_like_add() {
         for op in ["subtract", "divide"] {

@@ -771,3 +771,77 @@ fn json_desc(shapes: &[&[usize]], node: &str) -> String {
         consts.join(",")
     )
 }
+
+/// Descriptions that differ from a valid version-2 one in a digit (other shapes, axes, sizes,
+/// groups, attributes) either fail to parse or run on the `cpu` backend without a panic: the
+/// kernels trust only what the parser checked.
+#[test]
+fn mutated_version_2_regions_parse_or_run_without_panicking() {
+    use crate::tensor::Tensor;
+    let text = r#"{"format":"mote.subgraph","version":2,"name":"v2",
+      "tensors":[{"shape":[1,4,3,5],"dtype":"float32"},{"shape":[4],"dtype":"float32"},
+        {"shape":[4],"dtype":"float32"},{"shape":[1,4,3,5],"dtype":"float32"},
+        {"shape":[1,4,3,5],"dtype":"float32"},{"shape":[1,1,3,5],"dtype":"float32"},
+        {"shape":[1,3,3,5],"dtype":"float32"},{"shape":[1,3,3,5],"dtype":"float32"},
+        {"shape":[1,3,5,3],"dtype":"float32"},{"shape":[3],"dtype":"float32"},
+        {"shape":[1,3,5,3],"dtype":"float32"},{"shape":[1,3,5,3],"dtype":"float32"},
+        {"shape":[1,3,5,3],"dtype":"float32"}],
+      "inputs":[0],"constants":[1,2,9],"outputs":[5,12],
+      "nodes":[
+        {"op":"scale_shift","name":"a","inputs":[0,1,2],"outputs":[3],
+         "attrs":{"axis":1,"activation":{"hardsigmoid":[0.2,0.5]}}},
+        {"op":"channel_shuffle","name":"b","inputs":[3],"outputs":[4],
+         "attrs":{"layout":"NCHW","groups":2}},
+        {"op":"split","name":"c","inputs":[4],"outputs":[5,6],"attrs":{"axis":-3}},
+        {"op":"lrn","name":"d","inputs":[6],"outputs":[7],
+         "attrs":{"layout":"NCHW","size":3,"alpha":0.01,"beta":0.75,"bias":1.0}},
+        {"op":"transpose","name":"e","inputs":[7],"outputs":[8],"attrs":{"axes":[0,1,3,2]}},
+        {"op":"layer_norm","name":"f","inputs":[8,9,9],"outputs":[10],
+         "attrs":{"axis":-1,"epsilon":1e-5}},
+        {"op":"divide","name":"g","inputs":[10,8],"outputs":[11],
+         "attrs":{"activation":{"leaky_relu":0.1}}},
+        {"op":"activation","name":"h","inputs":[11],"outputs":[12],
+         "attrs":{"activation":"gelu_tanh"}}]}"#;
+    let digits: Vec<usize> = text
+        .bytes()
+        .enumerate()
+        .filter(|(_, b)| b.is_ascii_digit())
+        .map(|(i, _)| i)
+        .collect();
+    let mut state = 99u64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let (mut ran, mut refused) = (0, 0);
+    for _ in 0..1500 {
+        let mut b = text.as_bytes().to_vec();
+        for _ in 0..1 + next() % 2 {
+            let i = digits[next() as usize % digits.len()];
+            b[i] = b'0' + (next() % 10) as u8;
+        }
+        let s = String::from_utf8_lossy(&b).into_owned();
+        let Ok(g) = crate::offload::format::Graph::parse(&s, "t") else {
+            refused += 1;
+            continue;
+        };
+        let zeros = |t: &usize| {
+            let d = &g.tensors[*t];
+            Tensor::zeros(&d.shape, d.dtype).expect("tensor")
+        };
+        let consts: Vec<Tensor> = g.constants.iter().map(zeros).collect();
+        let inputs: Vec<Tensor> = g.inputs.iter().map(zeros).collect();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let runner = crate::offload::SubgraphRunner::new(&s, consts).expect("parsed");
+            ThreadPool::new(2).install(|| runner.run(&["cpu".to_string()], &inputs))
+        }));
+        match r {
+            Ok(Ok(_)) => ran += 1,
+            Ok(Err(e)) => panic!("a parsed description failed to run: {e}\n{s}"),
+            Err(_) => panic!("panic on {s}"),
+        }
+    }
+    assert!(ran > 100 && refused > 100, "ran {ran}, refused {refused}");
+}
