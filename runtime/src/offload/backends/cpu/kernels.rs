@@ -1002,21 +1002,8 @@ pub(crate) fn generic(
             }
         }
         Op::Matmul => matmul(&xs[0], shapes[0], &xs[1], shapes[1], ys, y)?,
-        Op::Add { activation } | Op::Multiply { activation } if !activation.is_clamp() => {
-            super::ops::generic(op, xs, shapes, ys, y)?
-        }
-        Op::Add { activation } | Op::Multiply { activation } => {
-            let (lo, hi) = activation.bounds();
-            if matches!(op, Op::Add { .. }) {
-                binary(&xs[0], shapes[0], &xs[1], shapes[1], ys, y, |a, b| {
-                    (a + b).max(lo).min(hi)
-                });
-            } else {
-                binary(&xs[0], shapes[0], &xs[1], shapes[1], ys, y, |a, b| {
-                    (a * b).max(lo).min(hi)
-                });
-            }
-        }
+        // Binary ops and their fused activations: one pass, split over the pool (ops.rs).
+        Op::Add { .. } | Op::Multiply { .. } => super::ops::generic(op, xs, shapes, ys, y)?,
         Op::Relu | Op::Relu6 | Op::Clip { .. } => {
             let (lo, hi) = match op {
                 Op::Relu => (0.0, f32::INFINITY),

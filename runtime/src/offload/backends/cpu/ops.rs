@@ -259,7 +259,36 @@ pub(crate) fn bias_act(
     })
 }
 
-/// add / multiply / subtract / divide with numpy broadcasting and a fused activation.
+/// How the smaller operand of a binary op is broadcast over the output, when it is a block
+/// pattern: padded to the output's rank, its shape is `[1]*k0 ++ out[k0..k1] ++ [1]*(r-k1)`, so
+/// output element `i` reads element `(i / inner) % len` with `inner = prod(out[k1..])`.
+fn block_broadcast(small: &[i64], out: &[i64]) -> Option<usize> {
+    let r = out.len();
+    if small.len() > r {
+        return None;
+    }
+    let pad: Vec<i64> = std::iter::repeat_n(1, r - small.len())
+        .chain(small.iter().copied())
+        .collect();
+    // Skip leading 1s, then dims equal to the output's, then only 1s.
+    let mut k = 0;
+    while k < r && pad[k] == 1 && out[k] != 1 {
+        k += 1;
+    }
+    while k < r && pad[k] == out[k] {
+        k += 1;
+    }
+    let k1 = k;
+    if pad[k1..].iter().any(|&d| d != 1) {
+        return None;
+    }
+    Some(out[k1..].iter().map(|&d| d as usize).product())
+}
+
+/// add / multiply / subtract / divide with numpy broadcasting and a fused activation, in one
+/// pass over the output: same shapes and block broadcasts (a scalar, a per-channel vector in
+/// either layout, a squeeze-excitation scale) split over the pool; other broadcasts go through
+/// `kernels::binary`.
 fn binary_op(
     op: fn(f32, f32) -> f32,
     act: Activation,
@@ -271,18 +300,69 @@ fn binary_op(
     let (a, b) = (&xs[0][..], &xs[1][..]);
     with_act!(act, |f| {
         if shapes[0] == shapes[1] {
-            // Same shapes: split over the pool.
-            par_units(y, 1, |u0, p| {
+            return par_units(y, 1, |u0, p| {
                 let n = p.len();
                 for ((d, &u), &v) in p.iter_mut().zip(&a[u0..u0 + n]).zip(&b[u0..u0 + n]) {
                     *d = f(op(u, v));
                 }
                 Ok(())
-            })
-        } else {
-            binary(a, shapes[0], b, shapes[1], ys, y, |u, v| f(op(u, v)));
-            Ok(())
+            });
         }
+        // One operand has the output's shape, the other a block pattern (`full` is that
+        // operand; `flip` when it is the second).
+        let pattern = if shapes[0] == ys {
+            block_broadcast(shapes[1], ys).map(|inner| (a, b, inner, false))
+        } else if shapes[1] == ys {
+            block_broadcast(shapes[0], ys).map(|inner| (b, a, inner, true))
+        } else {
+            None
+        };
+        let Some((full, small, inner, flip)) = pattern else {
+            binary(a, shapes[0], b, shapes[1], ys, y, |u, v| f(op(u, v)));
+            return Ok(());
+        };
+        let g = move |x: f32, s: f32| if flip { f(op(s, x)) } else { f(op(x, s)) };
+        let len = small.len().max(1);
+        if small.is_empty() {
+            return Ok(());
+        }
+        if len == 1 {
+            let s = small[0];
+            return par_units(y, 1, |u0, p| {
+                let n = p.len();
+                for (d, &x) in p.iter_mut().zip(&full[u0..u0 + n]) {
+                    *d = g(x, s);
+                }
+                Ok(())
+            });
+        }
+        if inner == 1 {
+            // The small operand repeats every `len` elements (e.g. a channel vector, NHWC).
+            return par_units(y, len, |u0, p| {
+                let xs = &full[u0 * len..u0 * len + p.len()];
+                for (row, xr) in p.chunks_exact_mut(len).zip(xs.chunks_exact(len)) {
+                    for ((d, &x), &s) in row.iter_mut().zip(xr).zip(small) {
+                        *d = g(x, s);
+                    }
+                }
+                Ok(())
+            });
+        }
+        // Each element of the small operand covers a block of `inner` (NCHW channel planes).
+        par_units(y, inner, |u0, p| {
+            let xs = &full[u0 * inner..u0 * inner + p.len()];
+            for (k, (blk, xb)) in p
+                .chunks_exact_mut(inner)
+                .zip(xs.chunks_exact(inner))
+                .enumerate()
+            {
+                let s = small[(u0 + k) % len];
+                for (d, &x) in blk.iter_mut().zip(xb) {
+                    *d = g(x, s);
+                }
+            }
+            Ok(())
+        })
     })
 }
 

@@ -216,11 +216,20 @@ fn binary_ops_broadcast_and_fuse_activations() {
         ("divide", |a| Op::Divide { activation: a }, |u, v| u / v),
     ];
     // (a shape, b shape, out shape)
-    let cases: [(&[i64], &[i64], &[i64]); 4] = [
+    let cases: [(&[i64], &[i64], &[i64]); 11] = [
         (&[3, 11, 1031], &[3, 11, 1031], &[3, 11, 1031]),
         (&[2, 3, 5], &[5], &[2, 3, 5]),
         (&[2, 3, 5], &[3, 1], &[2, 3, 5]),
         (&[1, 3, 1], &[2, 1, 4], &[2, 3, 4]),
+        // Squeeze-excitation scales, NCHW and NHWC, above the parallel threshold.
+        (&[2, 24, 29, 31], &[2, 24, 1, 1], &[2, 24, 29, 31]),
+        (&[2, 29, 31, 24], &[2, 1, 1, 24], &[2, 29, 31, 24]),
+        // The small operand first (subtract and divide are not symmetric).
+        (&[24, 1, 1], &[2, 24, 29, 31], &[2, 24, 29, 31]),
+        (&[1], &[3, 7], &[3, 7]),
+        (&[3, 7], &[], &[3, 7]),
+        (&[2, 1, 5], &[2, 3, 5], &[2, 3, 5]),
+        (&[1, 1], &[1, 1], &[1, 1]),
     ];
     for (sa, sb, so) in cases {
         let na: usize = sa.iter().product::<i64>() as usize;
