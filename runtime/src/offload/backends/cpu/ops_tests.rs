@@ -124,6 +124,20 @@ fn scalar_approximations_are_accurate_over_the_float_range() {
         let want: Vec<f64> = xs.iter().map(|&x| act64(a, x as f64)).collect();
         close(a.name(), &got, &want);
     }
+    // tanh and silu keep their relative accuracy near 0 too.
+    for i in 0..2000 {
+        let x = 1e-6f32 * 1.01f32.powi(i);
+        for (name, g, w) in [
+            ("tanh", tanh(x) as f64, (x as f64).tanh()),
+            ("tanh", tanh(-x) as f64, (-x as f64).tanh()),
+            ("silu", silu(x) as f64, act64(Activation::Silu, x as f64)),
+        ] {
+            assert!(
+                (g - w).abs() <= 1e-6 * w.abs(),
+                "{name}({x}) = {g}, want {w}"
+            );
+        }
+    }
     for &x in &[
         -80.0f32, -20.0, -1.0, -1e-3, 0.0, 1e-3, 0.5, 1.0, 20.0, 80.0,
     ] {
