@@ -6,6 +6,7 @@
  * with -DTEST_PLUGIN_ABI_VERSION=99 to check that Mote refuses a wrong ABI version.
  * Counters (test_plugin_runs, test_plugin_nodes_run) let tests see that it really ran.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,17 @@
 #ifndef TEST_PLUGIN_ABI_VERSION
 #define TEST_PLUGIN_ABI_VERSION MOTE_BACKEND_ABI_VERSION
 #endif
+
+/* The layout the runtime's Rust mirror asserts (runtime/src/offload/backends/plugin.rs). */
+_Static_assert(offsetof(mote_bk_node_attrs, act_max) == 76, "act_max offset");
+_Static_assert(offsetof(mote_bk_node_attrs, act_alpha) == 80, "act_alpha offset");
+_Static_assert(offsetof(mote_bk_node_attrs, act_beta) == 84, "act_beta offset");
+_Static_assert(offsetof(mote_bk_node_attrs, lrn_size) == 88, "lrn_size offset");
+_Static_assert(offsetof(mote_bk_node_attrs, lrn_bias) == 100, "lrn_bias offset");
+_Static_assert(offsetof(mote_bk_node_attrs, num_axes) == 104, "num_axes offset");
+_Static_assert(offsetof(mote_bk_node_attrs, axes) == 108, "axes offset");
+_Static_assert(offsetof(mote_bk_node_attrs, epsilon) == 140, "epsilon offset");
+_Static_assert(sizeof(mote_bk_node_attrs) == 144, "mote_bk_node_attrs size");
 
 #define MAX_TENSORS 256
 #define MAX_NODES 128

@@ -1079,8 +1079,15 @@ fn malformed_descriptions_give_typed_errors() {
     expect_subgraph_error("[]", &["not a JSON object"]);
     expect_subgraph_error(&with(&|j| j["format"] = json!("tvm.json")), &["format"]);
     expect_subgraph_error(
-        &with(&|j| j["version"] = json!(2)),
-        &["version 2", "version 1"],
+        &with(&|j| j["version"] = json!(3)),
+        &["version 3", "versions 1 to 2"],
+    );
+    expect_subgraph_error(
+        &with(&|j| j["nodes"][0]["attrs"]["activation"] = json!("sigmoid")),
+        &[
+            "node `conv`",
+            "activation `sigmoid` needs subgraph format version 2; this description says version 1",
+        ],
     );
     expect_subgraph_error(
         &with(&|j| j["nodes"][1]["op"] = json!("gelu")),

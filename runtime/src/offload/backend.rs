@@ -46,6 +46,9 @@ pub trait Prepared: Send + Sync {
     fn run(&self, buffers: &mut Buffers<'_>) -> Result<()>;
 }
 
+/// The buffers a node reads and the ones it writes.
+pub type NodeBuffers<'b> = (Vec<&'b [u8]>, Vec<&'b mut [u8]>);
+
 /// The memory of one run of a subgraph: a buffer per tensor index (region inputs and outputs
 /// are the VM's tensors, zero-copy; intermediates come from a scratch arena).
 ///
@@ -107,6 +110,45 @@ impl<'a> Buffers<'a> {
         // view of it exists while `self` is mutably borrowed.
         let out = unsafe { std::slice::from_raw_parts_mut(p, n) };
         Ok((ins, out))
+    }
+
+    /// The buffers a node with several outputs (`split`) reads and writes.
+    pub fn node_io_multi(
+        &mut self,
+        inputs: &[usize],
+        outputs: &[usize],
+    ) -> Result<NodeBuffers<'_>> {
+        for (k, &o) in outputs.iter().enumerate() {
+            if inputs.contains(&o) || outputs[..k].contains(&o) {
+                return Err(Error::Backend {
+                    backend: CPU.into(),
+                    message: format!("tensor {o} is written twice or also read by one node"),
+                });
+            }
+        }
+        let get = |t: usize| {
+            self.ptrs
+                .get(t)
+                .copied()
+                .flatten()
+                .ok_or_else(|| Self::missing(t))
+        };
+        let mut ins = Vec::with_capacity(inputs.len());
+        for &t in inputs {
+            let (p, n) = get(t)?;
+            // SAFETY: as in `node_io`: valid for 'a, disjoint from every output buffer, and not
+            // written while the returned borrow of `self` lives.
+            ins.push(unsafe { std::slice::from_raw_parts(p as *const u8, n) });
+        }
+        let mut outs = Vec::with_capacity(outputs.len());
+        for &t in outputs {
+            let (p, n) = get(t)?;
+            // SAFETY: the outputs are distinct tensors (checked above), whose buffers are
+            // disjoint from each other and from the inputs; no other view exists while `self`
+            // is mutably borrowed.
+            outs.push(unsafe { std::slice::from_raw_parts_mut(p, n) });
+        }
+        Ok((ins, outs))
     }
 
     /// Raw pointers for a plug-in call: `reads` then `writes`.

@@ -1,5 +1,5 @@
-//! Offloaded subgraph descriptions (`docs/subgraph-format.md`, format `mote.subgraph` version 1):
-//! parsing and validation into typed Rust.
+//! Offloaded subgraph descriptions (`docs/subgraph-format.md`, format `mote.subgraph` versions 1
+//! and 2): parsing and validation into typed Rust.
 //!
 //! A description is untrusted input (it comes from a model file). [`Graph::parse`] checks
 //! everything a backend relies on: indices in range, every tensor defined before it is read and
@@ -13,8 +13,14 @@ use serde_json::Value as Json;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
-/// The format version this runtime reads.
-pub const FORMAT_VERSION: i64 = 1;
+/// The highest format version this runtime reads (it reads every version from 1 up to it).
+pub const FORMAT_VERSION: i64 = 2;
+
+/// The lowest format version this runtime reads.
+pub const MIN_FORMAT_VERSION: i64 = 1;
+
+/// Largest rank of a `transpose` (format version 2).
+pub const MAX_TRANSPOSE_RANK: usize = 6;
 
 /// Highest tensor rank accepted (the plug-in ABI carries at most this many dims).
 pub const MAX_RANK: usize = 8;
@@ -104,23 +110,76 @@ impl Layout {
     }
 }
 
-/// A fused activation, in real units.
+/// A fused activation, in real units. The first four are format version 1's (clamps); the
+/// others came with version 2 and apply to float32 only.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Activation {
     None,
     Relu,
     Relu6,
     Clip(f32, f32),
+    /// `1 / (1 + exp(-x))`.
+    Sigmoid,
+    Tanh,
+    /// `x * min(max(x + 3, 0), 6) / 6`.
+    Hardswish,
+    /// `min(max(alpha * x + beta, 0), 1)`: `(alpha, beta)`.
+    Hardsigmoid(f32, f32),
+    /// `x * sigmoid(x)`.
+    Silu,
+    /// `0.5 * x * (1 + erf(x / sqrt(2)))`.
+    Gelu,
+    /// `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`.
+    GeluTanh,
+    /// `x` if `x >= 0`, else `alpha * x`.
+    LeakyRelu(f32),
 }
 
 impl Activation {
-    /// The clamp bounds it applies.
+    /// Whether it is a clamp (`None`, `Relu`, `Relu6`, `Clip`: the activations of version 1,
+    /// the only ones quantized ops take).
+    pub fn is_clamp(self) -> bool {
+        matches!(
+            self,
+            Activation::None | Activation::Relu | Activation::Relu6 | Activation::Clip(..)
+        )
+    }
+
+    /// The clamp bounds it applies; unbounded for the activations that are not clamps (check
+    /// [`Activation::is_clamp`] first).
     pub fn bounds(self) -> (f32, f32) {
         match self {
-            Activation::None => (f32::NEG_INFINITY, f32::INFINITY),
             Activation::Relu => (0.0, f32::INFINITY),
             Activation::Relu6 => (0.0, 6.0),
             Activation::Clip(lo, hi) => (lo, hi),
+            _ => (f32::NEG_INFINITY, f32::INFINITY),
+        }
+    }
+
+    /// Its spelling in the format (without parameters).
+    pub fn name(self) -> &'static str {
+        match self {
+            Activation::None => "none",
+            Activation::Relu => "relu",
+            Activation::Relu6 => "relu6",
+            Activation::Clip(..) => "clip",
+            Activation::Sigmoid => "sigmoid",
+            Activation::Tanh => "tanh",
+            Activation::Hardswish => "hardswish",
+            Activation::Hardsigmoid(..) => "hardsigmoid",
+            Activation::Silu => "silu",
+            Activation::Gelu => "gelu",
+            Activation::GeluTanh => "gelu_tanh",
+            Activation::LeakyRelu(_) => "leaky_relu",
+        }
+    }
+
+    /// The format version that introduced it.
+    pub fn version(self) -> i64 {
+        if self.is_clamp() {
+            1
+        } else {
+            2
         }
     }
 }
@@ -182,6 +241,51 @@ pub enum Op {
     Concatenate {
         axis: usize,
     },
+    // ---- format version 2 ----
+    /// An activation on its own (float32).
+    Activation(Activation),
+    Subtract {
+        activation: Activation,
+    },
+    Divide {
+        activation: Activation,
+    },
+    /// `y = x * scale[c] + shift[c]`, `c` the index along `axis` (normalized to `0..rank`).
+    ScaleShift {
+        axis: usize,
+        activation: Activation,
+    },
+    /// ONNX LRN across channels.
+    Lrn(Lrn),
+    /// `np.transpose(x, axes)`: output dim `i` is input dim `axes[i]`.
+    Transpose {
+        axes: Vec<usize>,
+    },
+    /// ShuffleNet's channel shuffle: output channel `j * groups + i` is input channel
+    /// `i * (C / groups) + j`.
+    ChannelShuffle {
+        layout: Layout,
+        groups: usize,
+    },
+    /// Consecutive pieces along `axis` (normalized), one per output.
+    Split {
+        axis: usize,
+    },
+    /// Normalization over the last axis (`axis` is always `rank - 1`).
+    LayerNorm {
+        axis: usize,
+        epsilon: f32,
+    },
+}
+
+/// `lrn` attributes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Lrn {
+    pub layout: Layout,
+    pub size: usize,
+    pub alpha: f32,
+    pub beta: f32,
+    pub bias: f32,
 }
 
 impl Op {
@@ -203,6 +307,46 @@ impl Op {
             Op::Softmax { .. } => "softmax",
             Op::Reshape => "reshape",
             Op::Concatenate { .. } => "concatenate",
+            Op::Activation(_) => "activation",
+            Op::Subtract { .. } => "subtract",
+            Op::Divide { .. } => "divide",
+            Op::ScaleShift { .. } => "scale_shift",
+            Op::Lrn(_) => "lrn",
+            Op::Transpose { .. } => "transpose",
+            Op::ChannelShuffle { .. } => "channel_shuffle",
+            Op::Split { .. } => "split",
+            Op::LayerNorm { .. } => "layer_norm",
+        }
+    }
+
+    /// The format version that introduced the op.
+    pub fn version(&self) -> i64 {
+        match self {
+            Op::Activation(_)
+            | Op::Subtract { .. }
+            | Op::Divide { .. }
+            | Op::ScaleShift { .. }
+            | Op::Lrn(_)
+            | Op::Transpose { .. }
+            | Op::ChannelShuffle { .. }
+            | Op::Split { .. }
+            | Op::LayerNorm { .. } => 2,
+            _ => 1,
+        }
+    }
+
+    /// Its activation, fused or (for the `activation` op) its whole function.
+    pub fn activation(&self) -> Option<Activation> {
+        match self {
+            Op::Conv2d(c) => Some(c.activation),
+            Op::Dense { activation }
+            | Op::Add { activation }
+            | Op::Multiply { activation }
+            | Op::Subtract { activation }
+            | Op::Divide { activation }
+            | Op::ScaleShift { activation, .. } => Some(*activation),
+            Op::Activation(a) => Some(*a),
+            _ => None,
         }
     }
 }
@@ -215,6 +359,19 @@ pub struct Node {
     pub inputs: Vec<usize>,
     pub outputs: Vec<usize>,
 }
+
+/// The ops format version 2 introduced.
+pub const V2_OPS: &[&str] = &[
+    "activation",
+    "subtract",
+    "divide",
+    "scale_shift",
+    "lrn",
+    "transpose",
+    "channel_shuffle",
+    "split",
+    "layer_norm",
+];
 
 /// A validated subgraph description.
 #[derive(Clone, Debug, PartialEq)]
@@ -315,29 +472,67 @@ fn activation(attrs: &Json) -> Res<Activation> {
     let Some(v) = attrs.get("activation") else {
         return Ok(Activation::None);
     };
+    parse_activation(v)
+}
+
+/// One activation value: a name, or a one-key object carrying the parameters.
+fn parse_activation(v: &Json) -> Res<Activation> {
     match v {
         Json::Null => Ok(Activation::None),
         Json::String(s) => match s.as_str() {
             "none" => Ok(Activation::None),
             "relu" => Ok(Activation::Relu),
             "relu6" => Ok(Activation::Relu6),
+            "sigmoid" => Ok(Activation::Sigmoid),
+            "tanh" => Ok(Activation::Tanh),
+            "hardswish" => Ok(Activation::Hardswish),
+            "silu" => Ok(Activation::Silu),
+            "gelu" => Ok(Activation::Gelu),
+            "gelu_tanh" => Ok(Activation::GeluTanh),
+            "clip" | "hardsigmoid" | "leaky_relu" => Err(format!(
+                "activation `{s}` needs its parameters ({{\"{s}\": ...}})"
+            )),
             other => Err(format!("unknown activation `{other}`")),
         },
-        Json::Object(o) => {
-            let clip = o
-                .get("clip")
-                .and_then(Json::as_array)
-                .filter(|a| a.len() == 2)
-                .ok_or_else(|| format!("activation {v}: expected {{\"clip\": [lo, hi]}}"))?;
-            let lo = finite_f32(&clip[0], "clip bound")?;
-            let hi = finite_f32(&clip[1], "clip bound")?;
-            if lo > hi {
-                return Err(format!("activation clip [{lo}, {hi}] is empty"));
+        Json::Object(o) if o.len() == 1 => {
+            let (key, val) = o.iter().next().ok_or("empty activation object")?;
+            let pair = |what: &str| -> Res<(f32, f32)> {
+                let a = val
+                    .as_array()
+                    .filter(|a| a.len() == 2)
+                    .ok_or_else(|| format!("activation {v}: expected {{\"{what}\": [a, b]}}"))?;
+                Ok((
+                    finite_f32(&a[0], &format!("{what} parameter"))?,
+                    finite_f32(&a[1], &format!("{what} parameter"))?,
+                ))
+            };
+            match key.as_str() {
+                "clip" => {
+                    let (lo, hi) = pair("clip")?;
+                    if lo > hi {
+                        return Err(format!("activation clip [{lo}, {hi}] is empty"));
+                    }
+                    Ok(Activation::Clip(lo, hi))
+                }
+                "hardsigmoid" => {
+                    let (alpha, beta) = pair("hardsigmoid")?;
+                    if !alpha.is_finite() || !beta.is_finite() {
+                        return Err(format!("hardsigmoid [{alpha}, {beta}] is not finite"));
+                    }
+                    Ok(Activation::Hardsigmoid(alpha, beta))
+                }
+                "leaky_relu" => {
+                    let alpha = finite_f32(val, "leaky_relu alpha")?;
+                    if !alpha.is_finite() {
+                        return Err(format!("leaky_relu alpha {alpha} is not finite"));
+                    }
+                    Ok(Activation::LeakyRelu(alpha))
+                }
+                other => Err(format!("unknown activation `{other}` in {v}")),
             }
-            Ok(Activation::Clip(lo, hi))
         }
         other => Err(format!(
-            "activation {other} is neither a name nor {{\"clip\": [lo, hi]}}"
+            "activation {other} is neither a name nor a one-key object such as {{\"clip\": [lo, hi]}}"
         )),
     }
 }
@@ -558,12 +753,12 @@ impl Graph {
             .get("version")
             .and_then(Json::as_i64)
             .ok_or_else(|| err(context, None, "`version` is missing or not an integer"))?;
-        if version != FORMAT_VERSION {
+        if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(err(
                 context,
                 None,
                 format!(
-                    "description version {version} is not supported (this runtime reads version {FORMAT_VERSION})"
+                    "description version {version} is not supported (this runtime reads versions {MIN_FORMAT_VERSION} to {FORMAT_VERSION})"
                 ),
             ));
         }
@@ -650,9 +845,14 @@ impl Graph {
                     )));
                 }
             }
-            if outs.len() != 1 {
+            // `split` has one output per piece; every other op exactly one.
+            if op_name == "split" {
+                if outs.is_empty() {
+                    return Err(en("split has no outputs; it needs at least one".into()));
+                }
+            } else if outs.len() != 1 {
                 return Err(en(format!(
-                    "has {} outputs; every op of version 1 has exactly one",
+                    "has {} outputs; `{op_name}` has exactly one",
                     outs.len()
                 )));
             }
@@ -670,7 +870,19 @@ impl Graph {
                 Some(a) if a.is_object() => a,
                 Some(a) => return Err(en(format!("`attrs` {a} is not an object"))),
             };
+            if V2_OPS.contains(&op_name) && version < 2 {
+                return Err(en(format!(
+                    "op `{op_name}` needs subgraph format version 2; this description says version {version}"
+                )));
+            }
             let op = check_node(op_name, attrs, &ins, &outs, &tensors).map_err(en)?;
+            if let Some(a) = op.activation().filter(|a| a.version() > version) {
+                return Err(en(format!(
+                    "activation `{}` needs subgraph format version {}; this description says version {version}",
+                    a.name(),
+                    a.version()
+                )));
+            }
             nodes.push(Node {
                 name: nname,
                 op,
@@ -841,6 +1053,7 @@ fn check_node(op: &str, attrs: &Json, ins: &[usize], outs: &[usize], ts: &[Tenso
                 }
             }
             check_linear_dtypes(ins, ts, out, o as usize, "conv2d")?;
+            act_for_dtype(c.activation, d.dtype, op)?;
             Ok(Op::Conv2d(c))
         }
         "max_pool2d" | "avg_pool2d" => {
@@ -969,9 +1182,9 @@ fn check_node(op: &str, attrs: &Json, ins: &[usize], outs: &[usize], ts: &[Tenso
                 }
             }
             check_linear_dtypes(ins, ts, out, nn as usize, "dense")?;
-            Ok(Op::Dense {
-                activation: activation(attrs)?,
-            })
+            let activation = activation(attrs)?;
+            act_for_dtype(activation, d.dtype, op)?;
+            Ok(Op::Dense { activation })
         }
         "matmul" => {
             arity(ins, 2, 2, op)?;
@@ -1022,6 +1235,7 @@ fn check_node(op: &str, attrs: &Json, ins: &[usize], outs: &[usize], ts: &[Tenso
                     per_tensor_quant(x, what)?;
                 }
             }
+            act_for_dtype(act, a.dtype, op)?;
             Ok(if op == "add" {
                 Op::Add { activation: act }
             } else {
@@ -1122,10 +1336,282 @@ fn check_node(op: &str, attrs: &Json, ins: &[usize], outs: &[usize], ts: &[Tenso
             per_tensor_quant(out, "output")?;
             Ok(Op::Concatenate { axis })
         }
+        "activation" => {
+            arity(ins, 1, 1, op)?;
+            let d = t(0);
+            f32_only(d, "data", op)?;
+            same_as_data(out, d, op)?;
+            let a = attrs
+                .get("activation")
+                .ok_or("attribute `activation` is missing")
+                .map_err(String::from)
+                .and_then(parse_activation)?;
+            Ok(Op::Activation(a))
+        }
+        "subtract" | "divide" => {
+            arity(ins, 2, 2, op)?;
+            let (a, b) = (t(0), t(1));
+            let want = broadcast_shapes(&a.shape, &b.shape)
+                .ok_or_else(|| format!("{:?} and {:?} do not broadcast", a.shape, b.shape))?;
+            shape_is(out, &want)?;
+            f32_only(a, "a", op)?;
+            f32_only(b, "b", op)?;
+            f32_only(out, "output", op)?;
+            let activation = activation(attrs)?;
+            Ok(if op == "subtract" {
+                Op::Subtract { activation }
+            } else {
+                Op::Divide { activation }
+            })
+        }
+        "scale_shift" => {
+            arity(ins, 3, 3, op)?;
+            let d = t(0);
+            if d.shape.is_empty() {
+                return Err("scale_shift of a scalar".into());
+            }
+            let axis = axis_attr(attrs, d.shape.len(), None)?;
+            let c = d.shape[axis];
+            for (k, what) in [(1, "scale"), (2, "shift")] {
+                f32_only(t(k), what, op)?;
+                if t(k).shape != [c] {
+                    return Err(format!(
+                        "{what} shape {:?}, expected [{c}] (dimension {axis} of the data)",
+                        t(k).shape
+                    ));
+                }
+            }
+            f32_only(d, "data", op)?;
+            same_as_data(out, d, op)?;
+            Ok(Op::ScaleShift {
+                axis,
+                activation: activation(attrs)?,
+            })
+        }
+        "lrn" => {
+            arity(ins, 1, 1, op)?;
+            let d = t(0);
+            if d.shape.len() != 4 {
+                return Err(format!("lrn data must be 4-D, got {:?}", d.shape));
+            }
+            f32_only(d, "data", op)?;
+            same_as_data(out, d, op)?;
+            let size = attrs
+                .get("size")
+                .ok_or("attribute `size` is missing")?
+                .as_u64()
+                .filter(|&v| (1..=1 << 20).contains(&v))
+                .ok_or_else(|| format!("lrn size {} is not an integer >= 1", attrs["size"]))?
+                as usize;
+            // ONNX's defaults for the omitted floats.
+            let num = |key: &str, default: f32| -> Res<f32> {
+                match attrs.get(key) {
+                    None => Ok(default),
+                    Some(v) => {
+                        let f = finite_f32(v, &format!("lrn {key}"))?;
+                        if f.is_finite() {
+                            Ok(f)
+                        } else {
+                            Err(format!("lrn {key} {f} is not finite"))
+                        }
+                    }
+                }
+            };
+            Ok(Op::Lrn(Lrn {
+                layout: layout(attrs)?,
+                size,
+                alpha: num("alpha", 1e-4)?,
+                beta: num("beta", 0.75)?,
+                bias: num("bias", 1.0)?,
+            }))
+        }
+        "transpose" => {
+            arity(ins, 1, 1, op)?;
+            let d = t(0);
+            let rank = d.shape.len();
+            if !(1..=MAX_TRANSPOSE_RANK).contains(&rank) {
+                return Err(format!(
+                    "transpose data has rank {rank}; ranks 1 to {MAX_TRANSPOSE_RANK} are supported"
+                ));
+            }
+            let raw = attrs
+                .get("axes")
+                .ok_or("attribute `axes` is missing")?
+                .as_array()
+                .ok_or_else(|| format!("attribute `axes` {} is not a list", attrs["axes"]))?;
+            let mut axes = Vec::with_capacity(raw.len());
+            let mut seen = vec![false; rank];
+            for a in raw {
+                let i = a
+                    .as_u64()
+                    .and_then(|i| usize::try_from(i).ok())
+                    .filter(|&i| i < rank)
+                    .ok_or_else(|| {
+                        format!(
+                            "axes {}: {a} is not an axis of a rank-{rank} tensor",
+                            attrs["axes"]
+                        )
+                    })?;
+                if std::mem::replace(&mut seen[i], true) {
+                    return Err(format!("axes {} repeats axis {i}", attrs["axes"]));
+                }
+                axes.push(i);
+            }
+            if axes.len() != rank {
+                return Err(format!(
+                    "axes {} is not a permutation of 0..{rank}",
+                    attrs["axes"]
+                ));
+            }
+            let want: Vec<i64> = axes.iter().map(|&a| d.shape[a]).collect();
+            shape_is(out, &want)?;
+            same_dtype_quant(out, d)?;
+            Ok(Op::Transpose { axes })
+        }
+        "channel_shuffle" => {
+            arity(ins, 1, 1, op)?;
+            let d = t(0);
+            if d.shape.len() != 4 {
+                return Err(format!(
+                    "channel_shuffle data must be 4-D, got {:?}",
+                    d.shape
+                ));
+            }
+            let l = layout(attrs)?;
+            let groups = attrs
+                .get("groups")
+                .ok_or("attribute `groups` is missing")?
+                .as_u64()
+                .filter(|&g| (1..=1 << 24).contains(&g))
+                .ok_or_else(|| format!("groups {} is not a positive integer", attrs["groups"]))?
+                as usize;
+            let (_, c, _, _) = l.nchw(&d.shape);
+            if c as usize % groups != 0 {
+                return Err(format!("groups {groups} does not divide the {c} channels"));
+            }
+            shape_is(out, &d.shape)?;
+            same_dtype_quant(out, d)?;
+            Ok(Op::ChannelShuffle { layout: l, groups })
+        }
+        "split" => {
+            arity(ins, 1, 1, op)?;
+            let d = t(0);
+            if d.shape.is_empty() {
+                return Err("split of a scalar".into());
+            }
+            let axis = axis_attr(attrs, d.shape.len(), None)?;
+            let mut total = 0i64;
+            for (k, &o) in outs.iter().enumerate() {
+                let y = &ts[o];
+                if y.shape.len() != d.shape.len()
+                    || y.shape
+                        .iter()
+                        .zip(&d.shape)
+                        .enumerate()
+                        .any(|(i, (a, b))| i != axis && a != b)
+                {
+                    return Err(format!(
+                        "output {k} {:?} does not match the data {:?} outside axis {axis}",
+                        y.shape, d.shape
+                    ));
+                }
+                same_dtype_quant(y, d)?;
+                total += y.shape[axis];
+            }
+            if total != d.shape[axis] {
+                return Err(format!(
+                    "the outputs' sizes along axis {axis} sum to {total}, the data has {}",
+                    d.shape[axis]
+                ));
+            }
+            Ok(Op::Split { axis })
+        }
+        "layer_norm" => {
+            arity(ins, 3, 3, op)?;
+            let d = t(0);
+            if d.shape.is_empty() {
+                return Err("layer_norm of a scalar".into());
+            }
+            let rank = d.shape.len();
+            let axis = axis_attr(attrs, rank, Some(-1))?;
+            if axis != rank - 1 {
+                return Err(format!(
+                    "layer_norm over axis {axis}: only the last axis ({}) is supported",
+                    rank - 1
+                ));
+            }
+            let dd = d.shape[axis];
+            for (k, what) in [(1, "gamma"), (2, "beta")] {
+                f32_only(t(k), what, op)?;
+                if t(k).shape != [dd] {
+                    return Err(format!("{what} shape {:?}, expected [{dd}]", t(k).shape));
+                }
+            }
+            f32_only(d, "data", op)?;
+            same_as_data(out, d, op)?;
+            let epsilon = match attrs.get("epsilon") {
+                None => 1e-5,
+                Some(v) => finite_f32(v, "layer_norm epsilon")?,
+            };
+            if !(epsilon >= 0.0 && epsilon.is_finite()) {
+                return Err(format!(
+                    "layer_norm epsilon {epsilon} is not a finite number >= 0"
+                ));
+            }
+            Ok(Op::LayerNorm { axis, epsilon })
+        }
         other => Err(format!(
             "unknown op `{other}` (format version {FORMAT_VERSION})"
         )),
     }
+}
+
+/// A float32-only operand of a version-2 op.
+fn f32_only(x: &TensorDesc, what: &str, op: &str) -> Res<()> {
+    if x.dtype != DType::F32 {
+        return Err(format!(
+            "{op} {what} is {}; {op} takes float32 only",
+            x.dtype
+        ));
+    }
+    Ok(())
+}
+
+/// An elementwise op's output: the data's shape and dtype.
+fn same_as_data(out: &TensorDesc, d: &TensorDesc, op: &str) -> Res<()> {
+    if out.shape != d.shape || out.dtype != d.dtype {
+        return Err(format!(
+            "{op} output is {} {:?}, the data is {} {:?}",
+            out.dtype, out.shape, d.dtype, d.shape
+        ));
+    }
+    Ok(())
+}
+
+/// A data-movement op's output: the data's dtype and quantization (per tensor: a per-channel
+/// quantization would not follow the moved channels).
+fn same_dtype_quant(out: &TensorDesc, d: &TensorDesc) -> Res<()> {
+    per_tensor_quant(d, "data")?;
+    if out.dtype != d.dtype {
+        return Err(format!("output is {}, data is {}", out.dtype, d.dtype));
+    }
+    if out.quant != d.quant {
+        return Err("the output's quantization differs from the data's (this op moves values, it cannot requantize)".into());
+    }
+    Ok(())
+}
+
+/// The activations of version 2 are float32 only: quantized (and float16) ops take the clamps
+/// of version 1.
+fn act_for_dtype(act: Activation, dtype: DType, op: &str) -> Res<()> {
+    if !act.is_clamp() && dtype != DType::F32 {
+        let what = if dtype.is_float() { "" } else { "quantized " };
+        return Err(format!(
+            "activation `{}` on a {what}{dtype} {op}: it is float32 only; other ops take none, relu, relu6 or clip",
+            act.name()
+        ));
+    }
+    Ok(())
 }
 
 /// dtypes of conv2d/dense: all float, or quantized data/weight/output with an int32 bias.
@@ -1180,5 +1666,715 @@ mod tests {
         let g = Graph::parse(text, "test").unwrap();
         assert_eq!(g.nodes.len(), 1);
         assert!(matches!(g.nodes[0].op, Op::Conv2d(c) if c.activation == Activation::Relu));
+    }
+
+    use serde_json::json;
+
+    /// A one-node description: `tensors` as (shape, dtype), tensor 0 the input, `consts` the
+    /// constants, the node's outputs the region outputs.
+    fn one(
+        version: i64,
+        op: &str,
+        attrs: Json,
+        tensors: &[(&[i64], &str)],
+        ins: &[usize],
+        outs: &[usize],
+        consts: &[usize],
+    ) -> String {
+        let ts: Vec<Json> = tensors
+            .iter()
+            .map(|(s, d)| json!({"shape": s, "dtype": d}))
+            .collect();
+        json!({"format": "mote.subgraph", "version": version, "name": "g", "tensors": ts,
+               "inputs": [0], "constants": consts, "outputs": outs,
+               "nodes": [{"op": op, "name": "the_node", "inputs": ins, "outputs": outs,
+                          "attrs": attrs}]})
+        .to_string()
+    }
+
+    /// Parsing fails with a subgraph error naming the node and containing `needle`.
+    fn refused(text: &str, needle: &str) {
+        match Graph::parse(text, "t") {
+            Err(Error::Subgraph { node, message, .. }) => {
+                assert!(
+                    message.contains(needle),
+                    "message `{message}` lacks `{needle}`"
+                );
+                assert_eq!(node.as_deref(), Some("the_node"), "{message}");
+            }
+            other => panic!("expected a subgraph error with `{needle}`, got {other:?}"),
+        }
+    }
+
+    fn op_of(text: &str) -> Op {
+        match Graph::parse(text, "t") {
+            Ok(g) => g.nodes[0].op.clone(),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    const F: &str = "float32";
+
+    fn unary(version: i64, op: &str, attrs: Json, x: &[i64], y: &[i64]) -> String {
+        one(version, op, attrs, &[(x, F), (y, F)], &[0], &[1], &[])
+    }
+
+    #[test]
+    fn every_new_activation_parses_with_its_parameters() {
+        let cases = [
+            (json!("sigmoid"), Activation::Sigmoid),
+            (json!("tanh"), Activation::Tanh),
+            (json!("hardswish"), Activation::Hardswish),
+            (
+                json!({"hardsigmoid": [0.2, 0.5]}),
+                Activation::Hardsigmoid(0.2, 0.5),
+            ),
+            (json!("silu"), Activation::Silu),
+            (json!("gelu"), Activation::Gelu),
+            (json!("gelu_tanh"), Activation::GeluTanh),
+            (json!({"leaky_relu": 0.01}), Activation::LeakyRelu(0.01)),
+            (json!({"clip": [-1.0, 2.0]}), Activation::Clip(-1.0, 2.0)),
+            (json!("relu6"), Activation::Relu6),
+        ];
+        for (spelling, want) in cases {
+            let t = unary(
+                2,
+                "activation",
+                json!({"activation": spelling}),
+                &[2, 3],
+                &[2, 3],
+            );
+            assert_eq!(op_of(&t), Op::Activation(want));
+            // Fused on a binary op too.
+            let t = one(
+                2,
+                "add",
+                json!({"activation": spelling}),
+                &[(&[2, 3], F), (&[3], F), (&[2, 3], F)],
+                &[0, 1],
+                &[2],
+                &[1],
+            );
+            assert_eq!(op_of(&t), Op::Add { activation: want });
+        }
+    }
+
+    #[test]
+    fn malformed_activations_are_refused() {
+        for (spelling, needle) in [
+            (json!({"hardsigmoid": [0.2]}), "hardsigmoid"),
+            (json!({"hardsigmoid": 0.2}), "hardsigmoid"),
+            (json!({"leaky_relu": "x"}), "leaky_relu"),
+            (json!({"leaky_relu": [0.1]}), "leaky_relu"),
+            (json!("hardsigmoid"), "needs its parameters"),
+            (json!("leaky_relu"), "needs its parameters"),
+            (json!("swish"), "unknown activation `swish`"),
+            (json!({"clip": [0, 1], "relu": 1}), "one-key"),
+            (json!({"elu": 1.0}), "unknown activation `elu`"),
+            (json!(3), "neither a name"),
+        ] {
+            refused(
+                &unary(2, "activation", json!({"activation": spelling}), &[4], &[4]),
+                needle,
+            );
+        }
+        refused(
+            &unary(2, "activation", json!({}), &[4], &[4]),
+            "`activation` is missing",
+        );
+    }
+
+    #[test]
+    fn version_rule_names_the_op_or_activation_and_both_versions() {
+        refused(
+            &unary(
+                1,
+                "lrn",
+                json!({"layout": "NCHW", "size": 3}),
+                &[1, 4, 2, 2],
+                &[1, 4, 2, 2],
+            ),
+            "op `lrn` needs subgraph format version 2; this description says version 1",
+        );
+        for op in ["subtract", "divide"] {
+            refused(
+                &one(
+                    1,
+                    op,
+                    json!({}),
+                    &[(&[3], F), (&[3], F), (&[3], F)],
+                    &[0, 1],
+                    &[2],
+                    &[1],
+                ),
+                &format!("op `{op}` needs subgraph format version 2"),
+            );
+        }
+        refused(
+            &one(
+                1,
+                "conv2d",
+                json!({"layout": "NHWC", "activation": "sigmoid"}),
+                &[(&[1, 3, 3, 2], F), (&[4, 1, 1, 2], F), (&[1, 3, 3, 4], F)],
+                &[0, 1],
+                &[2],
+                &[1],
+            ),
+            "activation `sigmoid` needs subgraph format version 2; this description says version 1",
+        );
+        refused(
+            &one(
+                1,
+                "dense",
+                json!({"activation": {"leaky_relu": 0.1}}),
+                &[(&[2, 3], F), (&[4, 3], F), (&[2, 4], F)],
+                &[0, 1],
+                &[2],
+                &[1],
+            ),
+            "activation `leaky_relu` needs subgraph format version 2",
+        );
+        // Version 1 content in a version 2 description is fine; versions 0 and 3 are refused.
+        assert!(Graph::parse(&unary(2, "relu", json!({}), &[3], &[3]), "t").is_ok());
+        assert!(Graph::parse(&unary(1, "relu", json!({}), &[3], &[3]), "t").is_ok());
+        for v in [0, 3] {
+            let e = Graph::parse(&unary(v, "relu", json!({}), &[3], &[3]), "t")
+                .expect_err("refused")
+                .to_string();
+            assert!(e.contains(&format!("version {v} is not supported")), "{e}");
+        }
+    }
+
+    #[test]
+    fn float_only_ops_refuse_other_dtypes_and_quantized_ops_keep_clamps() {
+        let q = |s: &[i64]| json!({"shape": s, "dtype": "int8", "quant": {"scale": [0.1], "zero_point": [0]}});
+        let text = |op: &str, attrs: Json, tensors: Vec<Json>, ins: &[usize], n: usize| {
+            json!({"format": "mote.subgraph", "version": 2, "name": "g", "tensors": tensors,
+                   "inputs": [0], "constants": (1..n).collect::<Vec<_>>(), "outputs": [n],
+                   "nodes": [{"op": op, "name": "the_node", "inputs": ins, "outputs": [n],
+                              "attrs": attrs}]})
+            .to_string()
+        };
+        refused(
+            &text(
+                "activation",
+                json!({"activation": "tanh"}),
+                vec![q(&[4]), q(&[4])],
+                &[0],
+                1,
+            ),
+            "activation data is int8; activation takes float32 only",
+        );
+        refused(
+            &text(
+                "subtract",
+                json!({}),
+                vec![q(&[4]), q(&[4]), q(&[4])],
+                &[0, 1],
+                2,
+            ),
+            "takes float32 only",
+        );
+        refused(
+            &unary(2, "activation", json!({"activation": "tanh"}), &[4], &[4])
+                .replace("float32", "float16"),
+            "float32 only",
+        );
+        // float16 add with gelu.
+        refused(
+            &one(
+                2,
+                "add",
+                json!({"activation": "gelu"}),
+                &[(&[4], "float16"), (&[4], "float16"), (&[4], "float16")],
+                &[0, 1],
+                &[2],
+                &[1],
+            ),
+            "activation `gelu` on a float16 add: it is float32 only",
+        );
+        // Quantized add with sigmoid.
+        refused(
+            &text(
+                "add",
+                json!({"activation": "sigmoid"}),
+                vec![q(&[4]), q(&[4]), q(&[4])],
+                &[0, 1],
+                2,
+            ),
+            "activation `sigmoid` on a quantized int8 add",
+        );
+        // Quantized conv2d with silu.
+        let w = json!({"shape": [2, 1, 1, 3], "dtype": "int8",
+                       "quant": {"scale": [0.1], "zero_point": [0]}});
+        refused(
+            &text(
+                "conv2d",
+                json!({"layout": "NHWC", "activation": "silu"}),
+                vec![q(&[1, 2, 2, 3]), w, q(&[1, 2, 2, 2])],
+                &[0, 1],
+                2,
+            ),
+            "activation `silu` on a quantized int8 conv2d",
+        );
+    }
+
+    #[test]
+    fn scale_shift_checks() {
+        let ok = one(
+            2,
+            "scale_shift",
+            json!({"axis": -3}),
+            &[(&[1, 4, 2, 2], F), (&[4], F), (&[4], F), (&[1, 4, 2, 2], F)],
+            &[0, 1, 2],
+            &[3],
+            &[1, 2],
+        );
+        assert_eq!(
+            op_of(&ok),
+            Op::ScaleShift {
+                axis: 1,
+                activation: Activation::None
+            }
+        );
+        refused(
+            &one(
+                2,
+                "scale_shift",
+                json!({"axis": 1}),
+                &[(&[1, 4, 2, 2], F), (&[4], F), (&[1, 4, 2, 2], F)],
+                &[0, 1],
+                &[2],
+                &[1],
+            ),
+            "scale_shift takes 3 inputs, got 2",
+        );
+        refused(
+            &one(
+                2,
+                "scale_shift",
+                json!({"axis": 3}),
+                &[(&[1, 4, 2, 2], F), (&[4], F), (&[4], F), (&[1, 4, 2, 2], F)],
+                &[0, 1, 2],
+                &[3],
+                &[1, 2],
+            ),
+            "scale shape [4], expected [2]",
+        );
+        refused(
+            &one(
+                2,
+                "scale_shift",
+                json!({"axis": 4}),
+                &[(&[1, 4, 2, 2], F), (&[4], F), (&[4], F), (&[1, 4, 2, 2], F)],
+                &[0, 1, 2],
+                &[3],
+                &[1, 2],
+            ),
+            "axis 4 out of range",
+        );
+        refused(
+            &one(
+                2,
+                "scale_shift",
+                json!({}),
+                &[(&[1, 4, 2, 2], F), (&[4], F), (&[4], F), (&[1, 4, 2, 2], F)],
+                &[0, 1, 2],
+                &[3],
+                &[1, 2],
+            ),
+            "attribute `axis` is missing",
+        );
+    }
+
+    #[test]
+    fn lrn_checks() {
+        let s: &[i64] = &[1, 6, 3, 3];
+        for size in [1, 2, 4, 5] {
+            let t = unary(
+                2,
+                "lrn",
+                json!({"layout": "NCHW", "size": size, "alpha": 1e-4,
+                                           "beta": 0.75, "bias": 2.0}),
+                s,
+                s,
+            );
+            assert!(matches!(op_of(&t), Op::Lrn(l) if l.size == size && l.bias == 2.0));
+        }
+        refused(
+            &unary(2, "lrn", json!({"layout": "NCHW", "size": 0}), s, s),
+            "lrn size 0",
+        );
+        refused(
+            &unary(2, "lrn", json!({"layout": "NCHW", "size": 2.5}), s, s),
+            "lrn size",
+        );
+        refused(
+            &unary(2, "lrn", json!({"layout": "NCHW"}), s, s),
+            "`size` is missing",
+        );
+        refused(
+            &unary(2, "lrn", json!({"size": 3}), s, s),
+            "`layout` is missing",
+        );
+        refused(
+            &unary(
+                2,
+                "lrn",
+                json!({"layout": "NCHW", "size": 3}),
+                &[6, 3, 3],
+                &[6, 3, 3],
+            ),
+            "lrn data must be 4-D",
+        );
+        refused(
+            &unary(
+                2,
+                "lrn",
+                json!({"layout": "NCHW", "size": 3, "beta": "x"}),
+                s,
+                s,
+            ),
+            "lrn beta",
+        );
+        refused(
+            &unary(
+                2,
+                "lrn",
+                json!({"layout": "NCHW", "size": 3}),
+                s,
+                &[1, 6, 3, 2],
+            ),
+            "lrn output is float32 [1, 6, 3, 2]",
+        );
+    }
+
+    #[test]
+    fn transpose_checks() {
+        let t = unary(
+            2,
+            "transpose",
+            json!({"axes": [0, 2, 3, 1]}),
+            &[1, 4, 5, 6],
+            &[1, 5, 6, 4],
+        );
+        assert_eq!(
+            op_of(&t),
+            Op::Transpose {
+                axes: vec![0, 2, 3, 1]
+            }
+        );
+        let bad = |axes: Json, y: &[i64], needle: &str| {
+            refused(
+                &unary(2, "transpose", json!({"axes": axes}), &[1, 4, 5, 6], y),
+                needle,
+            )
+        };
+        bad(json!([0, 2, 2, 1]), &[1, 5, 5, 4], "repeats axis 2");
+        bad(
+            json!([0, 2, 4, 1]),
+            &[1, 5, 6, 4],
+            "is not an axis of a rank-4 tensor",
+        );
+        bad(json!([0, 2, 1]), &[1, 5, 4], "not a permutation of 0..4");
+        bad(json!([0, -1, 2, 1]), &[1, 5, 6, 4], "is not an axis");
+        bad(json!("0231"), &[1, 5, 6, 4], "is not a list");
+        bad(
+            json!([0, 2, 3, 1]),
+            &[1, 4, 5, 6],
+            "does not match the inferred shape [1, 5, 6, 4]",
+        );
+        refused(
+            &unary(2, "transpose", json!({}), &[2, 3], &[3, 2]),
+            "`axes` is missing",
+        );
+        refused(
+            &unary(
+                2,
+                "transpose",
+                json!({"axes": [0, 1, 2, 3, 4, 5, 6]}),
+                &[1, 1, 1, 1, 1, 1, 1],
+                &[1, 1, 1, 1, 1, 1, 1],
+            ),
+            "ranks 1 to 6",
+        );
+        // Moves int8 values, but cannot requantize.
+        let qt = |zp: i64| {
+            json!({"format": "mote.subgraph", "version": 2, "name": "g",
+                   "tensors": [
+                       {"shape": [2, 3], "dtype": "int8", "quant": {"scale": [0.5], "zero_point": [0]}},
+                       {"shape": [3, 2], "dtype": "int8", "quant": {"scale": [0.5], "zero_point": [zp]}}],
+                   "inputs": [0], "constants": [], "outputs": [1],
+                   "nodes": [{"op": "transpose", "name": "the_node", "inputs": [0], "outputs": [1],
+                              "attrs": {"axes": [1, 0]}}]})
+            .to_string()
+        };
+        assert!(Graph::parse(&qt(0), "t").is_ok());
+        refused(&qt(3), "cannot requantize");
+        let mut pc: Json = serde_json::from_str(&qt(0)).expect("json");
+        pc["tensors"][0]["quant"] = json!({"axis": 1, "scale": [0.5, 0.5, 0.5], "zero_point": [0]});
+        refused(&pc.to_string(), "data must be quantized per tensor");
+    }
+
+    #[test]
+    fn channel_shuffle_checks() {
+        let s: &[i64] = &[1, 3, 3, 12];
+        let t = unary(
+            2,
+            "channel_shuffle",
+            json!({"layout": "NHWC", "groups": 4}),
+            s,
+            s,
+        );
+        assert_eq!(
+            op_of(&t),
+            Op::ChannelShuffle {
+                layout: Layout::Nhwc,
+                groups: 4
+            }
+        );
+        refused(
+            &unary(
+                2,
+                "channel_shuffle",
+                json!({"layout": "NHWC", "groups": 5}),
+                s,
+                s,
+            ),
+            "groups 5 does not divide the 12 channels",
+        );
+        refused(
+            &unary(
+                2,
+                "channel_shuffle",
+                json!({"layout": "NCHW", "groups": 2}),
+                s,
+                s,
+            ),
+            "groups 2 does not divide the 3 channels",
+        );
+        refused(
+            &unary(
+                2,
+                "channel_shuffle",
+                json!({"layout": "NHWC", "groups": 0}),
+                s,
+                s,
+            ),
+            "groups 0 is not a positive integer",
+        );
+        refused(
+            &unary(2, "channel_shuffle", json!({"layout": "NHWC"}), s, s),
+            "`groups` is missing",
+        );
+        refused(
+            &unary(
+                2,
+                "channel_shuffle",
+                json!({"layout": "NHWC", "groups": 1}),
+                &[3, 12],
+                &[3, 12],
+            ),
+            "must be 4-D",
+        );
+    }
+
+    #[test]
+    fn split_checks() {
+        let text = |axis: i64, outs: &[&[i64]]| {
+            let mut ts: Vec<(&[i64], &str)> = vec![(&[2, 7, 3], F)];
+            ts.extend(outs.iter().map(|s| (*s, F)));
+            let o: Vec<usize> = (1..=outs.len()).collect();
+            one(2, "split", json!({"axis": axis}), &ts, &[0], &o, &[])
+        };
+        let g = Graph::parse(&text(-2, &[&[2, 2, 3], &[2, 4, 3], &[2, 1, 3]]), "t").expect("ok");
+        assert_eq!(g.nodes[0].op, Op::Split { axis: 1 });
+        assert_eq!(g.nodes[0].outputs, [1, 2, 3]);
+        assert!(Graph::parse(&text(0, &[&[2, 7, 3]]), "t").is_ok());
+        refused(
+            &text(1, &[&[2, 2, 3], &[2, 4, 3]]),
+            "the outputs' sizes along axis 1 sum to 6, the data has 7",
+        );
+        refused(
+            &text(1, &[&[2, 2, 3], &[2, 5, 2]]),
+            "output 1 [2, 5, 2] does not match the data [2, 7, 3] outside axis 1",
+        );
+        refused(&text(3, &[&[2, 7, 3]]), "axis 3 out of range");
+        // No outputs at all.
+        let none = one(
+            2,
+            "split",
+            json!({"axis": 0}),
+            &[(&[2], F), (&[2], F)],
+            &[0],
+            &[],
+            &[],
+        );
+        let e = Graph::parse(&none, "t").expect_err("refused").to_string();
+        assert!(e.contains("no outputs"), "{e}");
+        // Only split may have several outputs.
+        refused(
+            &one(
+                2,
+                "relu",
+                json!({}),
+                &[(&[2], F), (&[2], F), (&[2], F)],
+                &[0],
+                &[1, 2],
+                &[],
+            ),
+            "has 2 outputs; `relu` has exactly one",
+        );
+    }
+
+    #[test]
+    fn layer_norm_checks() {
+        let t = |axis: i64, g: &[i64]| {
+            one(
+                2,
+                "layer_norm",
+                json!({"axis": axis, "epsilon": 1e-5}),
+                &[(&[2, 3, 8], F), (g, F), (g, F), (&[2, 3, 8], F)],
+                &[0, 1, 2],
+                &[3],
+                &[1, 2],
+            )
+        };
+        assert_eq!(
+            op_of(&t(-1, &[8])),
+            Op::LayerNorm {
+                axis: 2,
+                epsilon: 1e-5
+            }
+        );
+        assert_eq!(
+            op_of(&t(2, &[8])),
+            Op::LayerNorm {
+                axis: 2,
+                epsilon: 1e-5
+            }
+        );
+        refused(
+            &t(1, &[3]),
+            "layer_norm over axis 1: only the last axis (2) is supported",
+        );
+        refused(&t(-2, &[3]), "only the last axis");
+        refused(&t(-1, &[3]), "gamma shape [3], expected [8]");
+        refused(
+            &one(
+                2,
+                "layer_norm",
+                json!({"axis": -1, "epsilon": -1.0}),
+                &[(&[2, 8], F), (&[8], F), (&[8], F), (&[2, 8], F)],
+                &[0, 1, 2],
+                &[3],
+                &[1, 2],
+            ),
+            "epsilon -1 is not a finite number >= 0",
+        );
+        refused(
+            &one(
+                2,
+                "layer_norm",
+                json!({"axis": -1}),
+                &[(&[2, 8], F), (&[8], F), (&[2, 8], F)],
+                &[0, 1],
+                &[2],
+                &[1],
+            ),
+            "layer_norm takes 3 inputs, got 2",
+        );
+    }
+
+    /// No version-2 description makes the parser panic: every truncation and 3,000 byte
+    /// substitutions of one using every new op give a graph or a typed error.
+    #[test]
+    fn version_2_descriptions_never_panic_the_parser() {
+        let text = r#"{"format":"mote.subgraph","version":2,"name":"v2",
+          "tensors":[{"shape":[1,4,3,5],"dtype":"float32"},{"shape":[4],"dtype":"float32"},
+            {"shape":[4],"dtype":"float32"},{"shape":[1,4,3,5],"dtype":"float32"},
+            {"shape":[1,4,3,5],"dtype":"float32"},{"shape":[1,1,3,5],"dtype":"float32"},
+            {"shape":[1,3,3,5],"dtype":"float32"},{"shape":[1,3,3,5],"dtype":"float32"},
+            {"shape":[1,3,5,3],"dtype":"float32"},{"shape":[3],"dtype":"float32"},
+            {"shape":[1,3,5,3],"dtype":"float32"},{"shape":[1,3,5,3],"dtype":"float32"},
+            {"shape":[1,3,5,3],"dtype":"float32"}],
+          "inputs":[0],"constants":[1,2,9],"outputs":[5,12],
+          "nodes":[
+            {"op":"scale_shift","name":"a","inputs":[0,1,2],"outputs":[3],
+             "attrs":{"axis":1,"activation":{"hardsigmoid":[0.2,0.5]}}},
+            {"op":"channel_shuffle","name":"b","inputs":[3],"outputs":[4],
+             "attrs":{"layout":"NCHW","groups":2}},
+            {"op":"split","name":"c","inputs":[4],"outputs":[5,6],"attrs":{"axis":-3}},
+            {"op":"lrn","name":"d","inputs":[6],"outputs":[7],
+             "attrs":{"layout":"NCHW","size":3,"alpha":0.01,"beta":0.75,"bias":1.0}},
+            {"op":"transpose","name":"e","inputs":[7],"outputs":[8],"attrs":{"axes":[0,1,3,2]}},
+            {"op":"layer_norm","name":"f","inputs":[8,9,9],"outputs":[10],
+             "attrs":{"axis":-1,"epsilon":1e-5}},
+            {"op":"divide","name":"g","inputs":[10,8],"outputs":[11],
+             "attrs":{"activation":{"leaky_relu":0.1}}},
+            {"op":"activation","name":"h","inputs":[11],"outputs":[12],
+             "attrs":{"activation":"gelu_tanh"}}]}"#;
+        let g = Graph::parse(text, "t").expect("the seed parses");
+        assert_eq!(g.nodes.len(), 8);
+        for cut in 0..text.len() {
+            let r = std::panic::catch_unwind(|| Graph::parse(&text[..cut], "t").is_ok());
+            assert_eq!(r.ok(), Some(false), "truncation at {cut}");
+        }
+        let mut state = 12345u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let alphabet = b"0123456789-[]{},:\"ae.";
+        for _ in 0..3000 {
+            let mut b = text.as_bytes().to_vec();
+            let i = next() as usize % b.len();
+            b[i] = alphabet[next() as usize % alphabet.len()];
+            let s = String::from_utf8_lossy(&b).into_owned();
+            let r = std::panic::catch_unwind(|| Graph::parse(&s, "t").map(|_| ()));
+            assert!(r.is_ok(), "panic on {s}");
+        }
+    }
+
+    #[test]
+    fn subtract_and_divide_broadcast_like_add() {
+        for op in ["subtract", "divide"] {
+            let t = one(
+                2,
+                op,
+                json!({"activation": "gelu"}),
+                &[(&[2, 1, 5], F), (&[3, 1], F), (&[2, 3, 5], F)],
+                &[0, 1],
+                &[2],
+                &[1],
+            );
+            assert_eq!(op_of(&t).activation(), Some(Activation::Gelu));
+            refused(
+                &one(
+                    2,
+                    op,
+                    json!({}),
+                    &[(&[2, 4], F), (&[3], F), (&[2, 4], F)],
+                    &[0, 1],
+                    &[2],
+                    &[1],
+                ),
+                "do not broadcast",
+            );
+            refused(
+                &one(
+                    2,
+                    op,
+                    json!({}),
+                    &[(&[2, 4], F), (&[2, 4], F)],
+                    &[0],
+                    &[1],
+                    &[],
+                ),
+                &format!("{op} takes 2 inputs, got 1"),
+            );
+        }
     }
 }

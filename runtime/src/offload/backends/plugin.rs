@@ -61,6 +61,16 @@ struct NodeAttrsC {
     activation: i32,
     act_min: f32,
     act_max: f32,
+    // Appended by subgraph format version 2 (ABI version unchanged).
+    act_alpha: f32,
+    act_beta: f32,
+    lrn_size: i32,
+    lrn_alpha: f32,
+    lrn_beta: f32,
+    lrn_bias: f32,
+    num_axes: i32,
+    axes: [i32; MAX_RANK],
+    epsilon: f32,
 }
 
 type AbiVersionFn = unsafe extern "C" fn() -> u32;
@@ -320,12 +330,21 @@ fn dtype_code(d: DType) -> Option<i32> {
     })
 }
 
-fn act_code(a: Activation) -> (i32, f32, f32) {
+/// `(MOTE_BK_ACT_*, act_min, act_max, act_alpha, act_beta)`.
+fn act_code(a: Activation) -> (i32, f32, f32, f32, f32) {
     match a {
-        Activation::None => (0, 0.0, 0.0),
-        Activation::Relu => (1, 0.0, 0.0),
-        Activation::Relu6 => (2, 0.0, 6.0),
-        Activation::Clip(lo, hi) => (3, lo, hi),
+        Activation::None => (0, 0.0, 0.0, 0.0, 0.0),
+        Activation::Relu => (1, 0.0, 0.0, 0.0, 0.0),
+        Activation::Relu6 => (2, 0.0, 6.0, 0.0, 0.0),
+        Activation::Clip(lo, hi) => (3, lo, hi, 0.0, 0.0),
+        Activation::Sigmoid => (4, 0.0, 0.0, 0.0, 0.0),
+        Activation::Tanh => (5, 0.0, 0.0, 0.0, 0.0),
+        Activation::Hardswish => (6, 0.0, 0.0, 0.0, 0.0),
+        Activation::Hardsigmoid(alpha, beta) => (7, 0.0, 0.0, alpha, beta),
+        Activation::Silu => (8, 0.0, 0.0, 0.0, 0.0),
+        Activation::Gelu => (9, 0.0, 0.0, 0.0, 0.0),
+        Activation::GeluTanh => (10, 0.0, 0.0, 0.0, 0.0),
+        Activation::LeakyRelu(alpha) => (11, 0.0, 0.0, alpha, 0.0),
     }
 }
 
@@ -346,11 +365,14 @@ fn node_attrs(op: &Op) -> NodeAttrsC {
         ..Default::default()
     };
     let set_act = |a: &mut NodeAttrsC, act: Activation| {
-        let (k, lo, hi) = act_code(act);
+        let (k, lo, hi, alpha, beta) = act_code(act);
         a.activation = k;
         a.act_min = lo;
         a.act_max = hi;
+        a.act_alpha = alpha;
+        a.act_beta = beta;
     };
+    let small = |v: usize| i32::try_from(v).unwrap_or(i32::MAX);
     match op {
         Op::Conv2d(c) => {
             a.op = 1;
@@ -407,6 +429,52 @@ fn node_attrs(op: &Op) -> NodeAttrsC {
         Op::Concatenate { axis } => {
             a.op = 15;
             a.axis = *axis as i32;
+        }
+        Op::Activation(act) => {
+            a.op = 16;
+            set_act(&mut a, *act);
+        }
+        Op::Subtract { activation } => {
+            a.op = 17;
+            set_act(&mut a, *activation);
+        }
+        Op::Divide { activation } => {
+            a.op = 18;
+            set_act(&mut a, *activation);
+        }
+        Op::ScaleShift { axis, activation } => {
+            a.op = 19;
+            a.axis = small(*axis);
+            set_act(&mut a, *activation);
+        }
+        Op::Lrn(l) => {
+            a.op = 20;
+            a.layout = layout_code(l.layout);
+            a.lrn_size = small(l.size);
+            a.lrn_alpha = l.alpha;
+            a.lrn_beta = l.beta;
+            a.lrn_bias = l.bias;
+        }
+        Op::Transpose { axes } => {
+            a.op = 21;
+            a.num_axes = small(axes.len());
+            for (d, &s) in a.axes.iter_mut().zip(axes) {
+                *d = small(s);
+            }
+        }
+        Op::ChannelShuffle { layout, groups } => {
+            a.op = 22;
+            a.layout = layout_code(*layout);
+            a.groups = small(*groups);
+        }
+        Op::Split { axis } => {
+            a.op = 23;
+            a.axis = small(*axis);
+        }
+        Op::LayerNorm { axis, epsilon } => {
+            a.op = 24;
+            a.axis = small(*axis);
+            a.epsilon = *epsilon;
         }
     }
     a
@@ -701,5 +769,126 @@ impl Drop for PluginSegment {
             // freed once.
             unsafe { (self.free)(*g as *mut c_void) }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    /// The Rust mirror has the C header's layout: the offsets C gives `mote_bk_node_attrs` on
+    /// every ABI Mote supports (all fields 4 bytes wide; tests/plugins/test_plugin.c asserts the
+    /// same numbers against the header with the C compiler).
+    #[test]
+    fn node_attrs_mirror_the_header_layout() {
+        assert_eq!(offset_of!(NodeAttrsC, op), 4);
+        assert_eq!(offset_of!(NodeAttrsC, groups), 44);
+        assert_eq!(offset_of!(NodeAttrsC, axis), 64);
+        assert_eq!(offset_of!(NodeAttrsC, activation), 68);
+        assert_eq!(offset_of!(NodeAttrsC, act_min), 72);
+        assert_eq!(offset_of!(NodeAttrsC, act_max), 76);
+        assert_eq!(offset_of!(NodeAttrsC, act_alpha), 80);
+        assert_eq!(offset_of!(NodeAttrsC, act_beta), 84);
+        assert_eq!(offset_of!(NodeAttrsC, lrn_size), 88);
+        assert_eq!(offset_of!(NodeAttrsC, lrn_alpha), 92);
+        assert_eq!(offset_of!(NodeAttrsC, lrn_beta), 96);
+        assert_eq!(offset_of!(NodeAttrsC, lrn_bias), 100);
+        assert_eq!(offset_of!(NodeAttrsC, num_axes), 104);
+        assert_eq!(offset_of!(NodeAttrsC, axes), 108);
+        assert_eq!(offset_of!(NodeAttrsC, epsilon), 140);
+        assert_eq!(size_of::<NodeAttrsC>(), 144);
+    }
+
+    fn node_of(desc: &str) -> Op {
+        Graph::parse(desc, "t").expect("parses").nodes[0].op.clone()
+    }
+
+    fn one_node(
+        op: &str,
+        attrs: &str,
+        ins: &str,
+        outs: &str,
+        tensors: &str,
+        consts: &str,
+    ) -> String {
+        format!(
+            r#"{{"format":"mote.subgraph","version":2,"name":"g","tensors":[{tensors}],
+               "inputs":[0],"constants":[{consts}],"outputs":[{outs}],
+               "nodes":[{{"op":"{op}","name":"n","inputs":[{ins}],"outputs":[{outs}],"attrs":{attrs}}}]}}"#
+        )
+    }
+
+    /// Every new field is filled from the node.
+    #[test]
+    fn version_2_attributes_reach_the_struct() {
+        let f = |s: &str| format!(r#"{{"shape":{s},"dtype":"float32"}}"#);
+        let a = node_attrs(&node_of(&one_node(
+            "lrn",
+            r#"{"layout":"NCHW","size":5,"alpha":0.001,"beta":0.5,"bias":2.0}"#,
+            "0",
+            "1",
+            &[f("[1,4,3,3]"), f("[1,4,3,3]")].join(","),
+            "",
+        )));
+        assert_eq!((a.op, a.layout, a.lrn_size), (20, 2, 5));
+        assert_eq!((a.lrn_alpha, a.lrn_beta, a.lrn_bias), (0.001, 0.5, 2.0));
+        let a = node_attrs(&node_of(&one_node(
+            "transpose",
+            r#"{"axes":[2,0,1]}"#,
+            "0",
+            "1",
+            &[f("[2,3,4]"), f("[4,2,3]")].join(","),
+            "",
+        )));
+        assert_eq!((a.op, a.num_axes), (21, 3));
+        assert_eq!(a.axes[..4], [2, 0, 1, 0]);
+        let a = node_attrs(&node_of(&one_node(
+            "layer_norm",
+            r#"{"axis":-1,"epsilon":0.001}"#,
+            "0,1,2",
+            "3",
+            &[f("[2,6]"), f("[6]"), f("[6]"), f("[2,6]")].join(","),
+            "1,2",
+        )));
+        assert_eq!((a.op, a.axis, a.epsilon), (24, 1, 0.001));
+        let a = node_attrs(&node_of(&one_node(
+            "scale_shift",
+            r#"{"axis":-3,"activation":{"hardsigmoid":[0.2,0.5]}}"#,
+            "0,1,2",
+            "3",
+            &[f("[1,4,3,3]"), f("[4]"), f("[4]"), f("[1,4,3,3]")].join(","),
+            "1,2",
+        )));
+        assert_eq!((a.op, a.axis, a.activation), (19, 1, 7));
+        assert_eq!((a.act_alpha, a.act_beta), (0.2, 0.5));
+        let a = node_attrs(&node_of(&one_node(
+            "channel_shuffle",
+            r#"{"layout":"NHWC","groups":2}"#,
+            "0",
+            "1",
+            &[f("[1,3,3,4]"), f("[1,3,3,4]")].join(","),
+            "",
+        )));
+        assert_eq!((a.op, a.layout, a.groups), (22, 1, 2));
+        let a = node_attrs(&node_of(&one_node(
+            "activation",
+            r#"{"activation":{"leaky_relu":0.1}}"#,
+            "0",
+            "1",
+            &[f("[7]"), f("[7]")].join(","),
+            "",
+        )));
+        assert_eq!((a.op, a.activation, a.act_alpha), (16, 11, 0.1));
+        let a = node_attrs(&node_of(&one_node(
+            "split",
+            r#"{"axis":1}"#,
+            "0",
+            "1,2",
+            &[f("[2,5]"), f("[2,2]"), f("[2,3]")].join(","),
+            "",
+        )));
+        assert_eq!((a.op, a.axis), (23, 1));
+        assert_eq!(a.struct_size, 144);
     }
 }

@@ -23,10 +23,11 @@ impl Act {
         beta: 0.0,
     };
 
-    /// relu -> ReLU; relu6 and clip -> Clamp(lo, hi) (`min(max(x, alpha), beta)`).
-    pub(crate) fn from_graph(a: crate::offload::format::Activation) -> Act {
+    /// relu -> ReLU; relu6 and clip -> Clamp(lo, hi) (`min(max(x, alpha), beta)`). The
+    /// activations of format version 2 are not mapped (`None`; docs/bnns.md says why).
+    pub(crate) fn from_graph(a: crate::offload::format::Activation) -> Option<Act> {
         use crate::offload::format::Activation as A;
-        match a {
+        Some(match a {
             A::None => Act::IDENTITY,
             A::Relu => Act {
                 function: sys::ACTIVATION_RELU,
@@ -35,7 +36,8 @@ impl Act {
             },
             A::Relu6 => Act::clamp(0.0, 6.0),
             A::Clip(lo, hi) => Act::clamp(lo, hi),
-        }
+            _ => return None,
+        })
     }
 
     pub(crate) fn clamp(lo: f32, hi: f32) -> Act {

@@ -348,8 +348,34 @@ fn check_node(graph: &Graph, k: usize) -> std::result::Result<(), String> {
         | Op::Clip { .. }
         | Op::Reshape
         | Op::Concatenate { .. } => {}
+        Op::Activation(_)
+        | Op::Subtract { .. }
+        | Op::Divide { .. }
+        | Op::ScaleShift { .. }
+        | Op::Lrn(_)
+        | Op::Transpose { .. }
+        | Op::ChannelShuffle { .. }
+        | Op::Split { .. }
+        | Op::LayerNorm { .. } => {
+            return Err(format!(
+                "{} (subgraph format version 2) is not mapped onto BNNS: without a Mac its BNNS layer cannot be checked, so it runs on cpu",
+                node.op.name()
+            ))
+        }
+    }
+    if let Some(a) = node.op.activation().filter(|a| !a.is_clamp()) {
+        return Err(format!(
+            "activation `{}` (subgraph format version 2) is not mapped onto BNNS's activation functions: without a Mac their numerics cannot be checked, so the node runs on cpu",
+            a.name()
+        ));
     }
     Ok(())
+}
+
+/// The BNNS activation of a node that `check_node` accepted.
+fn mapped_act(a: crate::offload::format::Activation) -> Result<Act> {
+    Act::from_graph(a)
+        .ok_or_else(|| backend_err(format!("activation `{}` is not mapped onto BNNS", a.name())))
 }
 
 // ---- the prepared segment ----
@@ -604,7 +630,7 @@ impl Segment {
                         groups: c.groups,
                         weights,
                         bias,
-                        act: Act::from_graph(c.activation),
+                        act: mapped_act(c.activation)?,
                     });
                     Exec::Unary {
                         filter,
@@ -659,7 +685,7 @@ impl Segment {
                         outputs: n,
                         weights,
                         bias,
-                        act: Act::from_graph(*activation),
+                        act: mapped_act(*activation)?,
                     });
                     Exec::Unary {
                         filter,
@@ -685,9 +711,7 @@ impl Segment {
                         op => {
                             let (batch, len) = split_batch(&shape);
                             let act = match op {
-                                Op::Relu => {
-                                    Act::from_graph(crate::offload::format::Activation::Relu)
-                                }
+                                Op::Relu => mapped_act(crate::offload::format::Activation::Relu)?,
                                 Op::Relu6 => Act::clamp(0.0, 6.0),
                                 Op::Clip { min, max } => Act::clamp(*min, *max),
                                 _ => Act::IDENTITY,
@@ -739,7 +763,7 @@ impl Segment {
                     let filter = push_layer(LayerSpec::Arithmetic {
                         len,
                         function,
-                        act: Act::from_graph(*activation),
+                        act: mapped_act(*activation)?,
                     });
                     Exec::Binary {
                         filter,
@@ -774,9 +798,19 @@ impl Segment {
                         output: out,
                     }
                 }
-                Op::Matmul => {
+                Op::Matmul
+                | Op::Activation(_)
+                | Op::Subtract { .. }
+                | Op::Divide { .. }
+                | Op::ScaleShift { .. }
+                | Op::Lrn(_)
+                | Op::Transpose { .. }
+                | Op::ChannelShuffle { .. }
+                | Op::Split { .. }
+                | Op::LayerNorm { .. } => {
                     return Err(backend_err(format!(
-                        "matmul node `{}` is not mapped",
+                        "{} node `{}` is not mapped",
+                        node.op.name(),
                         node.name
                     )))
                 }

@@ -726,3 +726,95 @@ fn unavailable_off_apple_with_a_reason() {
         assert!(b.supports(&g, 0, &[]).is_err());
     }
 }
+
+/// Version-2 ops and activations are not mapped (docs/bnns.md): refused with a reason that names
+/// them, so they run on `cpu`.
+#[test]
+fn version_2_ops_and_activations_are_refused_with_the_reason() {
+    let v2 = |tensors: Vec<Json>, consts: &[usize], nodes: Vec<Json>, outs: &[usize]| {
+        let mut j: Json = serde_json::from_str(&desc(tensors, &[0], consts, outs, nodes)).unwrap();
+        j["version"] = json!(2);
+        j.to_string()
+    };
+    let x = || t(&[1, 4, 3, 3]);
+    // (op, tensors, constants, attrs, outputs)
+    type Case = (&'static str, Vec<Json>, Vec<usize>, Json, Vec<usize>);
+    let cases: Vec<Case> = vec![
+        (
+            "activation",
+            vec![x(), x()],
+            vec![],
+            json!({"activation": "sigmoid"}),
+            vec![1],
+        ),
+        (
+            "lrn",
+            vec![x(), x()],
+            vec![],
+            nchw(json!({"size": 3})),
+            vec![1],
+        ),
+        (
+            "transpose",
+            vec![x(), t(&[1, 3, 3, 4])],
+            vec![],
+            json!({"axes": [0, 2, 3, 1]}),
+            vec![1],
+        ),
+        (
+            "channel_shuffle",
+            vec![x(), x()],
+            vec![],
+            nchw(json!({"groups": 2})),
+            vec![1],
+        ),
+        (
+            "split",
+            vec![x(), t(&[1, 1, 3, 3]), t(&[1, 3, 3, 3])],
+            vec![],
+            json!({"axis": 1}),
+            vec![1, 2],
+        ),
+        (
+            "scale_shift",
+            vec![x(), t(&[4]), t(&[4]), x()],
+            vec![1, 2],
+            json!({"axis": 1}),
+            vec![3],
+        ),
+        (
+            "layer_norm",
+            vec![x(), t(&[3]), t(&[3]), x()],
+            vec![1, 2],
+            json!({"axis": -1}),
+            vec![3],
+        ),
+    ];
+    for (op, tensors, consts, attrs, outs) in cases {
+        let ins: Vec<usize> = std::iter::once(0).chain(consts.iter().copied()).collect();
+        let n = json!({"op": op, "name": "n", "inputs": ins, "outputs": outs, "attrs": attrs});
+        refusal(&v2(tensors, &consts, vec![n], &outs), op);
+    }
+    for op in ["subtract", "divide"] {
+        refusal(
+            &v2(
+                vec![x(), x(), x()],
+                &[],
+                vec![node(op, &[0, 1], 2, json!({}))],
+                &[2],
+            )
+            .replace("\"inputs\":[0]", "\"inputs\":[0,1]"),
+            op,
+        );
+    }
+    // A fused version-2 activation on an op BNNS maps otherwise.
+    refusal(
+        &v2(
+            vec![t(&[2, 3]), t(&[4, 3]), t(&[2, 4])],
+            &[1],
+            vec![node("dense", &[0, 1], 2, json!({"activation": "gelu"}))],
+            &[2],
+        ),
+        "activation `gelu`",
+    );
+}

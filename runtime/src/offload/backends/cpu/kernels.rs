@@ -580,7 +580,10 @@ fn dw_pixel<T: Num>(x: &[T], w: &[T], taps: &[(usize, usize)], out: &mut [T]) {
 }
 
 /// Run `f` on every piece (disjoint parts of an output), spread over the session's pool.
-fn for_each_piece<P: Send>(pieces: Vec<P>, f: impl Fn(P) -> Result<()> + Sync) -> Result<()> {
+pub(crate) fn for_each_piece<P: Send>(
+    pieces: Vec<P>,
+    f: impl Fn(P) -> Result<()> + Sync,
+) -> Result<()> {
     let slots: Vec<std::sync::Mutex<Option<P>>> = pieces
         .into_iter()
         .map(|p| std::sync::Mutex::new(Some(p)))
@@ -663,6 +666,9 @@ pub(crate) fn bias_act(
     layout: Layout,
     plane: usize,
 ) {
+    if !act.is_clamp() {
+        return super::ops::bias_act(y, bias, act, channels, layout, plane);
+    }
     let (lo, hi) = act.bounds();
     let clamp = act != Activation::None;
     // Comparisons rather than f32::max/min: they vectorize to plain max/min instructions (and
@@ -755,7 +761,7 @@ fn broadcast_index(src: &[i64], out: &[i64]) -> Vec<usize> {
     res
 }
 
-fn binary(
+pub(crate) fn binary(
     a: &[f32],
     sa: &[i64],
     b: &[f32],
@@ -996,18 +1002,8 @@ pub(crate) fn generic(
             }
         }
         Op::Matmul => matmul(&xs[0], shapes[0], &xs[1], shapes[1], ys, y)?,
-        Op::Add { activation } | Op::Multiply { activation } => {
-            let (lo, hi) = activation.bounds();
-            if matches!(op, Op::Add { .. }) {
-                binary(&xs[0], shapes[0], &xs[1], shapes[1], ys, y, |a, b| {
-                    (a + b).max(lo).min(hi)
-                });
-            } else {
-                binary(&xs[0], shapes[0], &xs[1], shapes[1], ys, y, |a, b| {
-                    (a * b).max(lo).min(hi)
-                });
-            }
-        }
+        // Binary ops and their fused activations: one pass, split over the pool (ops.rs).
+        Op::Add { .. } | Op::Multiply { .. } => super::ops::generic(op, xs, shapes, ys, y)?,
         Op::Relu | Op::Relu6 | Op::Clip { .. } => {
             let (lo, hi) = match op {
                 Op::Relu => (0.0, f32::INFINITY),
@@ -1056,6 +1052,8 @@ pub(crate) fn generic(
                 off += chunk;
             }
         }
+        // The ops of format version 2.
+        _ => super::ops::generic(op, xs, shapes, ys, y)?,
     }
     let _ = broadcast_shapes;
     Ok(())

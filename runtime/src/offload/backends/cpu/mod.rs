@@ -1,4 +1,4 @@
-//! The built-in CPU backend: runs every op of subgraph format 1, on any machine.
+//! The built-in CPU backend: runs every op of subgraph formats 1 and 2, on any machine.
 //!
 //! Convolutions go through im2col (skipped for 1x1 stride-1 convolutions, which are a plain
 //! GEMM on the input) and `matrixmultiply`'s GEMM; depthwise convolutions are direct loops over
@@ -9,6 +9,7 @@
 //! float16 ops run as dequantize -> float32 op -> quantize, which is what TVM's QDQ graph does.
 
 mod kernels;
+mod ops;
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -519,8 +520,6 @@ impl CpuSegment {
             | Step::Generic { node } => *node,
         };
         let node = &g.nodes[k];
-        let (ins, out) = bufs.node_io(&node.inputs, node.outputs[0])?;
-        let odesc = &g.tensors[node.outputs[0]];
         let desc = |i: usize| &g.tensors[node.inputs[i]];
         let ctx = |e: Error| match e {
             Error::Backend { backend, message } => Error::Backend {
@@ -529,6 +528,40 @@ impl CpuSegment {
             },
             e => e,
         };
+        if matches!(
+            node.op,
+            Op::Transpose { .. } | Op::ChannelShuffle { .. } | Op::Split { .. }
+        ) {
+            // Data movement, on raw elements (any dtype), with every output.
+            let (ins, mut outs) = bufs.node_io_multi(&node.inputs, &node.outputs)?;
+            let out_shapes: Vec<&[i64]> = node
+                .outputs
+                .iter()
+                .map(|&t| g.tensors[t].shape.as_slice())
+                .collect();
+            let d = desc(0);
+            if ins[0].len() != d.byte_len()
+                || outs
+                    .iter()
+                    .zip(&node.outputs)
+                    .any(|(o, &t)| o.len() != g.tensors[t].byte_len())
+            {
+                return Err(ctx(backend_err(
+                    "buffer sizes do not match the description",
+                )));
+            }
+            return ops::move_bytes(
+                &node.op,
+                d.dtype.size_bytes(),
+                ins[0],
+                &d.shape,
+                &out_shapes,
+                &mut outs,
+            )
+            .map_err(ctx);
+        }
+        let (ins, out) = bufs.node_io(&node.inputs, node.outputs[0])?;
+        let odesc = &g.tensors[node.outputs[0]];
         match step {
             Step::Conv {
                 plan, weight, bias, ..

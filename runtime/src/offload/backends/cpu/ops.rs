@@ -1,0 +1,780 @@
+//! The ops and activations of subgraph format version 2 (`docs/subgraph-format.md`) on the CPU
+//! backend: float32 elementwise kernels written as plain loops the compiler vectorizes, with
+//! `exp`, `tanh` and `erf` as float32 approximations accurate to a few units in the last place
+//! (well inside the format's 1e-4 tolerance), and data movement (transpose, channel shuffle,
+//! split) on raw elements of any dtype. Work big enough to share is split over the session's
+//! thread pool in disjoint pieces of whole rows, so results do not depend on the thread count.
+
+use crate::error::Result;
+use crate::offload::format::{Activation, Layout, Lrn, Op};
+
+use super::backend_err;
+use super::kernels::{binary, for_each_piece};
+
+/// Elements below which an elementwise kernel runs on one thread.
+const PAR_MIN: usize = 1 << 15;
+
+// ---- scalar functions (inlined into the loops, which then vectorize) ----
+
+/// `v < lo ? lo : v`, as a comparison (vectorizes to a max instruction).
+#[inline(always)]
+fn at_least(v: f32, lo: f32) -> f32 {
+    if v < lo {
+        lo
+    } else {
+        v
+    }
+}
+
+#[inline(always)]
+fn at_most(v: f32, hi: f32) -> f32 {
+    if v > hi {
+        hi
+    } else {
+        v
+    }
+}
+
+/// `exp(x)` for float32: `2^n * e^r` with `n = round(x / ln 2)` (by the 1.5 * 2^23 trick, so no
+/// rounding call), `|r| <= ln 2 / 2`, `e^r` by its degree-6 Taylor polynomial (truncation error
+/// below 2e-7 relative). Inputs are clamped to [-87, 88], where `2^n` stays a normal number;
+/// `exp(-87)` is 1.6e-38, so below it the result is that tiny number instead of smaller.
+#[inline(always)]
+pub(crate) fn exp(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    // ln 2 split in two so `n * LN2_HI` is exact for |n| < 256.
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23
+    let x = at_most(at_least(x, -87.0), 88.0);
+    let t = x * LOG2E + MAGIC;
+    let n = t - MAGIC;
+    // The low mantissa bits of `t` hold n (two's complement around 2^22).
+    let ni = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);
+    let r = x - n * LN2_HI - n * LN2_LO;
+    let p = 1.0
+        + r * (1.0
+            + r * (0.5
+                + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    p * f32::from_bits(((ni + 127) << 23) as u32)
+}
+
+#[inline(always)]
+pub(crate) fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + exp(-x))
+}
+
+/// `tanh(x) = sign(x) * (1 - e) / (1 + e)` with `e = exp(-2|x|)`; below |x| = 0.3, where
+/// `1 - e` would cancel, its Taylor polynomial to degree 9 (relative error below 1e-7).
+#[inline(always)]
+pub(crate) fn tanh(x: f32) -> f32 {
+    let a = if x < 0.0 { -x } else { x };
+    let e = exp(-2.0 * a);
+    let t = (1.0 - e) / (1.0 + e);
+    let a2 = a * a;
+    let small = a
+        * (1.0
+            + a2 * (-1.0 / 3.0 + a2 * (2.0 / 15.0 + a2 * (-17.0 / 315.0 + a2 * (62.0 / 2835.0)))));
+    let t = if a < 0.3 { small } else { t };
+    if x < 0.0 {
+        -t
+    } else {
+        t
+    }
+}
+
+/// `erf(x)` by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7), odd-extended.
+#[inline(always)]
+pub(crate) fn erf(x: f32) -> f32 {
+    let a = if x < 0.0 { -x } else { x };
+    let t = 1.0 / (1.0 + 0.327_591_1 * a);
+    let poly = t
+        * (0.254_829_6
+            + t * (-0.284_496_74 + t * (1.421_413_7 + t * (-1.453_152_1 + t * 1.061_405_4))));
+    let y = 1.0 - poly * exp(-a * a);
+    if x < 0.0 {
+        -y
+    } else {
+        y
+    }
+}
+
+#[inline(always)]
+pub(crate) fn hardswish(x: f32) -> f32 {
+    x * at_most(at_least(x + 3.0, 0.0), 6.0) * (1.0 / 6.0)
+}
+
+#[inline(always)]
+pub(crate) fn hardsigmoid(x: f32, alpha: f32, beta: f32) -> f32 {
+    at_most(at_least(alpha * x + beta, 0.0), 1.0)
+}
+
+#[inline(always)]
+pub(crate) fn silu(x: f32) -> f32 {
+    x * sigmoid(x)
+}
+
+#[inline(always)]
+pub(crate) fn gelu(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
+}
+
+#[inline(always)]
+pub(crate) fn gelu_tanh(x: f32) -> f32 {
+    // sqrt(2 / pi)
+    const K: f32 = 0.797_884_6;
+    0.5 * x * (1.0 + tanh(K * (x + 0.044_715 * x * x * x)))
+}
+
+#[inline(always)]
+pub(crate) fn leaky_relu(x: f32, alpha: f32) -> f32 {
+    if x >= 0.0 {
+        x
+    } else {
+        alpha * x
+    }
+}
+
+/// Evaluate `$body` with `$f` bound to the activation's scalar function: one monomorphized copy
+/// of the loop per activation, so no per-element branch on the kind.
+macro_rules! with_act {
+    ($act:expr, |$f:ident| $body:expr) => {{
+        use $crate::offload::format::Activation as A;
+        match $act {
+            A::None => {
+                let $f = |x: f32| x;
+                $body
+            }
+            A::Relu | A::Relu6 | A::Clip(..) => {
+                let (lo, hi) = $act.bounds();
+                let $f = move |x: f32| x.max(lo).min(hi);
+                $body
+            }
+            A::Sigmoid => {
+                let $f = sigmoid;
+                $body
+            }
+            A::Tanh => {
+                let $f = tanh;
+                $body
+            }
+            A::Hardswish => {
+                let $f = hardswish;
+                $body
+            }
+            A::Hardsigmoid(alpha, beta) => {
+                let $f = move |x: f32| hardsigmoid(x, alpha, beta);
+                $body
+            }
+            A::Silu => {
+                let $f = silu;
+                $body
+            }
+            A::Gelu => {
+                let $f = gelu;
+                $body
+            }
+            A::GeluTanh => {
+                let $f = gelu_tanh;
+                $body
+            }
+            A::LeakyRelu(alpha) => {
+                let $f = move |x: f32| leaky_relu(x, alpha);
+                $body
+            }
+        }
+    }};
+}
+
+/// The activation of one value.
+#[cfg(test)]
+pub(crate) fn activate(a: Activation, x: f32) -> f32 {
+    with_act!(a, |f| f(x))
+}
+
+// ---- work splitting ----
+
+/// Run `f(first_unit, piece)` over `y` cut into pieces of whole `unit`-element units, spread
+/// over the session's pool when `y` is large enough (else one piece).
+fn par_units(
+    y: &mut [f32],
+    unit: usize,
+    f: impl Fn(usize, &mut [f32]) -> Result<()> + Sync,
+) -> Result<()> {
+    let unit = unit.max(1);
+    let threads = crate::host::threadpool::current_parallelism();
+    let units = y.len() / unit;
+    if threads <= 1 || y.len() < PAR_MIN || units < 2 {
+        return f(0, y);
+    }
+    // A few pieces per thread evens out uneven progress.
+    let per = units.div_ceil(threads * 4).max(PAR_MIN / 8 / unit).max(1);
+    let pieces: Vec<(usize, &mut [f32])> = y
+        .chunks_mut(per * unit)
+        .enumerate()
+        .map(|(i, p)| (i * per, p))
+        .collect();
+    for_each_piece(pieces, |(u0, p)| f(u0, p))
+}
+
+// ---- elementwise ----
+
+/// `y = act(x)`.
+fn activation_op(a: Activation, x: &[f32], y: &mut [f32]) -> Result<()> {
+    with_act!(a, |f| par_units(y, 1, |u0, p| {
+        let n = p.len();
+        for (d, &v) in p.iter_mut().zip(&x[u0..u0 + n]) {
+            *d = f(v);
+        }
+        Ok(())
+    }))
+}
+
+/// Add a per-channel bias (if any) and apply an activation that is not a clamp, in one pass:
+/// the version-2 part of `kernels::bias_act` (same arguments).
+pub(crate) fn bias_act(
+    y: &mut [f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    channels: usize,
+    layout: Layout,
+    plane: usize,
+) {
+    with_act!(act, |f| match (bias, layout) {
+        (Some(b), Layout::Nhwc) => {
+            for row in y.chunks_exact_mut(channels.max(1)) {
+                for (v, &bb) in row.iter_mut().zip(b) {
+                    *v = f(*v + bb);
+                }
+            }
+        }
+        (Some(b), Layout::Nchw) => {
+            for (i, p) in y.chunks_exact_mut(plane.max(1)).enumerate() {
+                let bb = b[i % channels.max(1)];
+                for v in p {
+                    *v = f(*v + bb);
+                }
+            }
+        }
+        (None, _) => {
+            for v in y.iter_mut() {
+                *v = f(*v);
+            }
+        }
+    })
+}
+
+/// How the smaller operand of a binary op is broadcast over the output, when it is a block
+/// pattern: padded to the output's rank, its shape is `[1]*k0 ++ out[k0..k1] ++ [1]*(r-k1)`, so
+/// output element `i` reads element `(i / inner) % len` with `inner = prod(out[k1..])`.
+fn block_broadcast(small: &[i64], out: &[i64]) -> Option<usize> {
+    let r = out.len();
+    if small.len() > r {
+        return None;
+    }
+    let pad: Vec<i64> = std::iter::repeat_n(1, r - small.len())
+        .chain(small.iter().copied())
+        .collect();
+    // Skip leading 1s, then dims equal to the output's, then only 1s.
+    let mut k = 0;
+    while k < r && pad[k] == 1 && out[k] != 1 {
+        k += 1;
+    }
+    while k < r && pad[k] == out[k] {
+        k += 1;
+    }
+    let k1 = k;
+    if pad[k1..].iter().any(|&d| d != 1) {
+        return None;
+    }
+    Some(out[k1..].iter().map(|&d| d as usize).product())
+}
+
+/// add / multiply / subtract / divide with numpy broadcasting and a fused activation, in one
+/// pass over the output: same shapes and block broadcasts (a scalar, a per-channel vector in
+/// either layout, a squeeze-excitation scale) split over the pool; other broadcasts go through
+/// `kernels::binary`.
+fn binary_op(
+    op: fn(f32, f32) -> f32,
+    act: Activation,
+    xs: &[std::borrow::Cow<'_, [f32]>],
+    shapes: &[&[i64]],
+    ys: &[i64],
+    y: &mut [f32],
+) -> Result<()> {
+    let (a, b) = (&xs[0][..], &xs[1][..]);
+    with_act!(act, |f| {
+        if shapes[0] == shapes[1] {
+            return par_units(y, 1, |u0, p| {
+                let n = p.len();
+                for ((d, &u), &v) in p.iter_mut().zip(&a[u0..u0 + n]).zip(&b[u0..u0 + n]) {
+                    *d = f(op(u, v));
+                }
+                Ok(())
+            });
+        }
+        // One operand has the output's shape, the other a block pattern (`full` is that
+        // operand; `flip` when it is the second).
+        let pattern = if shapes[0] == ys {
+            block_broadcast(shapes[1], ys).map(|inner| (a, b, inner, false))
+        } else if shapes[1] == ys {
+            block_broadcast(shapes[0], ys).map(|inner| (b, a, inner, true))
+        } else {
+            None
+        };
+        let Some((full, small, inner, flip)) = pattern else {
+            binary(a, shapes[0], b, shapes[1], ys, y, |u, v| f(op(u, v)));
+            return Ok(());
+        };
+        let g = move |x: f32, s: f32| if flip { f(op(s, x)) } else { f(op(x, s)) };
+        let len = small.len().max(1);
+        if small.is_empty() {
+            return Ok(());
+        }
+        if len == 1 {
+            let s = small[0];
+            return par_units(y, 1, |u0, p| {
+                let n = p.len();
+                for (d, &x) in p.iter_mut().zip(&full[u0..u0 + n]) {
+                    *d = g(x, s);
+                }
+                Ok(())
+            });
+        }
+        if inner == 1 {
+            // The small operand repeats every `len` elements (e.g. a channel vector, NHWC).
+            return par_units(y, len, |u0, p| {
+                let xs = &full[u0 * len..u0 * len + p.len()];
+                for (row, xr) in p.chunks_exact_mut(len).zip(xs.chunks_exact(len)) {
+                    for ((d, &x), &s) in row.iter_mut().zip(xr).zip(small) {
+                        *d = g(x, s);
+                    }
+                }
+                Ok(())
+            });
+        }
+        // Each element of the small operand covers a block of `inner` (NCHW channel planes).
+        par_units(y, inner, |u0, p| {
+            let xs = &full[u0 * inner..u0 * inner + p.len()];
+            for (k, (blk, xb)) in p
+                .chunks_exact_mut(inner)
+                .zip(xs.chunks_exact(inner))
+                .enumerate()
+            {
+                let s = small[(u0 + k) % len];
+                for (d, &x) in blk.iter_mut().zip(xb) {
+                    *d = g(x, s);
+                }
+            }
+            Ok(())
+        })
+    })
+}
+
+/// `y = act(x * scale[c] + shift[c])`, `c` the index along `axis`.
+fn scale_shift(
+    axis: usize,
+    act: Activation,
+    x: &[f32],
+    shape: &[i64],
+    scale: &[f32],
+    shift: &[f32],
+    y: &mut [f32],
+) -> Result<()> {
+    let c = shape[axis] as usize;
+    let inner: usize = shape[axis + 1..].iter().map(|&d| d as usize).product();
+    if c == 0 || y.is_empty() {
+        return Ok(());
+    }
+    if scale.len() != c || shift.len() != c {
+        return Err(backend_err("scale_shift: scale/shift length is not C"));
+    }
+    with_act!(act, |f| {
+        if inner == 1 {
+            // The channel is the innermost dim: rows of C.
+            par_units(y, c, |u0, p| {
+                let xs = &x[u0 * c..u0 * c + p.len()];
+                for (row, xr) in p.chunks_exact_mut(c).zip(xs.chunks_exact(c)) {
+                    for (((d, &v), &s), &t) in row.iter_mut().zip(xr).zip(scale).zip(shift) {
+                        *d = f(v * s + t);
+                    }
+                }
+                Ok(())
+            })
+        } else {
+            // Planes of `inner` elements, one channel each.
+            par_units(y, inner, |u0, p| {
+                let xs = &x[u0 * inner..u0 * inner + p.len()];
+                for (k, (row, xr)) in p
+                    .chunks_exact_mut(inner)
+                    .zip(xs.chunks_exact(inner))
+                    .enumerate()
+                {
+                    let ch = (u0 + k) % c;
+                    let (s, t) = (scale[ch], shift[ch]);
+                    for (d, &v) in row.iter_mut().zip(xr) {
+                        *d = f(v * s + t);
+                    }
+                }
+                Ok(())
+            })
+        }
+    })
+}
+
+/// `base^-beta` (base > 0), with beta = 0.75 (the usual LRN) by square roots.
+#[inline(always)]
+fn inv_pow(base: f32, beta: f32) -> f32 {
+    if beta == 0.75 {
+        let s = base.sqrt();
+        1.0 / (s * s.sqrt())
+    } else if beta == 0.5 {
+        1.0 / base.sqrt()
+    } else if beta == 1.0 {
+        1.0 / base
+    } else {
+        base.powf(-beta)
+    }
+}
+
+/// ONNX LRN across channels: `y = x / (bias + alpha / size * sq)^beta`, `sq` the sum of squares
+/// over channels `c - floor((size-1)/2) ..= c + ceil((size-1)/2)` inside `0..C`.
+fn lrn(l: &Lrn, x: &[f32], shape: &[i64], y: &mut [f32]) -> Result<()> {
+    let (_, c, h, w) = l.layout.nchw(shape);
+    let (c, hw) = (c as usize, (h * w) as usize);
+    if c == 0 || y.is_empty() {
+        return Ok(());
+    }
+    let before = (l.size - 1) / 2;
+    let after = l.size - 1 - before;
+    let k = l.alpha / l.size as f32;
+    let (bias, beta) = (l.bias, l.beta);
+    let window = move |ch: usize| ch.saturating_sub(before)..(ch + after + 1).min(c);
+    match l.layout {
+        Layout::Nchw => par_units(y, hw, |u0, p| {
+            let mut sq = vec![0f32; hw];
+            for (j, out) in p.chunks_exact_mut(hw).enumerate() {
+                let plane = u0 + j;
+                let (img, ch) = (plane / c, plane % c);
+                let base = img * c * hw;
+                sq.fill(0.0);
+                for cc in window(ch) {
+                    for (s, &v) in sq.iter_mut().zip(&x[base + cc * hw..base + (cc + 1) * hw]) {
+                        *s += v * v;
+                    }
+                }
+                let xr = &x[base + ch * hw..base + (ch + 1) * hw];
+                for ((d, &v), &s) in out.iter_mut().zip(xr).zip(&sq) {
+                    *d = v * inv_pow(bias + k * s, beta);
+                }
+            }
+            Ok(())
+        }),
+        Layout::Nhwc => par_units(y, c, |u0, p| {
+            let mut sq = vec![0f32; c];
+            for (j, out) in p.chunks_exact_mut(c).enumerate() {
+                let xr = &x[(u0 + j) * c..(u0 + j + 1) * c];
+                for (s, &v) in sq.iter_mut().zip(xr) {
+                    *s = v * v;
+                }
+                for (ch, (d, &v)) in out.iter_mut().zip(xr).enumerate() {
+                    let s: f32 = sq[window(ch)].iter().sum();
+                    *d = v * inv_pow(bias + k * s, beta);
+                }
+            }
+            Ok(())
+        }),
+    }
+}
+
+/// Normalize each row of `d` values: `(x - mean) / sqrt(var + eps) * gamma + beta`.
+fn layer_norm(
+    d: usize,
+    eps: f32,
+    x: &[f32],
+    gamma: &[f32],
+    beta: &[f32],
+    y: &mut [f32],
+) -> Result<()> {
+    if d == 0 || y.is_empty() {
+        return Ok(());
+    }
+    if gamma.len() != d || beta.len() != d {
+        return Err(backend_err("layer_norm: gamma/beta length is not D"));
+    }
+    par_units(y, d, |u0, p| {
+        for (j, out) in p.chunks_exact_mut(d).enumerate() {
+            let xr = &x[(u0 + j) * d..(u0 + j + 1) * d];
+            let mean = xr.iter().sum::<f32>() / d as f32;
+            let var = xr.iter().map(|&v| (v - mean) * (v - mean)).sum::<f32>() / d as f32;
+            let inv = 1.0 / (var + eps).sqrt();
+            for (((o, &v), &g), &b) in out.iter_mut().zip(xr).zip(gamma).zip(beta) {
+                *o = (v - mean) * inv * g + b;
+            }
+        }
+        Ok(())
+    })
+}
+
+// ---- data movement (any element type) ----
+
+/// A byte buffer as elements of `N` bytes (`[u8; N]` has alignment 1, so any buffer works).
+fn elems<const N: usize>(b: &[u8]) -> &[[u8; N]] {
+    // SAFETY: `[u8; N]` has size N and alignment 1; the slice covers `len / N * N <= len` bytes
+    // of `b`, borrowed for the same lifetime.
+    unsafe { std::slice::from_raw_parts(b.as_ptr().cast(), b.len() / N) }
+}
+
+fn elems_mut<const N: usize>(b: &mut [u8]) -> &mut [[u8; N]] {
+    // SAFETY: as in `elems`; the borrow is exclusive.
+    unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr().cast(), b.len() / N) }
+}
+
+/// Run a data-movement op (transpose, channel_shuffle, split) on raw elements of `elem` bytes:
+/// exact for every dtype (the parser makes outputs share the data's dtype and quantization).
+pub(crate) fn move_bytes(
+    op: &Op,
+    elem: usize,
+    x: &[u8],
+    shape: &[i64],
+    out_shapes: &[&[i64]],
+    ys: &mut [&mut [u8]],
+) -> Result<()> {
+    fn run<const N: usize>(
+        op: &Op,
+        x: &[u8],
+        shape: &[i64],
+        out_shapes: &[&[i64]],
+        ys: &mut [&mut [u8]],
+    ) -> Result<()> {
+        let x = elems::<N>(x);
+        match op {
+            Op::Transpose { axes } => match ys {
+                [y] => transpose(x, shape, axes, elems_mut::<N>(y)),
+                _ => Err(backend_err("transpose has one output")),
+            },
+            Op::ChannelShuffle { layout, groups } => match ys {
+                [y] => channel_shuffle(*layout, *groups, x, shape, elems_mut::<N>(y)),
+                _ => Err(backend_err("channel_shuffle has one output")),
+            },
+            Op::Split { axis } => {
+                let sizes: Vec<usize> = out_shapes.iter().map(|s| s[*axis] as usize).collect();
+                let mut outs: Vec<&mut [[u8; N]]> =
+                    ys.iter_mut().map(|y| elems_mut::<N>(y)).collect();
+                split(*axis, x, shape, &sizes, &mut outs)
+            }
+            other => Err(backend_err(format!("{} does not move data", other.name()))),
+        }
+    }
+    match elem {
+        1 => run::<1>(op, x, shape, out_shapes, ys),
+        2 => run::<2>(op, x, shape, out_shapes, ys),
+        4 => run::<4>(op, x, shape, out_shapes, ys),
+        8 => run::<8>(op, x, shape, out_shapes, ys),
+        other => Err(backend_err(format!("elements of {other} bytes"))),
+    }
+}
+
+fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1usize; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// `y = np.transpose(x, axes)` for a `shape`d `x`.
+pub(crate) fn transpose<T: Copy + Send + Sync>(
+    x: &[T],
+    shape: &[i64],
+    axes: &[usize],
+    y: &mut [T],
+) -> Result<()> {
+    let ishape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+    let n: usize = ishape.iter().product();
+    if x.len() != n || y.len() != n || axes.len() != ishape.len() {
+        return Err(backend_err(
+            "transpose: buffer sizes do not match the shape",
+        ));
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    let ist = strides(&ishape);
+    let oshape: Vec<usize> = axes.iter().map(|&a| ishape[a]).collect();
+    // Input stride of each output dim.
+    let step: Vec<usize> = axes.iter().map(|&a| ist[a]).collect();
+    let r = oshape.len();
+    let last = oshape[r - 1];
+    let last_step = step[r - 1];
+    let rows = n / last;
+    let body = |row0: usize, out: &mut [T]| {
+        // Multi-index of output row `row0` over dims 0..r-1.
+        let mut idx = vec![0usize; r - 1];
+        let mut rem = row0;
+        for i in (0..r - 1).rev() {
+            idx[i] = rem % oshape[i];
+            rem /= oshape[i];
+        }
+        for orow in out.chunks_exact_mut(last) {
+            let base: usize = idx.iter().zip(&step).map(|(&i, &s)| i * s).sum();
+            if last_step == 1 {
+                orow.copy_from_slice(&x[base..base + last]);
+            } else {
+                for (k, d) in orow.iter_mut().enumerate() {
+                    *d = x[base + k * last_step];
+                }
+            }
+            for i in (0..r - 1).rev() {
+                idx[i] += 1;
+                if idx[i] < oshape[i] {
+                    break;
+                }
+                idx[i] = 0;
+            }
+        }
+    };
+    let threads = crate::host::threadpool::current_parallelism();
+    if threads <= 1 || n < PAR_MIN || rows < 2 {
+        body(0, y);
+        return Ok(());
+    }
+    let per = rows.div_ceil(threads * 4).max(1);
+    let pieces: Vec<(usize, &mut [T])> = y
+        .chunks_mut(per * last)
+        .enumerate()
+        .map(|(i, p)| (i * per, p))
+        .collect();
+    for_each_piece(pieces, |(r0, p)| {
+        body(r0, p);
+        Ok(())
+    })
+}
+
+/// Output channel `j * g + i` = input channel `i * (C / g) + j`.
+pub(crate) fn channel_shuffle<T: Copy>(
+    layout: Layout,
+    groups: usize,
+    x: &[T],
+    shape: &[i64],
+    y: &mut [T],
+) -> Result<()> {
+    let (n, c, h, w) = layout.nchw(shape);
+    let (n, c, hw) = (n as usize, c as usize, (h * w) as usize);
+    if x.len() != n * c * hw || y.len() != x.len() || groups == 0 || c % groups != 0 {
+        return Err(backend_err(
+            "channel_shuffle: buffer sizes do not match the shape",
+        ));
+    }
+    let per = c / groups;
+    let src = |oc: usize| (oc % groups) * per + oc / groups;
+    match layout {
+        Layout::Nchw => {
+            for b in 0..n {
+                for oc in 0..c {
+                    let (o, i) = ((b * c + oc) * hw, (b * c + src(oc)) * hw);
+                    y[o..o + hw].copy_from_slice(&x[i..i + hw]);
+                }
+            }
+        }
+        Layout::Nhwc => {
+            let map: Vec<usize> = (0..c).map(src).collect();
+            for (orow, irow) in y.chunks_exact_mut(c.max(1)).zip(x.chunks_exact(c.max(1))) {
+                for (d, &s) in orow.iter_mut().zip(&map) {
+                    *d = irow[s];
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Consecutive pieces of `x` along `axis` into `ys` (each output's extent along `axis` is
+/// `sizes[k]`).
+pub(crate) fn split<T: Copy>(
+    axis: usize,
+    x: &[T],
+    shape: &[i64],
+    sizes: &[usize],
+    ys: &mut [&mut [T]],
+) -> Result<()> {
+    let outer: usize = shape[..axis].iter().map(|&d| d as usize).product();
+    let inner: usize = shape[axis + 1..].iter().map(|&d| d as usize).product();
+    let total = shape[axis] as usize;
+    if sizes.iter().sum::<usize>() != total
+        || sizes.len() != ys.len()
+        || x.len() != outer * total * inner
+    {
+        return Err(backend_err("split: buffer sizes do not match the shapes"));
+    }
+    let mut off = 0;
+    for (y, &s) in ys.iter_mut().zip(sizes) {
+        let chunk = s * inner;
+        if y.len() != outer * chunk {
+            return Err(backend_err(
+                "split: an output buffer does not match its shape",
+            ));
+        }
+        for o in 0..outer {
+            let src = o * total * inner + off * inner;
+            y[o * chunk..(o + 1) * chunk].copy_from_slice(&x[src..src + chunk]);
+        }
+        off += s;
+    }
+    Ok(())
+}
+
+/// Run a version-2 op (or add/multiply with a version-2 activation) on float32 operands; the
+/// entry `kernels::generic` forwards to. `split` writes only its first output here (the backend
+/// runs it through [`split`] with every output).
+pub(crate) fn generic(
+    op: &Op,
+    xs: &[std::borrow::Cow<'_, [f32]>],
+    shapes: &[&[i64]],
+    ys: &[i64],
+    y: &mut [f32],
+) -> Result<()> {
+    match op {
+        Op::Add { activation } => binary_op(|a, b| a + b, *activation, xs, shapes, ys, y),
+        Op::Multiply { activation } => binary_op(|a, b| a * b, *activation, xs, shapes, ys, y),
+        Op::Subtract { activation } => binary_op(|a, b| a - b, *activation, xs, shapes, ys, y),
+        Op::Divide { activation } => binary_op(|a, b| a / b, *activation, xs, shapes, ys, y),
+        Op::Activation(a) => activation_op(*a, &xs[0], y),
+        Op::ScaleShift { axis, activation } => {
+            scale_shift(*axis, *activation, &xs[0], shapes[0], &xs[1], &xs[2], y)
+        }
+        Op::Lrn(l) => lrn(l, &xs[0], shapes[0], y),
+        Op::Transpose { axes } => transpose(&xs[0], shapes[0], axes, y),
+        Op::ChannelShuffle { layout, groups } => {
+            channel_shuffle(*layout, *groups, &xs[0], shapes[0], y)
+        }
+        Op::Split { axis } => {
+            let first = ys[*axis] as usize;
+            let rest = shapes[0][*axis] as usize - first;
+            let mut scratch = vec![0f32; xs[0].len() - y.len()];
+            split(
+                *axis,
+                &xs[0],
+                shapes[0],
+                &[first, rest],
+                &mut [y, &mut scratch],
+            )
+        }
+        Op::LayerNorm { axis, epsilon } => layer_norm(
+            shapes[0][*axis] as usize,
+            *epsilon,
+            &xs[0],
+            &xs[1],
+            &xs[2],
+            y,
+        ),
+        other => Err(backend_err(format!(
+            "{} is not a version-2 op of the cpu backend",
+            other.name()
+        ))),
+    }
+}
+
+#[cfg(test)]
+#[path = "ops_tests.rs"]
+mod tests;
