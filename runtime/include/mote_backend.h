@@ -110,6 +110,15 @@ extern "C" {
 #define MOTE_BK_OP_SOFTMAX 13
 #define MOTE_BK_OP_RESHAPE 14
 #define MOTE_BK_OP_CONCATENATE 15
+#define MOTE_BK_OP_ACTIVATION 16
+#define MOTE_BK_OP_SUBTRACT 17
+#define MOTE_BK_OP_DIVIDE 18
+#define MOTE_BK_OP_SCALE_SHIFT 19
+#define MOTE_BK_OP_LRN 20
+#define MOTE_BK_OP_TRANSPOSE 21
+#define MOTE_BK_OP_CHANNEL_SHUFFLE 22
+#define MOTE_BK_OP_SPLIT 23
+#define MOTE_BK_OP_LAYER_NORM 24
 
 /* ---- Fused activations (int32_t) ---- */
 #define MOTE_BK_ACT_NONE 0
@@ -117,6 +126,14 @@ extern "C" {
 #define MOTE_BK_ACT_RELU6 2
 /** clamp to [act_min, act_max] (real units). */
 #define MOTE_BK_ACT_CLIP 3
+#define MOTE_BK_ACT_SIGMOID 4
+#define MOTE_BK_ACT_TANH 5
+#define MOTE_BK_ACT_HARDSWISH 6
+#define MOTE_BK_ACT_HARDSIGMOID 7   /* act_alpha, act_beta */
+#define MOTE_BK_ACT_SILU 8
+#define MOTE_BK_ACT_GELU 9
+#define MOTE_BK_ACT_GELU_TANH 10
+#define MOTE_BK_ACT_LEAKY_RELU 11   /* act_alpha */
 
 /** An opaque graph owned by the plug-in. */
 typedef struct mote_bk_graph mote_bk_graph;
@@ -178,6 +195,19 @@ typedef struct mote_bk_node_attrs {
     /** MOTE_BK_ACT_CLIP and the clip op: the bounds, in real units. */
     float act_min;
     float act_max;
+    /** MOTE_BK_ACT_HARDSIGMOID (alpha, beta) and MOTE_BK_ACT_LEAKY_RELU (alpha). */
+    float act_alpha;
+    float act_beta;
+    /** lrn: size, alpha, beta, bias. */
+    int32_t lrn_size;
+    float lrn_alpha;
+    float lrn_beta;
+    float lrn_bias;
+    /** transpose: the permutation (num_axes entries, output dim i = input dim axes[i]). */
+    int32_t num_axes;
+    int32_t axes[MOTE_BK_MAX_DIMS];
+    /** layer_norm: epsilon. */
+    float epsilon;
 } mote_bk_node_attrs;
 
 /** The ABI version the plug-in implements; must equal MOTE_BACKEND_ABI_VERSION. */
