@@ -164,7 +164,7 @@ enum class Fn {
 
 // One ACL function of a multi-function lowering (Fn::Steps). Operands are graph tensors or the
 // node's private tensors (constants re-shaped for broadcasting, scratch intermediates).
-enum class SK { Add, Sub, Mul, Div, Slice, Permute, Shuffle, Lrn, MeanStd, Copy };
+enum class SK { Add, Sub, Mul, Div, Slice, Permute, Shuffle, Lrn, MeanStd, RowMean, Copy };
 
 struct Step {
     SK k = SK::Copy;
@@ -310,6 +310,7 @@ ac::Status validate_step(const Step &st, const std::function<ac::TensorInfo(TRec
     case SK::Shuffle: return ac::NEChannelShuffleLayer::validate(&in[0], &out, st.groups);
     case SK::Lrn: return ac::NENormalizationLayer::validate(&in[0], &out, st.norm);
     case SK::MeanStd: return ac::NEMeanStdDevNormalizationLayer::validate(&in[0], &out, st.eps);
+    case SK::RowMean: return ac::NEReductionOperation::validate(&in[0], &out, 0, ac::ReductionOperation::MEAN_SUM, true);
     case SK::Copy: return ac::NEReshapeLayer::validate(&in[0], &out);
     }
     return ac::Status(ac::ErrorCode::RUNTIME_ERROR, "unknown step");
@@ -422,6 +423,12 @@ std::unique_ptr<ac::IFunction> configure_step(const Step &st) {
     case SK::MeanStd: {
         auto f = std::make_unique<ac::NEMeanStdDevNormalizationLayer>();
         f->configure(T(0), out, st.eps);
+        fn = std::move(f);
+        break;
+    }
+    case SK::RowMean: {
+        auto f = std::make_unique<ac::NEReductionOperation>();
+        f->configure(T(0), out, 0, ac::ReductionOperation::MEAN_SUM, true);
         fn = std::move(f);
         break;
     }
@@ -917,6 +924,9 @@ void translate(Node &n, std::map<TRec *, ac::DataLayout> &layouts) {
     case MOTE_BK_OP_LAYER_NORM: {
         // NEMeanStdDevNormalizationLayer normalizes each row of a 2-D tensor; then * gamma + beta
         // (broadcast along the rows). Rank != 2 goes through 2-D scratch copies [rows, D].
+        // ACL computes the variance as E[x^2] - E[x]^2 in float32, which cancels badly when the
+        // mean is large against the spread (6e-4 off for data in [20, 21]): the rows are centred
+        // first (row mean by NEReductionOperation, then a broadcast subtract).
         need_inputs(n, 3, 3);
         need_f32();
         TRec *x = n.ins[0], *gm = n.ins[1], *bt = n.ins[2];
@@ -940,9 +950,13 @@ void translate(Node &n, std::map<TRec *, ac::DataLayout> &layouts) {
             y2 = private_tensor(n, *x, {rows, D}, nullptr);
             n.steps.push_back(step(SK::Copy, {x}, x2));
         }
+        TRec *mean = private_tensor(n, *x, {rows, 1}, nullptr);
+        TRec *centred = private_tensor(n, *x, {rows, D}, nullptr);
         TRec *norm = private_tensor(n, *x, {rows, D}, nullptr);
         TRec *scaled = private_tensor(n, *x, {rows, D}, nullptr);
-        Step ms = step(SK::MeanStd, {x2}, norm);
+        n.steps.push_back(step(SK::RowMean, {x2}, mean));
+        n.steps.push_back(step(SK::Sub, {x2, mean}, centred));
+        Step ms = step(SK::MeanStd, {centred}, norm);
         ms.eps = a.epsilon;
         n.steps.push_back(ms);
         n.steps.push_back(step(SK::Mul, {norm, gv}, scaled));

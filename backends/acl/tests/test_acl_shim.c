@@ -1230,6 +1230,81 @@ static void layer_norm(const char *what, tspec X, int axis, float eps, int expec
     free_specs(in, 3); free_specs(&out, 1);
 }
 
+
+/* INPUT -> scale_shift -> INTERMEDIATE -> layer_norm -> INTERMEDIATE -> split -> 2 OUTPUTs, plus a
+ * grouped conv reading an OUTPUT: the scratch tensors of the lowerings share the graph's memory
+ * group with the graph intermediates; three runs with fresh inputs, outputs poisoned each time. */
+static void v2_chain(void) {
+    const char *what = "v2 chain scale_shift -> layer_norm -> split -> grouped conv";
+    mote_bk_graph *g = gnew();
+    float *sc = rand_f(8, -2, 2), *sh = rand_f(8, -1, 1), *gm = rand_f(8, 0.5f, 1.5f), *bt = rand_f(8, -1, 1);
+    float *w = rand_f(4 * 3 * 3 * 2, -1, 1);
+    uint32_t tx = tf(g, MOTE_BK_TENSOR_INPUT, DIMS(1, 5, 5, 8), NULL);
+    uint32_t tsc = tf(g, MOTE_BK_TENSOR_CONSTANT, DIMS(8), sc), tsh = tf(g, MOTE_BK_TENSOR_CONSTANT, DIMS(8), sh);
+    uint32_t tgm = tf(g, MOTE_BK_TENSOR_CONSTANT, DIMS(8), gm), tbt = tf(g, MOTE_BK_TENSOR_CONSTANT, DIMS(8), bt);
+    uint32_t t1 = tf(g, MOTE_BK_TENSOR_INTERMEDIATE, DIMS(1, 5, 5, 8), NULL);
+    uint32_t t2 = tf(g, MOTE_BK_TENSOR_INTERMEDIATE, DIMS(1, 5, 5, 8), NULL);
+    uint32_t y0 = tf(g, MOTE_BK_TENSOR_OUTPUT, DIMS(1, 5, 5, 4), NULL), y1 = tf(g, MOTE_BK_TENSOR_OUTPUT, DIMS(1, 5, 5, 4), NULL);
+    uint32_t tw = tf(g, MOTE_BK_TENSOR_CONSTANT, DIMS(4, 3, 3, 2), w);
+    uint32_t y2 = tf(g, MOTE_BK_TENSOR_OUTPUT, DIMS(1, 5, 5, 4), NULL);
+    mote_bk_node_attrs a1 = attrs(MOTE_BK_OP_SCALE_SHIFT), a2 = attrs(MOTE_BK_OP_LAYER_NORM), a3 = attrs(MOTE_BK_OP_SPLIT),
+                       a4 = attrs(MOTE_BK_OP_CONV2D);
+    a1.axis = 3;
+    a1.activation = MOTE_BK_ACT_TANH;
+    a2.axis = 3;
+    a2.epsilon = 1e-5f;
+    a3.axis = 3;
+    a4.layout = MOTE_BK_LAYOUT_NHWC;
+    a4.groups = 2;
+    a4.padding[0] = a4.padding[1] = a4.padding[2] = a4.padding[3] = 1;
+    int ok = node(g, "ss", &a1, (uint32_t[]){tx, tsc, tsh}, 3, t1) == 0 &&
+             node(g, "ln", &a2, (uint32_t[]){t1, tgm, tbt}, 3, t2) == 0 &&
+             p_add_node(g, "split", &a3, &t2, 1, (uint32_t[]){y0, y1}, 2, g_err, sizeof g_err) == 0 &&
+             node(g, "gconv", &a4, (uint32_t[]){y1, tw}, 2, y2) == 0 && p_finalize(g, g_err, sizeof g_err) == 0;
+    if (!ok) {
+        check(0, "%s: build: %s", what, g_err);
+        p_free(g);
+        return;
+    }
+    int bad = 0;
+    double maxe = 0;
+    for (int run = 0; run < 3; run++) {
+        float *x = rand_f(200, -2, 2), *o0 = alloc64(400), *o1 = alloc64(400), *o2 = alloc64(400);
+        for (int i = 0; i < 100; i++) o0[i] = o1[i] = o2[i] = NAN;
+        if (p_run(g, (const void *[]){x}, 1, (void *[]){o0, o1, o2}, 3, g_err, sizeof g_err)) {
+            printf("  run: %s\n", g_err);
+            bad = 1;
+        } else {
+            double r[200], h[100], ref2[100];
+            for (int p = 0; p < 25; p++) {
+                double v[8], m = 0, var = 0;
+                for (int c = 0; c < 8; c++) { v[c] = tanh((double)x[p * 8 + c] * sc[c] + sh[c]); m += v[c]; }
+                m /= 8;
+                for (int c = 0; c < 8; c++) var += (v[c] - m) * (v[c] - m);
+                var /= 8;
+                for (int c = 0; c < 8; c++) r[p * 8 + c] = (v[c] - m) / sqrt(var + 1e-5) * gm[c] + bt[c];
+                for (int c = 0; c < 4; c++) h[p * 4 + c] = r[p * 8 + 4 + c];
+            }
+            double *wd = to_d(w, 72);
+            ref_conv(1, h, 1, 4, 5, 5, wd, 4, 3, 3, 2, NULL, (int[]){1, 1}, (int[]){1, 1, 1, 1}, (int[]){1, 1}, ref2, 5, 5);
+            free(wd);
+            for (int p = 0; p < 25; p++)
+                for (int c = 0; c < 4; c++) {
+                    double e0 = fabs(o0[p * 4 + c] - r[p * 8 + c]), e1 = fabs(o1[p * 4 + c] - r[p * 8 + 4 + c]);
+                    double e2 = fabs(o2[p * 4 + c] - ref2[p * 4 + c]);
+                    double tol2 = 1e-4 * (fabs(ref2[p * 4 + c]) > 1 ? fabs(ref2[p * 4 + c]) : 1);
+                    if (!(e0 <= 1e-4 * fmax(1, fabs(r[p * 8 + c])) && e1 <= 1e-4 * fmax(1, fabs(r[p * 8 + 4 + c])) && e2 <= tol2)) bad = 1;
+                    maxe = fmax(maxe, fmax(e0, fmax(e1, e2)));
+                    if (e0 != e0 || e1 != e1 || e2 != e2) bad = 1;
+                }
+        }
+        free(x); free(o0); free(o1); free(o2);
+    }
+    check(!bad, "%s: 3 runs, max abs err %.3g", what, maxe);
+    p_free(g);
+    free(sc); free(sh); free(gm); free(bt); free(w);
+}
+
 static void format_v2(void) {
     int acts[] = {MOTE_BK_ACT_SIGMOID, MOTE_BK_ACT_TANH, MOTE_BK_ACT_HARDSWISH, MOTE_BK_ACT_HARDSIGMOID,
                   MOTE_BK_ACT_SILU, MOTE_BK_ACT_GELU, MOTE_BK_ACT_LEAKY_RELU, MOTE_BK_ACT_RELU, MOTE_BK_ACT_CLIP};
@@ -1323,6 +1398,8 @@ static void format_v2(void) {
     layer_norm("layer_norm [4,10] eps 1e-5", TS(MOTE_BK_TENSOR_INPUT, -2, 2, 4, 10), 1, 1e-5f, 1);
     layer_norm("layer_norm [2,3,7] eps 1e-3", TS(MOTE_BK_TENSOR_INPUT, -3, 5, 2, 3, 7), 2, 1e-3f, 1);
     layer_norm("layer_norm [1,5,2,16] offset data", TS(MOTE_BK_TENSOR_INPUT, 3, 5, 1, 5, 2, 16), 3, 1e-5f, 1);
+    layer_norm("layer_norm [3,64] data in [20,21] (large mean)", TS(MOTE_BK_TENSOR_INPUT, 20, 21, 3, 64), 1, 1e-5f, 1);
+    layer_norm("layer_norm [2,256] data in [-100,100]", TS(MOTE_BK_TENSOR_INPUT, -100, 100, 2, 256), 1, 1e-5f, 1);
     layer_norm("layer_norm axis 0 of [4,10]", TS(MOTE_BK_TENSOR_INPUT, -2, 2, 4, 10), 0, 1e-5f, 0);
     {   /* a v2 activation on a quantized op is refused */
         float sx = 0.1f; int32_t zx = 0;
@@ -1465,6 +1542,7 @@ int main(int argc, char **argv) {
     multi_node();
     unsupported_and_errors();
     format_v2();
+    v2_chain();
 
     /* two threads, two graphs */
     pthread_t th[2];
