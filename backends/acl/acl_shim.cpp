@@ -164,7 +164,7 @@ enum class Fn {
 
 // One ACL function of a multi-function lowering (Fn::Steps). Operands are graph tensors or the
 // node's private tensors (constants re-shaped for broadcasting, scratch intermediates).
-enum class SK { Add, Sub, Mul, Div, Slice, Permute, Shuffle, Lrn, MeanStd, RowMean, Copy };
+enum class SK { Add, Sub, Mul, Div, Slice, Permute, Shuffle, Lrn, MeanStd, RowMean, Copy, Conv, Concat };
 
 struct Step {
     SK k = SK::Copy;
@@ -175,6 +175,10 @@ struct Step {
     unsigned groups = 1;           // Shuffle
     ac::NormalizationLayerInfo norm{ac::NormType::CROSS_MAP};
     float eps = 0.0f;  // MeanStd
+    ac::PadStrideInfo psi;          // Conv
+    ac::Size2D dil{1, 1};           // Conv
+    ac::ActivationLayerInfo act;    // Conv (fused)
+    size_t axis = 0;                // Concat, ACL numbering
 };
 
 struct Node {
@@ -312,6 +316,14 @@ ac::Status validate_step(const Step &st, const std::function<ac::TensorInfo(TRec
     case SK::MeanStd: return ac::NEMeanStdDevNormalizationLayer::validate(&in[0], &out, st.eps);
     case SK::RowMean: return ac::NEReductionOperation::validate(&in[0], &out, 0, ac::ReductionOperation::MEAN_SUM, true);
     case SK::Copy: return ac::NEReshapeLayer::validate(&in[0], &out);
+    case SK::Conv:
+        return ac::NEConvolutionLayer::validate(&in[0], &in[1], in.size() > 2 ? &in[2] : nullptr, &out, st.psi,
+                                                ac::WeightsInfo(), st.dil, st.act, false, 1);
+    case SK::Concat: {
+        std::vector<const ac::ITensorInfo *> v;
+        for (auto &i : in) v.push_back(&i);
+        return ac::NEConcatenateLayer::validate(v, &out, st.axis);
+    }
     }
     return ac::Status(ac::ErrorCode::RUNTIME_ERROR, "unknown step");
 }
@@ -367,7 +379,7 @@ void validate_node(const Node &n, std::vector<ac::TensorInfo> &in, std::vector<a
     }
 }
 
-std::unique_ptr<ac::IFunction> configure_step(const Step &st) {
+std::unique_ptr<ac::IFunction> configure_step(const Step &st, const std::shared_ptr<ac::IMemoryManager> &mm) {
     auto T = [&](size_t i) { return st.in[i]->t.get(); };
     ac::Tensor *out = st.out->t.get();
     std::unique_ptr<ac::IFunction> fn;
@@ -426,8 +438,23 @@ std::unique_ptr<ac::IFunction> configure_step(const Step &st) {
         fn = std::move(f);
         break;
     }
+    case SK::Conv: {
+        auto f = std::make_unique<ac::NEConvolutionLayer>(mm);
+        f->configure(T(0), T(1), st.in.size() > 2 ? T(2) : nullptr, out, st.psi, ac::WeightsInfo(), st.dil, st.act,
+                     false, 1);
+        fn = std::move(f);
+        break;
+    }
+    case SK::Concat: {
+        std::vector<const ac::ITensor *> v;
+        for (size_t i = 0; i < st.in.size(); ++i) v.push_back(T(i));
+        auto f = std::make_unique<ac::NEConcatenateLayer>();
+        f->configure(v, out, st.axis);
+        fn = std::move(f);
+        break;
+    }
     case SK::RowMean: {
-        auto f = std::make_unique<ac::NEReductionOperation>();
+        auto f = std::make_unique<ac::NEReductionOperation>(mm);
         f->configure(T(0), out, 0, ac::ReductionOperation::MEAN_SUM, true);
         fn = std::move(f);
         break;
@@ -519,7 +546,7 @@ void configure_node(Node &n, const std::shared_ptr<ac::IMemoryManager> &mm, ac::
         // Scratch intermediates live in the graph's memory group: manage() before their producer
         // is configured, allocate() once after their last consumer (all inside this node).
         for (TRec *r : n.scratch) group.manage(r->t.get());
-        for (const Step &st : n.steps) n.fns.push_back(configure_step(st));
+        for (const Step &st : n.steps) n.fns.push_back(configure_step(st, mm));
         for (TRec *r : n.scratch) r->t->allocator()->allocate();
         break;
     }
@@ -646,13 +673,15 @@ void translate(Node &n, std::map<TRec *, ac::DataLayout> &layouts) {
         layouts[x] = L;
         layouts[n.outs[0]] = L;
         if (groups > 1 && groups != cin) {
-            // Grouped conv: ACL's NEON convolution refuses num_groups != 1. Lowered to ONE
-            // convolution whose weights are block-diagonal (zeros outside each group's block):
-            // exact, one function, but groups x the MACs and weight bytes, hence the cap.
+            // Grouped conv: ACL's NEON convolution refuses num_groups != 1. Two lowerings:
+            // - "split": per group, NESlice of the input channels, one NEConvolutionLayer with
+            //   that group's weight/bias rows, then NEConcatenateLayer of the group outputs
+            //   (slices and group outputs are scratch in the graph's memory group);
+            // - "blockdiag": ONE convolution whose weights are block-diagonal (zeros outside each
+            //   group's block): one function, but groups x the MACs and weight bytes.
+            // Choice: MOTE_ACL_GROUPED_CONV=split|blockdiag, else blockdiag for groups == 2 and
+            // split above (see backends/acl/README.md for the measurement).
             need_f32();
-            if (groups > 8)
-                fail(MOTE_BK_UNSUPPORTED, "grouped conv2d with groups=" + std::to_string(groups) +
-                                              " > 8: the block-diagonal lowering would cost groups x the MACs");
             if (cin % groups != 0 || O % groups != 0) fail(MOTE_BK_INVALID_ARG, "conv2d: channels not divisible by groups");
             if (w->kind != MOTE_BK_TENSOR_CONSTANT)
                 fail(MOTE_BK_UNSUPPORTED, "grouped conv2d: weights must be a constant (they are expanded)");
@@ -662,6 +691,61 @@ void translate(Node &n, std::map<TRec *, ac::DataLayout> &layouts) {
                 fail(MOTE_BK_INVALID_ARG, "grouped conv2d: weight input-channel dim must be C_in/groups");
             const int64_t KH = nhwc ? w->dims[1] : w->dims[2];
             const int64_t KW = nhwc ? w->dims[2] : w->dims[3];
+            const char *strat = std::getenv("MOTE_ACL_GROUPED_CONV");
+            bool blockdiag = groups == 2;
+            if (strat != nullptr && std::strcmp(strat, "split") == 0) blockdiag = false;
+            if (strat != nullptr && std::strcmp(strat, "blockdiag") == 0) blockdiag = true;
+            if (!blockdiag) {
+                TRec *b = n.ins.size() > 2 ? n.ins[2] : nullptr;
+                if (b != nullptr && (b->kind != MOTE_BK_TENSOR_CONSTANT || b->numel() != static_cast<size_t>(O)))
+                    fail(MOTE_BK_UNSUPPORTED, "grouped conv2d: the bias must be a constant [O] (it is sliced per group)");
+                TRec *y = n.outs[0];
+                const int64_t N = x->dims[0], H = nhwc ? x->dims[1] : x->dims[2], W = nhwc ? x->dims[2] : x->dims[3];
+                const int64_t OH = nhwc ? y->dims[1] : y->dims[2], OW = nhwc ? y->dims[2] : y->dims[3];
+                const int caxis = nhwc ? 0 : 2;  // channel axis, ACL numbering
+                const size_t wg_elems = static_cast<size_t>(Og * KH * KW * Ig);
+                Step cat = step(SK::Concat, {}, y);
+                cat.axis = caxis;
+                for (int gi = 0; gi < groups; ++gi) {
+                    auto dims4 = [&](int64_t h, int64_t wd, int64_t c) {
+                        return nhwc ? std::vector<int64_t>{N, h, wd, c} : std::vector<int64_t>{N, c, h, wd};
+                    };
+                    TRec *xg = private_tensor(n, *x, dims4(H, W, Ig), nullptr);
+                    xg->layout = L;
+                    Step sl = step(SK::Slice, {x}, xg);
+                    const int64_t full[4] = {x->dims[3], x->dims[2], x->dims[1], x->dims[0]};  // ACL order
+                    for (int j = 0; j < 4; ++j) {
+                        sl.starts.set(j, j == caxis ? static_cast<int>(gi * Ig) : 0);
+                        sl.ends.set(j, j == caxis ? static_cast<int>((gi + 1) * Ig) : static_cast<int>(full[j]));
+                    }
+                    n.steps.push_back(sl);
+                    // Weights OHWI / OIHW: O is outermost, so group gi's rows are contiguous.
+                    Buffer wb = alloc_buffer(wg_elems * 4);
+                    std::memcpy(wb.get(), w->data.get() + gi * wg_elems * 4, wg_elems * 4);
+                    TRec *wg = private_tensor(n, *w, nhwc ? std::vector<int64_t>{Og, KH, KW, Ig} : std::vector<int64_t>{Og, Ig, KH, KW}, wb);
+                    wg->layout = L;
+                    Step cv = step(SK::Conv, {xg, wg}, nullptr);
+                    if (b != nullptr) {
+                        Buffer bb = alloc_buffer(static_cast<size_t>(Og) * 4);
+                        std::memcpy(bb.get(), b->data.get() + gi * Og * 4, static_cast<size_t>(Og) * 4);
+                        cv.in.push_back(private_tensor(n, *b, {Og}, bb));
+                    }
+                    TRec *yg = private_tensor(n, *y, dims4(OH, OW, Og), nullptr);
+                    yg->layout = L;
+                    cv.out = yg;
+                    cv.psi = n.psi;
+                    cv.dil = n.dil;
+                    cv.act = n.act;  // elementwise: fused per group; two-function ones stay in post
+                    n.steps.push_back(cv);
+                    cat.in.push_back(yg);
+                }
+                n.steps.push_back(cat);
+                n.fn = Fn::Steps;
+                break;
+            }
+            if (groups > 8)
+                fail(MOTE_BK_UNSUPPORTED, "grouped conv2d with groups=" + std::to_string(groups) +
+                                              " > 8 and MOTE_ACL_GROUPED_CONV=blockdiag: that lowering would cost groups x the MACs");
             std::vector<int64_t> dims = nhwc ? std::vector<int64_t>{O, KH, KW, cin} : std::vector<int64_t>{O, cin, KH, KW};
             Buffer buf = alloc_buffer(static_cast<size_t>(O * KH * KW * cin) * 4);
             const float *src = reinterpret_cast<const float *>(w->data.get());

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mote_backend.h"
 
@@ -1235,7 +1236,7 @@ static void layer_norm(const char *what, tspec X, int axis, float eps, int expec
  * grouped conv reading an OUTPUT: the scratch tensors of the lowerings share the graph's memory
  * group with the graph intermediates; three runs with fresh inputs, outputs poisoned each time. */
 static void v2_chain(void) {
-    const char *what = "v2 chain scale_shift -> layer_norm -> split -> grouped conv";
+    const char *what = "v2 chain scale_shift -> layer_norm -> split -> grouped conv [split]";
     mote_bk_graph *g = gnew();
     float *sc = rand_f(8, -2, 2), *sh = rand_f(8, -1, 1), *gm = rand_f(8, 0.5f, 1.5f), *bt = rand_f(8, -1, 1);
     float *w = rand_f(4 * 3 * 3 * 2, -1, 1);
@@ -1260,7 +1261,9 @@ static void v2_chain(void) {
     int ok = node(g, "ss", &a1, (uint32_t[]){tx, tsc, tsh}, 3, t1) == 0 &&
              node(g, "ln", &a2, (uint32_t[]){t1, tgm, tbt}, 3, t2) == 0 &&
              p_add_node(g, "split", &a3, &t2, 1, (uint32_t[]){y0, y1}, 2, g_err, sizeof g_err) == 0 &&
-             node(g, "gconv", &a4, (uint32_t[]){y1, tw}, 2, y2) == 0 && p_finalize(g, g_err, sizeof g_err) == 0;
+             (setenv("MOTE_ACL_GROUPED_CONV", "split", 1), node(g, "gconv", &a4, (uint32_t[]){y1, tw}, 2, y2) == 0) &&
+             p_finalize(g, g_err, sizeof g_err) == 0;
+    unsetenv("MOTE_ACL_GROUPED_CONV");
     if (!ok) {
         check(0, "%s: build: %s", what, g_err);
         p_free(g);
@@ -1338,15 +1341,31 @@ static void format_v2(void) {
     conv_act("grouped conv NCHW g=2 C=6 O=6", 0, 6, 7, 5, 6, 3, 2, 1, 1, MOTE_BK_ACT_NONE);
     conv_act("grouped conv NCHW g=4 C=12 O=8 5x5 + sigmoid", 0, 12, 9, 9, 8, 5, 4, 1, 2, MOTE_BK_ACT_SIGMOID);
     conv_act("grouped conv NCHW g=4 + hardsigmoid", 0, 8, 5, 5, 4, 1, 4, 1, 0, MOTE_BK_ACT_HARDSIGMOID);
-    {   /* groups > 8 is refused with the reason */
+    /* both lowerings on the same cases (default: blockdiag for groups == 2, split above) */
+    for (int k = 0; k < 2; k++) {
+        const char *strat = k == 0 ? "split" : "blockdiag";
+        char w1[96], w2[96], w3[96];
+        setenv("MOTE_ACL_GROUPED_CONV", strat, 1);
+        snprintf(w1, sizeof w1, "grouped conv NHWC g=2 + relu [%s]", strat);
+        snprintf(w2, sizeof w2, "grouped conv NCHW g=4 C=12 O=8 5x5 + sigmoid [%s]", strat);
+        snprintf(w3, sizeof w3, "grouped conv NHWC g=4 + hardsigmoid [%s]", strat);
+        conv_act(w1, 1, 6, 9, 7, 10, 3, 2, 2, 1, MOTE_BK_ACT_RELU);
+        conv_act(w2, 0, 12, 9, 9, 8, 5, 4, 1, 2, MOTE_BK_ACT_SIGMOID);
+        conv_act(w3, 1, 8, 5, 5, 4, 1, 4, 1, 0, MOTE_BK_ACT_HARDSIGMOID);
+    }
+    unsetenv("MOTE_ACL_GROUPED_CONV");
+    conv_act("grouped conv NHWC g=16 C=32 O=32 (split)", 1, 32, 5, 5, 32, 3, 16, 1, 1, MOTE_BK_ACT_RELU6);
+    {   /* groups > 8 with the block-diagonal lowering is refused with the reason */
+        setenv("MOTE_ACL_GROUPED_CONV", "blockdiag", 1);
         tspec in[2] = {TS(MOTE_BK_TENSOR_INPUT, -1, 1, 1, 4, 4, 32), TS(MOTE_BK_TENSOR_CONSTANT, -1, 1, 32, 3, 3, 2)};
         tspec out = TS(MOTE_BK_TENSOR_OUTPUT, 0, 0, 1, 2, 2, 32);
         mote_bk_node_attrs a = attrs(MOTE_BK_OP_CONV2D);
         a.layout = MOTE_BK_LAYOUT_NHWC;
         a.groups = 16;
         int ran;
-        expect_refused("grouped conv groups=16", run_node("g16", &a, in, 2, &out, 1, &ran), "groups=16 > 8");
+        expect_refused("grouped conv groups=16 [blockdiag]", run_node("g16", &a, in, 2, &out, 1, &ran), "groups=16 > 8");
         free_specs(in, 2); free_specs(&out, 1);
+        unsetenv("MOTE_ACL_GROUPED_CONV");
     }
     dense_act(MOTE_BK_ACT_SILU);
     dense_act(MOTE_BK_ACT_HARDSIGMOID);
@@ -1463,6 +1482,44 @@ static void *thr_main(void *p) {
     return NULL;
 }
 
+
+/* test_acl_shim LIB bench: time both grouped-conv lowerings (not part of the checks). */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static void bench_grouped(int C, int HW, int O, int groups, int K) {
+    for (int k = 0; k < 2; k++) {
+        const char *strat = k == 0 ? "split" : "blockdiag";
+        setenv("MOTE_ACL_GROUPED_CONV", strat, 1);
+        int Ig = C / groups;
+        float *x = rand_f((size_t)HW * HW * C, -1, 1), *w = rand_f((size_t)O * K * K * Ig, -1, 1);
+        float *y = alloc64((size_t)HW * HW * O * 4);
+        mote_bk_graph *g = gnew();
+        uint32_t tx = tf(g, MOTE_BK_TENSOR_INPUT, DIMS(1, HW, HW, C), NULL);
+        uint32_t ty = tf(g, MOTE_BK_TENSOR_OUTPUT, DIMS(1, HW, HW, O), NULL);
+        uint32_t tw = tf(g, MOTE_BK_TENSOR_CONSTANT, DIMS(O, K, K, Ig), w);
+        mote_bk_node_attrs a = attrs(MOTE_BK_OP_CONV2D);
+        a.layout = MOTE_BK_LAYOUT_NHWC;
+        a.groups = groups;
+        a.padding[0] = a.padding[1] = a.padding[2] = a.padding[3] = K / 2;
+        if (node(g, "b", &a, (uint32_t[]){tx, tw}, 2, ty) || p_finalize(g, g_err, sizeof g_err)) {
+            printf("bench %s: %s\n", strat, g_err);
+        } else {
+            p_run(g, (const void *[]){x}, 1, (void *[]){y}, 1, g_err, sizeof g_err);
+            int reps = 5;
+            double t0 = now_s();
+            for (int r = 0; r < reps; r++) p_run(g, (const void *[]){x}, 1, (void *[]){y}, 1, g_err, sizeof g_err);
+            printf("bench grouped conv NHWC %dx%dx%d -> %d, %dx%d, groups %d [%s]: %.2f ms/run\n", HW, HW, C, O, K, K,
+                   groups, strat, (now_s() - t0) / reps * 1e3);
+        }
+        p_free(g);
+        free(x); free(w); free(y);
+    }
+    unsetenv("MOTE_ACL_GROUPED_CONV");
+}
+
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : "libmote_acl.so";
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -1482,6 +1539,15 @@ int main(int argc, char **argv) {
     check(strcmp(p_name(), "acl") == 0, "name \"%s\"", p_name());
     int32_t av = p_avail(g_err, sizeof g_err);
     check(av == MOTE_BK_OK, "available (%d)", av);
+    if (argc > 2 && strcmp(argv[2], "bench") == 0) {
+        bench_grouped(64, 28, 64, 2, 3);
+        bench_grouped(64, 28, 64, 4, 3);
+        bench_grouped(64, 28, 64, 8, 3);
+        bench_grouped(128, 14, 128, 32, 3);
+        bench_grouped(64, 28, 64, 2, 1);
+        bench_grouped(64, 28, 64, 8, 1);
+        return 0;
+    }
 
     /* conv2d fp32 */
     conv_f32("conv NHWC 3x3 s(2,1) pad t1/l0/b2/r1 bias relu",
