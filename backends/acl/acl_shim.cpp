@@ -679,8 +679,8 @@ void translate(Node &n, std::map<TRec *, ac::DataLayout> &layouts) {
             //   (slices and group outputs are scratch in the graph's memory group);
             // - "blockdiag": ONE convolution whose weights are block-diagonal (zeros outside each
             //   group's block): one function, but groups x the MACs and weight bytes.
-            // Choice: MOTE_ACL_GROUPED_CONV=split|blockdiag, else blockdiag for groups == 2 and
-            // split above (see backends/acl/README.md for the measurement).
+            // Default "split": it was faster in every case measured (groups 2..32, 1x1 and 3x3;
+            // backends/acl/README.md); MOTE_ACL_GROUPED_CONV=blockdiag selects the other.
             need_f32();
             if (cin % groups != 0 || O % groups != 0) fail(MOTE_BK_INVALID_ARG, "conv2d: channels not divisible by groups");
             if (w->kind != MOTE_BK_TENSOR_CONSTANT)
@@ -692,7 +692,7 @@ void translate(Node &n, std::map<TRec *, ac::DataLayout> &layouts) {
             const int64_t KH = nhwc ? w->dims[1] : w->dims[2];
             const int64_t KW = nhwc ? w->dims[2] : w->dims[3];
             const char *strat = std::getenv("MOTE_ACL_GROUPED_CONV");
-            bool blockdiag = groups == 2;
+            bool blockdiag = false;
             if (strat != nullptr && std::strcmp(strat, "split") == 0) blockdiag = false;
             if (strat != nullptr && std::strcmp(strat, "blockdiag") == 0) blockdiag = true;
             if (!blockdiag) {

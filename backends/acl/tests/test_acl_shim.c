@@ -1261,9 +1261,8 @@ static void v2_chain(void) {
     int ok = node(g, "ss", &a1, (uint32_t[]){tx, tsc, tsh}, 3, t1) == 0 &&
              node(g, "ln", &a2, (uint32_t[]){t1, tgm, tbt}, 3, t2) == 0 &&
              p_add_node(g, "split", &a3, &t2, 1, (uint32_t[]){y0, y1}, 2, g_err, sizeof g_err) == 0 &&
-             (setenv("MOTE_ACL_GROUPED_CONV", "split", 1), node(g, "gconv", &a4, (uint32_t[]){y1, tw}, 2, y2) == 0) &&
+             node(g, "gconv", &a4, (uint32_t[]){y1, tw}, 2, y2) == 0 &&
              p_finalize(g, g_err, sizeof g_err) == 0;
-    unsetenv("MOTE_ACL_GROUPED_CONV");
     if (!ok) {
         check(0, "%s: build: %s", what, g_err);
         p_free(g);
@@ -1341,7 +1340,7 @@ static void format_v2(void) {
     conv_act("grouped conv NCHW g=2 C=6 O=6", 0, 6, 7, 5, 6, 3, 2, 1, 1, MOTE_BK_ACT_NONE);
     conv_act("grouped conv NCHW g=4 C=12 O=8 5x5 + sigmoid", 0, 12, 9, 9, 8, 5, 4, 1, 2, MOTE_BK_ACT_SIGMOID);
     conv_act("grouped conv NCHW g=4 + hardsigmoid", 0, 8, 5, 5, 4, 1, 4, 1, 0, MOTE_BK_ACT_HARDSIGMOID);
-    /* both lowerings on the same cases (default: blockdiag for groups == 2, split above) */
+    /* both lowerings on the same cases (the default is split) */
     for (int k = 0; k < 2; k++) {
         const char *strat = k == 0 ? "split" : "blockdiag";
         char w1[96], w2[96], w3[96];
@@ -1354,7 +1353,7 @@ static void format_v2(void) {
         conv_act(w3, 1, 8, 5, 5, 4, 1, 4, 1, 0, MOTE_BK_ACT_HARDSIGMOID);
     }
     unsetenv("MOTE_ACL_GROUPED_CONV");
-    conv_act("grouped conv NHWC g=16 C=32 O=32 (split)", 1, 32, 5, 5, 32, 3, 16, 1, 1, MOTE_BK_ACT_RELU6);
+    conv_act("grouped conv NHWC g=16 C=32 O=32", 1, 32, 5, 5, 32, 3, 16, 1, 1, MOTE_BK_ACT_RELU6);
     {   /* groups > 8 with the block-diagonal lowering is refused with the reason */
         setenv("MOTE_ACL_GROUPED_CONV", "blockdiag", 1);
         tspec in[2] = {TS(MOTE_BK_TENSOR_INPUT, -1, 1, 1, 4, 4, 32), TS(MOTE_BK_TENSOR_CONSTANT, -1, 1, 32, 3, 3, 2)};
