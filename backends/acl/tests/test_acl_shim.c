@@ -11,6 +11,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1307,6 +1308,77 @@ static void v2_chain(void) {
     free(sc); free(sh); free(gm); free(bt); free(w);
 }
 
+
+/* conv NHWC -> scale_shift(axis 3) -> lrn NHWC -> channel_shuffle NHWC -> transpose (0,3,1,2):
+ * the v2 ops on intermediates that carry the NHWC layout of a conv; attrs passed with the v1
+ * struct_size for the conv (the fields appended in v2 read as zero). */
+static void v2_layout_chain(void) {
+    const char *what = "v2 chain conv NHWC -> scale_shift -> lrn -> channel_shuffle -> transpose";
+    const int H = 5, W = 6, C = 3, O = 6;
+    float *w = rand_f(O * 9 * C, -1, 1), *sc = rand_f(O, 0.5f, 2), *sh = rand_f(O, -1, 1);
+    mote_bk_graph *g = gnew();
+    uint32_t tx = tf(g, MOTE_BK_TENSOR_INPUT, DIMS(1, H, W, C), NULL);
+    uint32_t tw = tf(g, MOTE_BK_TENSOR_CONSTANT, DIMS(O, 3, 3, C), w);
+    uint32_t tsc = tf(g, MOTE_BK_TENSOR_CONSTANT, DIMS(O), sc), tsh = tf(g, MOTE_BK_TENSOR_CONSTANT, DIMS(O), sh);
+    uint32_t t1 = tf(g, MOTE_BK_TENSOR_INTERMEDIATE, DIMS(1, H, W, O), NULL);
+    uint32_t t2 = tf(g, MOTE_BK_TENSOR_INTERMEDIATE, DIMS(1, H, W, O), NULL);
+    uint32_t t3 = tf(g, MOTE_BK_TENSOR_INTERMEDIATE, DIMS(1, H, W, O), NULL);
+    uint32_t t4 = tf(g, MOTE_BK_TENSOR_INTERMEDIATE, DIMS(1, H, W, O), NULL);
+    uint32_t ty = tf(g, MOTE_BK_TENSOR_OUTPUT, DIMS(1, O, H, W), NULL);
+    mote_bk_node_attrs a0 = attrs(MOTE_BK_OP_CONV2D), a1 = attrs(MOTE_BK_OP_SCALE_SHIFT), a2 = attrs(MOTE_BK_OP_LRN),
+                       a3 = attrs(MOTE_BK_OP_CHANNEL_SHUFFLE), a4 = attrs(MOTE_BK_OP_TRANSPOSE);
+    a0.struct_size = (uint32_t)offsetof(mote_bk_node_attrs, act_alpha);
+    a0.layout = MOTE_BK_LAYOUT_NHWC;
+    a0.padding[0] = a0.padding[1] = a0.padding[2] = a0.padding[3] = 1;
+    a1.axis = 3;
+    a1.activation = MOTE_BK_ACT_SIGMOID;
+    a2.layout = MOTE_BK_LAYOUT_NHWC;
+    a2.lrn_size = 3; a2.lrn_alpha = 0.4f; a2.lrn_beta = 0.75f; a2.lrn_bias = 1.0f;
+    a3.layout = MOTE_BK_LAYOUT_NHWC;
+    a3.groups = 2;
+    a4.num_axes = 4;
+    a4.axes[0] = 0; a4.axes[1] = 3; a4.axes[2] = 1; a4.axes[3] = 2;
+    int ok = node(g, "conv", &a0, (uint32_t[]){tx, tw}, 2, t1) == 0 && node(g, "ss", &a1, (uint32_t[]){t1, tsc, tsh}, 3, t2) == 0 &&
+             node(g, "lrn", &a2, &t2, 1, t3) == 0 && node(g, "shuffle", &a3, &t3, 1, t4) == 0 &&
+             node(g, "transpose", &a4, &t4, 1, ty) == 0 && p_finalize(g, g_err, sizeof g_err) == 0;
+    if (!ok) {
+        check(0, "%s: build: %s", what, g_err);
+    } else {
+        int bad = 0;
+        double maxe = 0;
+        for (int run = 0; run < 2; run++) {
+            float *x = rand_f(H * W * C, -1, 1), *y = alloc64(H * W * O * 4);
+            for (int i = 0; i < H * W * O; i++) y[i] = NAN;
+            if (p_run(g, (const void *[]){x}, 1, (void *[]){y}, 1, g_err, sizeof g_err)) { bad = 1; continue; }
+            double *xd = to_d(x, H * W * C), *wd = to_d(w, O * 9 * C), c[5 * 6 * 6], l[5 * 6 * 6];
+            ref_conv(1, xd, 1, C, H, W, wd, O, 3, 3, 1, NULL, (int[]){1, 1}, (int[]){1, 1, 1, 1}, (int[]){1, 1}, c, H, W);
+            for (int p = 0; p < H * W; p++)
+                for (int o = 0; o < O; o++) c[p * O + o] = 1 / (1 + exp(-(c[p * O + o] * sc[o] + sh[o])));
+            for (int p = 0; p < H * W; p++)
+                for (int o = 0; o < O; o++) {
+                    double sq = 0;
+                    for (int o2 = o - 1; o2 <= o + 1; o2++)
+                        if (o2 >= 0 && o2 < O) sq += c[p * O + o2] * c[p * O + o2];
+                    l[p * O + o] = c[p * O + o] / pow(1.0 + 0.4 / 3 * sq, 0.75);
+                }
+            for (int p = 0; p < H * W; p++)
+                for (int oc = 0; oc < O; oc++) {
+                    /* shuffle g=2, C/g=3: output channel j*2+i = input channel i*3+j */
+                    int i = oc % 2, j = oc / 2;
+                    double ref = l[p * O + i * 3 + j];
+                    double got = y[oc * H * W + p]; /* NCHW after the transpose */
+                    double e = fabs(got - ref);
+                    if (!(e <= 1e-4)) bad = 1;
+                    if (e > maxe || e != e) maxe = e;
+                }
+            free(xd); free(wd); free(x); free(y);
+        }
+        check(!bad, "%s: 2 runs, max abs err %.3g", what, maxe);
+    }
+    p_free(g);
+    free(w); free(sc); free(sh);
+}
+
 static void format_v2(void) {
     int acts[] = {MOTE_BK_ACT_SIGMOID, MOTE_BK_ACT_TANH, MOTE_BK_ACT_HARDSWISH, MOTE_BK_ACT_HARDSIGMOID,
                   MOTE_BK_ACT_SILU, MOTE_BK_ACT_GELU, MOTE_BK_ACT_LEAKY_RELU, MOTE_BK_ACT_RELU, MOTE_BK_ACT_CLIP};
@@ -1608,6 +1680,7 @@ int main(int argc, char **argv) {
     unsupported_and_errors();
     format_v2();
     v2_chain();
+    v2_layout_chain();
 
     /* two threads, two graphs */
     pthread_t th[2];
