@@ -25,6 +25,10 @@
 //   with itself (Mote guarantees this with a per-graph lock). Graph building (new, add_*,
 //   finalize) happens on one thread at a time per graph.
 //
+// Format-2 ops that need several ACL functions (grouped conv, scale_shift, layer_norm, split...)
+// are lowered to a chain of Steps inside one node; their private constants and scratch tensors are
+// owned by the node, and the scratch lives in the graph's memory group (backends/acl/README.md).
+//
 // Every exported function catches every C++ exception (catch (...)) and turns it into a status.
 
 #include "mote_backend.h"
