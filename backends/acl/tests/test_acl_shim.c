@@ -11,10 +11,12 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mote_backend.h"
 
@@ -740,9 +742,11 @@ static void unsupported_and_errors(void) {
     a.layout = MOTE_BK_LAYOUT_NHWC;
     a.groups = 2;
     a.padding[0] = a.padding[1] = a.padding[2] = a.padding[3] = 1;
+    a.activation = MOTE_BK_ACT_GELU_TANH;
     g_err[0] = 0;
     st = node(g, "grouped", &a, (uint32_t[]){tx, tw}, 2, ty);
-    check(st == MOTE_BK_UNSUPPORTED && g_err[0], "grouped conv (groups=2, C_in=4) -> UNSUPPORTED (%d): %s", st, g_err);
+    check(st == MOTE_BK_UNSUPPORTED && strstr(g_err, "gelu_tanh") != NULL,
+          "grouped conv (groups=2) + gelu_tanh -> UNSUPPORTED (%d): %s", st, g_err);
     /* pool with mismatched output shape -> UNSUPPORTED from ACL validate */
     mote_bk_node_attrs bp = attrs(MOTE_BK_OP_MAX_POOL2D);
     bp.layout = MOTE_BK_LAYOUT_NHWC;
@@ -815,6 +819,692 @@ static void unsupported_and_errors(void) {
     free(w); free(x); free(y);
 }
 
+
+/* ================================================================================ format v2 */
+
+/* The v2 activations (docs/subgraph-format.md), double precision. */
+static double act_v2(double v, int act, double al, double be, double lo, double hi) {
+    switch (act) {
+    case MOTE_BK_ACT_SIGMOID: return 1.0 / (1.0 + exp(-v));
+    case MOTE_BK_ACT_TANH: return tanh(v);
+    case MOTE_BK_ACT_HARDSWISH: { double t = v + 3; t = t < 0 ? 0 : t > 6 ? 6 : t; return v * t / 6; }
+    case MOTE_BK_ACT_HARDSIGMOID: { double t = al * v + be; return t < 0 ? 0 : t > 1 ? 1 : t; }
+    case MOTE_BK_ACT_SILU: return v / (1.0 + exp(-v));
+    case MOTE_BK_ACT_GELU: return 0.5 * v * (1 + erf(v / sqrt(2.0)));
+    case MOTE_BK_ACT_GELU_TANH: return 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    case MOTE_BK_ACT_LEAKY_RELU: return v >= 0 ? v : al * v;
+    default: return act_apply(v, act, lo, hi);
+    }
+}
+static const char *act_str(int act) {
+    static const char *n[] = {"none", "relu", "relu6", "clip", "sigmoid", "tanh", "hardswish", "hardsigmoid",
+                              "silu", "gelu", "gelu_tanh", "leaky_relu"};
+    return act >= 0 && act < 12 ? n[act] : "?";
+}
+static void set_act(mote_bk_node_attrs *a, int act) {
+    a->activation = act;
+    if (act == MOTE_BK_ACT_HARDSIGMOID) { a->act_alpha = 0.2f; a->act_beta = 0.5f; }
+    if (act == MOTE_BK_ACT_LEAKY_RELU) a->act_alpha = 0.1f;
+    if (act == MOTE_BK_ACT_CLIP) { a->act_min = -0.5f; a->act_max = 0.75f; }
+}
+static double act_of(const mote_bk_node_attrs *a, double v) {
+    return act_v2(v, a->activation, a->act_alpha, a->act_beta, a->act_min, a->act_max);
+}
+
+/* One tensor of a single-node test graph. */
+typedef struct {
+    int kind, rank;
+    int64_t d[6];
+    float *data; /* INPUT / CONSTANT data; OUTPUT buffer (allocated by run_node) */
+} tspec;
+static size_t tnumel(const tspec *t) {
+    size_t n = 1;
+    for (int i = 0; i < t->rank; i++) n *= (size_t)t->d[i];
+    return n;
+}
+
+/* Build a one-node graph (ins: INPUT or CONSTANT; outs: OUTPUT), add the node, and if accepted
+ * finalize and run it twice (outputs poisoned with NaN before each run). Returns the add_node
+ * status; *ran says whether both runs succeeded (outputs in outs[i].data). */
+static int32_t run_node(const char *what, mote_bk_node_attrs *a, tspec *ins, int nin, tspec *outs, int nout, int *ran) {
+    *ran = 0;
+    mote_bk_graph *g = gnew();
+    uint32_t iid[8], oid[8];
+    const void *ib[8];
+    void *ob[8];
+    int ni = 0;
+    for (int i = 0; i < nin; i++) {
+        iid[i] = tf(g, ins[i].kind, ins[i].d, ins[i].rank, ins[i].kind == MOTE_BK_TENSOR_CONSTANT ? ins[i].data : NULL);
+        if (ins[i].kind == MOTE_BK_TENSOR_INPUT) ib[ni++] = ins[i].data;
+    }
+    for (int i = 0; i < nout; i++) {
+        oid[i] = tf(g, MOTE_BK_TENSOR_OUTPUT, outs[i].d, outs[i].rank, NULL);
+        outs[i].data = alloc64(tnumel(&outs[i]) * 4);
+        ob[i] = outs[i].data;
+    }
+    g_err[0] = 0;
+    int32_t st = p_add_node(g, what, a, iid, (uint32_t)nin, oid, (uint32_t)nout, g_err, sizeof g_err);
+    if (st == MOTE_BK_OK) {
+        st = p_finalize(g, g_err, sizeof g_err);
+        if (st) {
+            printf("  %s: finalize -> %d: %s\n", what, st, g_err);
+        } else {
+            int ok = 1;
+            for (int rep = 0; rep < 2 && ok; rep++) {
+                for (int i = 0; i < nout; i++)
+                    for (size_t k = 0; k < tnumel(&outs[i]); k++) outs[i].data[k] = NAN;
+                int32_t rs = p_run(g, ib, (uint32_t)ni, ob, (uint32_t)nout, g_err, sizeof g_err);
+                if (rs) { printf("  %s: run -> %d: %s\n", what, rs, g_err); ok = 0; }
+            }
+            *ran = ok;
+        }
+        st = MOTE_BK_OK;
+    }
+    p_free(g);
+    return st;
+}
+static tspec T_(int kind, int rank, const int64_t *d, float lo, float hi) {
+    tspec t;
+    memset(&t, 0, sizeof t);
+    t.kind = kind;
+    t.rank = rank;
+    for (int i = 0; i < rank; i++) t.d[i] = d[i];
+    if (kind != MOTE_BK_TENSOR_OUTPUT) t.data = rand_f(tnumel(&t), lo, hi);
+    return t;
+}
+#define TS(kind, lo, hi, ...) T_(kind, (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (const int64_t[]){__VA_ARGS__}, lo, hi)
+static void free_specs(tspec *t, int n) {
+    for (int i = 0; i < n; i++) { free(t[i].data); t[i].data = NULL; }
+}
+/* Expect a node to run and match `ref` (one output). */
+static void expect_ran(const char *what, int32_t st, int ran, const float *got, const double *ref, size_t n) {
+    if (st != MOTE_BK_OK) check(0, "%s: add_node -> %d: %s", what, st, g_err);
+    else if (!ran) check(0, "%s: finalize/run failed", what);
+    else cmp_f(what, got, ref, n);
+}
+/* Expect UNSUPPORTED with a message containing `needle`. */
+static void expect_refused(const char *what, int32_t st, const char *needle) {
+    check(st == MOTE_BK_UNSUPPORTED && strstr(g_err, needle) != NULL, "%s -> UNSUPPORTED (%d): %s", what, st, g_err);
+}
+
+/* standalone activation op over [2,5,7,3] in [-6,6] */
+static void activation_op(int act) {
+    char what[96];
+    snprintf(what, sizeof what, "activation op %s", act_str(act));
+    tspec in = TS(MOTE_BK_TENSOR_INPUT, -6, 6, 2, 5, 7, 3), out = TS(MOTE_BK_TENSOR_OUTPUT, 0, 0, 2, 5, 7, 3);
+    mote_bk_node_attrs a = attrs(MOTE_BK_OP_ACTIVATION);
+    set_act(&a, act);
+    int ran;
+    int32_t st = run_node(what, &a, &in, 1, &out, 1, &ran);
+    size_t n = tnumel(&in);
+    double *r = malloc(n * sizeof(double));
+    for (size_t i = 0; i < n; i++) r[i] = act_of(&a, in.data[i]);
+    expect_ran(what, st, ran, out.data, r, n);
+    free(r);
+    free_specs(&in, 1); free_specs(&out, 1);
+}
+
+/* conv with a v2 fused activation (NHWC/NCHW, groups) */
+static void conv_act(const char *what, int nhwc, int C, int H, int W, int O, int K, int groups, int stride, int pad, int act) {
+    int Ig = C / groups;
+    int OH = out_size(H, K, stride, pad, pad, 1, 0), OW = out_size(W, K, stride, pad, pad, 1, 0);
+    tspec in[3], out;
+    if (nhwc) {
+        in[0] = TS(MOTE_BK_TENSOR_INPUT, -1, 1, 1, H, W, C);
+        in[1] = TS(MOTE_BK_TENSOR_CONSTANT, -1, 1, O, K, K, Ig);
+        out = TS(MOTE_BK_TENSOR_OUTPUT, 0, 0, 1, OH, OW, O);
+    } else {
+        in[0] = TS(MOTE_BK_TENSOR_INPUT, -1, 1, 1, C, H, W);
+        in[1] = TS(MOTE_BK_TENSOR_CONSTANT, -1, 1, O, Ig, K, K);
+        out = TS(MOTE_BK_TENSOR_OUTPUT, 0, 0, 1, O, OH, OW);
+    }
+    in[2] = TS(MOTE_BK_TENSOR_CONSTANT, -0.5f, 0.5f, O);
+    mote_bk_node_attrs a = attrs(MOTE_BK_OP_CONV2D);
+    a.layout = nhwc ? MOTE_BK_LAYOUT_NHWC : MOTE_BK_LAYOUT_NCHW;
+    a.groups = groups;
+    a.strides[0] = a.strides[1] = stride;
+    a.padding[0] = a.padding[1] = a.padding[2] = a.padding[3] = pad;
+    set_act(&a, act);
+    int ran;
+    int32_t st = run_node(what, &a, in, 3, &out, 1, &ran);
+    size_t ny = tnumel(&out);
+    double *xd = to_d(in[0].data, tnumel(&in[0])), *wd = to_d(in[1].data, tnumel(&in[1])), *bd = to_d(in[2].data, O);
+    double *r = malloc(ny * sizeof(double));
+    int sts[2] = {stride, stride}, pads[4] = {pad, pad, pad, pad}, dil[2] = {1, 1};
+    ref_conv(nhwc, xd, 1, C, H, W, wd, O, K, K, groups, bd, sts, pads, dil, r, OH, OW);
+    for (size_t i = 0; i < ny; i++) r[i] = act_of(&a, r[i]);
+    expect_ran(what, st, ran, out.data, r, ny);
+    free(xd); free(wd); free(bd); free(r);
+    free_specs(in, 3); free_specs(&out, 1);
+}
+
+/* dense [3,10] x [7,10]^T + bias with activation */
+static void dense_act(int act) {
+    char what[96];
+    snprintf(what, sizeof what, "dense + %s", act_str(act));
+    tspec in[3] = {TS(MOTE_BK_TENSOR_INPUT, -1, 1, 3, 10), TS(MOTE_BK_TENSOR_CONSTANT, -1, 1, 7, 10),
+                   TS(MOTE_BK_TENSOR_CONSTANT, -1, 1, 7)};
+    tspec out = TS(MOTE_BK_TENSOR_OUTPUT, 0, 0, 3, 7);
+    mote_bk_node_attrs a = attrs(MOTE_BK_OP_DENSE);
+    set_act(&a, act);
+    int ran;
+    int32_t st = run_node(what, &a, in, 3, &out, 1, &ran);
+    double r[21];
+    for (int m = 0; m < 3; m++)
+        for (int u = 0; u < 7; u++) {
+            double acc = in[2].data[u];
+            for (int k = 0; k < 10; k++) acc += (double)in[0].data[m * 10 + k] * in[1].data[u * 10 + k];
+            r[m * 7 + u] = act_of(&a, acc);
+        }
+    expect_ran(what, st, ran, out.data, r, 21);
+    free_specs(in, 3); free_specs(&out, 1);
+}
+
+/* broadcast index helper: flat output index -> flat operand index (same rank, dims 1 broadcast) */
+static size_t bidx(size_t i, const int64_t *dy, const int64_t *dx, int rank) {
+    size_t rem = i, ix = 0, sx = 1;
+    for (int k = rank - 1; k >= 0; k--) {
+        size_t c = rem % (size_t)dy[k];
+        rem /= (size_t)dy[k];
+        ix += (dx[k] == 1 ? 0 : c) * sx;
+        sx *= (size_t)dx[k];
+    }
+    return ix;
+}
+
+/* add/multiply/subtract/divide with broadcasting and an activation */
+static void binary_op(const char *what, int op, int act, tspec A, tspec B) {
+    tspec in[2] = {A, B}, out;
+    memset(&out, 0, sizeof out);
+    out.kind = MOTE_BK_TENSOR_OUTPUT;
+    out.rank = A.rank;
+    for (int i = 0; i < A.rank; i++) out.d[i] = A.d[i] > B.d[i] ? A.d[i] : B.d[i];
+    if (op == MOTE_BK_OP_DIVIDE) /* keep divisors away from 0 */
+        for (size_t i = 0; i < tnumel(&B); i++) B.data[i] = B.data[i] < 0 ? B.data[i] - 0.5f : B.data[i] + 0.5f;
+    mote_bk_node_attrs a = attrs(op);
+    set_act(&a, act);
+    int ran;
+    int32_t st = run_node(what, &a, in, 2, &out, 1, &ran);
+    size_t n = tnumel(&out);
+    double *r = malloc(n * sizeof(double));
+    for (size_t i = 0; i < n; i++) {
+        double x = A.data[bidx(i, out.d, A.d, A.rank)], y = B.data[bidx(i, out.d, B.d, B.rank)];
+        double v = op == MOTE_BK_OP_ADD ? x + y : op == MOTE_BK_OP_MULTIPLY ? x * y : op == MOTE_BK_OP_SUBTRACT ? x - y : x / y;
+        r[i] = act_of(&a, v);
+    }
+    expect_ran(what, st, ran, out.data, r, n);
+    free(r);
+    free_specs(in, 2); free_specs(&out, 1);
+}
+
+static void scale_shift(const char *what, tspec X, int axis, int act, int const_scale) {
+    int64_t C = X.d[axis];
+    tspec in[3] = {X, TS(MOTE_BK_TENSOR_CONSTANT, -2, 2, C), TS(MOTE_BK_TENSOR_CONSTANT, -1, 1, C)};
+    if (!const_scale) in[1].kind = MOTE_BK_TENSOR_INPUT;
+    tspec out = X;
+    out.kind = MOTE_BK_TENSOR_OUTPUT;
+    out.data = NULL;
+    mote_bk_node_attrs a = attrs(MOTE_BK_OP_SCALE_SHIFT);
+    a.axis = axis;
+    set_act(&a, act);
+    int ran;
+    int32_t st = run_node(what, &a, in, 3, &out, 1, &ran);
+    if (!const_scale) {
+        expect_refused(what, st, "constant");
+    } else {
+        size_t n = tnumel(&X), inner = 1;
+        for (int k = axis + 1; k < X.rank; k++) inner *= (size_t)X.d[k];
+        double *r = malloc(n * sizeof(double));
+        for (size_t i = 0; i < n; i++) {
+            size_t c = (i / inner) % (size_t)C;
+            r[i] = act_of(&a, (double)X.data[i] * in[1].data[c] + in[2].data[c]);
+        }
+        expect_ran(what, st, ran, out.data, r, n);
+        free(r);
+    }
+    free_specs(in, 3); free_specs(&out, 1);
+}
+
+static void lrn(const char *what, int nhwc, int size, float alpha, float beta, float bias, int expect_ok) {
+    int N = 2, C = 7, H = 3, W = 4;
+    tspec in = nhwc ? TS(MOTE_BK_TENSOR_INPUT, -2, 2, 2, 3, 4, 7) : TS(MOTE_BK_TENSOR_INPUT, -2, 2, 2, 7, 3, 4);
+    tspec out = in;
+    out.kind = MOTE_BK_TENSOR_OUTPUT;
+    out.data = NULL;
+    mote_bk_node_attrs a = attrs(MOTE_BK_OP_LRN);
+    a.layout = nhwc ? MOTE_BK_LAYOUT_NHWC : MOTE_BK_LAYOUT_NCHW;
+    a.lrn_size = size; a.lrn_alpha = alpha; a.lrn_beta = beta; a.lrn_bias = bias;
+    int ran;
+    int32_t st = run_node(what, &a, &in, 1, &out, 1, &ran);
+    if (!expect_ok) {
+        expect_refused(what, st, "even size");
+    } else {
+        size_t n = tnumel(&in);
+        double *r = malloc(n * sizeof(double));
+        int lo = (size - 1) / 2, hi = size / 2; /* floor((size-1)/2), ceil((size-1)/2) */
+        for (int b = 0; b < N; b++)
+            for (int c = 0; c < C; c++)
+                for (int h = 0; h < H; h++)
+                    for (int w = 0; w < W; w++) {
+                        double sq = 0;
+                        for (int c2 = c - lo; c2 <= c + hi; c2++) {
+                            if (c2 < 0 || c2 >= C) continue;
+                            double v = in.data[xidx(nhwc, C, H, W, b, c2, h, w)];
+                            sq += v * v;
+                        }
+                        size_t i = xidx(nhwc, C, H, W, b, c, h, w);
+                        r[i] = in.data[i] / pow(bias + alpha / size * sq, beta);
+                    }
+        expect_ran(what, st, ran, out.data, r, n);
+        free(r);
+    }
+    free_specs(&in, 1); free_specs(&out, 1);
+}
+
+static void transpose(const char *what, tspec X, const int *axes, int expect_ok) {
+    tspec out;
+    memset(&out, 0, sizeof out);
+    out.kind = MOTE_BK_TENSOR_OUTPUT;
+    out.rank = X.rank;
+    for (int i = 0; i < X.rank; i++) out.d[i] = X.d[axes[i]];
+    mote_bk_node_attrs a = attrs(MOTE_BK_OP_TRANSPOSE);
+    a.num_axes = X.rank;
+    for (int i = 0; i < X.rank; i++) a.axes[i] = axes[i];
+    int ran;
+    int32_t st = run_node(what, &a, &X, 1, &out, 1, &ran);
+    if (!expect_ok) {
+        expect_refused(what, st, "rank <= 4");
+    } else {
+        size_t n = tnumel(&X), xs[6];
+        xs[X.rank - 1] = 1;
+        for (int k = X.rank - 2; k >= 0; k--) xs[k] = xs[k + 1] * (size_t)X.d[k + 1];
+        double *r = malloc(n * sizeof(double));
+        for (size_t i = 0; i < n; i++) {
+            size_t rem = i, src = 0;
+            for (int k = X.rank - 1; k >= 0; k--) {
+                size_t c = rem % (size_t)out.d[k];
+                rem /= (size_t)out.d[k];
+                src += c * xs[axes[k]];
+            }
+            r[i] = X.data[src];
+        }
+        expect_ran(what, st, ran, out.data, r, n);
+        free(r);
+    }
+    free_specs(&X, 1); free_specs(&out, 1);
+}
+
+static void channel_shuffle(const char *what, int nhwc, int C, int groups, int expect_ok) {
+    int N = 1, H = 3, W = 5;
+    tspec in = nhwc ? TS(MOTE_BK_TENSOR_INPUT, -1, 1, 1, 3, 5, C) : TS(MOTE_BK_TENSOR_INPUT, -1, 1, 1, C, 3, 5);
+    tspec out = in;
+    out.kind = MOTE_BK_TENSOR_OUTPUT;
+    out.data = NULL;
+    mote_bk_node_attrs a = attrs(MOTE_BK_OP_CHANNEL_SHUFFLE);
+    a.layout = nhwc ? MOTE_BK_LAYOUT_NHWC : MOTE_BK_LAYOUT_NCHW;
+    a.groups = groups;
+    int ran;
+    int32_t st = run_node(what, &a, &in, 1, &out, 1, &ran);
+    if (!expect_ok) {
+        check(st == MOTE_BK_UNSUPPORTED && g_err[0], "%s -> UNSUPPORTED (%d): %s", what, st, g_err);
+    } else {
+        size_t n = tnumel(&in);
+        double *r = malloc(n * sizeof(double));
+        int cg = C / groups;
+        for (int b = 0; b < N; b++)
+            for (int i = 0; i < groups; i++)
+                for (int j = 0; j < cg; j++)
+                    for (int h = 0; h < H; h++)
+                        for (int w = 0; w < W; w++)
+                            r[xidx(nhwc, C, H, W, b, j * groups + i, h, w)] = in.data[xidx(nhwc, C, H, W, b, i * cg + j, h, w)];
+        expect_ran(what, st, ran, out.data, r, n);
+        free(r);
+    }
+    free_specs(&in, 1); free_specs(&out, 1);
+}
+
+static void split(const char *what, tspec X, int axis, const int *sizes, int k, int expect_ok) {
+    tspec outs[4];
+    for (int o = 0; o < k; o++) {
+        outs[o] = X;
+        outs[o].kind = MOTE_BK_TENSOR_OUTPUT;
+        outs[o].data = NULL;
+        outs[o].d[axis] = sizes[o];
+    }
+    mote_bk_node_attrs a = attrs(MOTE_BK_OP_SPLIT);
+    a.axis = axis;
+    int ran;
+    int32_t st = run_node(what, &a, &X, 1, outs, k, &ran);
+    if (!expect_ok) {
+        expect_refused(what, st, "rank <= 4");
+    } else if (st != MOTE_BK_OK || !ran) {
+        check(0, "%s: add_node -> %d / ran %d: %s", what, st, ran, g_err);
+    } else {
+        size_t outer = 1, inner = 1;
+        for (int i = 0; i < axis; i++) outer *= (size_t)X.d[i];
+        for (int i = axis + 1; i < X.rank; i++) inner *= (size_t)X.d[i];
+        int off = 0;
+        for (int o = 0; o < k; o++) {
+            size_t n = tnumel(&outs[o]);
+            double *r = malloc(n * sizeof(double));
+            for (size_t i = 0; i < n; i++) {
+                size_t in_i = i % inner, rest = i / inner, c = rest % (size_t)sizes[o], ou = rest / (size_t)sizes[o];
+                r[i] = X.data[(ou * (size_t)X.d[axis] + off + c) * inner + in_i];
+            }
+            char w2[128];
+            snprintf(w2, sizeof w2, "%s output %d", what, o);
+            cmp_f(w2, outs[o].data, r, n);
+            free(r);
+            off += sizes[o];
+        }
+    }
+    free_specs(&X, 1); free_specs(outs, k);
+}
+
+static void layer_norm(const char *what, tspec X, int axis, float eps, int expect_ok) {
+    int64_t D = X.d[X.rank - 1];
+    tspec in[3] = {X, TS(MOTE_BK_TENSOR_CONSTANT, -2, 2, D), TS(MOTE_BK_TENSOR_CONSTANT, -1, 1, D)};
+    tspec out = X;
+    out.kind = MOTE_BK_TENSOR_OUTPUT;
+    out.data = NULL;
+    mote_bk_node_attrs a = attrs(MOTE_BK_OP_LAYER_NORM);
+    a.axis = axis;
+    a.epsilon = eps;
+    int ran;
+    int32_t st = run_node(what, &a, in, 3, &out, 1, &ran);
+    if (!expect_ok) {
+        expect_refused(what, st, "last axis");
+    } else {
+        size_t n = tnumel(&X), rows = n / (size_t)D;
+        double *r = malloc(n * sizeof(double));
+        for (size_t row = 0; row < rows; row++) {
+            const float *x = X.data + row * D;
+            double m = 0, v = 0;
+            for (int64_t j = 0; j < D; j++) m += x[j];
+            m /= D;
+            for (int64_t j = 0; j < D; j++) v += (x[j] - m) * (x[j] - m);
+            v /= D;
+            for (int64_t j = 0; j < D; j++) r[row * D + j] = (x[j] - m) / sqrt(v + eps) * in[1].data[j] + in[2].data[j];
+        }
+        expect_ran(what, st, ran, out.data, r, n);
+        free(r);
+    }
+    free_specs(in, 3); free_specs(&out, 1);
+}
+
+
+/* INPUT -> scale_shift -> INTERMEDIATE -> layer_norm -> INTERMEDIATE -> split -> 2 OUTPUTs, plus a
+ * grouped conv reading an OUTPUT: the scratch tensors of the lowerings share the graph's memory
+ * group with the graph intermediates; three runs with fresh inputs, outputs poisoned each time. */
+static void v2_chain(void) {
+    const char *what = "v2 chain scale_shift -> layer_norm -> split -> grouped conv [split]";
+    mote_bk_graph *g = gnew();
+    float *sc = rand_f(8, -2, 2), *sh = rand_f(8, -1, 1), *gm = rand_f(8, 0.5f, 1.5f), *bt = rand_f(8, -1, 1);
+    float *w = rand_f(4 * 3 * 3 * 2, -1, 1);
+    uint32_t tx = tf(g, MOTE_BK_TENSOR_INPUT, DIMS(1, 5, 5, 8), NULL);
+    uint32_t tsc = tf(g, MOTE_BK_TENSOR_CONSTANT, DIMS(8), sc), tsh = tf(g, MOTE_BK_TENSOR_CONSTANT, DIMS(8), sh);
+    uint32_t tgm = tf(g, MOTE_BK_TENSOR_CONSTANT, DIMS(8), gm), tbt = tf(g, MOTE_BK_TENSOR_CONSTANT, DIMS(8), bt);
+    uint32_t t1 = tf(g, MOTE_BK_TENSOR_INTERMEDIATE, DIMS(1, 5, 5, 8), NULL);
+    uint32_t t2 = tf(g, MOTE_BK_TENSOR_INTERMEDIATE, DIMS(1, 5, 5, 8), NULL);
+    uint32_t y0 = tf(g, MOTE_BK_TENSOR_OUTPUT, DIMS(1, 5, 5, 4), NULL), y1 = tf(g, MOTE_BK_TENSOR_OUTPUT, DIMS(1, 5, 5, 4), NULL);
+    uint32_t tw = tf(g, MOTE_BK_TENSOR_CONSTANT, DIMS(4, 3, 3, 2), w);
+    uint32_t y2 = tf(g, MOTE_BK_TENSOR_OUTPUT, DIMS(1, 5, 5, 4), NULL);
+    mote_bk_node_attrs a1 = attrs(MOTE_BK_OP_SCALE_SHIFT), a2 = attrs(MOTE_BK_OP_LAYER_NORM), a3 = attrs(MOTE_BK_OP_SPLIT),
+                       a4 = attrs(MOTE_BK_OP_CONV2D);
+    a1.axis = 3;
+    a1.activation = MOTE_BK_ACT_TANH;
+    a2.axis = 3;
+    a2.epsilon = 1e-5f;
+    a3.axis = 3;
+    a4.layout = MOTE_BK_LAYOUT_NHWC;
+    a4.groups = 2;
+    a4.padding[0] = a4.padding[1] = a4.padding[2] = a4.padding[3] = 1;
+    int ok = node(g, "ss", &a1, (uint32_t[]){tx, tsc, tsh}, 3, t1) == 0 &&
+             node(g, "ln", &a2, (uint32_t[]){t1, tgm, tbt}, 3, t2) == 0 &&
+             p_add_node(g, "split", &a3, &t2, 1, (uint32_t[]){y0, y1}, 2, g_err, sizeof g_err) == 0 &&
+             node(g, "gconv", &a4, (uint32_t[]){y1, tw}, 2, y2) == 0 &&
+             p_finalize(g, g_err, sizeof g_err) == 0;
+    if (!ok) {
+        check(0, "%s: build: %s", what, g_err);
+        p_free(g);
+        return;
+    }
+    int bad = 0;
+    double maxe = 0;
+    for (int run = 0; run < 3; run++) {
+        float *x = rand_f(200, -2, 2), *o0 = alloc64(400), *o1 = alloc64(400), *o2 = alloc64(400);
+        for (int i = 0; i < 100; i++) o0[i] = o1[i] = o2[i] = NAN;
+        if (p_run(g, (const void *[]){x}, 1, (void *[]){o0, o1, o2}, 3, g_err, sizeof g_err)) {
+            printf("  run: %s\n", g_err);
+            bad = 1;
+        } else {
+            double r[200], h[100], ref2[100];
+            for (int p = 0; p < 25; p++) {
+                double v[8], m = 0, var = 0;
+                for (int c = 0; c < 8; c++) { v[c] = tanh((double)x[p * 8 + c] * sc[c] + sh[c]); m += v[c]; }
+                m /= 8;
+                for (int c = 0; c < 8; c++) var += (v[c] - m) * (v[c] - m);
+                var /= 8;
+                for (int c = 0; c < 8; c++) r[p * 8 + c] = (v[c] - m) / sqrt(var + 1e-5) * gm[c] + bt[c];
+                for (int c = 0; c < 4; c++) h[p * 4 + c] = r[p * 8 + 4 + c];
+            }
+            double *wd = to_d(w, 72);
+            ref_conv(1, h, 1, 4, 5, 5, wd, 4, 3, 3, 2, NULL, (int[]){1, 1}, (int[]){1, 1, 1, 1}, (int[]){1, 1}, ref2, 5, 5);
+            free(wd);
+            for (int p = 0; p < 25; p++)
+                for (int c = 0; c < 4; c++) {
+                    double e0 = fabs(o0[p * 4 + c] - r[p * 8 + c]), e1 = fabs(o1[p * 4 + c] - r[p * 8 + 4 + c]);
+                    double e2 = fabs(o2[p * 4 + c] - ref2[p * 4 + c]);
+                    double tol2 = 1e-4 * (fabs(ref2[p * 4 + c]) > 1 ? fabs(ref2[p * 4 + c]) : 1);
+                    if (!(e0 <= 1e-4 * fmax(1, fabs(r[p * 8 + c])) && e1 <= 1e-4 * fmax(1, fabs(r[p * 8 + 4 + c])) && e2 <= tol2)) bad = 1;
+                    maxe = fmax(maxe, fmax(e0, fmax(e1, e2)));
+                    if (e0 != e0 || e1 != e1 || e2 != e2) bad = 1;
+                }
+        }
+        free(x); free(o0); free(o1); free(o2);
+    }
+    check(!bad, "%s: 3 runs, max abs err %.3g", what, maxe);
+    p_free(g);
+    free(sc); free(sh); free(gm); free(bt); free(w);
+}
+
+
+/* conv NHWC -> scale_shift(axis 3) -> lrn NHWC -> channel_shuffle NHWC -> transpose (0,3,1,2):
+ * the v2 ops on intermediates that carry the NHWC layout of a conv; attrs passed with the v1
+ * struct_size for the conv (the fields appended in v2 read as zero). */
+static void v2_layout_chain(void) {
+    const char *what = "v2 chain conv NHWC -> scale_shift -> lrn -> channel_shuffle -> transpose";
+    const int H = 5, W = 6, C = 3, O = 6;
+    float *w = rand_f(O * 9 * C, -1, 1), *sc = rand_f(O, 0.5f, 2), *sh = rand_f(O, -1, 1);
+    mote_bk_graph *g = gnew();
+    uint32_t tx = tf(g, MOTE_BK_TENSOR_INPUT, DIMS(1, H, W, C), NULL);
+    uint32_t tw = tf(g, MOTE_BK_TENSOR_CONSTANT, DIMS(O, 3, 3, C), w);
+    uint32_t tsc = tf(g, MOTE_BK_TENSOR_CONSTANT, DIMS(O), sc), tsh = tf(g, MOTE_BK_TENSOR_CONSTANT, DIMS(O), sh);
+    uint32_t t1 = tf(g, MOTE_BK_TENSOR_INTERMEDIATE, DIMS(1, H, W, O), NULL);
+    uint32_t t2 = tf(g, MOTE_BK_TENSOR_INTERMEDIATE, DIMS(1, H, W, O), NULL);
+    uint32_t t3 = tf(g, MOTE_BK_TENSOR_INTERMEDIATE, DIMS(1, H, W, O), NULL);
+    uint32_t t4 = tf(g, MOTE_BK_TENSOR_INTERMEDIATE, DIMS(1, H, W, O), NULL);
+    uint32_t ty = tf(g, MOTE_BK_TENSOR_OUTPUT, DIMS(1, O, H, W), NULL);
+    mote_bk_node_attrs a0 = attrs(MOTE_BK_OP_CONV2D), a1 = attrs(MOTE_BK_OP_SCALE_SHIFT), a2 = attrs(MOTE_BK_OP_LRN),
+                       a3 = attrs(MOTE_BK_OP_CHANNEL_SHUFFLE), a4 = attrs(MOTE_BK_OP_TRANSPOSE);
+    a0.struct_size = (uint32_t)offsetof(mote_bk_node_attrs, act_alpha);
+    a0.layout = MOTE_BK_LAYOUT_NHWC;
+    a0.padding[0] = a0.padding[1] = a0.padding[2] = a0.padding[3] = 1;
+    a1.axis = 3;
+    a1.activation = MOTE_BK_ACT_SIGMOID;
+    a2.layout = MOTE_BK_LAYOUT_NHWC;
+    a2.lrn_size = 3; a2.lrn_alpha = 0.4f; a2.lrn_beta = 0.75f; a2.lrn_bias = 1.0f;
+    a3.layout = MOTE_BK_LAYOUT_NHWC;
+    a3.groups = 2;
+    a4.num_axes = 4;
+    a4.axes[0] = 0; a4.axes[1] = 3; a4.axes[2] = 1; a4.axes[3] = 2;
+    int ok = node(g, "conv", &a0, (uint32_t[]){tx, tw}, 2, t1) == 0 && node(g, "ss", &a1, (uint32_t[]){t1, tsc, tsh}, 3, t2) == 0 &&
+             node(g, "lrn", &a2, &t2, 1, t3) == 0 && node(g, "shuffle", &a3, &t3, 1, t4) == 0 &&
+             node(g, "transpose", &a4, &t4, 1, ty) == 0 && p_finalize(g, g_err, sizeof g_err) == 0;
+    if (!ok) {
+        check(0, "%s: build: %s", what, g_err);
+    } else {
+        int bad = 0;
+        double maxe = 0;
+        for (int run = 0; run < 2; run++) {
+            float *x = rand_f(H * W * C, -1, 1), *y = alloc64(H * W * O * 4);
+            for (int i = 0; i < H * W * O; i++) y[i] = NAN;
+            if (p_run(g, (const void *[]){x}, 1, (void *[]){y}, 1, g_err, sizeof g_err)) { bad = 1; continue; }
+            double *xd = to_d(x, H * W * C), *wd = to_d(w, O * 9 * C), c[5 * 6 * 6], l[5 * 6 * 6];
+            ref_conv(1, xd, 1, C, H, W, wd, O, 3, 3, 1, NULL, (int[]){1, 1}, (int[]){1, 1, 1, 1}, (int[]){1, 1}, c, H, W);
+            for (int p = 0; p < H * W; p++)
+                for (int o = 0; o < O; o++) c[p * O + o] = 1 / (1 + exp(-(c[p * O + o] * sc[o] + sh[o])));
+            for (int p = 0; p < H * W; p++)
+                for (int o = 0; o < O; o++) {
+                    double sq = 0;
+                    for (int o2 = o - 1; o2 <= o + 1; o2++)
+                        if (o2 >= 0 && o2 < O) sq += c[p * O + o2] * c[p * O + o2];
+                    l[p * O + o] = c[p * O + o] / pow(1.0 + 0.4 / 3 * sq, 0.75);
+                }
+            for (int p = 0; p < H * W; p++)
+                for (int oc = 0; oc < O; oc++) {
+                    /* shuffle g=2, C/g=3: output channel j*2+i = input channel i*3+j */
+                    int i = oc % 2, j = oc / 2;
+                    double ref = l[p * O + i * 3 + j];
+                    double got = y[oc * H * W + p]; /* NCHW after the transpose */
+                    double e = fabs(got - ref);
+                    if (!(e <= 1e-4)) bad = 1;
+                    if (e > maxe || e != e) maxe = e;
+                }
+            free(xd); free(wd); free(x); free(y);
+        }
+        check(!bad, "%s: 2 runs, max abs err %.3g", what, maxe);
+    }
+    p_free(g);
+    free(w); free(sc); free(sh);
+}
+
+static void format_v2(void) {
+    int acts[] = {MOTE_BK_ACT_SIGMOID, MOTE_BK_ACT_TANH, MOTE_BK_ACT_HARDSWISH, MOTE_BK_ACT_HARDSIGMOID,
+                  MOTE_BK_ACT_SILU, MOTE_BK_ACT_GELU, MOTE_BK_ACT_LEAKY_RELU, MOTE_BK_ACT_RELU, MOTE_BK_ACT_CLIP};
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) activation_op(acts[i]);
+    {   /* gelu_tanh is refused (ACL's GELU is the erf form; they differ by > 1e-4) */
+        tspec in = TS(MOTE_BK_TENSOR_INPUT, -6, 6, 4, 5), out = TS(MOTE_BK_TENSOR_OUTPUT, 0, 0, 4, 5);
+        mote_bk_node_attrs a = attrs(MOTE_BK_OP_ACTIVATION);
+        a.activation = MOTE_BK_ACT_GELU_TANH;
+        int ran;
+        expect_refused("activation op gelu_tanh", run_node("gelu_tanh", &a, &in, 1, &out, 1, &ran), "erf");
+        free_specs(&in, 1); free_specs(&out, 1);
+        double m = 0;
+        for (double v = -6; v <= 6; v += 0.001) {
+            double e = fabs(act_v2(v, MOTE_BK_ACT_GELU, 0, 0, 0, 0) - act_v2(v, MOTE_BK_ACT_GELU_TANH, 0, 0, 0, 0));
+            if (e > m) m = e;
+        }
+        check(m > 1e-4, "gelu vs gelu_tanh differ by %.3g (> 1e-4, so one cannot stand for the other)", m);
+    }
+    /* fused activations on conv (incl. grouped), dense, add, subtract... */
+    conv_act("conv NHWC 3x3 + sigmoid", 1, 5, 7, 6, 6, 3, 1, 1, 1, MOTE_BK_ACT_SIGMOID);
+    conv_act("conv NCHW 3x3 s2 + hardswish", 0, 3, 9, 7, 4, 3, 1, 2, 1, MOTE_BK_ACT_HARDSWISH);
+    conv_act("conv NHWC 1x1 + hardsigmoid (two functions)", 1, 6, 5, 5, 7, 1, 1, 1, 0, MOTE_BK_ACT_HARDSIGMOID);
+    conv_act("conv NHWC 3x3 + gelu", 1, 4, 6, 6, 5, 3, 1, 1, 1, MOTE_BK_ACT_GELU);
+    conv_act("conv NCHW 3x3 + silu", 0, 4, 6, 5, 5, 3, 1, 1, 0, MOTE_BK_ACT_SILU);
+    conv_act("conv NHWC 3x3 + leaky_relu 0.1", 1, 4, 6, 6, 5, 3, 1, 1, 1, MOTE_BK_ACT_LEAKY_RELU);
+    conv_act("conv NHWC 3x3 + tanh", 1, 4, 5, 6, 5, 3, 1, 1, 1, MOTE_BK_ACT_TANH);
+    /* grouped conv: groups 2 and 4, NHWC and NCHW, with and without activation, odd sizes */
+    conv_act("grouped conv NHWC g=2 C=6 O=4 7x5 3x3 pad1", 1, 6, 7, 5, 4, 3, 2, 1, 1, MOTE_BK_ACT_NONE);
+    conv_act("grouped conv NHWC g=2 + relu s2", 1, 6, 9, 7, 10, 3, 2, 2, 1, MOTE_BK_ACT_RELU);
+    conv_act("grouped conv NHWC g=4 C=8 O=12 + hardswish", 1, 8, 5, 7, 12, 3, 4, 1, 1, MOTE_BK_ACT_HARDSWISH);
+    conv_act("grouped conv NCHW g=2 C=6 O=6", 0, 6, 7, 5, 6, 3, 2, 1, 1, MOTE_BK_ACT_NONE);
+    conv_act("grouped conv NCHW g=4 C=12 O=8 5x5 + sigmoid", 0, 12, 9, 9, 8, 5, 4, 1, 2, MOTE_BK_ACT_SIGMOID);
+    conv_act("grouped conv NCHW g=4 + hardsigmoid", 0, 8, 5, 5, 4, 1, 4, 1, 0, MOTE_BK_ACT_HARDSIGMOID);
+    /* both lowerings on the same cases (the default is split) */
+    for (int k = 0; k < 2; k++) {
+        const char *strat = k == 0 ? "split" : "blockdiag";
+        char w1[96], w2[96], w3[96];
+        setenv("MOTE_ACL_GROUPED_CONV", strat, 1);
+        snprintf(w1, sizeof w1, "grouped conv NHWC g=2 + relu [%s]", strat);
+        snprintf(w2, sizeof w2, "grouped conv NCHW g=4 C=12 O=8 5x5 + sigmoid [%s]", strat);
+        snprintf(w3, sizeof w3, "grouped conv NHWC g=4 + hardsigmoid [%s]", strat);
+        conv_act(w1, 1, 6, 9, 7, 10, 3, 2, 2, 1, MOTE_BK_ACT_RELU);
+        conv_act(w2, 0, 12, 9, 9, 8, 5, 4, 1, 2, MOTE_BK_ACT_SIGMOID);
+        conv_act(w3, 1, 8, 5, 5, 4, 1, 4, 1, 0, MOTE_BK_ACT_HARDSIGMOID);
+    }
+    unsetenv("MOTE_ACL_GROUPED_CONV");
+    conv_act("grouped conv NHWC g=16 C=32 O=32", 1, 32, 5, 5, 32, 3, 16, 1, 1, MOTE_BK_ACT_RELU6);
+    {   /* groups > 8 with the block-diagonal lowering is refused with the reason */
+        setenv("MOTE_ACL_GROUPED_CONV", "blockdiag", 1);
+        tspec in[2] = {TS(MOTE_BK_TENSOR_INPUT, -1, 1, 1, 4, 4, 32), TS(MOTE_BK_TENSOR_CONSTANT, -1, 1, 32, 3, 3, 2)};
+        tspec out = TS(MOTE_BK_TENSOR_OUTPUT, 0, 0, 1, 2, 2, 32);
+        mote_bk_node_attrs a = attrs(MOTE_BK_OP_CONV2D);
+        a.layout = MOTE_BK_LAYOUT_NHWC;
+        a.groups = 16;
+        int ran;
+        expect_refused("grouped conv groups=16 [blockdiag]", run_node("g16", &a, in, 2, &out, 1, &ran), "groups=16 > 8");
+        free_specs(in, 2); free_specs(&out, 1);
+        unsetenv("MOTE_ACL_GROUPED_CONV");
+    }
+    dense_act(MOTE_BK_ACT_SILU);
+    dense_act(MOTE_BK_ACT_HARDSIGMOID);
+    dense_act(MOTE_BK_ACT_GELU);
+    /* subtract / divide / add / multiply with broadcasting and v2 activations */
+    binary_op("subtract [2,3,4,5] - [1,3,1,5] + tanh", MOTE_BK_OP_SUBTRACT, MOTE_BK_ACT_TANH,
+              TS(MOTE_BK_TENSOR_INPUT, -2, 2, 2, 3, 4, 5), TS(MOTE_BK_TENSOR_CONSTANT, -2, 2, 1, 3, 1, 5));
+    binary_op("subtract [3,7] - [3,7] (two inputs)", MOTE_BK_OP_SUBTRACT, MOTE_BK_ACT_NONE,
+              TS(MOTE_BK_TENSOR_INPUT, -2, 2, 3, 7), TS(MOTE_BK_TENSOR_INPUT, -2, 2, 3, 7));
+    binary_op("divide [1,5,5,6] / [1,1,1,6]", MOTE_BK_OP_DIVIDE, MOTE_BK_ACT_NONE,
+              TS(MOTE_BK_TENSOR_INPUT, -2, 2, 1, 5, 5, 6), TS(MOTE_BK_TENSOR_CONSTANT, -2, 2, 1, 1, 1, 6));
+    binary_op("divide [2,3,5] / [2,1,5] + leaky_relu", MOTE_BK_OP_DIVIDE, MOTE_BK_ACT_LEAKY_RELU,
+              TS(MOTE_BK_TENSOR_INPUT, -2, 2, 2, 3, 5), TS(MOTE_BK_TENSOR_INPUT, -2, 2, 2, 1, 5));
+    binary_op("add [1,4,4,8] + [1,1,1,8] + hardsigmoid", MOTE_BK_OP_ADD, MOTE_BK_ACT_HARDSIGMOID,
+              TS(MOTE_BK_TENSOR_INPUT, -2, 2, 1, 4, 4, 8), TS(MOTE_BK_TENSOR_CONSTANT, -2, 2, 1, 1, 1, 8));
+    binary_op("multiply [2,6] * [2,6] + silu", MOTE_BK_OP_MULTIPLY, MOTE_BK_ACT_SILU,
+              TS(MOTE_BK_TENSOR_INPUT, -2, 2, 2, 6), TS(MOTE_BK_TENSOR_INPUT, -2, 2, 2, 6));
+    /* scale_shift: channel axis of NHWC and NCHW, rank 2, with activation; refusal */
+    scale_shift("scale_shift NHWC [1,5,6,7] axis 3", TS(MOTE_BK_TENSOR_INPUT, -2, 2, 1, 5, 6, 7), 3, MOTE_BK_ACT_NONE, 1);
+    scale_shift("scale_shift NCHW [2,7,5,3] axis 1 + relu6", TS(MOTE_BK_TENSOR_INPUT, -2, 2, 2, 7, 5, 3), 1, MOTE_BK_ACT_RELU6, 1);
+    scale_shift("scale_shift [3,9] axis 1 + hardswish", TS(MOTE_BK_TENSOR_INPUT, -2, 2, 3, 9), 1, MOTE_BK_ACT_HARDSWISH, 1);
+    scale_shift("scale_shift with a non-constant scale", TS(MOTE_BK_TENSOR_INPUT, -2, 2, 1, 5, 6, 7), 3, MOTE_BK_ACT_NONE, 0);
+    /* lrn */
+    lrn("lrn NHWC size 5 (AlexNet 1e-4, 0.75, 2)", 1, 5, 1e-4f, 0.75f, 2.0f, 1);
+    lrn("lrn NCHW size 3 alpha 0.5 beta 0.6 bias 1", 0, 3, 0.5f, 0.6f, 1.0f, 1);
+    lrn("lrn NHWC size 1", 1, 1, 0.3f, 0.5f, 1.5f, 1);
+    lrn("lrn NCHW size 4 (even)", 0, 4, 0.3f, 0.75f, 1.0f, 0);
+    /* transpose */
+    transpose("transpose [3,5] (1,0)", TS(MOTE_BK_TENSOR_INPUT, -1, 1, 3, 5), (int[]){1, 0}, 1);
+    transpose("transpose [2,3,4] (2,0,1)", TS(MOTE_BK_TENSOR_INPUT, -1, 1, 2, 3, 4), (int[]){2, 0, 1}, 1);
+    transpose("transpose [2,3,4,5] (0,3,1,2) NHWC->NCHW", TS(MOTE_BK_TENSOR_INPUT, -1, 1, 2, 3, 4, 5), (int[]){0, 3, 1, 2}, 1);
+    transpose("transpose [2,3,4,5] (0,2,3,1) NCHW->NHWC", TS(MOTE_BK_TENSOR_INPUT, -1, 1, 2, 3, 4, 5), (int[]){0, 2, 3, 1}, 1);
+    transpose("transpose [2,3,4,5] (3,2,1,0)", TS(MOTE_BK_TENSOR_INPUT, -1, 1, 2, 3, 4, 5), (int[]){3, 2, 1, 0}, 1);
+    transpose("transpose [2,3,4,5] (1,0,3,2)", TS(MOTE_BK_TENSOR_INPUT, -1, 1, 2, 3, 4, 5), (int[]){1, 0, 3, 2}, 1);
+    transpose("transpose [7] (0) identity", TS(MOTE_BK_TENSOR_INPUT, -1, 1, 7), (int[]){0}, 1);
+    transpose("transpose rank 5", TS(MOTE_BK_TENSOR_INPUT, -1, 1, 2, 1, 3, 2, 2), (int[]){0, 2, 1, 3, 4}, 0);
+    /* channel_shuffle */
+    channel_shuffle("channel_shuffle NHWC C=6 g=2", 1, 6, 2, 1);
+    channel_shuffle("channel_shuffle NCHW C=12 g=3", 0, 12, 3, 1);
+    channel_shuffle("channel_shuffle NHWC C=12 g=4", 1, 12, 4, 1);
+    channel_shuffle("channel_shuffle NCHW C=7 g=2 (C % g != 0)", 0, 7, 2, 0);
+    /* split */
+    split("split [2,9,3] axis 1 into 2,4,3", TS(MOTE_BK_TENSOR_INPUT, -1, 1, 2, 9, 3), 1, (int[]){2, 4, 3}, 3, 1);
+    split("split [1,4,5,6] axis 3 into 1,5", TS(MOTE_BK_TENSOR_INPUT, -1, 1, 1, 4, 5, 6), 3, (int[]){1, 5}, 2, 1);
+    split("split [6,2] axis 0 into 3,3", TS(MOTE_BK_TENSOR_INPUT, -1, 1, 6, 2), 0, (int[]){3, 3}, 2, 1);
+    split("split [5] axis 0 into 5 (k=1)", TS(MOTE_BK_TENSOR_INPUT, -1, 1, 5), 0, (int[]){5}, 1, 1);
+    split("split rank 5", TS(MOTE_BK_TENSOR_INPUT, -1, 1, 2, 2, 2, 2, 4), 4, (int[]){2, 2}, 2, 0);
+    /* layer_norm */
+    layer_norm("layer_norm [4,10] eps 1e-5", TS(MOTE_BK_TENSOR_INPUT, -2, 2, 4, 10), 1, 1e-5f, 1);
+    layer_norm("layer_norm [2,3,7] eps 1e-3", TS(MOTE_BK_TENSOR_INPUT, -3, 5, 2, 3, 7), 2, 1e-3f, 1);
+    layer_norm("layer_norm [1,5,2,16] offset data", TS(MOTE_BK_TENSOR_INPUT, 3, 5, 1, 5, 2, 16), 3, 1e-5f, 1);
+    layer_norm("layer_norm [3,64] data in [20,21] (large mean)", TS(MOTE_BK_TENSOR_INPUT, 20, 21, 3, 64), 1, 1e-5f, 1);
+    layer_norm("layer_norm [2,256] data in [-100,100]", TS(MOTE_BK_TENSOR_INPUT, -100, 100, 2, 256), 1, 1e-5f, 1);
+    layer_norm("layer_norm axis 0 of [4,10]", TS(MOTE_BK_TENSOR_INPUT, -2, 2, 4, 10), 0, 1e-5f, 0);
+    {   /* a v2 activation on a quantized op is refused */
+        float sx = 0.1f; int32_t zx = 0;
+        mote_bk_graph *g = gnew();
+        uint32_t a0 = tq1(g, MOTE_BK_TENSOR_INPUT, MOTE_BK_DTYPE_INT8, DIMS(1, 8), NULL, &sx, &zx);
+        uint32_t a1 = tq1(g, MOTE_BK_TENSOR_INPUT, MOTE_BK_DTYPE_INT8, DIMS(1, 8), NULL, &sx, &zx);
+        uint32_t y = tq1(g, MOTE_BK_TENSOR_OUTPUT, MOTE_BK_DTYPE_INT8, DIMS(1, 8), NULL, &sx, &zx);
+        mote_bk_node_attrs a = attrs(MOTE_BK_OP_ADD);
+        a.activation = MOTE_BK_ACT_SIGMOID;
+        g_err[0] = 0;
+        expect_refused("int8 add + sigmoid", node(g, "qadd", &a, (uint32_t[]){a0, a1}, 2, y), "float32");
+        p_free(g);
+    }
+}
+
 /* two threads, two graphs, many runs each */
 typedef struct {
     int id, runs, bad;
@@ -863,6 +1553,44 @@ static void *thr_main(void *p) {
     return NULL;
 }
 
+
+/* test_acl_shim LIB bench: time both grouped-conv lowerings (not part of the checks). */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static void bench_grouped(int C, int HW, int O, int groups, int K) {
+    for (int k = 0; k < 2; k++) {
+        const char *strat = k == 0 ? "split" : "blockdiag";
+        setenv("MOTE_ACL_GROUPED_CONV", strat, 1);
+        int Ig = C / groups;
+        float *x = rand_f((size_t)HW * HW * C, -1, 1), *w = rand_f((size_t)O * K * K * Ig, -1, 1);
+        float *y = alloc64((size_t)HW * HW * O * 4);
+        mote_bk_graph *g = gnew();
+        uint32_t tx = tf(g, MOTE_BK_TENSOR_INPUT, DIMS(1, HW, HW, C), NULL);
+        uint32_t ty = tf(g, MOTE_BK_TENSOR_OUTPUT, DIMS(1, HW, HW, O), NULL);
+        uint32_t tw = tf(g, MOTE_BK_TENSOR_CONSTANT, DIMS(O, K, K, Ig), w);
+        mote_bk_node_attrs a = attrs(MOTE_BK_OP_CONV2D);
+        a.layout = MOTE_BK_LAYOUT_NHWC;
+        a.groups = groups;
+        a.padding[0] = a.padding[1] = a.padding[2] = a.padding[3] = K / 2;
+        if (node(g, "b", &a, (uint32_t[]){tx, tw}, 2, ty) || p_finalize(g, g_err, sizeof g_err)) {
+            printf("bench %s: %s\n", strat, g_err);
+        } else {
+            p_run(g, (const void *[]){x}, 1, (void *[]){y}, 1, g_err, sizeof g_err);
+            int reps = 5;
+            double t0 = now_s();
+            for (int r = 0; r < reps; r++) p_run(g, (const void *[]){x}, 1, (void *[]){y}, 1, g_err, sizeof g_err);
+            printf("bench grouped conv NHWC %dx%dx%d -> %d, %dx%d, groups %d [%s]: %.2f ms/run\n", HW, HW, C, O, K, K,
+                   groups, strat, (now_s() - t0) / reps * 1e3);
+        }
+        p_free(g);
+        free(x); free(w); free(y);
+    }
+    unsetenv("MOTE_ACL_GROUPED_CONV");
+}
+
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : "libmote_acl.so";
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -882,6 +1610,15 @@ int main(int argc, char **argv) {
     check(strcmp(p_name(), "acl") == 0, "name \"%s\"", p_name());
     int32_t av = p_avail(g_err, sizeof g_err);
     check(av == MOTE_BK_OK, "available (%d)", av);
+    if (argc > 2 && strcmp(argv[2], "bench") == 0) {
+        bench_grouped(64, 28, 64, 2, 3);
+        bench_grouped(64, 28, 64, 4, 3);
+        bench_grouped(64, 28, 64, 8, 3);
+        bench_grouped(128, 14, 128, 32, 3);
+        bench_grouped(64, 28, 64, 2, 1);
+        bench_grouped(64, 28, 64, 8, 1);
+        return 0;
+    }
 
     /* conv2d fp32 */
     conv_f32("conv NHWC 3x3 s(2,1) pad t1/l0/b2/r1 bias relu",
@@ -941,6 +1678,9 @@ int main(int argc, char **argv) {
     reshape_concat();
     multi_node();
     unsupported_and_errors();
+    format_v2();
+    v2_chain();
+    v2_layout_chain();
 
     /* two threads, two graphs */
     pthread_t th[2];
