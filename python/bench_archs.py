@@ -580,7 +580,7 @@ def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | 
 
     # ---- table ----
     th1, th2 = (str(threads_list[0]), str(threads_list[1]) if len(threads_list) > 1 else None)
-    print(f"\nbatch 1; TVM {meta['tvm_version']} untuned, target \"{meta['target']}\"; ONNX Runtime "
+    print(f"\nbatch 1; TVM {meta['tvm_version']} untuned, target {json.dumps(meta['target'])}; ONNX Runtime "
           f"{meta['onnxruntime_version']} (ORT_ENABLE_ALL, sequential); Mote `mote bench` (cpu backend for "
           f"the subgraphs); medians of >= {MIN_RUNS} runs and >= {MIN_SECONDS:g} s (>= {SLOW_MIN_RUNS} runs "
           f"and ~{SLOW_BUDGET_S:g} s when {MIN_RUNS} runs take longer)"

@@ -12,7 +12,7 @@
 # The models (NAME.onnx, NAME.inputs.npz, NAME.{tvm,acl,bnns}.so, NAME.json, bench.json) are built
 # once into ${MOTE_CACHE:-$HOME/.cache/mote}/bench-archs-<hash> (hash of the builder sources,
 # python/mote_tvm, requirements and this script; `.ok` marker; temporary folder renamed into place;
-# about 2.5 GB, VGG-16 alone 1.7 GB).  A model the importer, partitioner or compiler fails on is
+# about 4.2 GB, VGG-16 alone 2.1 GB).  A model the importer, partitioner or compiler fails on is
 # recorded and reported, not fatal to the build.  The table goes to stdout, progress to stderr,
 # the raw numbers to --json-out (default target/bench-archs.json).  Exit status 1 if an output
 # check failed or a model could not be built or run.
