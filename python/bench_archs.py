@@ -1,0 +1,733 @@
+#!/usr/bin/env python3
+"""Real-architecture benchmark: python/onnx_archs.py's twelve networks, ONNX Runtime vs TVM vs Mote.
+
+    python bench_archs.py build --out DIR [--models a,b]
+        For each architecture write NAME.onnx and NAME.inputs.npz (arg0), import it with TVM 0.27's
+        ONNX frontend, and compile it untuned for this host ("llvm -mcpu=<host cpu>") three ways:
+        unpartitioned (NAME.tvm.so), mote_tvm.partition_for_acl (NAME.acl.so) and
+        mote_tvm.partition_for_bnns (NAME.bnns.so).  Checks that TVM unpartitioned agrees with ONNX
+        Runtime, and records in DIR/NAME.json (and DIR/bench.json) the subgraph counts, the FLOPs
+        offloaded vs total (docs/benchmarks.md gives the rule) and the ops that stayed in TVM.
+        Each model is built in its own process; a failure (importer, partitioner, compiler) is
+        recorded and the other models go on.
+
+    python bench_archs.py run --dir DIR [--mote target/release/mote] [--threads 1,2] [--models a,b]
+                              [--repeat N] [--json-out FILE]
+        Time ONNX Runtime, TVM unpartitioned (one process per thread count) and `mote bench` on
+        NAME.acl.so and NAME.bnns.so at each thread count; check `mote run`'s outputs against ONNX
+        Runtime; read the time left in TVM kernels from `mote bench --profile --json`.  Prints the
+        CPU and a markdown table on stdout (progress on stderr), and writes everything as JSON.
+
+This is a benchmark, not a test: the figures depend on the machine and its load.  Exit status 1
+if an output check failed or a model could not be built or run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+ORT_RTOL = 1e-3  # of the output's magnitude: ORT, TVM and Mote use different conv algorithms
+MIN_RUNS = 10
+MIN_SECONDS = 2.0
+MAX_RUNS = 500
+SLOW_BUDGET_S = 20.0
+SLOW_MIN_RUNS = 3
+PARTITIONS = ("acl", "bnns")
+
+
+def log(msg: str):
+    print(f"bench-archs: {msg}", file=sys.stderr, flush=True)
+
+
+def close(a: np.ndarray, b: np.ndarray, rtol: float = ORT_RTOL) -> tuple[bool, float]:
+    """Agreement scaled by the output's magnitude (max |b|, at least 1), as bench_offload.py."""
+    if a.shape != b.shape:
+        return False, float("inf")
+    err = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+    scale = max(1.0, float(np.max(np.abs(b))))
+    return err <= rtol * scale, err
+
+
+def ort_session(path: str, threads: int):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def selected(names_arg: str | None) -> list[str]:
+    import onnx_archs
+
+    if not names_arg:
+        return list(onnx_archs.ARCHS)
+    names = [n.strip() for n in names_arg.split(",") if n.strip()]
+    unknown = [n for n in names if n not in onnx_archs.ARCHS]
+    if unknown:
+        raise SystemExit(f"bench-archs: unknown model(s) {unknown}; known: {', '.join(onnx_archs.ARCHS)}")
+    return names
+
+
+# --------------------------------------------------------------------------------------------
+# FLOPs (docs/benchmarks.md, "FLOPs")
+# --------------------------------------------------------------------------------------------
+
+# Ops that only reinterpret a tensor's shape: TVM runs them as VM builtins (no kernel), so they
+# count zero.  Everything else that is not conv2d/matmul/dense counts one FLOP per output element.
+_VIEW_OPS = {"relax.reshape", "relax.squeeze", "relax.expand_dims", "relax.flatten"}
+
+
+def _numel(shape) -> int:
+    return int(np.prod([int(d) for d in shape])) if shape is not None else 0
+
+
+def _tensor_shape(ty):
+    """Static shape of a Relax type (TVM 0.27 writes an expression's type as `.ty`); the first
+    field of a tuple (batch_norm returns (out, mean, var)); None if unknown."""
+    from tvm import relax
+
+    if isinstance(ty, relax.TupleType):
+        return _tensor_shape(ty.fields[0]) if len(ty.fields) else None
+    if isinstance(ty, relax.TensorType) and isinstance(ty.shape, relax.ShapeExpr):
+        try:
+            return [int(d) for d in ty.shape.values]
+        except (TypeError, AttributeError):
+            return None
+    return None
+
+
+def relax_flops(mod, skip_subgraphs: bool = False) -> tuple[int, dict, dict]:
+    """(FLOPs, FLOPs per op, calls per op) of the Relax functions of `mod`.
+
+    conv2d: 2 x output elements x (C_in/groups x KH x KW); matmul: 2 x output elements x K;
+    view ops (reshape...) 0; any other op: its output elements.  Calls whose arguments are all
+    constants (or computed from constants only: weight transposes, bias reshapes) count zero,
+    as TVM folds them or the partitioner absorbs them.  With `skip_subgraphs`, calls to
+    mote.subgraph are left out (what stays in TVM after partitioning)."""
+    import tvm
+    from tvm import relax
+
+    total, per_op, calls = 0, {}, {}
+    for _, func in mod.functions.items():
+        if not isinstance(func, relax.Function):
+            continue
+        if func.attrs is not None and any(k in func.attrs for k in ("Codegen", "Composite", "Primitive")):
+            continue
+        const_vars = set()
+
+        def is_const(e):
+            # Leaves other than variables (constants, shapes, strings, prim values) are literals.
+            if isinstance(e, relax.Var):
+                return e in const_vars
+            if isinstance(e, relax.Tuple):
+                return all(is_const(f) for f in e.fields)
+            return not isinstance(e, (relax.Call, relax.TupleGetItem))
+
+        body = func.body
+        blocks = body.blocks if isinstance(body, relax.SeqExpr) else []
+        for block in blocks:
+            for b in block.bindings:
+                v = b.value
+                if isinstance(v, relax.TupleGetItem):
+                    if is_const(v.tuple_value):
+                        const_vars.add(b.var)
+                    continue
+                if isinstance(v, (relax.Tuple, relax.Var, tvm.ir.Constant)):
+                    if is_const(v):
+                        const_vars.add(b.var)
+                    continue
+                if not isinstance(v, relax.Call) or not isinstance(v.op, tvm.ir.Op):
+                    continue
+                name = v.op.name
+                if name == "relax.call_dps_packed":
+                    if skip_subgraphs:
+                        continue
+                args = list(v.args)
+                if args and all(is_const(a) for a in args):
+                    const_vars.add(b.var)
+                    continue
+                out = _tensor_shape(b.var.ty)
+                n = _numel(out)
+                if name == "relax.nn.conv2d":
+                    w = _tensor_shape(args[1].ty)
+                    f = 2 * n * _numel(w[1:])
+                elif name == "relax.matmul":
+                    a = _tensor_shape(args[0].ty)
+                    f = 2 * n * int(a[-1])
+                elif name in _VIEW_OPS:
+                    f = 0
+                else:
+                    f = n
+                short = name[len("relax."):] if name.startswith("relax.") else name
+                total += f
+                per_op[short] = per_op.get(short, 0) + f
+                calls[short] = calls.get(short, 0) + 1
+    return total, per_op, calls
+
+
+def description_flops(desc: dict) -> int:
+    """FLOPs of one mote.subgraph description, by the same rule as relax_flops.  An op folded
+    into a node counts as it would have unfolded: a bias input adds one FLOP per output element,
+    an activation other than "none" another."""
+    shapes = [t["shape"] for t in desc["tensors"]]
+    total = 0
+    for node in desc["nodes"]:
+        op = node["op"]
+        n = _numel(shapes[node["outputs"][0]])
+        attrs = node.get("attrs", {})
+        extra = 0
+        if op in ("conv2d", "dense") and len(node["inputs"]) > 2:
+            extra += n
+        act = attrs.get("activation", "none")
+        if act not in ("none", None):
+            extra += n
+        if op == "conv2d":
+            f = 2 * n * _numel(shapes[node["inputs"][1]][1:])
+        elif op == "dense":
+            f = 2 * n * int(shapes[node["inputs"][1]][-1])
+        elif op == "matmul":
+            f = 2 * n * int(shapes[node["inputs"][0]][-1])
+        elif op == "reshape":
+            f = 0
+        else:
+            f = n
+        total += f + extra
+    return total
+
+
+# --------------------------------------------------------------------------------------------
+# build
+# --------------------------------------------------------------------------------------------
+
+
+def host_target() -> dict:
+    """The untuned LLVM target for this host's CPU.  TVM 0.27 takes targets as dicts (its old
+    "llvm -mcpu=..." strings are refused); this is that string's equivalent."""
+    import tvm
+
+    return {"kind": "llvm", "mcpu": str(tvm.target.codegen.llvm_get_system_cpu())}
+
+
+def build_one(name: str, out: str) -> dict:
+    """Build one architecture into `out`; returns (and writes to NAME.json) its record."""
+    import onnx
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+
+    import mote_tvm
+    import onnx_archs
+
+    builder, shape = onnx_archs.ARCHS[name]
+    target = host_target()
+    rec: dict = {"name": name, "input_shape": list(shape), "target": target, "errors": {},
+                 "onnx": f"{name}.onnx", "inputs": f"{name}.inputs.npz", "times_s": {}}
+    t0 = time.time()
+    model = builder()
+    onnx_path = os.path.join(out, f"{name}.onnx")
+    onnx.save(model, onnx_path)
+    seed = sum(map(ord, name))
+    x = np.random.default_rng(seed).standard_normal(shape).astype("float32")
+    np.savez(os.path.join(out, f"{name}.inputs.npz"), arg0=x)
+    ort_out = ort_session(onnx_path, 1).run(None, {"input": x})[0]
+    rec["onnx_nodes"] = len(model.graph.node)
+    rec["output_shape"] = list(ort_out.shape)
+    rec["output_max_abs"] = float(np.max(np.abs(ort_out)))
+    del model
+
+    t = time.time()
+    try:
+        mod = from_onnx(onnx.load(onnx_path), keep_params_in_input=False)
+    except Exception as err:  # noqa: BLE001 - any importer failure is a finding to record
+        rec["errors"]["import"] = f"{type(err).__name__}: {err}"[:2000]
+        log(f"{name}: TVM's ONNX importer failed: {rec['errors']['import'][:300]}")
+        return rec
+    rec["times_s"]["import"] = round(time.time() - t, 1)
+    total, per_op, calls = relax_flops(mod)
+    rec["flops_total"] = total
+    rec["relax_ops"] = calls
+    rec["relax_flops_per_op"] = per_op
+    log(f"{name}: imported ({total / 1e9:.3f} GFLOP) in {rec['times_s']['import']}s")
+
+    dev = tvm.cpu(0)
+
+    def compile_to(m, so):
+        t = time.time()
+        tvm.compile(m, target=tvm.target.Target(target)).export_library(os.path.join(out, so))
+        return round(time.time() - t, 1)
+
+    try:
+        rec["times_s"]["compile_tvm"] = compile_to(mod, f"{name}.tvm.so")
+        rec["tvm_so"] = f"{name}.tvm.so"
+        vm = relax.VirtualMachine(tvm.runtime.load_module(os.path.join(out, f"{name}.tvm.so")), dev)
+        got = vm["main"](tvm.runtime.tensor(x, dev)).numpy()
+        ok, err = close(got, ort_out)
+        rec["tvm_vs_ort_max_abs"] = err
+        rec["tvm_vs_ort_ok"] = ok
+        log(f"{name}: TVM unpartitioned compiled in {rec['times_s']['compile_tvm']}s; vs ORT max abs {err:.3g} "
+            f"({'ok' if ok else 'DISAGREE'})")
+        del vm
+    except Exception as err:  # noqa: BLE001
+        rec["errors"]["tvm"] = f"{type(err).__name__}: {err}"[:2000]
+        log(f"{name}: TVM unpartitioned failed: {rec['errors']['tvm'][:300]}")
+
+    for part in PARTITIONS:
+        fn = getattr(mote_tvm, f"partition_for_{part}")
+        t = time.time()
+        try:
+            pmod = fn(mod)
+        except Exception as err:  # noqa: BLE001 - partition.py is being rewritten elsewhere: record
+            rec["errors"][f"partition_{part}"] = f"{type(err).__name__}: {err}"[:2000]
+            log(f"{name}: partition_for_{part} failed: {rec['errors'][f'partition_{part}'][:300]}")
+            continue
+        rec["times_s"][f"partition_{part}"] = round(time.time() - t, 1)
+        descs = mote_tvm.subgraph_descriptions(pmod)
+        off = sum(description_flops(d) for d in descs)
+        left, left_per_op, left_calls = relax_flops(pmod, skip_subgraphs=True)
+        residue: dict = {}
+        for r in mote_tvm.tvm_residue(pmod):
+            op = r.split(": ", 1)[1]
+            op = op[len("relax."):] if op.startswith("relax.") else op
+            residue[op] = residue.get(op, 0) + 1
+        rec[part] = {
+            "subgraphs": len(descs),
+            "subgraph_nodes": sum(len(d["nodes"]) for d in descs),
+            "flops_offloaded": off,
+            "offloaded_pct": 100.0 * off / total if total else None,
+            "flops_left_in_tvm": left,
+            "left_in_tvm_pct": 100.0 * left / total if total else None,
+            "tvm_ops": residue,
+            "tvm_flops_per_op": left_per_op,
+        }
+        try:
+            rec["times_s"][f"compile_{part}"] = compile_to(pmod, f"{name}.{part}.so")
+            rec[part]["so"] = f"{name}.{part}.so"
+        except Exception as err:  # noqa: BLE001
+            rec["errors"][f"compile_{part}"] = f"{type(err).__name__}: {err}"[:2000]
+            log(f"{name}: compiling the {part} partition failed: {rec['errors'][f'compile_{part}'][:300]}")
+        log(f"{name}: {part}: {len(descs)} subgraph(s), {rec[part]['offloaded_pct']:.2f}% of FLOPs offloaded, "
+            f"{rec[part]['left_in_tvm_pct']:.2f}% left in TVM ops; in TVM: "
+            + ", ".join(f"{k} x{v}" for k, v in sorted(residue.items(), key=lambda kv: -kv[1])))
+        del pmod
+    rec["times_s"]["total"] = round(time.time() - t0, 1)
+    return rec
+
+
+def build(out: str, models: list[str]) -> int:
+    import onnx
+    import onnxruntime
+    import tvm
+
+    os.makedirs(out, exist_ok=True)
+    failures = 0
+    for name in models:
+        log(f"{name}: building (own process)")
+        rec_path = os.path.join(out, f"{name}.json")
+        if os.path.exists(rec_path):
+            os.remove(rec_path)
+        res = subprocess.run([sys.executable, os.path.abspath(__file__), "build-one", "--out", out, "--name", name])
+        if res.returncode != 0 or not os.path.exists(rec_path):
+            failures += 1
+            rec = {"name": name, "errors": {"build": f"builder process exited with status {res.returncode}"}}
+            with open(rec_path, "w") as f:
+                json.dump(rec, f, indent=1)
+            log(f"{name}: builder process failed (status {res.returncode})")
+    meta = {"tvm_version": tvm.__version__, "onnx_version": onnx.__version__,
+            "onnxruntime_version": onnxruntime.__version__, "target": host_target(), "models": []}
+    for name in models:
+        with open(os.path.join(out, f"{name}.json")) as f:
+            rec = json.load(f)
+        meta["models"].append(rec)
+        if rec.get("errors"):
+            failures += 1
+    with open(os.path.join(out, "bench.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
+    return failures
+
+
+# --------------------------------------------------------------------------------------------
+# run
+# --------------------------------------------------------------------------------------------
+
+
+def cpu_info() -> dict:
+    model, flags = "unknown", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, val = line.partition(":")
+                key = key.strip()
+                if key in ("model name", "Model", "CPU part") and model == "unknown":
+                    model = val.strip()
+                elif key in ("flags", "Features"):
+                    flags |= set(val.split())
+    except OSError:
+        pass
+    wanted = ["avx512f", "avx512bw", "avx512_vnni", "avx512vnni", "avx2", "fma", "asimd", "asimddp", "i8mm"]
+    return {"model": model, "isa": [w for w in wanted if w in flags], "machine": os.uname().machine,
+            "cpus": os.cpu_count()}
+
+
+def n_runs(est_ms: float, repeat: int | None) -> int:
+    """Enough runs for a stable median: at least MIN_RUNS and MIN_SECONDS, unless MIN_RUNS runs
+    would take over SLOW_BUDGET_S (untuned TVM on the large models): then as many as fit in
+    SLOW_BUDGET_S, at least SLOW_MIN_RUNS.  --repeat N overrides."""
+    if repeat:
+        return repeat
+    est_ms = max(est_ms, 1e-3)
+    runs = int(min(MAX_RUNS, max(MIN_RUNS, math.ceil(1000.0 * MIN_SECONDS / est_ms))))
+    if runs * est_ms > 1000.0 * SLOW_BUDGET_S:
+        runs = max(SLOW_MIN_RUNS, int(1000.0 * SLOW_BUDGET_S / est_ms))
+    return runs
+
+
+def time_ort(path: str, x: np.ndarray, threads: int, repeat: int | None) -> tuple[float, int, np.ndarray]:
+    sess = ort_session(path, threads)
+    t = time.perf_counter()
+    out = sess.run(None, {"input": x})[0]
+    first = time.perf_counter() - t
+    sess.run(None, {"input": x})
+    runs = n_runs(1000.0 * first, repeat)
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        sess.run(None, {"input": x})
+        times.append(time.perf_counter() - t)
+    return 1000.0 * statistics.median(times), runs, out
+
+
+def tvm_times(d: str, items: list[tuple[str, str, str]], repeat: int | None) -> dict:
+    """In this process (TVM_NUM_THREADS already set by the parent): {name: (median ms, runs)}."""
+    import tvm
+    from tvm import relax
+
+    dev = tvm.cpu(0)
+    res = {}
+    for name, so, npz in items:
+        x = np.load(os.path.join(d, npz))["arg0"]
+        vm = relax.VirtualMachine(tvm.runtime.load_module(os.path.join(d, so)), dev)
+        arg = tvm.runtime.tensor(x, dev)
+        t = time.perf_counter()
+        vm["main"](arg)  # warm-up, and the estimate
+        runs = n_runs(1000.0 * (time.perf_counter() - t), repeat)
+        timer = vm.time_evaluator("main", dev, number=1, repeat=runs)
+        res[name] = (1000.0 * float(np.median(timer(arg).results)), runs)
+        log(f"  TVM {name}: {res[name][0]:.2f} ms ({runs} runs, TVM_NUM_THREADS={os.environ.get('TVM_NUM_THREADS')})")
+        del vm
+    return res
+
+
+def run_tvm_process(d: str, threads: int, names: list[str], meta_by_name: dict, repeat: int | None) -> dict:
+    items = [n for n in names if meta_by_name[n].get("tvm_so")]
+    if not items:
+        return {}
+    env = dict(os.environ, TVM_NUM_THREADS=str(threads))
+    cmd = [sys.executable, os.path.abspath(__file__), "tvm-time", "--dir", d, "--models", ",".join(items)]
+    if repeat:
+        cmd += ["--repeat", str(repeat)]
+    res = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
+    if res.returncode != 0:
+        log(f"TVM timing process at {threads} thread(s) failed with status {res.returncode}")
+    try:
+        return {k: tuple(v) for k, v in json.loads(res.stdout.strip().splitlines()[-1]).items()}
+    except (ValueError, IndexError):
+        return {}
+
+
+def mote(argv: list[str], timeout: int = 1800) -> tuple[dict | None, str]:
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return None, str(err)
+    if res.returncode != 0:
+        return None, f"exit {res.returncode}: {res.stderr.strip()[-600:]}"
+    for line in reversed(res.stdout.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line), ""
+            except ValueError:
+                break
+    return None, f"no JSON in its output: {res.stdout.strip()[-300:]}"
+
+
+def mote_output(mote_bin: str, so: str, npz: str, threads: int, tmpdir: str) -> tuple[np.ndarray | None, str]:
+    out = os.path.join(tmpdir, f".mote-out-{os.getpid()}.npz")
+    try:
+        res = subprocess.run([mote_bin, "run", so, "--inputs", npz, "--output", out, "--threads", str(threads)],
+                             capture_output=True, text=True, timeout=1800)
+        if res.returncode != 0:
+            return None, f"exit {res.returncode}: {res.stderr.strip()[-600:]}"
+        return np.load(out)["out0"], ""
+    except (OSError, subprocess.TimeoutExpired, KeyError, ValueError) as err:
+        return None, str(err)
+    finally:
+        if os.path.exists(out):
+            os.remove(out)
+
+
+def tvm_kernel_share(profile: dict) -> tuple[float | None, dict]:
+    """% of a profiled run spent in compiled TVM kernels (profile entries of kind "kernel": not
+    mote.subgraph, not VM builtins), and ms per run by kernel name."""
+    prof = profile.get("profile") or []
+    mean = profile.get("mean_ms") or profile.get("median_ms")
+    kernels = {e["name"]: e["ms_per_run"] for e in prof if e.get("kind") == "kernel"}
+    if not mean:
+        return None, kernels
+    return 100.0 * sum(kernels.values()) / mean, kernels
+
+
+def geomean(vals):
+    vals = [v for v in vals if v is not None and v > 0]
+    return math.exp(sum(map(math.log, vals)) / len(vals)) if vals else None
+
+
+def f2(v, digits=2):
+    return "n/a" if v is None else f"{v:.{digits}f}"
+
+
+def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | None, repeat: int | None,
+        json_out: str | None) -> int:
+    with open(os.path.join(d, "bench.json")) as f:
+        meta = json.load(f)
+    by_name = {m["name"]: m for m in meta["models"]}
+    names = [n for n in selected(names_arg) if n in by_name]
+    missing = [n for n in selected(names_arg) if n not in by_name]
+    failures = len(missing)
+    for n in missing:
+        log(f"{n}: not in {d}/bench.json (build it)")
+    cpu = cpu_info()
+    isa = " ".join(cpu["isa"]) or "none of avx512f/avx512bw/avx512vnni/avx2/fma/asimd/asimddp/i8mm"
+    print(f"CPU: {cpu['model']} ({cpu['machine']}, {cpu['cpus']} logical CPUs); ISA flags: {isa}", flush=True)
+    results: dict = {n: {"threads": {}} for n in names}
+
+    for th in threads_list:
+        log(f"TVM unpartitioned, {th} thread(s), in its own process")
+        tvm_res = run_tvm_process(d, th, names, by_name, repeat)
+        for name in names:
+            m = by_name[name]
+            r = results[name]["threads"].setdefault(str(th), {})
+            r["tvm_ms"], r["tvm_runs"] = tvm_res.get(name, (None, None))
+            if not os.path.exists(os.path.join(d, m.get("onnx", "-"))):
+                failures += 1
+                continue
+            x = np.load(os.path.join(d, m["inputs"]))["arg0"]
+            ms, runs, ort_out = time_ort(os.path.join(d, m["onnx"]), x, th, repeat)
+            r["ort_ms"], r["ort_runs"] = ms, runs
+            log(f"{name}: ORT {ms:.2f} ms ({runs} runs, {th} thread(s))")
+            if not mote_bin:
+                continue
+            for part in PARTITIONS:
+                so = (m.get(part) or {}).get("so")
+                if not so:
+                    why = "; ".join(f"{k}: {v[:200]}" for k, v in m.get("errors", {}).items())
+                    r[part] = {"error": f"not built: {why}"}
+                    failures += 1
+                    continue
+                so, npz = os.path.join(d, so), os.path.join(d, m["inputs"])
+                pr: dict = {}
+                got, why = mote_output(mote_bin, so, npz, th, d)
+                if got is None:
+                    failures += 1
+                    pr["error"] = f"mote run: {why}"
+                    log(f"{name}: mote run on {part} failed: {why}")
+                else:
+                    ok, err = close(got, ort_out)
+                    pr["ok"], pr["max_abs_vs_ort"] = ok, err
+                    if not ok:
+                        failures += 1
+                        log(f"{name}: Mote ({part}) and ONNX Runtime DISAGREE (max abs {err:g}, "
+                            f"output max {float(np.max(np.abs(ort_out))):g})")
+                est = r["ort_ms"]
+                runs = n_runs(est, repeat)
+                j, why = mote([mote_bin, "bench", so, "--inputs", npz, "--json", "--threads", str(th),
+                               "--warmup", "2", "--runs", str(runs)])
+                if j is None:
+                    failures += 1
+                    pr.setdefault("error", f"mote bench: {why}")
+                    log(f"{name}: mote bench on {part} failed: {why}")
+                else:
+                    pr["ms"], pr["runs"] = j["median_ms"], j["runs"]
+                    prof_runs = max(3, min(runs, n_runs(j["median_ms"], None) // 4))
+                    pj, why = mote([mote_bin, "bench", so, "--inputs", npz, "--json", "--threads", str(th),
+                                    "--warmup", "1", "--runs", str(prof_runs), "--profile"])
+                    if pj is not None:
+                        pct, kernels = tvm_kernel_share(pj)
+                        pr["tvm_kernel_pct"] = pct
+                        pr["tvm_kernels_ms"] = dict(sorted(kernels.items(), key=lambda kv: -kv[1])[:10])
+                    else:
+                        log(f"{name}: mote bench --profile on {part} failed: {why}")
+                    log(f"{name}: Mote {part} {pr['ms']:.2f} ms ({pr['runs']} runs, {th} thread(s)), "
+                        f"TVM kernels {f2(pr.get('tvm_kernel_pct'), 1)}% , output "
+                        f"{'ok' if pr.get('ok') else 'NOT ok'}")
+                r[part] = pr
+
+    # ---- table ----
+    th1, th2 = (str(threads_list[0]), str(threads_list[1]) if len(threads_list) > 1 else None)
+    print(f"\nbatch 1; TVM {meta['tvm_version']} untuned, target {json.dumps(meta['target'])}; ONNX Runtime "
+          f"{meta['onnxruntime_version']} (ORT_ENABLE_ALL, sequential); Mote `mote bench` (cpu backend for "
+          f"the subgraphs); medians of >= {MIN_RUNS} runs and >= {MIN_SECONDS:g} s (>= {SLOW_MIN_RUNS} runs "
+          f"and ~{SLOW_BUDGET_S:g} s when {MIN_RUNS} runs take longer)"
+          f"{'' if not repeat else f' (--repeat {repeat})'}; ms at {'/'.join(map(str, threads_list))} thread(s)\n")
+    ts = "/".join(f"{t}t" for t in threads_list)
+    print(f"| model | GFLOP | ORT ms ({ts}) | TVM ms ({ts}) | Mote acl ms ({ts}) | Mote bnns ms ({ts}) "
+          f"| Mote/ORT acl ({ts}) | Mote/ORT bnns ({ts}) | offloaded FLOP % (acl/bnns) | subgraphs (acl/bnns) "
+          f"| TVM-kernel time % (acl/bnns, {threads_list[0]}t) | outputs ok |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    ratios: dict = {t: [] for t in map(str, threads_list)}
+    ratios_bnns: dict = {t: [] for t in map(str, threads_list)}
+    worst: list = []
+    bnns_vs_acl = []
+    for name in names:
+        m, res = by_name[name], results[name]["threads"]
+
+        def per_t(key, sub=None):
+            vals = []
+            for t in map(str, threads_list):
+                r = res.get(t, {})
+                v = (r.get(sub) or {}).get(key) if sub else r.get(key)
+                vals.append(v)
+            return vals
+
+        ort = per_t("ort_ms")
+        tvm_ = per_t("tvm_ms")
+        acl = per_t("ms", "acl")
+        bnns = per_t("ms", "bnns")
+        ra = [None if (a is None or o is None) else a / o for a, o in zip(acl, ort)]
+        rb = [None if (b is None or o is None) else b / o for b, o in zip(bnns, ort)]
+        for t, v in zip(map(str, threads_list), ra):
+            if v is not None:
+                ratios[t].append(v)
+        for t, v in zip(map(str, threads_list), rb):
+            if v is not None:
+                ratios_bnns[t].append(v)
+        for a, b in zip(acl, bnns):
+            if a and b:
+                bnns_vs_acl.append((name, b / a))
+        worst.append((name, max([v for v in ra if v is not None], default=None)))
+        results[name]["ratios_acl"], results[name]["ratios_bnns"] = ra, rb
+        okays = []
+        for part in PARTITIONS:
+            flags = [(res.get(t, {}).get(part) or {}).get("ok") for t in map(str, threads_list)]
+            okays.append("ok" if all(flags) else ("FAIL" if any(f is False for f in flags) else "n/a"))
+        off = "/".join(f2((m.get(p) or {}).get("offloaded_pct"), 1) for p in PARTITIONS)
+        sg = "/".join(str((m.get(p) or {}).get("subgraphs", "err")) for p in PARTITIONS)
+        kp = "/".join(f2((res.get(th1, {}).get(p) or {}).get("tvm_kernel_pct"), 0) for p in PARTITIONS)
+        gf = f2(m.get("flops_total", 0) / 1e9 if m.get("flops_total") else None, 2)
+        j = lambda vals, d=1: " / ".join(f2(v, d) for v in vals)  # noqa: E731
+        jr = lambda vals: " / ".join("n/a" if v is None else f"{v:.2f}x" for v in vals)  # noqa: E731
+        print(f"| {name} | {gf} | {j(ort)} | {j(tvm_)} | {j(acl)} | {j(bnns)} | {jr(ra)} | {jr(rb)} | {off} | {sg} "
+              f"| {kp} | acl {okays[0]}, bnns {okays[1]} |")
+
+    summary: dict = {"cpu": cpu}
+    print()
+    for t in map(str, threads_list):
+        g, gb = geomean(ratios[t]), geomean(ratios_bnns[t])
+        summary[f"geomean_acl_{t}t"], summary[f"geomean_bnns_{t}t"] = g, gb
+        print(f"- geomean Mote/ORT at {t} thread(s): acl {f2(g)}x over {len(ratios[t])} models, "
+              f"bnns {f2(gb)}x over {len(ratios_bnns[t])} models")
+    bad = [(n, v) for n, v in worst if v is not None and v > 1.5]
+    summary["worse_than_1_5"] = bad
+    print(f"- models with Mote (acl) / ORT worse than 1.5x at any thread count: {len(bad)} of {len(names)}"
+          + (": " + ", ".join(f"{n} {v:.2f}x" for n, v in bad) if bad else ""))
+
+    def goal(text, val, limit, fmt="{:.2f}x"):
+        if val is None:
+            return f"- goal {text}: n/a"
+        return f"- goal {text}: {'met' if val <= limit else 'MISSED'} ({fmt.format(val)})"
+
+    print("\nIssue 13 goals (item 4):")
+    print(goal(f"geomean Mote/ORT <= 1.2 at {th1} thread", summary.get(f"geomean_acl_{th1}t"), 1.2))
+    if th2:
+        print(goal(f"geomean Mote/ORT <= 1.3 at {th2} threads", summary.get(f"geomean_acl_{th2}t"), 1.3))
+    worst_all = max((v for _, v in worst if v is not None), default=None)
+    print(goal("no model worse than 1.5x (worst model)", worst_all, 1.5))
+    mv2 = [v for v in results.get("mobilenet_v2", {}).get("ratios_acl", []) if v is not None]
+    print(goal("MobileNetV2 <= 1.2x (worst thread count)", max(mv2) if mv2 else None, 1.2))
+    offs = [((by_name[n].get("acl") or {}).get("offloaded_pct"), n) for n in names]
+    offs = [o for o in offs if o[0] is not None]
+    lo = min(offs) if offs else None
+    if lo is None:
+        print("- goal >= 99% of FLOPs offloaded on every model: n/a")
+    else:
+        print(f"- goal >= 99% of FLOPs offloaded on every model (acl): {'met' if lo[0] >= 99 else 'MISSED'} "
+              f"(lowest {lo[0]:.1f}%, {lo[1]}; {sum(1 for o in offs if o[0] < 99)} model(s) below 99%)")
+    wb = max(bnns_vs_acl, key=lambda kv: kv[1]) if bnns_vs_acl else None
+    gb = geomean([v for _, v in bnns_vs_acl])
+    if wb is None:
+        print("- goal BNNS-style partition within 1.2x of the ACL-style one: n/a")
+    else:
+        print(f"- goal BNNS-style partition within 1.2x of the ACL-style one (cpu backend): "
+              f"{'met' if wb[1] <= 1.2 else 'MISSED'} (worst {wb[0]} {wb[1]:.2f}x, geomean {gb:.2f}x)")
+    summary["bnns_over_acl_worst"], summary["bnns_over_acl_geomean"] = wb, gb
+    if failures:
+        print(f"\n{failures} failure(s): see stderr and the JSON")
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump({"build": meta, "results": results, "summary": summary, "threads": threads_list}, f, indent=1)
+            f.write("\n")
+    return 1 if failures else 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="build the models into a folder")
+    b.add_argument("--out", required=True)
+    b.add_argument("--models", default=None, help="comma-separated subset (default: all)")
+    b1 = sub.add_parser("build-one", help=argparse.SUPPRESS)
+    b1.add_argument("--out", required=True)
+    b1.add_argument("--name", required=True)
+    tt = sub.add_parser("tvm-time", help=argparse.SUPPRESS)
+    tt.add_argument("--dir", required=True)
+    tt.add_argument("--models", required=True)
+    tt.add_argument("--repeat", type=int, default=None)
+    r = sub.add_parser("run", help="time the built models")
+    r.add_argument("--dir", required=True)
+    r.add_argument("--mote", default=None, help="path of the mote binary (without it, only ORT and TVM)")
+    r.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    r.add_argument("--models", default=None, help="comma-separated subset (default: all)")
+    r.add_argument("--repeat", type=int, default=None,
+                   help=f"timed runs per measurement (default: >= {MIN_RUNS} runs and >= {MIN_SECONDS:g} s)")
+    r.add_argument("--json-out", default=None, help="write the table's numbers and raw results here")
+    args = ap.parse_args(argv)
+    if args.cmd == "build":
+        return 1 if build(args.out, selected(args.models)) else 0
+    if args.cmd == "build-one":
+        rec = build_one(args.name, args.out)
+        with open(os.path.join(args.out, f"{args.name}.json"), "w") as f:
+            json.dump(rec, f, indent=1)
+        return 0
+    if args.cmd == "tvm-time":
+        names = [n for n in args.models.split(",") if n]
+        with open(os.path.join(args.dir, "bench.json")) as f:
+            by_name = {m["name"]: m for m in json.load(f)["models"]}
+        items = [(n, by_name[n]["tvm_so"], by_name[n]["inputs"]) for n in names]
+        print(json.dumps({k: list(v) for k, v in tvm_times(args.dir, items, args.repeat).items()}))
+        return 0
+    threads = [int(t) for t in args.threads.split(",") if t.strip()]
+    if not threads or any(t < 1 for t in threads):
+        raise SystemExit("bench-archs: --threads takes positive integers, e.g. 1,2")
+    if args.mote and not os.access(args.mote, os.X_OK):
+        raise SystemExit(f"bench-archs: --mote {args.mote} is not an executable")
+    return run(args.dir, args.mote, threads, args.models, args.repeat, args.json_out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
