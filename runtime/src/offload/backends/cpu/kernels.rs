@@ -5,6 +5,7 @@ use crate::error::Result;
 use crate::offload::format::{broadcast_shapes, Activation, Conv2d, Layout, Op, Pool2d};
 
 use super::backend_err;
+use super::isa::{self, Isa};
 
 /// Element types the GEMM-based kernels run in: f32 (float ops) and f64 (exact quantized
 /// accumulation).
@@ -19,9 +20,11 @@ pub(crate) trait Num:
     + Sync
     + 'static
 {
-    /// `c[m, n] = a[m, k] * b[k, n]`, row-major with leading dimensions (row strides).
+    /// `c[m, n] = a[m, k] * b[k, n]`, row-major with leading dimensions (row strides), with the
+    /// kernels of `isa` (one of [`isa::supported`]).
     #[allow(clippy::too_many_arguments)]
-    fn gemm(
+    fn gemm_isa(
+        isa: Isa,
         m: usize,
         k: usize,
         n: usize,
@@ -32,6 +35,66 @@ pub(crate) trait Num:
         c: &mut [Self],
         ldc: usize,
     ) -> Result<()>;
+}
+
+impl Num for f32 {
+    fn gemm_isa(
+        isa: Isa,
+        m: usize,
+        k: usize,
+        n: usize,
+        a: &[f32],
+        lda: usize,
+        b: &[f32],
+        ldb: usize,
+        c: &mut [f32],
+        ldc: usize,
+    ) -> Result<()> {
+        super::gemm::sgemm(isa, m, k, n, a, lda, b, ldb, c, ldc)
+    }
+}
+
+/// The f64 GEMM (exact quantized accumulation: every order of summing integers below 2^53 gives
+/// the same result) always runs the `gemm` crate's kernels.
+impl Num for f64 {
+    fn gemm_isa(
+        _: Isa,
+        m: usize,
+        k: usize,
+        n: usize,
+        a: &[f64],
+        lda: usize,
+        b: &[f64],
+        ldb: usize,
+        c: &mut [f64],
+        ldc: usize,
+    ) -> Result<()> {
+        if !gemm_bounds(m, k, n, a.len(), lda, b.len(), ldb, c.len(), ldc)? {
+            return Ok(());
+        }
+        if k == 0 {
+            for row in c.chunks_mut(ldc).take(m) {
+                row[..n].fill(0.0);
+            }
+            return Ok(());
+        }
+        // SAFETY: the bounds check above guarantees every element the strides address lies
+        // inside the slices; `c` is exclusively borrowed and cannot alias `a` or `b`; m, n, k > 0.
+        unsafe {
+            super::gemm::crate_gemm(
+                m,
+                k,
+                n,
+                a.as_ptr(),
+                lda,
+                b.as_ptr(),
+                ldb,
+                c.as_mut_ptr(),
+                ldc,
+            )
+        };
+        Ok(())
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -70,52 +133,6 @@ fn gemm_bounds(
     Ok(true)
 }
 
-macro_rules! num_with_gemm {
-    ($t:ty, $gemm:path) => {
-        impl Num for $t {
-            fn gemm(
-                m: usize,
-                k: usize,
-                n: usize,
-                a: &[$t],
-                lda: usize,
-                b: &[$t],
-                ldb: usize,
-                c: &mut [$t],
-                ldc: usize,
-            ) -> Result<()> {
-                if !gemm_bounds(m, k, n, a.len(), lda, b.len(), ldb, c.len(), ldc)? {
-                    return Ok(());
-                }
-                // SAFETY: the bounds check above guarantees every element the strides address
-                // lies inside the slices; `c` is exclusively borrowed and cannot alias `a` or `b`.
-                unsafe {
-                    $gemm(
-                        m,
-                        k,
-                        n,
-                        1.0,
-                        a.as_ptr(),
-                        lda as isize,
-                        1,
-                        b.as_ptr(),
-                        ldb as isize,
-                        1,
-                        0.0,
-                        c.as_mut_ptr(),
-                        ldc as isize,
-                        1,
-                    )
-                };
-                Ok(())
-            }
-        }
-    };
-}
-
-num_with_gemm!(f32, matrixmultiply::sgemm);
-num_with_gemm!(f64, matrixmultiply::dgemm);
-
 /// A conv2d with its static sizes.
 #[derive(Clone, Debug)]
 pub(crate) struct ConvPlan {
@@ -133,6 +150,8 @@ pub(crate) struct ConvPlan {
     pub strides: [usize; 2],
     pub padding: [usize; 4],
     pub dilation: [usize; 2],
+    /// The kernels' instruction-set level ([`isa::current`] unless a test picks one).
+    pub isa: Isa,
 }
 
 /// Work run on each finished piece of a convolution's output (whole pixels, NHWC).
@@ -170,6 +189,7 @@ impl ConvPlan {
             strides: c.strides,
             padding: c.padding,
             dilation: c.dilation,
+            isa: isa::current(),
         }
     }
 
@@ -367,7 +387,7 @@ impl ConvPlan {
             let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(bs * o).enumerate().collect();
             return for_each_piece(pieces, |(j, yrows)| {
                 let rows = yrows.len() / o;
-                T::gemm(rows, c, o, &x[j * bs * c..], c, w, o, yrows, o)?;
+                T::gemm_isa(self.isa, rows, c, o, &x[j * bs * c..], c, w, o, yrows, o)?;
                 if let Some(f) = post {
                     f(yrows);
                 }
@@ -387,7 +407,18 @@ impl ConvPlan {
             for g in 0..self.groups {
                 self.im2col_nhwc(xb, g, p0, rows, &mut col);
                 let wg = &w[g * kdim * og..(g + 1) * kdim * og];
-                T::gemm(rows, kdim, og, &col, kdim, wg, og, &mut yrows[g * og..], o)?;
+                T::gemm_isa(
+                    self.isa,
+                    rows,
+                    kdim,
+                    og,
+                    &col,
+                    kdim,
+                    wg,
+                    og,
+                    &mut yrows[g * og..],
+                    o,
+                )?;
             }
             if let Some(f) = post {
                 f(yrows);
@@ -404,7 +435,7 @@ impl ConvPlan {
         if self.pointwise() {
             for (b, yb) in y.chunks_mut(o * pix).enumerate() {
                 let xb = &x[b * c * pix..(b + 1) * c * pix];
-                par_gemm(o, c, pix, w, c, xb, pix, yb, pix)?;
+                par_gemm_isa(self.isa, o, c, pix, w, c, xb, pix, yb, pix)?;
             }
             return Ok(());
         }
@@ -429,7 +460,8 @@ impl ConvPlan {
             for g in 0..self.groups {
                 self.im2col_nchw(xb, g, p0, cols, &mut col);
                 let wg = &w[g * og * kdim..(g + 1) * og * kdim];
-                T::gemm(
+                T::gemm_isa(
+                    self.isa,
                     og,
                     kdim,
                     cols,
@@ -615,9 +647,26 @@ pub(crate) fn par_gemm<T: Num>(
     c: &mut [T],
     ldc: usize,
 ) -> Result<()> {
+    par_gemm_isa(isa::current(), m, k, n, a, lda, b, ldb, c, ldc)
+}
+
+/// [`par_gemm`] with the kernels of `isa`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn par_gemm_isa<T: Num>(
+    isa: Isa,
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[T],
+    lda: usize,
+    b: &[T],
+    ldb: usize,
+    c: &mut [T],
+    ldc: usize,
+) -> Result<()> {
     let threads = crate::host::threadpool::current_parallelism();
     if threads <= 1 || m * n * k < PAR_GEMM_MIN || ldc != n || m == 0 || n == 0 {
-        return T::gemm(m, k, n, a, lda, b, ldb, c, ldc);
+        return T::gemm_isa(isa, m, k, n, a, lda, b, ldb, c, ldc);
     }
     if c.len() < m * n {
         return Err(backend_err(format!("gemm {m}x{k}x{n}: output too small")));
@@ -628,7 +677,7 @@ pub(crate) fn par_gemm<T: Num>(
         return for_each_piece(pieces, |(i, cr)| {
             let r0 = i * rows;
             let a0 = a.get(r0 * lda..).unwrap_or(&[]);
-            T::gemm(cr.len() / n, k, n, a0, lda, b, ldb, cr, n)
+            T::gemm_isa(isa, cr.len() / n, k, n, a0, lda, b, ldb, cr, n)
         });
     }
     let cols = n.div_ceil(threads);
@@ -645,7 +694,7 @@ pub(crate) fn par_gemm<T: Num>(
         let w = segs.first().map_or(0, |s| s.len());
         let mut tile = vec![T::default(); m * w];
         let b0 = b.get(c0..).unwrap_or(&[]);
-        T::gemm(m, k, w, a, lda, b0, ldb, &mut tile, w)?;
+        T::gemm_isa(isa, m, k, w, a, lda, b0, ldb, &mut tile, w)?;
         for (seg, t) in segs.iter_mut().zip(tile.chunks_exact(w.max(1))) {
             seg.copy_from_slice(t);
         }
@@ -1135,74 +1184,99 @@ mod tests {
         y
     }
 
-    /// Every conv path (GEMM, pointwise, grouped, depthwise; both layouts) on 1 and 3 threads
-    /// against the direct reference: splitting the work over a pool changes nothing.
+    /// Every conv path (GEMM, pointwise, grouped, depthwise 3x3/5x5; strides, dilation, padding;
+    /// both layouts) with every ISA level this CPU has, on 1, 2 and 3 threads, against the
+    /// direct f64 reference: neither the kernels nor splitting the work changes the result.
     #[test]
-    fn conv_paths_match_the_direct_reference_on_any_thread_count() {
-        // (n, c, h, w, o, k, stride, pad, groups)
+    fn conv_paths_match_the_direct_reference_on_every_isa_and_thread_count() {
+        // (n, c, h, w, o, k, stride, pad, groups, dilation)
         let cases = [
-            (2, 3, 9, 11, 8, 3, 1, 1, 1),
-            (1, 8, 14, 14, 16, 1, 1, 0, 1),
-            (2, 8, 7, 7, 8, 3, 2, 1, 8),
-            (1, 4, 10, 6, 8, 3, 1, 2, 4),
-            (1, 6, 12, 12, 12, 3, 2, 1, 2),
-            (1, 16, 20, 20, 24, 3, 1, 1, 1),
-            (2, 40, 9, 9, 40, 3, 1, 1, 40),
-            (1, 64, 8, 8, 64, 3, 2, 1, 64),
+            (2, 3, 9, 11, 8, 3, 1, 1, 1, 1),
+            (1, 3, 16, 16, 8, 3, 1, 1, 1, 1),
+            (1, 8, 14, 14, 16, 1, 1, 0, 1, 1),
+            (1, 13, 5, 7, 19, 1, 1, 0, 1, 1),
+            (2, 8, 7, 7, 8, 3, 2, 1, 8, 1),
+            (1, 4, 10, 6, 8, 3, 1, 2, 4, 1),
+            (1, 6, 12, 12, 12, 3, 2, 1, 2, 1),
+            (1, 16, 20, 20, 24, 3, 1, 1, 1, 1),
+            (1, 5, 11, 13, 7, 3, 1, 2, 1, 2),
+            (2, 40, 9, 9, 40, 3, 1, 1, 40, 1),
+            (1, 64, 8, 8, 64, 3, 2, 1, 64, 1),
+            (1, 24, 11, 9, 24, 5, 1, 2, 24, 1),
+            (1, 17, 12, 12, 17, 5, 2, 2, 17, 1),
+            (1, 8, 10, 10, 16, 3, 1, 2, 8, 2),
+            (1, 300, 3, 3, 10, 3, 1, 1, 1, 1),
         ];
-        for (n, c, h, wd, o, k, s, pad, groups) in cases {
-            let oh = (h + 2 * pad - k) / s + 1;
-            let ow = (wd + 2 * pad - k) / s + 1;
-            for layout in [Layout::Nchw, Layout::Nhwc] {
-                let plan = ConvPlan {
-                    layout,
-                    n,
-                    c,
-                    h,
-                    w: wd,
-                    o,
-                    kh: k,
-                    kw: k,
-                    oh,
-                    ow,
-                    groups,
-                    strides: [s, s],
-                    padding: [pad; 4],
-                    dilation: [1, 1],
-                };
-                let x = data(n * c * h * wd, 1);
-                let w = data(o * (c / groups) * k * k, 2);
-                let want = naive(&plan, &x, &w);
-                let packed = plan.pack(&w);
-                for threads in [1, 3] {
-                    let pool = ThreadPool::new(threads);
-                    let mut y = vec![f32::NAN; want.len()];
-                    pool.install(|| plan.run(&x, &packed, &mut y, None))
-                        .expect("conv runs");
-                    for (i, (g, r)) in y.iter().zip(&want).enumerate() {
-                        assert!(
-                            (g - r).abs() <= 1e-5,
-                            "{layout:?} {n}x{c}x{h}x{wd} -> {o} k{k} s{s} g{groups}, {threads} threads: y[{i}] = {g}, want {r}"
-                        );
+        for &isa in isa::supported() {
+            for (n, c, h, wd, o, k, s, pad, groups, d) in cases {
+                let oh = (h + 2 * pad - d * (k - 1) - 1) / s + 1;
+                let ow = (wd + 2 * pad - d * (k - 1) - 1) / s + 1;
+                for layout in [Layout::Nchw, Layout::Nhwc] {
+                    let plan = ConvPlan {
+                        layout,
+                        n,
+                        c,
+                        h,
+                        w: wd,
+                        o,
+                        kh: k,
+                        kw: k,
+                        oh,
+                        ow,
+                        groups,
+                        strides: [s, s],
+                        padding: [pad; 4],
+                        dilation: [d, d],
+                        isa,
+                    };
+                    let x = data(n * c * h * wd, 1);
+                    let w = data(o * (c / groups) * k * k, 2);
+                    let want = naive(&plan, &x, &w);
+                    let packed = plan.pack(&w);
+                    let tol = 2e-6 * ((c / groups * k * k) as f32).sqrt().max(4.0);
+                    for threads in [1, 2, 3] {
+                        let pool = ThreadPool::new(threads);
+                        // Poisoned output, reused across runs: every element must be written.
+                        let mut y = vec![f32::NAN; want.len()];
+                        for run in 0..2 {
+                            pool.install(|| plan.run(&x, &packed, &mut y, None))
+                                .expect("conv runs");
+                            for (i, (g, r)) in y.iter().zip(&want).enumerate() {
+                                assert!(
+                                    (g - r).abs() <= tol,
+                                    "{} {layout:?} {n}x{c}x{h}x{wd} -> {o} k{k} s{s} p{pad} g{groups} d{d}, {threads} threads, run {run}: y[{i}] = {g}, want {r}",
+                                    isa.name()
+                                );
+                            }
+                            y.fill(f32::NAN);
+                        }
                     }
                 }
             }
         }
     }
 
-    /// `par_gemm` split by rows and by column blocks equals one GEMM.
+    /// `par_gemm` split by rows and by column blocks equals one GEMM (up to rounding: the
+    /// `gemm` crate may block pieces of other sizes differently).
     #[test]
     fn par_gemm_splits_rows_and_columns_exactly() {
         for (m, k, n) in [(1, 300, 1000), (2, 64, 700), (64, 64, 64), (5, 1, 3)] {
             let a = data(m * k, 3);
             let b = data(k * n, 4);
             let mut want = vec![0f32; m * n];
-            f32::gemm(m, k, n, &a, k, &b, n, &mut want, n).expect("gemm");
-            let pool = ThreadPool::new(3);
-            let mut got = vec![f32::NAN; m * n];
-            pool.install(|| par_gemm(m, k, n, &a, k, &b, n, &mut got, n))
-                .expect("par_gemm");
-            assert_eq!(got, want, "{m}x{k}x{n}");
+            f32::gemm_isa(isa::current(), m, k, n, &a, k, &b, n, &mut want, n).expect("gemm");
+            for threads in [2, 3] {
+                let pool = ThreadPool::new(threads);
+                let mut got = vec![f32::NAN; m * n];
+                pool.install(|| par_gemm(m, k, n, &a, k, &b, n, &mut got, n))
+                    .expect("par_gemm");
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(
+                        (g - w).abs() <= 1e-5,
+                        "{m}x{k}x{n}, {threads} threads: {g} vs {w}"
+                    );
+                }
+            }
         }
     }
 }
