@@ -266,6 +266,7 @@ impl ConvPlan {
         match (self.layout, self.depthwise()) {
             (Layout::Nhwc, true) => self.dw_nhwc(x, w, y, post)?,
             (Layout::Nchw, true) => self.dw_nchw(x, w, y)?,
+            (Layout::Nhwc, false) if self.direct() => self.direct_nhwc(x, w, y, post)?,
             (Layout::Nhwc, false) => self.gemm_nhwc(x, w, y, post)?,
             (Layout::Nchw, false) => self.gemm_nchw(x, w, y)?,
         }
@@ -511,6 +512,88 @@ impl ConvPlan {
             }
             Ok(())
         })
+    }
+
+    /// Whether an NHWC convolution runs as direct loops: few output channels per group (4, 8 or
+    /// 16: a register-sized accumulator) and a short reduction, where im2col and GEMM packing
+    /// cost more than the arithmetic (e.g. a 3 -> 8 channel 3x3 convolution on 16x16).
+    fn direct(&self) -> bool {
+        matches!(self.og(), 4 | 8 | 16) && self.kdim() <= 64 && !self.pointwise()
+    }
+
+    /// Direct NHWC convolution (see [`ConvPlan::direct`]): pieces are output rows; each pixel
+    /// sums its taps' input channels times the packed weight rows ([K, Og] per group).
+    fn direct_nhwc<T: Num>(&self, x: &[T], w: &[T], y: &mut [T], post: Post<'_, T>) -> Result<()> {
+        let avx2 = self.avx2();
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = avx2;
+        let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(self.ow * self.o).enumerate().collect();
+        for_each_piece(pieces, |(row, yrow)| {
+            #[cfg(target_arch = "x86_64")]
+            if avx2 {
+                // SAFETY: `avx2` is set only when the CPU has AVX2 and FMA (`ConvPlan::avx2`).
+                unsafe { self.direct_row_avx2(x, w, row, yrow) };
+            } else {
+                self.direct_row(x, w, row, yrow);
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            self.direct_row(x, w, row, yrow);
+            if let Some(f) = post {
+                f(yrow);
+            }
+            Ok(())
+        })
+    }
+
+    /// [`ConvPlan::direct_row`] compiled for AVX2.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn direct_row_avx2<T: Num>(&self, x: &[T], w: &[T], row: usize, yrow: &mut [T]) {
+        self.direct_row(x, w, row, yrow)
+    }
+
+    /// One output row (`row` = image * oh + oy) of [`ConvPlan::direct_nhwc`].
+    #[inline(always)]
+    fn direct_row<T: Num>(&self, x: &[T], w: &[T], row: usize, yrow: &mut [T]) {
+        match self.og() {
+            4 => self.direct_row_og::<T, 4>(x, w, row, yrow),
+            8 => self.direct_row_og::<T, 8>(x, w, row, yrow),
+            _ => self.direct_row_og::<T, 16>(x, w, row, yrow),
+        }
+    }
+
+    #[inline(always)]
+    fn direct_row_og<T: Num, const OG: usize>(&self, x: &[T], w: &[T], row: usize, yrow: &mut [T]) {
+        let (h, wd, c, cg, kdim) = (self.h, self.w, self.c, self.cg(), self.kdim());
+        let (b, oy) = (row / self.oh, row % self.oh);
+        for (ox, out) in yrow.chunks_exact_mut(self.o).enumerate() {
+            for (g, og_out) in out.chunks_exact_mut(OG).enumerate() {
+                let wg = &w[g * kdim * OG..(g + 1) * kdim * OG];
+                let mut acc = [T::default(); OG];
+                for ky in 0..self.kh {
+                    let Some(iy) = self.src_y(oy, ky) else {
+                        continue;
+                    };
+                    for kx in 0..self.kw {
+                        let Some(ix) = self.src_x(ox, kx) else {
+                            continue;
+                        };
+                        let xi = ((b * h + iy) * wd + ix) * c + g * cg;
+                        let t = (ky * self.kw + kx) * cg;
+                        for (ci, &v) in x[xi..xi + cg].iter().enumerate() {
+                            let wrow = &wg[(t + ci) * OG..(t + ci + 1) * OG];
+                            for (a, &k) in acc.iter_mut().zip(wrow) {
+                                *a += v * k;
+                            }
+                        }
+                    }
+                }
+                og_out.copy_from_slice(&acc);
+            }
+        }
     }
 
     /// Depthwise NHWC: pieces are output rows.
@@ -1268,7 +1351,8 @@ mod tests {
         y
     }
 
-    /// Every conv path (GEMM, pointwise, grouped, depthwise 3x3/5x5; strides, dilation, padding;
+    /// Every conv path (GEMM, direct, pointwise, grouped, depthwise 3x3/5x5; strides, dilation,
+    /// padding;
     /// both layouts) with every ISA level this CPU has, on 1, 2 and 3 threads, against the
     /// direct f64 reference: neither the kernels nor splitting the work changes the result.
     #[test]
@@ -1290,6 +1374,10 @@ mod tests {
             (1, 17, 12, 12, 17, 5, 2, 2, 17, 1),
             (1, 8, 10, 10, 16, 3, 1, 2, 8, 2),
             (1, 300, 3, 3, 10, 3, 1, 1, 1, 1),
+            (1, 6, 9, 9, 4, 3, 2, 1, 1, 1),
+            (1, 7, 8, 10, 16, 3, 1, 1, 1, 2),
+            (2, 8, 9, 9, 16, 3, 1, 1, 2, 1),
+            (1, 5, 6, 6, 8, 1, 2, 0, 1, 1),
         ];
         for &isa in isa::supported() {
             for (n, c, h, wd, o, k, s, pad, groups, d) in cases {
