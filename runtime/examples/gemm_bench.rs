@@ -6,6 +6,7 @@
 //! Rows are `M x K x N` with `C[M, N] = A[M, K] * B[K, N]`: NHWC convolutions have M = output
 //! pixels and N = output channels (ResNet-50 and MobileNetV2 layers at 224x224); NCHW ones the
 //! transpose (M = channels, N = pixels). Candidates run interleaved, best of several rounds.
+//! A second table times whole convolutions (NHWC and NCHW) through the cpu backend's kernels.
 
 use std::time::Instant;
 
@@ -79,6 +80,9 @@ fn main() {
     println!("|{}", "---|".repeat(3 + isas.len()));
     for nchw in [false, true] {
         for &(name, pm, k, pn) in nhwc {
+            if std::env::var("CONV_ONLY").is_ok() {
+                continue;
+            }
             let (m, n) = if nchw { (pn, pm) } else { (pm, pn) };
             let a = values(m * k, 1);
             let b = values(k * n, 2);
@@ -119,5 +123,45 @@ fn main() {
             }
             println!("{row}");
         }
+    }
+    // Whole convolutions through the cpu backend (im2col/direct/depthwise + GEMM), 1 thread.
+    let convs: &[(&str, [usize; 9])] = &[
+        ("small cnn 3x3 3->8 @16", [1, 3, 16, 16, 8, 3, 1, 1, 1]),
+        (
+            "mbv2 stem 3x3 3->32 /2 @224",
+            [1, 3, 224, 224, 32, 3, 2, 1, 1],
+        ),
+        ("mbv2 dw 3x3 32 @112", [1, 32, 112, 112, 32, 3, 1, 1, 32]),
+        ("mbv2 dw 3x3 96 /2 @112", [1, 96, 112, 112, 96, 3, 2, 1, 96]),
+        ("dw 3x3 32 /2 @112", [1, 32, 112, 112, 32, 3, 2, 1, 32]),
+        ("dw 3x3 96 @112", [1, 96, 112, 112, 96, 3, 1, 1, 96]),
+        ("dw 3x3 96 /2 @56", [1, 96, 56, 56, 96, 3, 2, 1, 96]),
+        ("mbv2 dw 3x3 144 @56", [1, 144, 56, 56, 144, 3, 1, 1, 144]),
+        ("mbv2 dw 3x3 576 @14", [1, 576, 14, 14, 576, 3, 1, 1, 576]),
+        ("mbv2 1x1 144->24 @56", [1, 144, 56, 56, 24, 1, 1, 0, 1]),
+        ("r50 3x3 64 @56", [1, 64, 56, 56, 64, 3, 1, 1, 1]),
+        ("r50 3x3 256 @14", [1, 256, 14, 14, 256, 3, 1, 1, 1]),
+    ];
+    println!();
+    let mut header = String::from("| conv (1 thread, us) |");
+    for i in &isas {
+        header += &format!(" NHWC {i} | NCHW {i} |");
+    }
+    println!("{header}");
+    println!("|{}", "---|".repeat(1 + 2 * isas.len()));
+    for &(name, shape) in convs {
+        if std::env::var("CONV_ONLY").is_ok_and(|f| !name.contains(&f)) {
+            continue;
+        }
+        let mut row = format!("| {name} |");
+        for isa in &isas {
+            for nchw in [false, true] {
+                let once = mote::backend::cpu::bench_conv(isa, nchw, shape, 1).expect("conv");
+                let reps = ((budget / once.max(1e-7)) as usize).clamp(3, 2000);
+                let t = mote::backend::cpu::bench_conv(isa, nchw, shape, reps).expect("conv");
+                row += &format!(" {:.1} |", t * 1e6);
+            }
+        }
+        println!("{row}");
     }
 }

@@ -679,47 +679,73 @@ impl ConvPlan {
     }
 
     /// One output plane of a depthwise NCHW convolution: input plane `plane`, kernel `wk`.
+    /// The input is first copied into a zero-padded scratch plane whose rows are split into
+    /// `stride` phases (column `c` at phase `c % stride`, index `c / stride`): every tap is then
+    /// a contiguous slice along the output row, at any stride, with no bounds tests.
     #[inline(always)]
     fn dw_plane<T: Num>(&self, plane: &[T], wk: &[T], out: &mut [T]) {
-        let (h, wd) = (self.h, self.w);
+        let (h, wd, oh, ow) = (self.h, self.w, self.oh, self.ow);
         let (sy, sx) = (self.strides[0], self.strides[1]);
         let (dy, dx) = (self.dilation[0], self.dilation[1]);
         let (pt, pl) = (self.padding[0], self.padding[1]);
-        out.fill(T::default());
-        for oy in 0..self.oh {
-            let row = &mut out[oy * self.ow..(oy + 1) * self.ow];
+        // The padded extent the taps reach.
+        let need_h = (oh - 1) * sy + (self.kh - 1) * dy + 1;
+        let need_w = (ow - 1) * sx + (self.kw - 1) * dx + 1;
+        let len = need_w.div_ceil(sx);
+        let stride_row = sx * len;
+        let mut buf = vec![T::default(); need_h * stride_row];
+        // Valid padded columns: pl <= c < pl + wd.
+        let (c0, c1) = (pl.min(need_w), (pl + wd).min(need_w));
+        for (r, prow) in buf.chunks_exact_mut(stride_row).enumerate() {
+            let Some(iy) = r.checked_sub(pt).filter(|&iy| iy < h && c0 < c1) else {
+                continue;
+            };
+            let irow = &plane[iy * wd..(iy + 1) * wd];
+            if sx == 1 {
+                prow[c0..c1].copy_from_slice(&irow[c0 - pl..c1 - pl]);
+            } else {
+                for (phase, dst) in prow.chunks_exact_mut(len).enumerate() {
+                    // Columns phase, phase + sx, ... from the first valid one.
+                    let first = if c0 > phase {
+                        phase + (c0 - phase).div_ceil(sx) * sx
+                    } else {
+                        phase
+                    };
+                    for (i, col) in (first..c1).step_by(sx).enumerate() {
+                        dst[first / sx + i] = irow[col - pl];
+                    }
+                }
+            }
+        }
+        if sx == 1 && sy == 1 {
+            // Output rows at the padded width (the last kw - 1 columns of each are junk): every
+            // tap is one long contiguous pass, which keeps small planes vectorised too.
+            let span = (oh - 1) * need_w + ow;
+            let mut acc = vec![T::default(); oh * need_w];
             for ky in 0..self.kh {
-                let Some(iy) = Self::src(oy, ky, sy, dy, pt, h) else {
-                    continue;
-                };
-                let irow = &plane[iy * wd..(iy + 1) * wd];
+                for kx in 0..self.kw {
+                    let k = wk[ky * self.kw + kx];
+                    let src = &buf[ky * dy * need_w + kx * dx..][..span];
+                    for (d, &a) in acc[..span].iter_mut().zip(src) {
+                        *d += a * k;
+                    }
+                }
+            }
+            for (row, a) in out.chunks_exact_mut(ow).zip(acc.chunks(need_w)) {
+                row.copy_from_slice(&a[..ow]);
+            }
+            return;
+        }
+        out.fill(T::default());
+        for (oy, row) in out.chunks_exact_mut(ow).enumerate() {
+            for ky in 0..self.kh {
+                let prow = &buf[(oy * sy + ky * dy) * stride_row..][..stride_row];
                 for kx in 0..self.kw {
                     let k = wk[ky * self.kw + kx];
                     let off = kx * dx;
-                    // Valid ox: pl <= ox*sx + off < pl + wd.
-                    let lo = if off >= pl {
-                        0
-                    } else {
-                        (pl - off).div_ceil(sx)
-                    };
-                    let hi = if pl + wd > off {
-                        (pl + wd - off).div_ceil(sx).min(self.ow)
-                    } else {
-                        0
-                    };
-                    if sx == 1 {
-                        if lo < hi {
-                            let start = lo + off - pl;
-                            for (d, &a) in
-                                row[lo..hi].iter_mut().zip(&irow[start..start + (hi - lo)])
-                            {
-                                *d += a * k;
-                            }
-                        }
-                    } else {
-                        for ox in lo..hi {
-                            row[ox] += irow[ox * sx + off - pl] * k;
-                        }
+                    let src = &prow[(off % sx) * len + off / sx..][..ow];
+                    for (d, &a) in row.iter_mut().zip(src) {
+                        *d += a * k;
                     }
                 }
             }
@@ -731,6 +757,57 @@ impl ConvPlan {
     fn avx2(&self) -> bool {
         self.isa == Isa::Avx2 && isa::supported().contains(&Isa::Avx2)
     }
+}
+
+/// Seconds per run (best of `reps`) of a float convolution through the cpu backend's kernels
+/// at the level named `isa` (one of [`super::supported_isas`]), on the calling thread: for
+/// benchmarks (runtime/examples/gemm_bench.rs); not a stable API. `shape` is
+/// `[n, c, h, w, o, k, stride, pad, groups]` (square kernel, symmetric padding).
+#[doc(hidden)]
+pub fn bench_conv(isa: &str, nchw: bool, shape: [usize; 9], reps: usize) -> Result<f64> {
+    let [n, c, h, wd, o, k, s, pad, groups] = shape;
+    let level = isa::supported()
+        .iter()
+        .copied()
+        .find(|i| i.name() == isa)
+        .ok_or_else(|| backend_err(format!("conv: no {isa} kernels on this CPU")))?;
+    if groups == 0
+        || c % groups != 0
+        || o % groups != 0
+        || s == 0
+        || h + 2 * pad < k
+        || wd + 2 * pad < k
+    {
+        return Err(backend_err("conv: bad benchmark shape"));
+    }
+    let plan = ConvPlan {
+        layout: if nchw { Layout::Nchw } else { Layout::Nhwc },
+        n,
+        c,
+        h,
+        w: wd,
+        o,
+        kh: k,
+        kw: k,
+        oh: (h + 2 * pad - k) / s + 1,
+        ow: (wd + 2 * pad - k) / s + 1,
+        groups,
+        strides: [s, s],
+        padding: [pad; 4],
+        dilation: [1, 1],
+        isa: level,
+    };
+    let x: Vec<f32> = (0..n * c * h * wd).map(|i| (i % 7) as f32 - 3.0).collect();
+    let w: Vec<f32> = (0..o * plan.kdim()).map(|i| (i % 5) as f32 - 2.0).collect();
+    let packed = plan.pack(&w);
+    let mut y = vec![0f32; n * o * plan.oh * plan.ow];
+    let mut best = f64::MAX;
+    for _ in 0..reps.max(1) {
+        let t = std::time::Instant::now();
+        plan.run(&x, &packed, &mut y, None)?;
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    Ok(best)
 }
 
 /// Channels a depthwise pixel accumulates at once, in registers.

@@ -15,6 +15,8 @@ mod kernels;
 #[doc(hidden)]
 pub use gemm::bench_sgemm;
 pub use isa::{isa, supported_isas};
+#[doc(hidden)]
+pub use kernels::bench_conv;
 
 use std::borrow::Cow;
 use std::ops::Range;
