@@ -1,4 +1,4 @@
-//! GEMM benchmark (not a test): GFLOP/s of `matrixmultiply::sgemm` and of the cpu backend's own
+//! GEMM benchmark (not a test): GFLOP/s of `matrixmultiply::sgemm` and of the cpu backend's
 //! kernels at every ISA level this CPU has, on convolution-shaped products, one thread.
 //!
 //!   cargo run --release -p mote --example gemm_bench [-- SECONDS_PER_CELL]
@@ -74,7 +74,7 @@ fn main() {
     ];
     let mut header = String::from("| shape | M x K x N | matrixmultiply |");
     for i in &isas {
-        header += &format!(" own {i} |");
+        header += &format!(" mote {i} |");
     }
     println!("{header}");
     println!("|{}", "---|".repeat(3 + isas.len()));
