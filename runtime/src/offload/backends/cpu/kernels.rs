@@ -711,8 +711,11 @@ impl ConvPlan {
                     } else {
                         phase
                     };
-                    for (i, col) in (first..c1).step_by(sx).enumerate() {
-                        dst[first / sx + i] = irow[col - pl];
+                    if first < c1 {
+                        let src = irow[first - pl..c1 - pl].iter().step_by(sx);
+                        for (d, &v) in dst[first / sx..].iter_mut().zip(src) {
+                            *d = v;
+                        }
                     }
                 }
             }
@@ -1455,6 +1458,9 @@ mod tests {
             (1, 7, 8, 10, 16, 3, 1, 1, 1, 2),
             (2, 8, 9, 9, 16, 3, 1, 1, 2, 1),
             (1, 5, 6, 6, 8, 1, 2, 0, 1, 1),
+            (1, 6, 13, 11, 6, 3, 2, 2, 6, 2),
+            (1, 4, 15, 15, 4, 5, 2, 2, 4, 1),
+            (1, 3, 2, 2, 3, 3, 2, 1, 3, 1),
         ];
         for &isa in isa::supported() {
             for (n, c, h, wd, o, k, s, pad, groups, d) in cases {
