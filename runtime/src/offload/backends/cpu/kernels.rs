@@ -5,6 +5,7 @@ use crate::error::Result;
 use crate::offload::format::{broadcast_shapes, Activation, Conv2d, Layout, Op, Pool2d};
 
 use super::backend_err;
+use super::isa::{self, Isa};
 
 /// Element types the GEMM-based kernels run in: f32 (float ops) and f64 (exact quantized
 /// accumulation).
@@ -19,9 +20,11 @@ pub(crate) trait Num:
     + Sync
     + 'static
 {
-    /// `c[m, n] = a[m, k] * b[k, n]`, row-major with leading dimensions (row strides).
+    /// `c[m, n] = a[m, k] * b[k, n]`, row-major with leading dimensions (row strides), with the
+    /// kernels of `isa` (one of [`isa::supported`]).
     #[allow(clippy::too_many_arguments)]
-    fn gemm(
+    fn gemm_isa(
+        isa: Isa,
         m: usize,
         k: usize,
         n: usize,
@@ -32,6 +35,66 @@ pub(crate) trait Num:
         c: &mut [Self],
         ldc: usize,
     ) -> Result<()>;
+}
+
+impl Num for f32 {
+    fn gemm_isa(
+        isa: Isa,
+        m: usize,
+        k: usize,
+        n: usize,
+        a: &[f32],
+        lda: usize,
+        b: &[f32],
+        ldb: usize,
+        c: &mut [f32],
+        ldc: usize,
+    ) -> Result<()> {
+        super::gemm::sgemm(isa, m, k, n, a, lda, b, ldb, c, ldc)
+    }
+}
+
+/// The f64 GEMM (exact quantized accumulation: every order of summing integers below 2^53 gives
+/// the same result) always runs the `gemm` crate's kernels.
+impl Num for f64 {
+    fn gemm_isa(
+        _: Isa,
+        m: usize,
+        k: usize,
+        n: usize,
+        a: &[f64],
+        lda: usize,
+        b: &[f64],
+        ldb: usize,
+        c: &mut [f64],
+        ldc: usize,
+    ) -> Result<()> {
+        if !gemm_bounds(m, k, n, a.len(), lda, b.len(), ldb, c.len(), ldc)? {
+            return Ok(());
+        }
+        if k == 0 {
+            for row in c.chunks_mut(ldc).take(m) {
+                row[..n].fill(0.0);
+            }
+            return Ok(());
+        }
+        // SAFETY: the bounds check above guarantees every element the strides address lies
+        // inside the slices; `c` is exclusively borrowed and cannot alias `a` or `b`; m, n, k > 0.
+        unsafe {
+            super::gemm::crate_gemm(
+                m,
+                k,
+                n,
+                a.as_ptr(),
+                lda,
+                b.as_ptr(),
+                ldb,
+                c.as_mut_ptr(),
+                ldc,
+            )
+        };
+        Ok(())
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -70,52 +133,6 @@ fn gemm_bounds(
     Ok(true)
 }
 
-macro_rules! num_with_gemm {
-    ($t:ty, $gemm:path) => {
-        impl Num for $t {
-            fn gemm(
-                m: usize,
-                k: usize,
-                n: usize,
-                a: &[$t],
-                lda: usize,
-                b: &[$t],
-                ldb: usize,
-                c: &mut [$t],
-                ldc: usize,
-            ) -> Result<()> {
-                if !gemm_bounds(m, k, n, a.len(), lda, b.len(), ldb, c.len(), ldc)? {
-                    return Ok(());
-                }
-                // SAFETY: the bounds check above guarantees every element the strides address
-                // lies inside the slices; `c` is exclusively borrowed and cannot alias `a` or `b`.
-                unsafe {
-                    $gemm(
-                        m,
-                        k,
-                        n,
-                        1.0,
-                        a.as_ptr(),
-                        lda as isize,
-                        1,
-                        b.as_ptr(),
-                        ldb as isize,
-                        1,
-                        0.0,
-                        c.as_mut_ptr(),
-                        ldc as isize,
-                        1,
-                    )
-                };
-                Ok(())
-            }
-        }
-    };
-}
-
-num_with_gemm!(f32, matrixmultiply::sgemm);
-num_with_gemm!(f64, matrixmultiply::dgemm);
-
 /// A conv2d with its static sizes.
 #[derive(Clone, Debug)]
 pub(crate) struct ConvPlan {
@@ -133,6 +150,8 @@ pub(crate) struct ConvPlan {
     pub strides: [usize; 2],
     pub padding: [usize; 4],
     pub dilation: [usize; 2],
+    /// The kernels' instruction-set level ([`isa::current`] unless a test picks one).
+    pub isa: Isa,
 }
 
 /// Work run on each finished piece of a convolution's output (whole pixels, NHWC).
@@ -170,6 +189,7 @@ impl ConvPlan {
             strides: c.strides,
             padding: c.padding,
             dilation: c.dilation,
+            isa: isa::current(),
         }
     }
 
@@ -246,6 +266,7 @@ impl ConvPlan {
         match (self.layout, self.depthwise()) {
             (Layout::Nhwc, true) => self.dw_nhwc(x, w, y, post)?,
             (Layout::Nchw, true) => self.dw_nchw(x, w, y)?,
+            (Layout::Nhwc, false) if self.direct() => self.direct_nhwc(x, w, y, post)?,
             (Layout::Nhwc, false) => self.gemm_nhwc(x, w, y, post)?,
             (Layout::Nchw, false) => self.gemm_nchw(x, w, y)?,
         }
@@ -331,22 +352,55 @@ impl ConvPlan {
     }
 
     /// The im2col columns of output pixels `p0..p0 + cols` of one image, NCHW: row
-    /// `(ci, ky, kx)` holds that tap for each pixel of group `g`.
+    /// `(ci, ky, kx)` holds that tap for each pixel of group `g`. Works along output rows: the
+    /// valid columns of a tap are one range (a slice copy at stride 1), the rest padding.
     fn im2col_nchw<T: Num>(&self, xb: &[T], g: usize, p0: usize, cols: usize, col: &mut [T]) {
-        let (h, wd, cg) = (self.h, self.w, self.cg());
+        let (h, wd, cg, ow) = (self.h, self.w, self.cg(), self.ow);
+        let (sx, dx, pl) = (self.strides[1], self.dilation[1], self.padding[1]);
         for ci in 0..cg {
             let plane = &xb[(g * cg + ci) * h * wd..(g * cg + ci + 1) * h * wd];
             for ky in 0..self.kh {
                 for kx in 0..self.kw {
                     let row = (ci * self.kh + ky) * self.kw + kx;
-                    for (j, d) in col[row * cols..(row + 1) * cols].iter_mut().enumerate() {
-                        let (oy, ox) = ((p0 + j) / self.ow, (p0 + j) % self.ow);
-                        let iy = self.src_y(oy, ky);
-                        let ix = self.src_x(ox, kx);
-                        *d = match (iy, ix) {
-                            (Some(iy), Some(ix)) => plane[iy * wd + ix],
-                            _ => T::default(),
-                        };
+                    let dst = &mut col[row * cols..(row + 1) * cols];
+                    let off = kx * dx;
+                    // Valid output columns: pl <= ox * sx + off < pl + wd.
+                    let lo = if off >= pl {
+                        0
+                    } else {
+                        (pl - off).div_ceil(sx)
+                    };
+                    let hi = if pl + wd > off {
+                        (pl + wd - off).div_ceil(sx).min(ow)
+                    } else {
+                        0
+                    };
+                    let (mut oy, mut ox0, mut j) = (p0 / ow, p0 % ow, 0);
+                    while j < cols {
+                        let len = (ow - ox0).min(cols - j);
+                        let seg = &mut dst[j..j + len];
+                        match self.src_y(oy, ky) {
+                            None => seg.fill(T::default()),
+                            Some(iy) => {
+                                let irow = &plane[iy * wd..(iy + 1) * wd];
+                                let a = lo.clamp(ox0, ox0 + len);
+                                let b = hi.clamp(a, ox0 + len);
+                                seg[..a - ox0].fill(T::default());
+                                seg[b - ox0..].fill(T::default());
+                                let valid = &mut seg[a - ox0..b - ox0];
+                                if sx == 1 {
+                                    let s0 = a + off - pl;
+                                    valid.copy_from_slice(&irow[s0..s0 + (b - a)]);
+                                } else {
+                                    for (t, d) in valid.iter_mut().enumerate() {
+                                        *d = irow[(a + t) * sx + off - pl];
+                                    }
+                                }
+                            }
+                        }
+                        j += len;
+                        oy += 1;
+                        ox0 = 0;
                     }
                 }
             }
@@ -367,7 +421,7 @@ impl ConvPlan {
             let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(bs * o).enumerate().collect();
             return for_each_piece(pieces, |(j, yrows)| {
                 let rows = yrows.len() / o;
-                T::gemm(rows, c, o, &x[j * bs * c..], c, w, o, yrows, o)?;
+                T::gemm_isa(self.isa, rows, c, o, &x[j * bs * c..], c, w, o, yrows, o)?;
                 if let Some(f) = post {
                     f(yrows);
                 }
@@ -387,7 +441,18 @@ impl ConvPlan {
             for g in 0..self.groups {
                 self.im2col_nhwc(xb, g, p0, rows, &mut col);
                 let wg = &w[g * kdim * og..(g + 1) * kdim * og];
-                T::gemm(rows, kdim, og, &col, kdim, wg, og, &mut yrows[g * og..], o)?;
+                T::gemm_isa(
+                    self.isa,
+                    rows,
+                    kdim,
+                    og,
+                    &col,
+                    kdim,
+                    wg,
+                    og,
+                    &mut yrows[g * og..],
+                    o,
+                )?;
             }
             if let Some(f) = post {
                 f(yrows);
@@ -404,7 +469,7 @@ impl ConvPlan {
         if self.pointwise() {
             for (b, yb) in y.chunks_mut(o * pix).enumerate() {
                 let xb = &x[b * c * pix..(b + 1) * c * pix];
-                par_gemm(o, c, pix, w, c, xb, pix, yb, pix)?;
+                par_gemm_isa(self.isa, o, c, pix, w, c, xb, pix, yb, pix)?;
             }
             return Ok(());
         }
@@ -429,7 +494,8 @@ impl ConvPlan {
             for g in 0..self.groups {
                 self.im2col_nchw(xb, g, p0, cols, &mut col);
                 let wg = &w[g * og * kdim..(g + 1) * og * kdim];
-                T::gemm(
+                T::gemm_isa(
+                    self.isa,
                     og,
                     kdim,
                     cols,
@@ -448,10 +514,95 @@ impl ConvPlan {
         })
     }
 
+    /// Whether an NHWC convolution runs as direct loops: few output channels per group (4, 8 or
+    /// 16: a register-sized accumulator) and a short reduction, where im2col and GEMM packing
+    /// cost more than the arithmetic (e.g. a 3 -> 8 channel 3x3 convolution on 16x16).
+    fn direct(&self) -> bool {
+        matches!(self.og(), 4 | 8 | 16) && self.kdim() <= 64 && !self.pointwise()
+    }
+
+    /// Direct NHWC convolution (see [`ConvPlan::direct`]): pieces are output rows; each pixel
+    /// sums its taps' input channels times the packed weight rows ([K, Og] per group).
+    fn direct_nhwc<T: Num>(&self, x: &[T], w: &[T], y: &mut [T], post: Post<'_, T>) -> Result<()> {
+        let avx2 = self.avx2();
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = avx2;
+        let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(self.ow * self.o).enumerate().collect();
+        for_each_piece(pieces, |(row, yrow)| {
+            #[cfg(target_arch = "x86_64")]
+            if avx2 {
+                // SAFETY: `avx2` is set only when the CPU has AVX2 and FMA (`ConvPlan::avx2`).
+                unsafe { self.direct_row_avx2(x, w, row, yrow) };
+            } else {
+                self.direct_row(x, w, row, yrow);
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            self.direct_row(x, w, row, yrow);
+            if let Some(f) = post {
+                f(yrow);
+            }
+            Ok(())
+        })
+    }
+
+    /// [`ConvPlan::direct_row`] compiled for AVX2.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn direct_row_avx2<T: Num>(&self, x: &[T], w: &[T], row: usize, yrow: &mut [T]) {
+        self.direct_row(x, w, row, yrow)
+    }
+
+    /// One output row (`row` = image * oh + oy) of [`ConvPlan::direct_nhwc`].
+    #[inline(always)]
+    fn direct_row<T: Num>(&self, x: &[T], w: &[T], row: usize, yrow: &mut [T]) {
+        match self.og() {
+            4 => self.direct_row_og::<T, 4>(x, w, row, yrow),
+            8 => self.direct_row_og::<T, 8>(x, w, row, yrow),
+            _ => self.direct_row_og::<T, 16>(x, w, row, yrow),
+        }
+    }
+
+    #[inline(always)]
+    fn direct_row_og<T: Num, const OG: usize>(&self, x: &[T], w: &[T], row: usize, yrow: &mut [T]) {
+        let (h, wd, c, cg, kdim) = (self.h, self.w, self.c, self.cg(), self.kdim());
+        let (b, oy) = (row / self.oh, row % self.oh);
+        for (ox, out) in yrow.chunks_exact_mut(self.o).enumerate() {
+            for (g, og_out) in out.chunks_exact_mut(OG).enumerate() {
+                let wg = &w[g * kdim * OG..(g + 1) * kdim * OG];
+                let mut acc = [T::default(); OG];
+                for ky in 0..self.kh {
+                    let Some(iy) = self.src_y(oy, ky) else {
+                        continue;
+                    };
+                    for kx in 0..self.kw {
+                        let Some(ix) = self.src_x(ox, kx) else {
+                            continue;
+                        };
+                        let xi = ((b * h + iy) * wd + ix) * c + g * cg;
+                        let t = (ky * self.kw + kx) * cg;
+                        for (ci, &v) in x[xi..xi + cg].iter().enumerate() {
+                            let wrow = &wg[(t + ci) * OG..(t + ci + 1) * OG];
+                            for (a, &k) in acc.iter_mut().zip(wrow) {
+                                *a += v * k;
+                            }
+                        }
+                    }
+                }
+                og_out.copy_from_slice(&acc);
+            }
+        }
+    }
+
     /// Depthwise NHWC: pieces are output rows.
     fn dw_nhwc<T: Num>(&self, x: &[T], w: &[T], y: &mut [T], post: Post<'_, T>) -> Result<()> {
         let (h, wd, c, o) = (self.h, self.w, self.c, self.o);
         let m = o / c;
+        let avx2 = self.avx2();
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = avx2;
         let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(self.ow * o).enumerate().collect();
         for_each_piece(pieces, |(row, yrow)| {
             let (b, oy) = (row / self.oh, row % self.oh);
@@ -470,6 +621,12 @@ impl ConvPlan {
                     }
                 }
                 if m == 1 {
+                    #[cfg(target_arch = "x86_64")]
+                    if avx2 {
+                        // SAFETY: `avx2` is set only when the CPU has AVX2 and FMA.
+                        unsafe { dw_pixel_avx2(x, w, &taps, out) };
+                        continue;
+                    }
                     dw_pixel(x, w, &taps, out);
                 } else {
                     out.fill(T::default());
@@ -492,56 +649,168 @@ impl ConvPlan {
     fn dw_nchw<T: Num>(&self, x: &[T], w: &[T], y: &mut [T]) -> Result<()> {
         let (h, wd, c, o) = (self.h, self.w, self.c, self.o);
         let m = o / c;
-        let (sy, sx) = (self.strides[0], self.strides[1]);
-        let (dy, dx) = (self.dilation[0], self.dilation[1]);
-        let (pt, pl) = (self.padding[0], self.padding[1]);
+        let avx2 = self.avx2();
         let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(self.oh * self.ow).enumerate().collect();
         for_each_piece(pieces, |(p, out)| {
             let (b, oc) = (p / o, p % o);
             let plane = &x[(b * c + oc / m) * h * wd..(b * c + oc / m + 1) * h * wd];
-            out.fill(T::default());
             let wk = &w[oc * self.kh * self.kw..(oc + 1) * self.kh * self.kw];
-            for oy in 0..self.oh {
-                let row = &mut out[oy * self.ow..(oy + 1) * self.ow];
-                for ky in 0..self.kh {
-                    let Some(iy) = Self::src(oy, ky, sy, dy, pt, h) else {
-                        continue;
+            #[cfg(target_arch = "x86_64")]
+            if avx2 {
+                // SAFETY: `avx2` is set only when the CPU has AVX2 and FMA (`ConvPlan::avx2`).
+                unsafe { self.dw_plane_avx2(plane, wk, out) };
+                return Ok(());
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = avx2;
+            self.dw_plane(plane, wk, out);
+            Ok(())
+        })
+    }
+
+    /// [`ConvPlan::dw_plane`] compiled for AVX2 (the compiler vectorises its loops 8 wide).
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dw_plane_avx2<T: Num>(&self, plane: &[T], wk: &[T], out: &mut [T]) {
+        self.dw_plane(plane, wk, out)
+    }
+
+    /// One output plane of a depthwise NCHW convolution: input plane `plane`, kernel `wk`.
+    /// The input is first copied into a zero-padded scratch plane whose rows are split into
+    /// `stride` phases (column `c` at phase `c % stride`, index `c / stride`): every tap is then
+    /// a contiguous slice along the output row, at any stride, with no bounds tests.
+    #[inline(always)]
+    fn dw_plane<T: Num>(&self, plane: &[T], wk: &[T], out: &mut [T]) {
+        let (h, wd, oh, ow) = (self.h, self.w, self.oh, self.ow);
+        let (sy, sx) = (self.strides[0], self.strides[1]);
+        let (dy, dx) = (self.dilation[0], self.dilation[1]);
+        let (pt, pl) = (self.padding[0], self.padding[1]);
+        // The padded extent the taps reach.
+        let need_h = (oh - 1) * sy + (self.kh - 1) * dy + 1;
+        let need_w = (ow - 1) * sx + (self.kw - 1) * dx + 1;
+        let len = need_w.div_ceil(sx);
+        let stride_row = sx * len;
+        let mut buf = vec![T::default(); need_h * stride_row];
+        // Valid padded columns: pl <= c < pl + wd.
+        let (c0, c1) = (pl.min(need_w), (pl + wd).min(need_w));
+        for (r, prow) in buf.chunks_exact_mut(stride_row).enumerate() {
+            let Some(iy) = r.checked_sub(pt).filter(|&iy| iy < h && c0 < c1) else {
+                continue;
+            };
+            let irow = &plane[iy * wd..(iy + 1) * wd];
+            if sx == 1 {
+                prow[c0..c1].copy_from_slice(&irow[c0 - pl..c1 - pl]);
+            } else {
+                for (phase, dst) in prow.chunks_exact_mut(len).enumerate() {
+                    // Columns phase, phase + sx, ... from the first valid one.
+                    let first = if c0 > phase {
+                        phase + (c0 - phase).div_ceil(sx) * sx
+                    } else {
+                        phase
                     };
-                    let irow = &plane[iy * wd..(iy + 1) * wd];
-                    for kx in 0..self.kw {
-                        let k = wk[ky * self.kw + kx];
-                        let off = kx * dx;
-                        // Valid ox: pl <= ox*sx + off < pl + wd.
-                        let lo = if off >= pl {
-                            0
-                        } else {
-                            (pl - off).div_ceil(sx)
-                        };
-                        let hi = if pl + wd > off {
-                            (pl + wd - off).div_ceil(sx).min(self.ow)
-                        } else {
-                            0
-                        };
-                        if sx == 1 {
-                            if lo < hi {
-                                let start = lo + off - pl;
-                                for (d, &a) in
-                                    row[lo..hi].iter_mut().zip(&irow[start..start + (hi - lo)])
-                                {
-                                    *d += a * k;
-                                }
-                            }
-                        } else {
-                            for ox in lo..hi {
-                                row[ox] += irow[ox * sx + off - pl] * k;
-                            }
+                    if first < c1 {
+                        let src = irow[first - pl..c1 - pl].iter().step_by(sx);
+                        for (d, &v) in dst[first / sx..].iter_mut().zip(src) {
+                            *d = v;
                         }
                     }
                 }
             }
-            Ok(())
-        })
+        }
+        if sx == 1 && sy == 1 {
+            // Output rows at the padded width (the last kw - 1 columns of each are junk): every
+            // tap is one long contiguous pass, which keeps small planes vectorised too.
+            let span = (oh - 1) * need_w + ow;
+            let mut acc = vec![T::default(); oh * need_w];
+            for ky in 0..self.kh {
+                for kx in 0..self.kw {
+                    let k = wk[ky * self.kw + kx];
+                    let src = &buf[ky * dy * need_w + kx * dx..][..span];
+                    for (d, &a) in acc[..span].iter_mut().zip(src) {
+                        *d += a * k;
+                    }
+                }
+            }
+            for (row, a) in out.chunks_exact_mut(ow).zip(acc.chunks(need_w)) {
+                row.copy_from_slice(&a[..ow]);
+            }
+            return;
+        }
+        out.fill(T::default());
+        for (oy, row) in out.chunks_exact_mut(ow).enumerate() {
+            for ky in 0..self.kh {
+                let prow = &buf[(oy * sy + ky * dy) * stride_row..][..stride_row];
+                for kx in 0..self.kw {
+                    let k = wk[ky * self.kw + kx];
+                    let off = kx * dx;
+                    let src = &prow[(off % sx) * len + off / sx..][..ow];
+                    for (d, &a) in row.iter_mut().zip(src) {
+                        *d += a * k;
+                    }
+                }
+            }
+        }
     }
+
+    /// Whether the AVX2 builds of the direct loops run: the plan's level is AVX2 and the CPU
+    /// has it (a plan built by hand with a level the CPU lacks gets the baseline loops).
+    fn avx2(&self) -> bool {
+        self.isa == Isa::Avx2 && isa::supported().contains(&Isa::Avx2)
+    }
+}
+
+/// Seconds per run (best of `reps`) of a float convolution through the cpu backend's kernels
+/// at the level named `isa` (one of [`super::supported_isas`]), on the calling thread: for
+/// benchmarks (runtime/examples/gemm_bench.rs); not a stable API. `shape` is
+/// `[n, c, h, w, o, k, stride, pad, groups]` (square kernel, symmetric padding).
+#[doc(hidden)]
+pub fn bench_conv(isa: &str, nchw: bool, shape: [usize; 9], reps: usize) -> Result<f64> {
+    let [n, c, h, wd, o, k, s, pad, groups] = shape;
+    let level = isa::supported()
+        .iter()
+        .copied()
+        .find(|i| i.name() == isa)
+        .ok_or_else(|| backend_err(format!("conv: no {isa} kernels on this CPU")))?;
+    if groups == 0
+        || c % groups != 0
+        || o % groups != 0
+        || s == 0
+        || h + 2 * pad < k
+        || wd + 2 * pad < k
+    {
+        return Err(backend_err("conv: bad benchmark shape"));
+    }
+    let plan = ConvPlan {
+        layout: if nchw { Layout::Nchw } else { Layout::Nhwc },
+        n,
+        c,
+        h,
+        w: wd,
+        o,
+        kh: k,
+        kw: k,
+        oh: (h + 2 * pad - k) / s + 1,
+        ow: (wd + 2 * pad - k) / s + 1,
+        groups,
+        strides: [s, s],
+        padding: [pad; 4],
+        dilation: [1, 1],
+        isa: level,
+    };
+    let x: Vec<f32> = (0..n * c * h * wd).map(|i| (i % 7) as f32 - 3.0).collect();
+    let w: Vec<f32> = (0..o * plan.kdim()).map(|i| (i % 5) as f32 - 2.0).collect();
+    let packed = plan.pack(&w);
+    let mut y = vec![0f32; n * o * plan.oh * plan.ow];
+    let mut best = f64::MAX;
+    for _ in 0..reps.max(1) {
+        let t = std::time::Instant::now();
+        plan.run(&x, &packed, &mut y, None)?;
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    Ok(best)
 }
 
 /// Channels a depthwise pixel accumulates at once, in registers.
@@ -549,7 +818,7 @@ const DW_CHUNK: usize = 32;
 
 /// One output pixel of a depthwise convolution with multiplier 1 (NHWC): the sum over `taps`
 /// of input channels times weights, accumulated in registers chunk by chunk and stored once.
-#[inline]
+#[inline(always)]
 fn dw_pixel<T: Num>(x: &[T], w: &[T], taps: &[(usize, usize)], out: &mut [T]) {
     let c = out.len();
     let mut c0 = 0;
@@ -577,6 +846,16 @@ fn dw_pixel<T: Num>(x: &[T], w: &[T], taps: &[(usize, usize)], out: &mut [T]) {
             }
         }
     }
+}
+
+/// [`dw_pixel`] compiled for AVX2 (the compiler vectorises its chunk loops 8 wide).
+///
+/// # Safety
+/// The CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dw_pixel_avx2<T: Num>(x: &[T], w: &[T], taps: &[(usize, usize)], out: &mut [T]) {
+    dw_pixel(x, w, taps, out)
 }
 
 /// Run `f` on every piece (disjoint parts of an output), spread over the session's pool.
@@ -618,9 +897,26 @@ pub(crate) fn par_gemm<T: Num>(
     c: &mut [T],
     ldc: usize,
 ) -> Result<()> {
+    par_gemm_isa(isa::current(), m, k, n, a, lda, b, ldb, c, ldc)
+}
+
+/// [`par_gemm`] with the kernels of `isa`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn par_gemm_isa<T: Num>(
+    isa: Isa,
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[T],
+    lda: usize,
+    b: &[T],
+    ldb: usize,
+    c: &mut [T],
+    ldc: usize,
+) -> Result<()> {
     let threads = crate::host::threadpool::current_parallelism();
     if threads <= 1 || m * n * k < PAR_GEMM_MIN || ldc != n || m == 0 || n == 0 {
-        return T::gemm(m, k, n, a, lda, b, ldb, c, ldc);
+        return T::gemm_isa(isa, m, k, n, a, lda, b, ldb, c, ldc);
     }
     if c.len() < m * n {
         return Err(backend_err(format!("gemm {m}x{k}x{n}: output too small")));
@@ -631,7 +927,7 @@ pub(crate) fn par_gemm<T: Num>(
         return for_each_piece(pieces, |(i, cr)| {
             let r0 = i * rows;
             let a0 = a.get(r0 * lda..).unwrap_or(&[]);
-            T::gemm(cr.len() / n, k, n, a0, lda, b, ldb, cr, n)
+            T::gemm_isa(isa, cr.len() / n, k, n, a0, lda, b, ldb, cr, n)
         });
     }
     let cols = n.div_ceil(threads);
@@ -648,7 +944,7 @@ pub(crate) fn par_gemm<T: Num>(
         let w = segs.first().map_or(0, |s| s.len());
         let mut tile = vec![T::default(); m * w];
         let b0 = b.get(c0..).unwrap_or(&[]);
-        T::gemm(m, k, w, a, lda, b0, ldb, &mut tile, w)?;
+        T::gemm_isa(isa, m, k, w, a, lda, b0, ldb, &mut tile, w)?;
         for (seg, t) in segs.iter_mut().zip(tile.chunks_exact(w.max(1))) {
             seg.copy_from_slice(t);
         }
@@ -1133,74 +1429,107 @@ mod tests {
         y
     }
 
-    /// Every conv path (GEMM, pointwise, grouped, depthwise; both layouts) on 1 and 3 threads
-    /// against the direct reference: splitting the work over a pool changes nothing.
+    /// Every conv path (GEMM, direct, pointwise, grouped, depthwise 3x3/5x5; strides, dilation,
+    /// padding;
+    /// both layouts) with every ISA level this CPU has, on 1, 2 and 3 threads, against the
+    /// direct f64 reference: neither the kernels nor splitting the work changes the result.
     #[test]
-    fn conv_paths_match_the_direct_reference_on_any_thread_count() {
-        // (n, c, h, w, o, k, stride, pad, groups)
+    fn conv_paths_match_the_direct_reference_on_every_isa_and_thread_count() {
+        // (n, c, h, w, o, k, stride, pad, groups, dilation)
         let cases = [
-            (2, 3, 9, 11, 8, 3, 1, 1, 1),
-            (1, 8, 14, 14, 16, 1, 1, 0, 1),
-            (2, 8, 7, 7, 8, 3, 2, 1, 8),
-            (1, 4, 10, 6, 8, 3, 1, 2, 4),
-            (1, 6, 12, 12, 12, 3, 2, 1, 2),
-            (1, 16, 20, 20, 24, 3, 1, 1, 1),
-            (2, 40, 9, 9, 40, 3, 1, 1, 40),
-            (1, 64, 8, 8, 64, 3, 2, 1, 64),
+            (2, 3, 9, 11, 8, 3, 1, 1, 1, 1),
+            (1, 3, 16, 16, 8, 3, 1, 1, 1, 1),
+            (1, 8, 14, 14, 16, 1, 1, 0, 1, 1),
+            (1, 13, 5, 7, 19, 1, 1, 0, 1, 1),
+            (2, 8, 7, 7, 8, 3, 2, 1, 8, 1),
+            (1, 4, 10, 6, 8, 3, 1, 2, 4, 1),
+            (1, 6, 12, 12, 12, 3, 2, 1, 2, 1),
+            (1, 16, 20, 20, 24, 3, 1, 1, 1, 1),
+            (1, 5, 11, 13, 7, 3, 1, 2, 1, 2),
+            (2, 40, 9, 9, 40, 3, 1, 1, 40, 1),
+            (1, 64, 8, 8, 64, 3, 2, 1, 64, 1),
+            (1, 24, 11, 9, 24, 5, 1, 2, 24, 1),
+            (1, 17, 12, 12, 17, 5, 2, 2, 17, 1),
+            (1, 8, 10, 10, 16, 3, 1, 2, 8, 2),
+            (1, 300, 3, 3, 10, 3, 1, 1, 1, 1),
+            (1, 6, 9, 9, 4, 3, 2, 1, 1, 1),
+            (1, 7, 8, 10, 16, 3, 1, 1, 1, 2),
+            (2, 8, 9, 9, 16, 3, 1, 1, 2, 1),
+            (1, 5, 6, 6, 8, 1, 2, 0, 1, 1),
+            (1, 6, 13, 11, 6, 3, 2, 2, 6, 2),
+            (1, 4, 15, 15, 4, 5, 2, 2, 4, 1),
+            (1, 3, 2, 2, 3, 3, 2, 1, 3, 1),
         ];
-        for (n, c, h, wd, o, k, s, pad, groups) in cases {
-            let oh = (h + 2 * pad - k) / s + 1;
-            let ow = (wd + 2 * pad - k) / s + 1;
-            for layout in [Layout::Nchw, Layout::Nhwc] {
-                let plan = ConvPlan {
-                    layout,
-                    n,
-                    c,
-                    h,
-                    w: wd,
-                    o,
-                    kh: k,
-                    kw: k,
-                    oh,
-                    ow,
-                    groups,
-                    strides: [s, s],
-                    padding: [pad; 4],
-                    dilation: [1, 1],
-                };
-                let x = data(n * c * h * wd, 1);
-                let w = data(o * (c / groups) * k * k, 2);
-                let want = naive(&plan, &x, &w);
-                let packed = plan.pack(&w);
-                for threads in [1, 3] {
-                    let pool = ThreadPool::new(threads);
-                    let mut y = vec![f32::NAN; want.len()];
-                    pool.install(|| plan.run(&x, &packed, &mut y, None))
-                        .expect("conv runs");
-                    for (i, (g, r)) in y.iter().zip(&want).enumerate() {
-                        assert!(
-                            (g - r).abs() <= 1e-5,
-                            "{layout:?} {n}x{c}x{h}x{wd} -> {o} k{k} s{s} g{groups}, {threads} threads: y[{i}] = {g}, want {r}"
-                        );
+        for &isa in isa::supported() {
+            for (n, c, h, wd, o, k, s, pad, groups, d) in cases {
+                let oh = (h + 2 * pad - d * (k - 1) - 1) / s + 1;
+                let ow = (wd + 2 * pad - d * (k - 1) - 1) / s + 1;
+                for layout in [Layout::Nchw, Layout::Nhwc] {
+                    let plan = ConvPlan {
+                        layout,
+                        n,
+                        c,
+                        h,
+                        w: wd,
+                        o,
+                        kh: k,
+                        kw: k,
+                        oh,
+                        ow,
+                        groups,
+                        strides: [s, s],
+                        padding: [pad; 4],
+                        dilation: [d, d],
+                        isa,
+                    };
+                    let x = data(n * c * h * wd, 1);
+                    let w = data(o * (c / groups) * k * k, 2);
+                    let want = naive(&plan, &x, &w);
+                    let packed = plan.pack(&w);
+                    let tol = 2e-6 * ((c / groups * k * k) as f32).sqrt().max(4.0);
+                    for threads in [1, 2, 3] {
+                        let pool = ThreadPool::new(threads);
+                        // Poisoned output, reused across runs: every element must be written.
+                        let mut y = vec![f32::NAN; want.len()];
+                        for run in 0..2 {
+                            pool.install(|| plan.run(&x, &packed, &mut y, None))
+                                .expect("conv runs");
+                            for (i, (g, r)) in y.iter().zip(&want).enumerate() {
+                                assert!(
+                                    (g - r).abs() <= tol,
+                                    "{} {layout:?} {n}x{c}x{h}x{wd} -> {o} k{k} s{s} p{pad} g{groups} d{d}, {threads} threads, run {run}: y[{i}] = {g}, want {r}",
+                                    isa.name()
+                                );
+                            }
+                            y.fill(f32::NAN);
+                        }
                     }
                 }
             }
         }
     }
 
-    /// `par_gemm` split by rows and by column blocks equals one GEMM.
+    /// `par_gemm` split by rows and by column blocks equals one GEMM (up to rounding: the
+    /// `gemm` crate may block pieces of other sizes differently).
     #[test]
     fn par_gemm_splits_rows_and_columns_exactly() {
         for (m, k, n) in [(1, 300, 1000), (2, 64, 700), (64, 64, 64), (5, 1, 3)] {
             let a = data(m * k, 3);
             let b = data(k * n, 4);
             let mut want = vec![0f32; m * n];
-            f32::gemm(m, k, n, &a, k, &b, n, &mut want, n).expect("gemm");
-            let pool = ThreadPool::new(3);
-            let mut got = vec![f32::NAN; m * n];
-            pool.install(|| par_gemm(m, k, n, &a, k, &b, n, &mut got, n))
-                .expect("par_gemm");
-            assert_eq!(got, want, "{m}x{k}x{n}");
+            f32::gemm_isa(isa::current(), m, k, n, &a, k, &b, n, &mut want, n).expect("gemm");
+            for threads in [2, 3] {
+                let pool = ThreadPool::new(threads);
+                let mut got = vec![f32::NAN; m * n];
+                pool.install(|| par_gemm(m, k, n, &a, k, &b, n, &mut got, n))
+                    .expect("par_gemm");
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(
+                        (g - w).abs() <= 1e-5,
+                        "{m}x{k}x{n}, {threads} threads: {g} vs {w}"
+                    );
+                }
+            }
         }
     }
 }

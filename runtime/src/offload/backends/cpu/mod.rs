@@ -1,15 +1,23 @@
 //! The built-in CPU backend: runs every op of subgraph formats 1 and 2, on any machine.
 //!
 //! Convolutions go through im2col (skipped for 1x1 stride-1 convolutions, which are a plain
-//! GEMM on the input) and `matrixmultiply`'s GEMM; depthwise convolutions are direct loops over
+//! GEMM on the input) and the GEMM of `gemm.rs` (ISA chosen at run time, `isa.rs`); depthwise convolutions are direct loops over
 //! the contiguous dimension; bias and activation are fused into one pass over the output.
 //! Weights are repacked once at prepare time. Quantized conv2d/dense accumulate exactly
 //! (`(q - zp)` products summed in f64, exact below 2^53) and requantize with TVM's rounding
 //! (`round(x / scale)`, ties to even, then `+ zero_point` and clip). Other quantized and
 //! float16 ops run as dequantize -> float32 op -> quantize, which is what TVM's QDQ graph does.
 
+mod gemm;
+mod isa;
 mod kernels;
 mod ops;
+
+#[doc(hidden)]
+pub use gemm::bench_sgemm;
+pub use isa::{isa, supported_isas};
+#[doc(hidden)]
+pub use kernels::bench_conv;
 
 use std::borrow::Cow;
 use std::ops::Range;
