@@ -38,6 +38,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import bench_offload  # noqa: E402  (close, ort_session)
 
 ORT_RTOL = 1e-3  # of the output's magnitude: ORT, TVM and Mote use different conv algorithms
 MIN_RUNS = 10
@@ -54,22 +55,10 @@ def log(msg: str):
 
 def close(a: np.ndarray, b: np.ndarray, rtol: float = ORT_RTOL) -> tuple[bool, float]:
     """Agreement scaled by the output's magnitude (max |b|, at least 1), as bench_offload.py."""
-    if a.shape != b.shape:
-        return False, float("inf")
-    err = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
-    scale = max(1.0, float(np.max(np.abs(b))))
-    return err <= rtol * scale, err
+    return bench_offload.close(a, b, rtol)
 
 
-def ort_session(path: str, threads: int):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+ort_session = bench_offload.ort_session  # ORT_ENABLE_ALL, sequential, `threads` intra-op threads
 
 
 def selected(names_arg: str | None) -> list[str]:

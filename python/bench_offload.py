@@ -58,6 +58,8 @@ def log(msg: str):
 
 def close(a: np.ndarray, b: np.ndarray, rtol: float) -> tuple[bool, float]:
     """Agreement scaled by the output's magnitude (random-weight logits can be large)."""
+    if a.shape != b.shape:
+        return False, float("inf")
     err = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
     scale = max(1.0, float(np.max(np.abs(b))))
     return err <= rtol * scale, err
@@ -70,6 +72,7 @@ def ort_session(path: str, threads: int):
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL  # the default, said
     return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
 

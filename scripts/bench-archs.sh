@@ -64,10 +64,13 @@ if [ ! -f "$dir/.ok" ]; then
         log "building the benchmark models into $dir (slow: 36 TVM compiles)"
         # A model that fails to import, partition or compile is recorded in bench.json; the
         # build's exit status 1 says so, but the other models are still worth timing.
+        # Such a build is used for this run but not marked complete (no .ok), so that a transient
+        # failure (out of memory, a killed compile) is retried next time instead of cached.
+        built=1
         "$venv/bin/python" "$root/python/bench_archs.py" build --out "$tmp" >&2 \
-            || log "warning: some models did not build; see the errors above and bench.json"
+            || { built=0; log "warning: some models did not build; see the errors above and bench.json"; }
         [ -f "$tmp/bench.json" ] || die "python/bench_archs.py build wrote no bench.json"
-        touch "$tmp/.ok"
+        [ "$built" = 0 ] || touch "$tmp/.ok"
         rm -rf "$dir"
         mv -T "$tmp" "$dir" || die "cannot move $tmp to $dir"
         trap - EXIT
