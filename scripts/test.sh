@@ -23,10 +23,28 @@ cd "$root"
 export MOTE_CACHE="${MOTE_CACHE:-$HOME/.cache/mote}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
-step() { printf '\n=== %s (%ss) ===\n' "$1" "$SECONDS" >&2; }
-fail() { echo "test.sh: FAILED: $*" >&2; exit 1; }
-
 results=()
+# Each step's header names the free disk: a full disk fails builds in ways that look unrelated.
+current_step="start"
+free_disk() { df -Ph "$root" | awk 'NR == 2 {print $4 " free on " $6}'; }
+step() {
+    current_step=$1
+    printf '\n=== %s (%ss; %s) ===\n' "$1" "$SECONDS" "$(free_disk)" >&2
+}
+fail() { echo "test.sh: FAILED: $*" >&2; exit 1; }
+# Whatever stops the run (fail, or set -e), the last lines say where, what passed before it,
+# and how much disk was left, so a long log's failure is found at its end.
+on_exit() {
+    local rc=$?
+    [ "$rc" = 0 ] && return
+    {
+        echo
+        echo "test.sh: FAILED (exit $rc) in step: $current_step, after ${SECONDS}s; $(free_disk)"
+        [ "${#results[@]}" = 0 ] || printf 'passed before it: %s\n' "${results[@]}"
+    } >&2
+}
+trap on_exit EXIT
+
 record() { results+=("$1"); }
 
 # check_suite SCRIPT LOGNAME LABEL WHAT: run a script that ends with "<LABEL> checks: N passed,
