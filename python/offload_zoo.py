@@ -46,6 +46,7 @@ from tvm.script import relax as R  # noqa: E402
 
 import mote_tvm  # noqa: E402
 from mote_tvm.partition import FORMAT_VERSION  # noqa: E402
+from mote_tvm.reference import needs_version_2  # noqa: E402
 from zoo_common import HOST_TARGET, case_record, export_model, flatten_outputs, kernel_names  # noqa: E402
 from zoo_common import parse_args, record_outputs, rng_for, write_manifest  # noqa: E402
 
@@ -706,8 +707,10 @@ def build_one(model: OModel, flavour: str, oracle: list, arch: str, out_dir: str
     if missing:
         raise RuntimeError(f"{name}: the partition lacks op(s) {missing} (has {ops})")
     for d in descs:
-        if d["target"] != flavour or d["version"] != FORMAT_VERSION:
-            raise RuntimeError(f"{name}: bad description header {d['target']!r} v{d['version']}")
+        # Version 2 exactly when a node needs it, so older runtimes keep loading the rest.
+        want = 2 if any(needs_version_2(n) for n in d["nodes"]) else 1
+        if d["target"] != flavour or d["version"] != want:
+            raise RuntimeError(f"{name}: bad description header {d['target']!r} v{d['version']} (want v{want})")
 
     entry = {"name": name, "file": f"{name}.so", "description": model.description,
              "partition": flavour, "subgraphs": len(descs),

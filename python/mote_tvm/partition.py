@@ -11,7 +11,8 @@ Each region becomes
 
     R.call_dps_packed("mote.subgraph", (R.str(desc), inputs..., constants...), out_ty=...)
 
-with ``desc`` the JSON description of ``docs/subgraph-format.md`` (version 1).  Bindings that
+with ``desc`` the JSON description of ``docs/subgraph-format.md`` (version 2 when it uses
+anything version 1 lacks, else version 1, so older runtimes still load it).  Bindings that
 the regions no longer need (pads, dequantizes, weight transposes) are removed by dead-code
 elimination; everything that is not offloaded stays a TVM op.
 
@@ -21,6 +22,14 @@ NHWC (constants transposed here, in numpy), and TVM ``permute_dims`` ops are ins
 region boundary for 4-D data inputs and outputs.  Ops whose meaning depends on the element
 order (reshape of a 4-D tensor with C > 1 and H*W > 1, dense/matmul on 4-D tensors, broadcasts
 of a lower-rank non-constant operand) cannot be converted and end such a region.
+
+Before matching, what training frameworks leave in an inference graph is taken out: Dropout
+(TVM imports it as a copy) is replaced by its input, and unused tuple fields (BatchNorm's
+running statistics, Dropout's mask) are dropped.  Inference BatchNorm after a conv2d or dense
+is folded into its weight and bias; any other BatchNorm becomes ``scale_shift``.  Activations
+arrive as chains of elementwise ops (HardSwish as add/clip/divide/multiply, SiLU as
+x * sigmoid(x), GELU as divide/erf/add/multiply/multiply): each chain is recognised as one
+activation and fused into its producer where the producer takes one.
 """
 
 from __future__ import annotations
@@ -36,7 +45,10 @@ import numpy as np
 import tvm
 from tvm import relax
 
-FORMAT_VERSION = 1
+from .reference import needs_version_2
+
+# The newest format version the partitioner writes; a description says 1 unless it needs 2.
+FORMAT_VERSION = 2
 SUBGRAPH_FUNC = "mote.subgraph"
 
 _QDTYPES = ("int8", "uint8")
@@ -53,12 +65,17 @@ class _Target:
     concat: bool  # takes concatenate
     any_groups: bool  # grouped (not only depthwise) convolutions
     layout: str  # the 4-D layout the backend wants
+    # Fuse version-2 activations (sigmoid, SiLU, GELU, ...) into conv2d/dense/binary ops.  The
+    # BNNS backend runs none of them, so for BNNS they stay separate `activation` nodes and the
+    # conv keeps running on BNNS (the activation node falls back to `cpu` in the same region).
+    fuse_v2_activations: bool
 
 
-_ACL = _Target("acl", quantized=True, concat=True, any_groups=False, layout="NHWC")
+# The ACL shim runs a grouped convolution as one convolution per group (backends/acl/README.md).
+_ACL = _Target("acl", quantized=True, concat=True, any_groups=True, layout="NHWC", fuse_v2_activations=True)
 # BNNS has no concatenation layer and no requantising int8 conv (docs/bnns.md, "What
 # runs on BNNS" and "What falls back to `cpu`").
-_BNNS = _Target("bnns", quantized=False, concat=False, any_groups=True, layout="NCHW")
+_BNNS = _Target("bnns", quantized=False, concat=False, any_groups=True, layout="NCHW", fuse_v2_activations=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -289,6 +306,7 @@ class _Unit:
     tensors: dict = field(default_factory=dict)  # key (relax Var or int) -> _Tensor
     req: str | None = None  # 4-D layout this unit's ops are written in (None: agnostic)
     convertible: bool = True  # can be re-expressed in NHWC if req is NCHW/None
+    extra_outs: list = field(default_factory=list)  # more vars it computes (split's pieces)
 
 
 class _Keys:
@@ -417,22 +435,189 @@ class _Matcher:
         # JSON has no infinities: an open side is the float32 limit.
         return {"clip": [max(lo, -_F32_LIMIT), min(hi, _F32_LIMIT)]}
 
-    def take_activation(self, var, absorbed):
-        nxt = self.follow(var, ("relax.nn.relu", "relax.clip"))
-        if nxt is not None:
-            act = self.activation_of(nxt[1])
-            if act is not None and nxt[1].args[0].same_as(var):
-                absorbed.append(nxt[0])
-                return nxt[0], act
-        u = self.fi.single_user(var)
-        if u is not None and u in self.fi.defs:
+    def take_activation(self, var, absorbed, v2=None):
+        """The activation applied to `var` alone, if any: (its result var, activation), with the
+        bindings it spans appended to `absorbed`; else (var, "none").  `v2`: whether version-2
+        activations may be taken (default: the target fuses them)."""
+        if v2 is None:
+            v2 = self.t.fuse_v2_activations
+        pat = self.act_pattern(var, v2)
+        if pat is None:
+            return var, "none"
+        last, act, spans = pat
+        absorbed.extend(spans)
+        return last, act
+
+    def act_pattern(self, var, v2=True):
+        """Recognise an activation computed from `var` and nothing else: (result var,
+        activation, the binding vars it spans in binding order) or None.  Every user of `var`
+        and of each intermediate must lie inside the pattern.  Version-2 activations (the ones
+        TVM's ONNX importer spells as chains) only when `v2`."""
+        if _dtype(var.ty) != "float32" or var in self.fi.escapes or not isinstance(var, relax.DataflowVar):
+            return None
+        users = [u for u in self.fi.users.get(var, []) if u in self.fi.defs]
+        if len(users) != len(self.fi.users.get(var, [])) or any(
+                self.fi.block_of.get(u) != self.fi.block_of.get(var) for u in users):
+            return None
+        if len(users) == 1:
+            u = users[0]
+            call = self.fi.defs[u]
+            act = self.activation_of(call)
+            if act is not None and call.args[0].same_as(var):
+                return u, act, [u]
             extra = []
-            chain = self.minmax_chain(u, self.fi.defs[u], extra)
+            chain = self.minmax_chain(u, call, extra)
             if chain is not None and chain[1].same_as(var):
-                absorbed.append(u)
-                absorbed.extend(extra)
-                return chain[0], self.clip_activation(chain[2], chain[3])
-        return var, "none"
+                return chain[0], self.clip_activation(chain[2], chain[3]), [u] + extra
+            if not v2 or _static_shape(u.ty) != _static_shape(var.ty):
+                return None
+            name = _op_name(call)
+            simple = {"relax.sigmoid": "sigmoid", "relax.tanh": "tanh", "relax.nn.silu": "silu",
+                      "relax.nn.gelu": "gelu", "relax.nn.gelu_tanh": "gelu_tanh"}
+            if name in simple and call.args[0].same_as(var):
+                return u, simple[name], [u]
+            if name == "relax.nn.leakyrelu" and call.args[0].same_as(var):
+                return u, {"leaky_relu": float(call.attrs.alpha)}, [u]
+            hs = self.hardsigmoid_chain(var, u, call)
+            if hs is not None:
+                return hs
+            return None
+        if len(users) == 2 and v2:
+            for first, second in (users, users[::-1]):
+                for fn in (self.silu_chain, self.hardswish_chain, self.gelu_chain):
+                    pat = fn(var, first, second)
+                    if pat is not None:
+                        return pat
+        return None
+
+    def _scalar_operand(self, call, var):
+        """For a binary `call` of `var` and a scalar constant: that constant as a float."""
+        if len(call.args) != 2:
+            return None
+        a, b = call.args
+        other = b if a.same_as(var) else a if b.same_as(var) else None
+        if other is None or (a.same_as(var) and b.same_as(var)):
+            return None
+        c = self.fi.const_value(other)
+        if c is None or c.size != 1:
+            return None
+        return float(c.reshape(-1)[0])
+
+    def _step(self, var, names, const=None, tol=1e-6):
+        """The only user of `var`, if it is a call to one of `names` of `var` and (if `const` is
+        given) a scalar constant equal to it: (user var, call, the scalar or None)."""
+        nxt = self.follow(var, names)
+        if nxt is None or _static_shape(nxt[0].ty) != _static_shape(var.ty):
+            return None
+        u, call = nxt
+        if _op_name(call) == "relax.clip":
+            if not call.args[0].same_as(var):
+                return None
+            return u, call, None
+        c = self._scalar_operand(call, var)
+        if c is None:
+            return None
+        if const is not None and abs(c - const) > tol * max(1.0, abs(const)):
+            return None
+        if _op_name(call) in ("relax.divide", "relax.subtract") and not call.args[0].same_as(var):
+            return None
+        return u, call, c
+
+    def _clip_bounds(self, call):
+        return _scalar(call.args[1]), _scalar(call.args[2])
+
+    def hardsigmoid_chain(self, var, u, call):
+        """multiply(var, alpha) -> add(., beta) -> clip(., 0, 1): HardSigmoid as imported."""
+        if _op_name(call) != "relax.multiply":
+            return None
+        alpha = self._scalar_operand(call, var)
+        if alpha is None:
+            return None
+        add = self._step(u, ("relax.add",))
+        if add is None:
+            return None
+        clip = self._step(add[0], ("relax.clip",))
+        if clip is None or self._clip_bounds(clip[1]) != (0.0, 1.0):
+            return None
+        return clip[0], {"hardsigmoid": [alpha, add[2]]}, [u, add[0], clip[0]]
+
+    def _other_factor_is(self, var, second, inner):
+        """`second` = multiply(var, inner) in either order."""
+        call = self.fi.defs.get(second)
+        if _op_name(call) != "relax.multiply" or len(call.args) != 2:
+            return False
+        a, b = call.args
+        return (a.same_as(var) and b.same_as(inner)) or (b.same_as(var) and a.same_as(inner))
+
+    def silu_chain(self, var, first, second):
+        """sigmoid(var), then multiply(var, that): SiLU."""
+        call = self.fi.defs[first]
+        if _op_name(call) != "relax.sigmoid" or self.fi.single_user(first) != second:
+            return None
+        if not self._other_factor_is(var, second, first):
+            return None
+        return second, "silu", [first, second]
+
+    def hardswish_chain(self, var, first, second):
+        """add(var, 3) -> clip(0, 6) -> divide(6) (or multiply(1/6)), times var: HardSwish as
+        imported; or var times HardSigmoid(1/6, 1/2) of var."""
+        call = self.fi.defs[first]
+        hs = self.hardsigmoid_chain(var, first, call)
+        if hs is not None:
+            last, act, spans = hs
+            a, b = act["hardsigmoid"]
+            if abs(a - 1.0 / 6.0) > 1e-6 or abs(b - 0.5) > 1e-6:
+                return None
+        else:
+            if _op_name(call) != "relax.add" or self._scalar_operand(call, var) != 3.0:
+                return None
+            clip = self._step(first, ("relax.clip",))
+            if clip is None or self._clip_bounds(clip[1]) != (0.0, 6.0):
+                return None
+            scale = self._step(clip[0], ("relax.divide",), 6.0) or self._step(clip[0], ("relax.multiply",), 1.0 / 6.0)
+            if scale is None:
+                return None
+            last, spans = scale[0], [first, clip[0], scale[0]]
+        if self.fi.single_user(last) != second or not self._other_factor_is(var, second, last):
+            return None
+        return second, "hardswish", spans + [second]
+
+    def gelu_chain(self, var, first, second):
+        """divide(var, sqrt 2) (or multiply by 1/sqrt 2) -> erf -> add(1) -> times var -> times
+        1/2, in either order of the two products: GELU (erf form) as imported."""
+        call = self.fi.defs[first]
+        r2 = math.sqrt(2.0)
+        if _op_name(call) == "relax.divide":
+            if self._scalar_operand(call, var) is None or not call.args[0].same_as(var):
+                return None
+            ok = abs(self._scalar_operand(call, var) - r2) <= 1e-6
+        elif _op_name(call) == "relax.multiply":
+            c = self._scalar_operand(call, var)
+            ok = c is not None and abs(c - 1.0 / r2) <= 1e-6
+        else:
+            return None
+        if not ok:
+            return None
+        erf = self.follow(first, ("relax.erf",))
+        if erf is None:
+            return None
+        one = self._step(erf[0], ("relax.add",), 1.0)
+        if one is None:
+            return None
+        spans = [first, erf[0], one[0]]
+        # var * (erf + 1), then * 0.5
+        if self.fi.single_user(one[0]) == second and self._other_factor_is(var, second, one[0]):
+            half = self._step(second, ("relax.multiply",), 0.5)
+            if half is None:
+                return None
+            return half[0], "gelu", spans + [second, half[0]]
+        # (var * 0.5) * (erf + 1)
+        h = self.fi.defs[second]
+        if _op_name(h) == "relax.multiply" and self._scalar_operand(h, var) == 0.5:
+            last = self.fi.single_user(second)
+            if last is not None and last == self.fi.single_user(one[0]) and self._other_factor_is(second, last, one[0]):
+                return last, "gelu", spans + [second, last]
+        return None
 
     def minmax_unit(self, var, call):
         absorbed = [var]
@@ -484,6 +669,23 @@ class _Matcher:
         or None when the bias cannot be expressed."""
         out = unit.out_var
         bias = self.take_bias(out, axis, rank, n)
+        if bias_scale is None:
+            b = None
+            if bias is not None:
+                out, b = bias[0], bias[1].astype(np.float64)
+                unit.absorbed.append(out)
+            bn = self.take_batch_norm(out, axis, n)
+            if bn is not None:
+                # Fold: w' = w * s per output channel (axis 0 of every weight layout here),
+                # b' = b * s + shift.
+                out, scale, shift, spans = bn
+                unit.absorbed.extend(spans)
+                w = unit.tensors[ins[1]]
+                w.const = (w.const.astype(np.float64) * scale.reshape((-1,) + (1,) * (w.const.ndim - 1))).astype("float32")
+                b = shift if b is None else b * scale + shift
+            if b is not None:
+                ins.append(self.const_tensor(unit, b.astype("float32")))
+            return self.take_activation(out, unit.absorbed)
         if bias is not None:
             out = bias[0]
             unit.absorbed.append(out)
@@ -497,7 +699,45 @@ class _Matcher:
                     return None
                 ins.append(self.const_tensor(unit, b.astype("int32"),
                                              _quant(bias_scale, np.zeros(bias_scale.size, np.int64), 0)))
-        return self.take_activation(out, unit.absorbed)
+        return self.take_activation(out, unit.absorbed, v2=False)
+
+    def batch_norm_of(self, call, axis, n):
+        """(scale, shift) of an inference `relax.nn.batch_norm` call with constant statistics on
+        channel axis `axis` of extent n: y = x * scale + shift."""
+        a = call.attrs
+        if getattr(a, "training", False) or len(call.args) != 5:
+            return None
+        rank = len(_static_shape(call.args[0].ty) or ())
+        if _norm_axis(int(a.axis), rank) != axis:
+            return None
+        gamma, beta, mean, var = (self.fi.const_value(e) for e in call.args[1:])
+        if any(v is None or v.shape != (n,) for v in (gamma, beta, mean, var)):
+            return None
+        gamma = gamma.astype(np.float64) if bool(a.scale) else np.ones(n)
+        beta = beta.astype(np.float64) if bool(a.center) else np.zeros(n)
+        scale = gamma / np.sqrt(var.astype(np.float64) + float(a.epsilon))
+        return scale, beta - mean.astype(np.float64) * scale
+
+    def bn_result(self, bn_var):
+        """The var bound to field 0 of a batch_norm's result, if that is its only use (the
+        running statistics are dropped before matching when unused)."""
+        u = self.fi.single_user(bn_var)
+        val = self.fi.defs.get(u) if u is not None else None
+        if not isinstance(val, relax.TupleGetItem) or int(val.index) != 0:
+            return None
+        return u
+
+    def take_batch_norm(self, var, axis, n):
+        """A batch_norm that is the only user of `var`, normalising axis `axis` (extent n):
+        (its result var, scale, shift, the binding vars it spans)."""
+        nxt = self.follow(var, ("relax.nn.batch_norm",))
+        if nxt is None or not nxt[1].args[0].same_as(var):
+            return None
+        coef = self.batch_norm_of(nxt[1], axis, n)
+        res = self.bn_result(nxt[0])
+        if coef is None or res is None:
+            return None
+        return res, coef[0], coef[1], [nxt[0], res]
 
     def f32_tail(self, unit, ins, axis, rank, n):
         """take_bias_act for a float32 op, ending the unit there: the activation, or None."""
@@ -554,6 +794,12 @@ class _Matcher:
 
     def match(self, var, call) -> _Unit | None:
         name = _op_name(call)
+        try:
+            unit = self.activation_unit(var, call)
+        except (AttributeError, TypeError, ValueError, IndexError, KeyError):
+            unit = None
+        if unit is not None:
+            return unit
         fn = {
             "relax.nn.conv2d": self.conv2d,
             "relax.matmul": self.matmul,
@@ -564,6 +810,12 @@ class _Matcher:
             "relax.max": self.reduce_pool,
             "relax.add": self.binary,
             "relax.multiply": self.binary,
+            "relax.subtract": self.binary,
+            "relax.divide": self.binary,
+            "relax.nn.batch_norm": self.scale_shift,
+            "relax.split": self.split,
+            "relax.nn.layer_norm": self.layer_norm,
+            "relax.permute_dims": self.transpose,
             "relax.nn.relu": self.activation,
             "relax.clip": self.activation,
             "relax.nn.softmax": self.softmax,
@@ -647,11 +899,12 @@ class _Matcher:
         unit.nodes.append(self._conv_node(ins, unit.out_var, dl, a, padding, groups, act))
         return unit
 
-    def groups_ok(self, groups, c_in, n_out):
+    def groups_ok(self, groups, c_in, n_out, quantized=False):
         if groups == 1:
             return True
         depthwise = groups == c_in and n_out % c_in == 0
-        return depthwise or (self.t.any_groups and c_in % groups == 0 and n_out % groups == 0)
+        # Grouped (not depthwise) convolutions are float32 only on every backend.
+        return depthwise or (self.t.any_groups and not quantized and c_in % groups == 0 and n_out % groups == 0)
 
     @staticmethod
     def _conv_node(ins, out, layout, a, padding, groups, act):
@@ -680,7 +933,7 @@ class _Matcher:
             return None
         wdata = np.transpose(wdata, perm)
         n_out = wdata.shape[0]
-        if not self.q_weight_ok(ws, wz, perm.index(waxis)) or not self.groups_ok(groups, c_in, n_out):
+        if not self.q_weight_ok(ws, wz, perm.index(waxis)) or not self.groups_ok(groups, c_in, n_out, quantized=True):
             return None
         c_axis = dl.index("C")
         unit = _Unit(var, [var], req=dl)
@@ -845,6 +1098,10 @@ class _Matcher:
     def binary(self, var, call):
         if _dtype(var.ty) != "float32":
             return None
+        if _op_name(call) == "relax.multiply":
+            lrn = self.lrn(var, call)
+            if lrn is not None:
+                return lrn
         oshape = _static_shape(var.ty)
         if oshape is None:
             return None
@@ -871,8 +1128,202 @@ class _Matcher:
         unit.out_var = out
         if self.var_tensor(unit, out) is None:
             return None
-        op = "add" if _op_name(call) == "relax.add" else "multiply"
+        op = _op_name(call)[len("relax."):]
         unit.nodes.append({"op": op, "inputs": ins, "outputs": [out], "attrs": {"activation": act}})
+        return unit
+
+    def activation_unit(self, var, call):
+        """A standalone activation whose first binding is `var` (one that no producer took):
+        the v1 ops relu/relu6/clip are matched elsewhere; this takes the version-2 ones."""
+        if not isinstance(call, relax.Call):
+            return None
+        for x in call.args:
+            if not isinstance(x, relax.Var) or self.fi.const_value(x) is not None:
+                continue
+            pat = self.act_pattern(x)
+            if pat is None or not pat[2][0].same_as(var):
+                continue
+            last, act, spans = pat
+            if act in ("relu", "relu6") or (isinstance(act, dict) and "clip" in act):
+                return None
+            unit = _Unit(last, list(spans))
+            xi = self.var_tensor(unit, x)
+            if xi is None or self.var_tensor(unit, last) is None:
+                return None
+            unit.nodes.append({"op": "activation", "inputs": [xi], "outputs": [last], "attrs": {"activation": act}})
+            return unit
+        return None
+
+    def lrn(self, var, call):
+        """TVM's ONNX LRN: multiply(x, x) -> expand_dims(1) -> avg_pool3d([size,1,1]) ->
+        squeeze(1) -> multiply(alpha) -> add(bias) -> power(beta), then divide(x, that)."""
+        x = call.args[0]
+        if not (isinstance(x, relax.Var) and call.args[1].same_as(x)):
+            return None
+        shape = _static_shape(x.ty)
+        if shape is None or len(shape) != 4:
+            return None
+        users = self.fi.users.get(x, [])
+        if len(users) != 2 or var not in users:
+            return None
+        e = self.follow(var, ("relax.expand_dims",))
+        if e is None or _ints(e[1].attrs.axis) != [1]:
+            return None
+        p = self.follow(e[0], ("relax.nn.avg_pool3d",))
+        if p is None:
+            return None
+        pa = p[1].attrs
+        size = _ints(pa.pool_size)[0]
+        pad = _ints(pa.padding)
+        if (_ints(pa.pool_size)[1:] != [1, 1] or _ints(pa.strides) != [1, 1, 1] or not bool(pa.count_include_pad)
+                or str(pa.layout) != "NCDHW" or pad[1:3] + pad[4:6] != [0, 0, 0, 0]
+                or pad[0] != (size - 1) // 2 or pad[3] != size - 1 - (size - 1) // 2):
+            return None
+        sq = self.follow(p[0], ("relax.squeeze",))
+        if sq is None or _ints(sq[1].attrs.axis) != [1]:
+            return None
+        alpha = self._step(sq[0], ("relax.multiply",))
+        bias = self._step(alpha[0], ("relax.add",)) if alpha else None
+        power = self._step(bias[0], ("relax.power",)) if bias else None
+        if power is None or not power[1].args[0].same_as(bias[0]):
+            return None
+        div = self.follow(power[0], ("relax.divide",))
+        if div is None or not div[1].args[0].same_as(x) or not div[1].args[1].same_as(power[0]):
+            return None
+        if div[0] not in users:
+            return None
+        unit = _Unit(div[0], [var, e[0], p[0], sq[0], alpha[0], bias[0], power[0], div[0]], req="NCHW")
+        xi = self.var_tensor(unit, x)
+        if xi is None or self.var_tensor(unit, div[0]) is None:
+            return None
+        unit.nodes.append({"op": "lrn", "inputs": [xi], "outputs": [div[0]],
+                           "attrs": {"layout": "NCHW", "size": size, "alpha": alpha[2], "beta": power[2],
+                                     "bias": bias[2]}})
+        return unit
+
+    def scale_shift(self, var, call):
+        """An inference batch_norm that no conv2d/dense took: y = x * scale + shift."""
+        x = call.args[0]
+        shape = _static_shape(x.ty)
+        if shape is None or _dtype(x.ty) != "float32" or not isinstance(x, relax.Var):
+            return None
+        axis = _norm_axis(int(call.attrs.axis), len(shape))
+        coef = self.batch_norm_of(call, axis, shape[axis])
+        res = self.bn_result(var)
+        if coef is None or res is None:
+            return None
+        # A 4-D tensor normalised on axis 1 is NCHW data; anything else stays as it is.
+        unit = _Unit(res, [var, res], convertible=len(shape) != 4 or axis == 1)
+        xi = self.var_tensor(unit, x)
+        if xi is None:
+            return None
+        ins = [xi, self.const_tensor(unit, coef[0].astype("float32")), self.const_tensor(unit, coef[1].astype("float32"))]
+        out, act = self.take_activation(res, unit.absorbed)
+        unit.out_var = out
+        if self.var_tensor(unit, out) is None:
+            return None
+        unit.nodes.append({"op": "scale_shift", "inputs": ins, "outputs": [out],
+                           "attrs": {"axis": axis, "activation": act}})
+        return unit
+
+    def split(self, var, call):
+        """split into a tuple whose fields are read by TupleGetItem: one node, several outputs."""
+        x = call.args[0]
+        shape = _static_shape(x.ty)
+        ty = var.ty
+        if shape is None or _dtype(x.ty) != "float32" or not isinstance(x, relax.Var):
+            return None
+        if not isinstance(ty, relax.TupleType):
+            return None
+        axis = _norm_axis(int(call.attrs.axis), len(shape))
+        pieces = [_static_shape(f) for f in ty.fields]
+        if any(p is None for p in pieces) or sum(p[axis] for p in pieces) != shape[axis]:
+            return None
+        items = {}
+        for u in self.fi.users.get(var, []):
+            val = self.fi.defs.get(u)
+            if not isinstance(val, relax.TupleGetItem) or self.fi.block_of.get(u) != self.fi.block_of.get(var):
+                return None
+            items.setdefault(int(val.index), []).append(u)
+        if not items or any(len(v) != 1 for v in items.values()):
+            return None
+        block = self.fi.func.body.blocks[self.fi.block_of[var]]
+        order = [b.var for b in block.bindings]
+        got = sorted((order.index(v[0]), i, v[0]) for i, v in items.items())
+        unit = _Unit(got[-1][2], [var] + [v for _, _, v in got], convertible=len(shape) != 4 or axis == 1)
+        unit.extra_outs = [v for _, _, v in got[:-1]]
+        xi = self.var_tensor(unit, x)
+        if xi is None:
+            return None
+        outs = []
+        for i, p in enumerate(pieces):
+            if i in items:
+                if self.var_tensor(unit, items[i][0]) is None:
+                    return None
+                outs.append(items[i][0])
+            else:
+                k = self.keys()
+                unit.tensors[k] = _Tensor(tuple(p), "float32")
+                outs.append(k)
+        unit.nodes.append({"op": "split", "inputs": [xi], "outputs": outs, "attrs": {"axis": axis}})
+        return unit
+
+    def layer_norm(self, var, call):
+        a = call.attrs
+        x = call.args[0]
+        shape = _static_shape(x.ty)
+        if shape is None or not isinstance(x, relax.Var) or _dtype(x.ty) != "float32":
+            return None
+        if [_norm_axis(int(v), len(shape)) for v in a.axes] != [len(shape) - 1]:
+            return None
+        d = shape[-1]
+        gamma, beta = self.fi.const_value(call.args[1]), self.fi.const_value(call.args[2])
+        if gamma is None or beta is None or gamma.shape != (d,) or beta.shape != (d,):
+            return None
+        gamma = gamma if bool(a.scale) else np.ones(d, "float32")
+        beta = beta if bool(a.center) else np.zeros(d, "float32")
+        unit, xi = self._f32_unary(var, call, convertible=len(shape) != 4)
+        if unit is None:
+            return None
+        ins = [xi, self.const_tensor(unit, gamma.astype("float32")), self.const_tensor(unit, beta.astype("float32"))]
+        unit.nodes.append({"op": "layer_norm", "inputs": ins, "outputs": [var],
+                           "attrs": {"axis": -1, "epsilon": float(a.epsilon)}})
+        return unit
+
+    def transpose(self, var, call):
+        shape = _static_shape(call.args[0].ty)
+        if shape is None or not 1 <= len(shape) <= 6:
+            return None
+        axes = list(range(len(shape)))[::-1] if call.attrs.axes is None else [_norm_axis(int(v), len(shape)) for v in call.attrs.axes]
+        # A rank-4 transpose inside a region converted to NHWC is not rewritten: it ends such a region.
+        unit, xi = self._f32_unary(var, call, convertible=len(shape) != 4)
+        if unit is None:
+            return None
+        unit.nodes.append({"op": "transpose", "inputs": [xi], "outputs": [var], "attrs": {"axes": axes}})
+        return unit
+
+    def channel_shuffle(self, var, call):
+        """reshape [N,C,H,W] -> [N,g,C/g,H,W] -> permute_dims(0,2,1,3,4) -> reshape [N,C,H,W]."""
+        x = call.args[0]
+        src, mid = _static_shape(x.ty), _static_shape(var.ty)
+        if src is None or mid is None or len(src) != 4 or len(mid) != 5:
+            return None
+        n, c, h, w = src
+        g = mid[1]
+        if mid != (n, g, c // g, h, w) or g < 1 or c % g:
+            return None
+        p = self.follow(var, ("relax.permute_dims",))
+        if p is None or p[1].attrs.axes is None or _ints(p[1].attrs.axes) != [0, 2, 1, 3, 4]:
+            return None
+        r = self.follow(p[0], ("relax.reshape",))
+        if r is None or _static_shape(r[0].ty) != src:
+            return None
+        unit = _Unit(r[0], [var, p[0], r[0]], req="NCHW")
+        xi = self.var_tensor(unit, x)
+        if xi is None or _dtype(x.ty) != "float32" or self.var_tensor(unit, r[0]) is None:
+            return None
+        unit.nodes.append({"op": "channel_shuffle", "inputs": [xi], "outputs": [r[0]],
+                           "attrs": {"layout": "NCHW", "groups": g}})
         return unit
 
     def activation(self, var, call):
@@ -893,6 +1344,9 @@ class _Matcher:
         return unit
 
     def reshape(self, var, call):
+        shuffle = self.channel_shuffle(var, call)
+        if shuffle is not None:
+            return shuffle
         unit, x = self._f32_unary(var, call)
         if unit is None:
             return None
@@ -994,8 +1448,7 @@ def _describe(region: _Region, fi: _FuncInfo, target: _Target, name: str, dead=f
             seen.add(k)
             (consts if isinstance(k, int) else inputs).append(k)
     outputs = []
-    for u in region.units:
-        v = u.out_var
+    for v in (v for u in region.units for v in u.extra_outs + [u.out_var]):
         # Used outside: by a TVM binding that stays, or by a unit of another region (units may
         # read a var through a pad/dequantize binding that is dropped as dead).
         used_outside = v in fi.escapes or not isinstance(v, relax.DataflowVar) or any(
@@ -1039,7 +1492,7 @@ def _describe(region: _Region, fi: _FuncInfo, target: _Target, name: str, dead=f
         if convert:
             if "layout" in attrs:
                 attrs["layout"] = "NHWC"
-            if n["op"] in ("softmax", "concatenate"):
+            if n["op"] in ("softmax", "concatenate", "scale_shift", "split"):
                 rank = len(tensors[n["inputs"][0]].shape)
                 attrs["axis"] = _convert_axis(attrs["axis"], rank)
         i = counts.get(n["op"], 0)
@@ -1053,7 +1506,7 @@ def _describe(region: _Region, fi: _FuncInfo, target: _Target, name: str, dead=f
         })
     desc = {
         "format": SUBGRAPH_FUNC,
-        "version": FORMAT_VERSION,
+        "version": 2 if any(needs_version_2(n) for n in jnodes) else 1,
         "target": target.name,
         "name": name,
         "tensors": [tensor_json(tensors[k]) for k in order],
@@ -1213,6 +1666,41 @@ def _emit_region(region, fi, target, counter, bb, dead, tensor_users):
 # --------------------------------------------------------------------------------------------
 
 
+def _dropout_to_identity(func: relax.Function) -> relax.Function:
+    """Bind field 0 of every inference ``relax.nn.dropout`` to the dropout's input (TVM would
+    compile a dropout into a copy and a ones-filled mask); CanonicalizeBindings then replaces
+    those var-to-var bindings by their source."""
+    defs = {b.var: b.value for block in func.body.blocks for b in block.bindings if isinstance(b, relax.VarBinding)}
+    blocks, changed = [], False
+    for block in func.body.blocks:
+        bindings = []
+        for b in block.bindings:
+            v = b.value if isinstance(b, relax.VarBinding) else None
+            if isinstance(v, relax.TupleGetItem) and int(v.index) == 0 and isinstance(v.tuple_value, relax.Var):
+                src = defs.get(v.tuple_value)
+                if _op_name(src) == "relax.nn.dropout" and isinstance(src.args[0], relax.Var):
+                    b = relax.VarBinding(b.var, src.args[0])
+                    changed = True
+            bindings.append(b)
+        blocks.append(relax.DataflowBlock(bindings) if isinstance(block, relax.DataflowBlock) else relax.BindingBlock(bindings))
+    if not changed:
+        return func
+    body = relax.SeqExpr(blocks, func.body.body)
+    return relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs)
+
+
+def _drop_training_leftovers(mod: tvm.IRModule) -> tvm.IRModule:
+    """Dropout becomes the identity, then unused bindings go (Dropout itself, its mask,
+    BatchNorm's running-statistics fields), so that they neither split regions nor hide the
+    single use of a BatchNorm's result."""
+    out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs) if mod.attrs else tvm.IRModule(dict(mod.functions))
+    for gv, func in mod.functions.items():
+        if isinstance(func, relax.Function):
+            out[gv] = _dropout_to_identity(func)
+    out = relax.transform.CanonicalizeBindings()(out)
+    return relax.transform.DeadCodeElimination()(out)
+
+
 def _bind_params(mod: tvm.IRModule, params) -> tvm.IRModule:
     if not params:
         return mod
@@ -1233,6 +1721,7 @@ def _partition(mod: tvm.IRModule, params, target: _Target, code_free=None) -> tv
     mod = _bind_params(mod, params)
     mod = relax.transform.Normalize()(mod)
     mod = relax.transform.ConvertToDataflow()(mod)
+    mod = _drop_training_leftovers(mod)
     counter = [0]
     out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs) if mod.attrs else tvm.IRModule(dict(mod.functions))
     for gv, func in mod.functions.items():

@@ -1,6 +1,8 @@
-"""Numpy reference implementation of the ``mote.subgraph`` format (version 1).
+"""Numpy reference implementation of the ``mote.subgraph`` format (versions 1 and 2).
 
-Every op of ``docs/subgraph-format.md`` in both layouts, float32 and quantized.  Quantized
+Every op of ``docs/subgraph-format.md`` in both layouts, float32 and quantized, and the
+version-2 ops and activations (refused in a description that says version 1, as the runtime
+refuses them).  Quantized
 tensors are handled uniformly: a node reads its inputs as real values
 (``scale * (q - zero_point)``, per tensor or per channel), computes in float64, and writes an
 output with ``quant`` back as ``clip(rint(real / scale) + zero_point)``.  For conv2d/dense this
@@ -18,7 +20,27 @@ import json
 import numpy as np
 
 FORMAT = "mote.subgraph"
-VERSION = 1
+VERSION = 2
+VERSIONS = (1, 2)
+
+# What only version 2 has (docs/subgraph-format.md, "Version 2").
+V2_OPS = frozenset({"activation", "subtract", "divide", "scale_shift", "lrn", "transpose", "channel_shuffle",
+                    "split", "layer_norm"})
+V2_ACTIVATIONS = frozenset({"sigmoid", "tanh", "hardswish", "hardsigmoid", "silu", "gelu", "gelu_tanh",
+                            "leaky_relu"})
+
+
+def activation_name(act) -> str:
+    """The name of an activation attribute: a string, or the one key of a parameterised one."""
+    if isinstance(act, dict) and len(act) == 1:
+        return next(iter(act))
+    return str(act)
+
+
+def needs_version_2(node: dict) -> bool:
+    """Whether a node uses an op or activation that version 1 does not have."""
+    act = node.get("attrs", {}).get("activation")
+    return node["op"] in V2_OPS or (act is not None and activation_name(act) in V2_ACTIVATIONS)
 
 _QRANGE = {"int8": (-128, 127), "uint8": (0, 255), "int32": (-(2**31), 2**31 - 1)}
 
@@ -80,7 +102,36 @@ def _act(x, act):
     if isinstance(act, dict) and "clip" in act:
         lo, hi = act["clip"]
         return np.clip(x, lo, hi)
+    if act == "sigmoid":
+        return _sigmoid(x)
+    if act == "tanh":
+        return np.tanh(x)
+    if act == "hardswish":
+        return x * np.clip(x + 3.0, 0.0, 6.0) / 6.0
+    if isinstance(act, dict) and "hardsigmoid" in act:
+        a, b = act["hardsigmoid"]
+        return np.clip(a * x + b, 0.0, 1.0)
+    if act == "silu":
+        return x * _sigmoid(x)
+    if act == "gelu":
+        return 0.5 * x * (1.0 + _erf(x / np.sqrt(2.0)))
+    if act == "gelu_tanh":
+        return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+    if isinstance(act, dict) and "leaky_relu" in act:
+        return np.where(x >= 0.0, x, float(act["leaky_relu"]) * x)
     raise SubgraphError(f"unknown activation {act!r}")
+
+
+def _sigmoid(x):
+    # exp of a large positive argument overflows to inf and gives the right limit, 0
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-x))
+
+
+def _erf(x):
+    import math
+
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
 
 
 def _to_nchw(x, layout):
@@ -170,6 +221,55 @@ def _softmax(x, axis):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def _lrn(x, attrs):
+    x = _to_nchw(x, attrs["layout"])
+    size = int(attrs["size"])
+    c = x.shape[1]
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2  # floor and ceil of (size-1)/2
+    sq = np.zeros_like(x)
+    x2 = x * x
+    for k in range(c):
+        sq[:, k] = x2[:, max(0, k - lo) : min(c, k + hi + 1)].sum(axis=1)
+    y = x / (float(attrs["bias"]) + float(attrs["alpha"]) / size * sq) ** float(attrs["beta"])
+    return _from_nchw(y, attrs["layout"])
+
+
+def _channel_shuffle(x, attrs):
+    x = _to_nchw(x, attrs["layout"])
+    n, c, h, w = x.shape
+    g = int(attrs["groups"])
+    if g < 1 or c % g:
+        raise SubgraphError(f"channel_shuffle: {c} channels in {g} groups")
+    y = x.reshape(n, g, c // g, h, w).transpose(0, 2, 1, 3, 4).reshape(n, c, h, w)
+    return _from_nchw(y, attrs["layout"])
+
+
+def _layer_norm(x, gamma, beta, attrs):
+    axis = int(attrs["axis"])
+    if axis not in (-1, x.ndim - 1):
+        raise SubgraphError(f"layer_norm: axis {axis} is not the last axis of a rank-{x.ndim} tensor")
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + float(attrs["epsilon"])) * gamma + beta
+
+
+def _scale_shift(x, scale, shift, attrs):
+    axis = int(attrs["axis"])
+    axis = axis + x.ndim if axis < 0 else axis
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    return _act(x * scale.reshape(shape) + shift.reshape(shape), attrs.get("activation", "none"))
+
+
+def _split(x, node, tensors):
+    axis = int(node["attrs"]["axis"])
+    axis = axis + x.ndim if axis < 0 else axis
+    sizes = [tensors[o]["shape"][axis] for o in node["outputs"]]
+    if sum(sizes) != x.shape[axis]:
+        raise SubgraphError(f"split: pieces {sizes} do not add up to {x.shape[axis]}")
+    return np.split(x, np.cumsum(sizes)[:-1], axis=axis)
+
+
 def _run_node(node, vals, tensors):
     op = node["op"]
     attrs = node.get("attrs", {})
@@ -189,9 +289,21 @@ def _run_node(node, vals, tensors):
         return _act(y, attrs.get("activation", "none"))
     if op == "matmul":
         return np.matmul(ins[0], ins[1])
-    if op in ("add", "multiply"):
-        y = ins[0] + ins[1] if op == "add" else ins[0] * ins[1]
-        return _act(y, attrs.get("activation", "none"))
+    if op in ("add", "multiply", "subtract", "divide"):
+        fn = {"add": np.add, "multiply": np.multiply, "subtract": np.subtract, "divide": np.divide}[op]
+        return _act(fn(ins[0], ins[1]), attrs.get("activation", "none"))
+    if op == "activation":
+        return _act(ins[0], attrs["activation"])
+    if op == "scale_shift":
+        return _scale_shift(ins[0], ins[1], ins[2], attrs)
+    if op == "lrn":
+        return _lrn(ins[0], attrs)
+    if op == "transpose":
+        return np.transpose(ins[0], [int(a) for a in attrs["axes"]])
+    if op == "channel_shuffle":
+        return _channel_shuffle(ins[0], attrs)
+    if op == "layer_norm":
+        return _layer_norm(ins[0], ins[1], ins[2], attrs)
     if op == "relu":
         return np.maximum(ins[0], 0.0)
     if op == "relu6":
@@ -220,8 +332,13 @@ def parse_description(desc) -> dict:
         desc = json.loads(desc)
     if desc.get("format") != FORMAT:
         raise SubgraphError(f"not a {FORMAT} description (format={desc.get('format')!r})")
-    if desc.get("version") != VERSION:
-        raise SubgraphError(f"description version {desc.get('version')!r}; this reference knows version {VERSION}")
+    if desc.get("version") not in VERSIONS:
+        raise SubgraphError(f"description version {desc.get('version')!r}; this reference knows versions {VERSIONS}")
+    if desc["version"] == 1:
+        for node in desc.get("nodes", []):
+            if needs_version_2(node):
+                raise SubgraphError(f"node {node.get('name')!r} ({node['op']}) needs subgraph format version 2; "
+                                    f"this description says version 1")
     return desc
 
 
@@ -249,13 +366,16 @@ def run_description(desc, inputs, constants) -> list[np.ndarray]:
             stored[i] = a
             vals[i] = _to_real(a, t)
     for node in desc["nodes"]:
-        if len(node["outputs"]) != 1:
-            raise SubgraphError(f"node {node.get('name')!r}: {len(node['outputs'])} outputs (version 1 ops have one)")
-        o = node["outputs"][0]
-        real = _run_node(node, vals, tensors)
-        # Store in the tensor's own dtype (requantized if quantized), as a runtime would.
-        stored[o] = _from_real(np.asarray(real), tensors[o])
-        vals[o] = _to_real(stored[o], tensors[o])
+        if node["op"] == "split":
+            reals = _split(vals[node["inputs"][0]], node, tensors)
+        elif len(node["outputs"]) != 1:
+            raise SubgraphError(f"node {node.get('name')!r}: {len(node['outputs'])} outputs (only split has several)")
+        else:
+            reals = [_run_node(node, vals, tensors)]
+        for o, real in zip(node["outputs"], reals):
+            # Store in the tensor's own dtype (requantized if quantized), as a runtime would.
+            stored[o] = _from_real(np.asarray(real), tensors[o])
+            vals[o] = _to_real(stored[o], tensors[o])
     return [stored[i] for i in desc["outputs"]]
 
 
