@@ -1295,8 +1295,8 @@ class _Matcher:
         if shape is None or not 1 <= len(shape) <= 6:
             return None
         axes = list(range(len(shape)))[::-1] if call.attrs.axes is None else [_norm_axis(int(v), len(shape)) for v in call.attrs.axes]
-        # A rank-4 transpose inside a region converted to NHWC is not rewritten: it ends such a region.
-        unit, xi = self._f32_unary(var, call, convertible=len(shape) != 4)
+        # In a region converted to NHWC, a rank-4 transpose's axes are rewritten (_describe).
+        unit, xi = self._f32_unary(var, call)
         if unit is None:
             return None
         unit.nodes.append({"op": "transpose", "inputs": [xi], "outputs": [var], "attrs": {"axes": axes}})
@@ -1354,8 +1354,10 @@ class _Matcher:
         def order_kept(shape):  # NCHW -> NHWC keeps the element order iff C == 1 or H*W == 1
             return len(shape) != 4 or shape[1] == 1 or shape[2] * shape[3] == 1
 
-        unit.convertible = order_kept(unit.tensors[x].shape) and order_kept(unit.tensors[var].shape)
-        unit.nodes.append({"op": "reshape", "inputs": [x], "outputs": [var], "attrs": {}})
+        # A reshape that depends on the NCHW element order stays convertible: in a region
+        # converted to NHWC, _describe puts transposes around it (a version-2 op).
+        unit.nodes.append({"op": "reshape", "inputs": [x], "outputs": [var], "attrs": {},
+                           "nchw_order": not (order_kept(unit.tensors[x].shape) and order_kept(unit.tensors[var].shape))})
         return unit
 
     def concat(self, var, call):
@@ -1417,6 +1419,41 @@ def _convert_axis(axis: int, rank: int) -> int:
     return _NCHW_TO_NHWC.index(_norm_axis(axis, 4))
 
 
+def _nchw_order_nodes(nodes, tensors, literal, name):
+    """For a region described in NHWC: reshapes that depend on the NCHW element order get
+    transposes around them (NHWC -> NCHW before, NCHW -> NHWC after, through tensors described
+    literally in NCHW), and rank-4 transposes get their axes rewritten for NHWC operands."""
+    out = []
+    for n in nodes:
+        if n["op"] == "transpose" and len(n["attrs"]["axes"]) == 4:
+            # y_nchw = x_nchw.transpose(a); x_nchw = x_nhwc.transpose(0,3,1,2) and
+            # y_nhwc = y_nchw.transpose(0,2,3,1), so y_nhwc = x_nhwc.transpose(p) with
+            # p[i] = (0,3,1,2)[a[(0,2,3,1)[i]]].
+            a = n["attrs"]["axes"]
+            p = [_NHWC_TO_NCHW[a[_NCHW_TO_NHWC[i]]] for i in range(4)]
+            out.append(dict(n, attrs={"axes": p}))
+            continue
+        if n["op"] != "reshape" or not n.get("nchw_order"):
+            out.append(n)
+            continue
+        (x,), (y,) = n["inputs"], n["outputs"]
+        if len(tensors[x].shape) == 4:
+            k = f"{name}:{len(tensors)}"
+            tensors[k] = _Tensor(tensors[x].shape, tensors[x].dtype)
+            literal.add(k)
+            out.append({"op": "transpose", "inputs": [x], "outputs": [k], "attrs": {"axes": list(_NHWC_TO_NCHW)}})
+            x = k
+        if len(tensors[y].shape) == 4:
+            k = f"{name}:{len(tensors)}"
+            tensors[k] = _Tensor(tensors[y].shape, tensors[y].dtype)
+            literal.add(k)
+            out.append({"op": "reshape", "inputs": [x], "outputs": [k], "attrs": {}})
+            out.append({"op": "transpose", "inputs": [k], "outputs": [y], "attrs": {"axes": list(_NCHW_TO_NHWC)}})
+        else:
+            out.append({"op": "reshape", "inputs": [x], "outputs": [y], "attrs": {}})
+    return out
+
+
 def _describe(region: _Region, fi: _FuncInfo, target: _Target, name: str, dead=frozenset(), tensor_users=None):
     """Build the JSON description of a region; returns (desc dict, input vars, constants,
     output vars, convert) where `convert` says that 4-D boundary tensors are NHWC views of
@@ -1439,6 +1476,10 @@ def _describe(region: _Region, fi: _FuncInfo, target: _Target, name: str, dead=f
             else:
                 tensors[k] = t
     nodes = [n for u in region.units for n in u.nodes]
+    literal = set()  # tensors described with their shape as given, also in a converted region
+    if convert:
+        nodes = _nchw_order_nodes(nodes, tensors, literal, name)
+        produced.update((k, None) for k in literal)
 
     inputs, consts, seen = [], [], set()
     for n in nodes:
@@ -1466,10 +1507,11 @@ def _describe(region: _Region, fi: _FuncInfo, target: _Target, name: str, dead=f
                 order.append(o)
     index = {k: i for i, k in enumerate(order)}
 
-    def tensor_json(t: _Tensor):
+    def tensor_json(k):
+        t = tensors[k]
         shape = list(t.shape)
         quant = t.quant
-        if convert and len(shape) == 4:
+        if convert and len(shape) == 4 and k not in literal:
             shape = [shape[i] for i in _NCHW_TO_NHWC]
             if quant is not None:
                 quant = dict(quant, axis=_NCHW_TO_NHWC.index(quant["axis"]))
@@ -1509,7 +1551,7 @@ def _describe(region: _Region, fi: _FuncInfo, target: _Target, name: str, dead=f
         "version": 2 if any(needs_version_2(n) for n in jnodes) else 1,
         "target": target.name,
         "name": name,
-        "tensors": [tensor_json(tensors[k]) for k in order],
+        "tensors": [tensor_json(k) for k in order],
         "inputs": [index[k] for k in inputs],
         "constants": [index[k] for k in consts],
         "outputs": [index[k] for k in outputs],
