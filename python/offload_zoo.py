@@ -66,6 +66,11 @@ class OModel:
     mixed: bool = False  # some ops must stay TVM kernels next to the subgraph calls
     expect_ops: tuple = ()  # op names that must appear in the descriptions (every flavour)
     code_free: tuple = ()  # flavours that must come out code-free (no TVM kernel at all)
+    # Per flavour, the only ops allowed to stay in TVM (e.g. ACL's layout transposes at the one
+    # region's edge): {"acl": ("relax.permute_dims",)} asserts that everything else is offloaded.
+    residue_only: dict | None = None
+    absent_ops: tuple = ()  # op names that must NOT appear in any description (e.g. folded BN)
+    max_subgraphs: int | None = None
 
 
 def f32(a):
@@ -644,12 +649,199 @@ def m_onnx_mobilenet_tiny():
                  "input[1,3,32,32] -> [1,10] f32", ("conv2d", "add", "global_avg_pool2d", "dense"))
 
 
+# ---- what real exports contain (subgraph format version 2) -----------------------------------
+# Built as ONNX with python/onnx_archs.py's graph builder (BatchNormalization unfolded, Dropout
+# kept, activations as the exporters write them) and imported with TVM's ONNX frontend, as real
+# models arrive.  Everything but ACL's layout transposes at the edge must be offloaded.
+
+_ACL_EDGE = {"acl": ("relax.permute_dims",), "bnns": ()}
+
+
+def _archs_model(build, seed, shape, name, description, expect_ops, **kw):
+    import onnx_archs
+    from tvm.relax.frontend.onnx import from_onnx
+
+    g = onnx_archs._G(seed)
+    out, out_shape = build(g)
+    mod = from_onnx(g.model(name, list(shape), out, list(out_shape)), keep_params_in_input=False)
+    kw.setdefault("residue_only", _ACL_EDGE)
+    kw.setdefault("max_subgraphs", 1)
+    return OModel(name, description, mod, [normal(rng_for(seed, 1), shape)], expect_ops=expect_ops, **kw)
+
+
+def m_onnx_conv_bn():
+    def build(g):
+        y = g.cba("input", 3, 8, 3, in_act="unit")  # Conv (no bias) -> BN -> Relu
+        y = g.dropout(y)
+        y = g.bn(g.conv(y, 8, 8, 3, bias=True), 8)  # Conv + bias -> BN, no activation
+        y = g.act(g.bn(g.node("Gemm", [g.node("Flatten", [g.node("GlobalAveragePool", [y])], axis=1),
+                                        g.const("w", g.rng.standard_normal((6, 8)).astype("float32") / 3)],
+                                 transB=1), 6), "relu")  # Gemm -> BN (on [N, C]) -> Relu
+        return y, (1, 6)
+    return _archs_model(build, 401, (1, 3, 10, 10), "onnx_conv_bn",
+                        "Conv->BatchNormalization->Relu, Dropout, Conv+bias->BN, GlobalAveragePool, Flatten, "
+                        "Gemm->BN->Relu: every BN folded into the conv/dense before it (no scale_shift); "
+                        "input[1,3,10,10] -> [1,6] f32", ("conv2d", "dense"), absent_ops=("scale_shift",),
+                        code_free=("bnns",))
+
+
+def m_onnx_dense_block():
+    def build(g):
+        a = g.cba("input", 4, 6, 3, in_act="unit")
+        b = g.cba("input", 4, 6, 1, in_act="unit")
+        y = g.node("Concat", ["input", a, b], axis=1)  # DenseNet: BN-ReLU-conv on a concatenation
+        y = g.act(g.bn(y, 16), "relu")
+        y = g.conv(y, 16, 8, 1)
+        y = g.bn(y, 8)
+        return g.node("AveragePool", [y], kernel_shape=[2, 2], strides=[2, 2]), (1, 8, 4, 4)
+    return _archs_model(build, 402, (1, 4, 8, 8), "onnx_dense_block",
+                        "DenseNet-style: two conv-BN-ReLU branches concatenated with the input, BN->ReLU "
+                        "on the concatenation (scale_shift with relu), conv 1x1 -> BN (folded), AveragePool; "
+                        "input[1,4,8,8] -> [1,8,4,4] f32", ("scale_shift", "conv2d"),
+                        residue_only={"acl": ("relax.permute_dims",), "bnns": ("relax.concat",)},
+                        max_subgraphs=None)
+
+
+def m_onnx_grouped_lrn():
+    def build(g):
+        y = g.act(g.conv("input", 4, 8, 3, bias=True), "relu")
+        y = g.lrn(y, size=5, alpha=1e-3, beta=0.75, bias=2.0)
+        y = g.maxpool(y, 3, 2, ceil=1)
+        y = g.cba(y, 8, 8, 3, groups=2)  # grouped conv -> BN (folded) -> relu
+        y = g.lrn(y, size=3, alpha=1e-2, beta=0.5, bias=1.0)
+        y = g.bn(g.conv(y, 8, 12, 3, groups=4), 12)
+        return y, (1, 12, 4, 4)
+    return _archs_model(build, 403, (1, 4, 9, 9), "onnx_grouped_lrn",
+                        "AlexNet-style: conv->relu->LRN(5), MaxPool ceil, grouped conv (2 groups)->BN->relu->"
+                        "LRN(3), grouped conv (4 groups)->BN; input[1,4,9,9] -> [1,12,4,4] f32",
+                        ("conv2d", "lrn", "max_pool2d"), code_free=("bnns",))
+
+
+def m_onnx_shuffle_unit():
+    def build(g):
+        c, half = 8, 4
+        b1, b2 = g.node("Split", ["input", g.const("split", np.array([half, half], "int64"))], n_out=2, axis=1)
+        y = g.cba(b2, half, half, 1)
+        y = g.cba(y, half, half, 3, groups=half, act=None)
+        y = g.cba(y, half, half, 1, in_act=None)
+        y = g.node("Concat", [b1, y], axis=1)
+        y = g.node("Reshape", [y, g.shape([1, 2, c // 2, 6, 6])])
+        y = g.node("Transpose", [y], perm=[0, 2, 1, 3, 4])
+        return g.node("Reshape", [y, g.shape([1, c, 6, 6])]), (1, c, 6, 6)
+    return _archs_model(build, 404, (1, 8, 6, 6), "onnx_shuffle_unit",
+                        "ShuffleNetV2 unit: Split in two, 1x1 conv-BN-ReLU, depthwise 3x3 conv-BN, 1x1 "
+                        "conv-BN-ReLU on one half, Concat, channel shuffle (Reshape, Transpose, Reshape); "
+                        "input[1,8,6,6] -> [1,8,6,6] f32", ("split", "channel_shuffle", "conv2d"),
+                        residue_only={"acl": ("relax.permute_dims",), "bnns": ("relax.concat",)},
+                        max_subgraphs=None)
+
+
+def m_onnx_se_hswish():
+    def build(g):
+        y = g.cba("input", 4, 8, 3, act="hswish", in_act="unit")
+        y = g.cba(y, 8, 8, 3, groups=8, act="hswish", in_act="hswish")
+        s = g.node("GlobalAveragePool", [y])
+        s = g.act(g.conv(s, 8, 4, 1, pad=0, bias=True), "relu")
+        s = g.node("HardSigmoid", [g.conv(s, 4, 8, 1, pad=0, bias=True)], alpha=1.0 / 6.0, beta=0.5)
+        y = g.node("Mul", [y, s])
+        y = g.node("HardSigmoid", [g.cba(y, 8, 6, 1, act=None)])  # ONNX's default alpha 0.2, beta 0.5
+        return y, (1, 6, 7, 7)
+    return _archs_model(build, 405, (1, 4, 7, 7), "onnx_se_hswish",
+                        "MobileNetV3 block: conv-BN-HardSwish, depthwise conv-BN-HardSwish, squeeze-excite "
+                        "(GlobalAveragePool, conv-relu, conv-HardSigmoid(1/6, 1/2), Mul), conv-BN-"
+                        "HardSigmoid(0.2, 0.5); input[1,4,7,7] -> [1,6,7,7] f32", ("conv2d", "multiply"),
+                        code_free=("bnns",))
+
+
+def m_onnx_se_silu():
+    def build(g):
+        y = g.cba("input", 4, 8, 1, act="silu", in_act="unit")  # Mul(x, Sigmoid(x))
+        y = g.cba(y, 8, 8, 3, groups=8, act="silu", in_act="silu")
+        s = g.node("GlobalAveragePool", [y])
+        s = g.act(g.conv(s, 8, 2, 1, pad=0, bias=True), "silu")
+        s = g.node("Sigmoid", [g.conv(s, 2, 8, 1, pad=0, bias=True)])
+        y = g.node("Mul", [y, s])
+        y = g.cba(y, 8, 4, 1, act=None)
+        return g.node("Add", [y, g.cba("input", 4, 4, 1, act=None, in_act="unit")]), (1, 4, 6, 6)
+    return _archs_model(build, 406, (1, 4, 6, 6), "onnx_se_silu",
+                        "EfficientNet MBConv: conv-BN-SiLU (Mul of Sigmoid), depthwise conv-BN-SiLU, "
+                        "squeeze-excite with a SiLU and a Sigmoid gate, projection conv-BN, residual Add; "
+                        "input[1,4,6,6] -> [1,4,6,6] f32", ("conv2d", "multiply", "add"), code_free=("bnns",))
+
+
+def m_onnx_elementwise():
+    def build(g):
+        c = lambda base, shape: g.const(base, g.rng.uniform(0.5, 1.5, shape).astype("float32"))  # noqa: E731
+        y = g.node("Tanh", ["input"])
+        y = g.node("Sub", [y, c("sub", (1, 5, 1, 1))])
+        y = g.node("LeakyRelu", [y], alpha=0.1)
+        y = g.node("Div", [y, c("div", (1, 1, 1, 4))])
+        y = g.node("Sigmoid", [g.node("Sub", [c("lhs", (4,)), y])])
+        return g.node("Div", [y, g.node("Add", ["input", c("one", (1, 5, 3, 4)) ])]), (1, 5, 3, 4)
+    return _archs_model(build, 407, (1, 5, 3, 4), "onnx_elementwise",
+                        "Tanh, Sub (broadcast [1,5,1,1]), LeakyRelu(0.1), Div by a constant, Sub from a "
+                        "constant [4], Sigmoid, Div of two tensors; input[1,5,3,4] -> [1,5,3,4] f32",
+                        ("activation", "subtract", "divide"), code_free=("acl", "bnns"))
+
+
+def m_onnx_encoder_layer():
+    seq, d, heads, ff = 6, 16, 2, 32
+    dk = d // heads
+
+    def build(g):
+        import math
+
+        def linear(x, k, n):
+            w = (g.rng.standard_normal((k, n)) / math.sqrt(k)).astype("float32")
+            return g.node("Add", [g.node("MatMul", [x, g.const("w", w)]), g.const("b", 0.1 * g.rng.standard_normal(n).astype("float32"))])
+
+        def ln(x):
+            return g.node("LayerNormalization", [x, g.const("g", g.rng.uniform(0.8, 1.2, d).astype("float32")),
+                                                 g.const("b", (0.1 * g.rng.standard_normal(d)).astype("float32"))],
+                          axis=-1, epsilon=1e-5)
+
+        def heads_of(x, perm):
+            return g.node("Transpose", [g.node("Reshape", [x, g.shape([1, seq, heads, dk])])], perm=perm)
+
+        x = "input"
+        q, k, v = heads_of(linear(x, d, d), [0, 2, 1, 3]), heads_of(linear(x, d, d), [0, 2, 3, 1]), \
+            heads_of(linear(x, d, d), [0, 2, 1, 3])
+        s = g.node("Div", [g.node("MatMul", [q, k]), g.const("sqrt_dk", np.array(math.sqrt(dk), "float32"))])
+        a = g.node("Transpose", [g.node("MatMul", [g.dropout(g.node("Softmax", [s], axis=-1)), v])], perm=[0, 2, 1, 3])
+        x = ln(g.node("Add", [x, g.dropout(linear(g.node("Reshape", [a, g.shape([1, seq, d])]), d, d))]))
+        h = linear(x, d, ff)
+        e = g.node("Erf", [g.node("Div", [h, g.const("sqrt2", np.array(math.sqrt(2.0), "float32"))])])
+        h = g.node("Mul", [g.node("Mul", [h, g.node("Add", [e, g.const("one", np.array(1.0, "float32"))])]),
+                           g.const("half", np.array(0.5, "float32"))])
+        return ln(g.node("Add", [x, linear(h, ff, d)])), (1, seq, d)
+    return _archs_model(build, 408, (1, seq, d), "onnx_encoder_layer",
+                        "Transformer encoder layer (post-LN): Q/K/V MatMul+Add, heads by Reshape/Transpose, "
+                        "MatMul, Div by sqrt(d_k), Softmax, Dropout, LayerNormalization, GELU in its erf form "
+                        "(Div, Erf, Add, Mul, Mul); input[1,6,16] -> [1,6,16] f32",
+                        ("transpose", "layer_norm", "matmul", "softmax", "dense", "divide"), code_free=("acl", "bnns"))
+
+
+def m_onnx_gemm_trans():
+    def build(g):
+        w1 = g.const("w1", g.rng.standard_normal((8, 6)).astype("float32") / 3)
+        y = g.node("Gemm", ["input", w1], transA=1)  # input [8, 4] -> [4, 6]
+        w2 = g.const("w2", g.rng.standard_normal((5, 6)).astype("float32") / 3)
+        y = g.node("Gemm", [y, w2, g.const("b2", g.rng.standard_normal(5).astype("float32"))], transB=1)
+        return g.node("Tanh", [y]), (4, 5)
+    return _archs_model(build, 409, (8, 4), "onnx_gemm_trans",
+                        "Gemm with transA=1 (the input transposed), Gemm with transB=1 and a bias, Tanh; "
+                        "input[8,4] -> [4,5] f32", ("dense",), code_free=("acl", "bnns"))
+
+
+MODELS_V2 = [m_onnx_conv_bn, m_onnx_dense_block, m_onnx_grouped_lrn, m_onnx_shuffle_unit, m_onnx_se_hswish,
+             m_onnx_se_silu, m_onnx_elementwise, m_onnx_encoder_layer, m_onnx_gemm_trans]
+
 MODELS = [
     m_conv_pad_bias_relu, m_conv_s2_relu6, m_conv_dil_clip, m_dwconv, m_dwconv_mult2,
     m_qconv_uint8, m_qconv_int8, m_qdense_int8, m_max_pool, m_avg_pool, m_global_pools,
     m_dense_bias_relu, m_matmul, m_add_mul, m_conv_softmax, m_reshape_softmax, m_concat,
     m_cnn, m_cnn_nhwc, m_mobilenet_block, m_mlp, m_mixed, m_qcnn, m_minmax_clip, m_onnx_cnn, m_onnx_mobilenet_tiny,
-]
+] + MODELS_V2
 
 PARTITIONERS = {"acl": mote_tvm.partition_for_acl, "bnns": mote_tvm.partition_for_bnns}
 
@@ -702,6 +894,15 @@ def build_one(model: OModel, flavour: str, oracle: list, arch: str, out_dir: str
     descs = mote_tvm.subgraph_descriptions(pmod)
     if len(descs) < model.min_subgraphs:
         raise RuntimeError(f"{name}: {len(descs)} mote.subgraph call(s), expected at least {model.min_subgraphs}")
+    if model.max_subgraphs is not None and len(descs) > model.max_subgraphs:
+        raise RuntimeError(f"{name}: {len(descs)} mote.subgraph call(s), expected at most {model.max_subgraphs}")
+    if model.residue_only is not None and flavour in model.residue_only:
+        left = sorted({r.split(": ", 1)[1] for r in residue} - set(model.residue_only[flavour]))
+        if left:
+            raise RuntimeError(f"{name}: these stay in TVM but should be offloaded: {left}")
+    present = sorted({n["op"] for d in descs for n in d["nodes"]} & set(model.absent_ops))
+    if present:
+        raise RuntimeError(f"{name}: the partition has op(s) {present}, which it should not")
     ops = sorted({n["op"] for d in descs for n in d["nodes"]})
     missing = [op for op in model.expect_ops if op not in ops]
     if missing:

@@ -453,11 +453,14 @@ class _Matcher:
         activation, the binding vars it spans in binding order) or None.  Every user of `var`
         and of each intermediate must lie inside the pattern.  Version-2 activations (the ones
         TVM's ONNX importer spells as chains) only when `v2`."""
-        if _dtype(var.ty) != "float32" or var in self.fi.escapes or not isinstance(var, relax.DataflowVar):
+        # `var` may be a function parameter; the intermediates are dataflow vars (single_user).
+        if _dtype(var.ty) != "float32" or var in self.fi.escapes:
             return None
         users = [u for u in self.fi.users.get(var, []) if u in self.fi.defs]
-        if len(users) != len(self.fi.users.get(var, [])) or any(
-                self.fi.block_of.get(u) != self.fi.block_of.get(var) for u in users):
+        block = self.fi.block_of.get(users[0]) if users else None
+        if len(users) != len(self.fi.users.get(var, [])) or any(self.fi.block_of.get(u) != block for u in users):
+            return None
+        if var in self.fi.block_of and self.fi.block_of[var] != block:
             return None
         if len(users) == 1:
             u = users[0]
@@ -469,19 +472,7 @@ class _Matcher:
             chain = self.minmax_chain(u, call, extra)
             if chain is not None and chain[1].same_as(var):
                 return chain[0], self.clip_activation(chain[2], chain[3]), [u] + extra
-            if not v2 or _static_shape(u.ty) != _static_shape(var.ty):
-                return None
-            name = _op_name(call)
-            simple = {"relax.sigmoid": "sigmoid", "relax.tanh": "tanh", "relax.nn.silu": "silu",
-                      "relax.nn.gelu": "gelu", "relax.nn.gelu_tanh": "gelu_tanh"}
-            if name in simple and call.args[0].same_as(var):
-                return u, simple[name], [u]
-            if name == "relax.nn.leakyrelu" and call.args[0].same_as(var):
-                return u, {"leaky_relu": float(call.attrs.alpha)}, [u]
-            hs = self.hardsigmoid_chain(var, u, call)
-            if hs is not None:
-                return hs
-            return None
+            return self.v2_unary(var, u, call) if v2 else None
         if len(users) == 2 and v2:
             for first, second in (users, users[::-1]):
                 for fn in (self.silu_chain, self.hardswish_chain, self.gelu_chain):
@@ -489,6 +480,22 @@ class _Matcher:
                     if pat is not None:
                         return pat
         return None
+
+    _V2_UNARY = {"relax.sigmoid": "sigmoid", "relax.tanh": "tanh", "relax.nn.silu": "silu",
+                 "relax.nn.gelu": "gelu", "relax.nn.gelu_tanh": "gelu_tanh"}
+
+    def v2_unary(self, var, u, call):
+        """A version-2 activation of `var` that starts at binding `u = call` and does not read
+        `var` again: one op (sigmoid, tanh, leaky_relu, TVM's own silu/gelu) or the HardSigmoid
+        chain.  (result var, activation, binding vars) or None."""
+        if _static_shape(u.ty) != _static_shape(var.ty) or _dtype(var.ty) != "float32":
+            return None
+        name = _op_name(call)
+        if name in self._V2_UNARY and call.args[0].same_as(var):
+            return u, self._V2_UNARY[name], [u]
+        if name == "relax.nn.leakyrelu" and call.args[0].same_as(var):
+            return u, {"leaky_relu": float(call.attrs.alpha)}, [u]
+        return self.hardsigmoid_chain(var, u, call)
 
     def _scalar_operand(self, call, var):
         """For a binary `call` of `var` and a scalar constant: that constant as a float."""
@@ -1140,7 +1147,9 @@ class _Matcher:
         for x in call.args:
             if not isinstance(x, relax.Var) or self.fi.const_value(x) is not None:
                 continue
-            pat = self.act_pattern(x)
+            # A pattern that reads x twice (SiLU, HardSwish, GELU) must own all of x's uses;
+            # a one-way chain (sigmoid, HardSigmoid, ...) may share x with others.
+            pat = self.act_pattern(x) or self.v2_unary(x, var, call)
             if pat is None or not pat[2][0].same_as(var):
                 continue
             last, act, spans = pat
