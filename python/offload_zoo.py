@@ -7,7 +7,7 @@
 Each model is written unpartitioned, with seeded random weights bound as constants, then
 partitioned with ``mote_tvm.partition_for_acl`` / ``partition_for_bnns``; NAME is
 ``<model>_<flavour>``.  The exported library is the PARTITIONED module: its offloaded regions
-are calls to the packed function ``mote.subgraph`` (docs/subgraph-format.md, version 1) that the
+are calls to the packed function ``mote.subgraph`` (docs/subgraph-format.md, versions 1 and 2) that the
 runtime must provide.
 
 Oracle: TVM's own ``relax.VirtualMachine`` running an x86_64 build of the UNPARTITIONED model on

@@ -24,8 +24,9 @@ zoo_kind=offload-zoo
 zoo_label="offload zoo"
 zoo_builder=python/offload_zoo.py
 zoo_hash_files=("$root/python/offload_zoo.py" "$root"/python/mote_tvm/*.py "$root/python/onnx_models.py"
+                "$root/python/onnx_archs.py"
                 "$root/python/requirements.txt" "$root/scripts/offload-zoo.sh")
-zoo_format_doc=1
+zoo_format_doc=2
 # shellcheck source=scripts/lib/zoo-common.sh
 . "$root/scripts/lib/zoo-common.sh"
 zoo_main "$@"

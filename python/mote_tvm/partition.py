@@ -1866,12 +1866,15 @@ def partition_for_acl(mod: tvm.IRModule, params=None, code_free=None) -> tvm.IRM
     """Offload the regions Arm Compute Library can run (NHWC data, OHWI weights).
 
     `params` (name -> numpy array or tvm Tensor) are bound as constants first: only ops with
-    constant weights are offloaded.  fp32 conv2d (with folded pad, bias and relu/relu6/clip),
-    depthwise conv2d, uint8/int8 QDQ conv2d and dense, pooling, global pooling (adaptive pool
-    to 1x1, mean/max over H and W), dense/matmul (+bias, activation), add, multiply,
-    relu/relu6/clip, softmax, reshape and concatenate are recognised; adjacent ones become one
-    ``mote.subgraph`` call.  NCHW regions are described in NHWC with TVM transposes at the
-    region boundary (so an NCHW model is never code-free for ACL: write it in NHWC).
+    constant weights are offloaded.  fp32 conv2d (with folded pad, bias, batch norm and
+    activation; any groups), depthwise conv2d, uint8/int8 QDQ conv2d and dense, pooling, global
+    pooling (adaptive pool to 1x1, mean/max over H and W), dense/matmul (+bias, batch norm,
+    activation), add, subtract, multiply, divide, activations (relu, relu6, clip, sigmoid, tanh,
+    HardSwish, HardSigmoid, SiLU, GELU, leaky relu), batch norm (scale_shift), LRN, softmax,
+    reshape, transpose, channel shuffle, split, layer norm and concatenate are recognised;
+    Dropout is removed; adjacent ones become one ``mote.subgraph`` call.  NCHW regions are
+    described in NHWC with TVM transposes at the region boundary (so an NCHW model is never
+    code-free for ACL: write it in NHWC).
     Unsupported ops are left to TVM; this function never fails because of one, unless
     `code_free` is ``"require"``.
 
@@ -1885,8 +1888,9 @@ def partition_for_acl(mod: tvm.IRModule, params=None, code_free=None) -> tvm.IRM
 def partition_for_bnns(mod: tvm.IRModule, params=None, code_free=None) -> tvm.IRModule:
     """Offload the regions Apple BNNS can run (float32, NCHW data, OIHW weights).
 
-    Like ``partition_for_acl`` but without quantized ops and concatenate, with any conv2d
-    groups, and without layout conversion (NHWC ops are left to TVM).  `code_free` as for
+    Like ``partition_for_acl`` but without quantized ops and concatenate, and without layout
+    conversion (NHWC ops are left to TVM); version-2 activations are separate nodes rather than
+    fused (docs/subgraph-format.md).  `code_free` as for
     ``partition_for_acl``.  Returns a new IRModule.
     """
     return _partition(mod, params, _BNNS, code_free)
