@@ -555,15 +555,16 @@ def m_mixed():
         def main(x: R.Tensor((1, 3, 8, 8), "float32")):
             with R.dataflow():
                 h = R.nn.relu(R.add(R.nn.conv2d(x, R.const(w1), padding=[1, 1, 1, 1]), R.const(b1)))
-                s = R.sigmoid(h)
+                s = R.exp(R.negative(h))
                 c = R.nn.conv2d(s, R.const(w2), strides=[2, 2], padding=[1, 1, 1, 1])
-                t = R.tanh(c)
+                t = R.sin(c)
                 g = R.mean(t, axis=[2, 3], keepdims=False)
                 y = R.matmul(g, R.permute_dims(R.const(fw)))
                 R.output(y)
             return y
 
-    return OModel("mixed", "conv+bias+relu (offloaded), sigmoid (TVM), conv stride 2 (offloaded), tanh (TVM), "
+    # exp, negative and sin are ops no partitioner takes (sigmoid and tanh were, before format 2).
+    return OModel("mixed", "conv+bias+relu (offloaded), exp(-x) (TVM), conv stride 2 (offloaded), sin (TVM), "
                   "mean over H,W + dense 6->4 (offloaded); x[1,3,8,8] -> [1,4] f32: the VM alternates TVM "
                   "kernels and mote.subgraph calls", M, [normal(rng_for(304, 1), (1, 3, 8, 8))],
                   min_subgraphs=3, mixed=True, expect_ops=("conv2d", "global_avg_pool2d", "dense"))
