@@ -778,10 +778,13 @@ def m_onnx_elementwise():
         y = g.node("LeakyRelu", [y], alpha=0.1)
         y = g.node("Div", [y, c("div", (1, 1, 1, 4))])
         y = g.node("Sigmoid", [g.node("Sub", [c("lhs", (4,)), y])])
-        return g.node("Div", [y, g.node("Add", ["input", c("one", (1, 5, 3, 4)) ])]), (1, 5, 3, 4)
+        y = g.node("Div", [y, g.node("Add", ["input", c("one", (1, 5, 3, 4))])])
+        return g.node("Sum", [y, "input", c("sum", (1, 5, 1, 1))]), (1, 5, 3, 4)
     return _archs_model(build, 407, (1, 5, 3, 4), "onnx_elementwise",
                         "Tanh, Sub (broadcast [1,5,1,1]), LeakyRelu(0.1), Div by a constant, Sub from a "
-                        "constant [4], Sigmoid, Div of two tensors; input[1,5,3,4] -> [1,5,3,4] f32",
+                        "constant [4], Sigmoid, Div of two tensors, a three-way Sum with a broadcast "
+                        "constant (TVM imports it as stack + sum: a chain of adds); input[1,5,3,4] -> "
+                        "[1,5,3,4] f32",
                         ("activation", "subtract", "divide"), code_free=("acl", "bnns"))
 
 

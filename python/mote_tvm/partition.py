@@ -1717,11 +1717,39 @@ def _emit_region(region, fi, target, counter, bb, dead, tensor_users):
 # --------------------------------------------------------------------------------------------
 
 
-def _dropout_to_identity(func: relax.Function) -> relax.Function:
-    """Bind field 0 of every inference ``relax.nn.dropout`` to the dropout's input (TVM would
-    compile a dropout into a copy and a ones-filled mask); CanonicalizeBindings then replaces
-    those var-to-var bindings by their source."""
+def _nary_sum_terms(value, defs):
+    """The terms of TVM's import of an n-ary ONNX Sum, ``sum(stack(broadcast_to(x_i)), axis 0)``
+    over float32 tensors: [x_0, ..., x_n-1], or None."""
+    if _op_name(value) != "relax.sum" or value.attrs.axis is None or _ints(value.attrs.axis) != [0]:
+        return None
+    if bool(value.attrs.keepdims) or _dtype(value.ty) != "float32":
+        return None
+    stack = defs.get(value.args[0]) if isinstance(value.args[0], relax.Var) else None
+    if _op_name(stack) != "relax.stack" or int(stack.attrs.axis) != 0 or not isinstance(stack.args[0], relax.Tuple):
+        return None
+    terms = []
+    for f in stack.args[0].fields:
+        b = defs.get(f) if isinstance(f, relax.Var) else None
+        if _op_name(b) == "relax.broadcast_to" and isinstance(b.args[0], (relax.Var, tvm.ir.expr.Constant)):
+            f = b.args[0]  # add broadcasts by itself
+        if isinstance(f, tvm.ir.expr.Constant):
+            if str(f.value.dtype) != "float32":
+                return None
+        elif not isinstance(f, relax.Var) or _dtype(f.ty) != "float32":
+            return None
+        terms.append(f)
+    return terms if len(terms) >= 2 else None
+
+
+def _simplify_exports(func: relax.Function) -> relax.Function:
+    """Rewrite what exported graphs contain into what the matcher takes:
+    - field 0 of an inference ``relax.nn.dropout`` is bound to the dropout's input (TVM would
+      compile a dropout into a copy and a ones-filled mask); CanonicalizeBindings then replaces
+      those var-to-var bindings by their source;
+    - an n-ary Sum (stack + sum, see _nary_sum_terms) becomes a chain of adds, left to right as
+      the reduction runs."""
     defs = {b.var: b.value for block in func.body.blocks for b in block.bindings if isinstance(b, relax.VarBinding)}
+    bb = relax.BlockBuilder()
     blocks, changed = [], False
     for block in func.body.blocks:
         bindings = []
@@ -1732,6 +1760,17 @@ def _dropout_to_identity(func: relax.Function) -> relax.Function:
                 if _op_name(src) == "relax.nn.dropout" and isinstance(src.args[0], relax.Var):
                     b = relax.VarBinding(b.var, src.args[0])
                     changed = True
+            terms = _nary_sum_terms(v, defs) if isinstance(block, relax.DataflowBlock) else None
+            if terms is not None:
+                acc = terms[0]
+                for i, t in enumerate(terms[1:], 1):
+                    call = bb.normalize(relax.op.add(acc, t))
+                    if i == len(terms) - 1:
+                        b = relax.VarBinding(b.var, call)
+                    else:
+                        acc = relax.DataflowVar(f"{b.var.name}_sum{i}", call.ty)
+                        bindings.append(relax.VarBinding(acc, call))
+                changed = True
             bindings.append(b)
         blocks.append(relax.DataflowBlock(bindings) if isinstance(block, relax.DataflowBlock) else relax.BindingBlock(bindings))
     if not changed:
@@ -1741,13 +1780,13 @@ def _dropout_to_identity(func: relax.Function) -> relax.Function:
 
 
 def _drop_training_leftovers(mod: tvm.IRModule) -> tvm.IRModule:
-    """Dropout becomes the identity, then unused bindings go (Dropout itself, its mask,
+    """Dropout becomes the identity and n-ary sums adds, then unused bindings go (Dropout itself, its mask,
     BatchNorm's running-statistics fields), so that they neither split regions nor hide the
     single use of a BatchNorm's result."""
     out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs) if mod.attrs else tvm.IRModule(dict(mod.functions))
     for gv, func in mod.functions.items():
         if isinstance(func, relax.Function):
-            out[gv] = _dropout_to_identity(func)
+            out[gv] = _simplify_exports(func)
     out = relax.transform.CanonicalizeBindings()(out)
     return relax.transform.DeadCodeElimination()(out)
 
