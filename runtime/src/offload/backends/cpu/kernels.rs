@@ -388,7 +388,11 @@ impl ConvPlan {
                                 seg[..a - ox0].fill(T::default());
                                 seg[b - ox0..].fill(T::default());
                                 let valid = &mut seg[a - ox0..b - ox0];
-                                if sx == 1 {
+                                // A piece that starts right of the tap's last valid column
+                                // has a = b beyond it: nothing to read (and `a + off - pl`
+                                // may lie past the input row).
+                                if valid.is_empty() {
+                                } else if sx == 1 {
                                     let s0 = a + off - pl;
                                     valid.copy_from_slice(&irow[s0..s0 + (b - a)]);
                                 } else {
@@ -1502,6 +1506,86 @@ mod tests {
                                 );
                             }
                             y.fill(f32::NAN);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `im2col_nchw` for every piece (start pixel, length) of the output equals a naive
+    /// gather: pieces may start anywhere in an output row, including right of a tap's last
+    /// valid column (AlexNet's 5x5 pad-2 conv on 27x27 split over two threads once read past
+    /// the input row there).
+    #[test]
+    fn nchw_im2col_of_every_piece_matches_a_naive_gather() {
+        // (c, h, w, k, stride, pad, dilation, groups)
+        for (c, h, wd, k, s, pad, d, groups) in [
+            (2, 27, 27, 5, 1, 2, 1, 2),
+            (1, 7, 9, 3, 2, 1, 1, 1),
+            (1, 6, 5, 3, 1, 2, 2, 1),
+            (2, 4, 4, 5, 1, 3, 1, 1),
+            (1, 5, 8, 1, 3, 0, 1, 1),
+        ] {
+            let oh = (h + 2 * pad - d * (k - 1) - 1) / s + 1;
+            let ow = (wd + 2 * pad - d * (k - 1) - 1) / s + 1;
+            let plan = ConvPlan {
+                layout: Layout::Nchw,
+                n: 1,
+                c,
+                h,
+                w: wd,
+                o: groups,
+                kh: k,
+                kw: k,
+                oh,
+                ow,
+                groups,
+                strides: [s, s],
+                padding: [pad; 4],
+                dilation: [d, d],
+                isa: isa::current(),
+            };
+            let x = data(c * h * wd, 5);
+            let cg = c / groups;
+            let pix = oh * ow;
+            for g in 0..groups {
+                for p0 in 0..pix {
+                    // Pieces of one to a few pixels, about a row, and (from the first rows)
+                    // everything to the end.
+                    let mut lens = vec![1, 2, 3, ow.saturating_sub(1), ow, ow + 2];
+                    if p0 < 2 * ow {
+                        lens.push(pix - p0);
+                    }
+                    lens.retain(|&l| l >= 1 && l <= pix - p0);
+                    lens.sort_unstable();
+                    lens.dedup();
+                    for cols in lens {
+                        let mut col = vec![f32::NAN; cg * k * k * cols];
+                        plan.im2col_nchw(&x, g, p0, cols, &mut col);
+                        for ci in 0..cg {
+                            for ky in 0..k {
+                                for kx in 0..k {
+                                    let row = (ci * k + ky) * k + kx;
+                                    for j in 0..cols {
+                                        let (oy, ox) = ((p0 + j) / ow, (p0 + j) % ow);
+                                        let want = match (
+                                            ConvPlan::src(oy, ky, s, d, pad, h),
+                                            ConvPlan::src(ox, kx, s, d, pad, wd),
+                                        ) {
+                                            (Some(iy), Some(ix)) => {
+                                                x[((g * cg + ci) * h + iy) * wd + ix]
+                                            }
+                                            _ => 0.0,
+                                        };
+                                        assert_eq!(
+                                            col[row * cols + j].to_bits(),
+                                            want.to_bits(),
+                                            "c{c} {h}x{wd} k{k} s{s} p{pad} d{d} g{g}: piece {p0}+{cols}, row {row}, col {j}"
+                                        );
+                                    }
+                                }
+                            }
                         }
                     }
                 }
