@@ -1287,19 +1287,34 @@ pub(crate) fn generic(
             let (n, c, h, w) = l.nchw(shapes[0]);
             let (n, c, hw) = (n as usize, c as usize, (h * w) as usize);
             let x = &xs[0];
-            for b in 0..n {
-                for ch in 0..c {
-                    let mut acc = if is_max { f32::MIN } else { 0.0 };
-                    for p in 0..hw {
-                        let v = match l {
-                            Layout::Nhwc => x[(b * hw + p) * c + ch],
-                            Layout::Nchw => x[(b * c + ch) * hw + p],
-                        };
-                        acc = if is_max { acc.max(v) } else { acc + v };
+            let init = if is_max { f32::MIN } else { 0.0 };
+            // Every channel accumulates over the pixels in pixel order (in both layouts), so
+            // the result does not depend on the layout; NHWC reads whole rows of C at a time.
+            super::isa::vectorized(|| match l {
+                Layout::Nhwc => {
+                    for (b, yb) in y.chunks_exact_mut(c.max(1)).enumerate().take(n) {
+                        yb.fill(init);
+                        for row in x[b * hw * c..(b + 1) * hw * c].chunks_exact(c.max(1)) {
+                            for (a, &v) in yb.iter_mut().zip(row) {
+                                *a = if is_max { a.max(v) } else { *a + v };
+                            }
+                        }
+                        if !is_max {
+                            for a in yb.iter_mut() {
+                                *a /= hw.max(1) as f32;
+                            }
+                        }
                     }
-                    y[b * c + ch] = if is_max { acc } else { acc / hw.max(1) as f32 };
                 }
-            }
+                Layout::Nchw => {
+                    for (d, plane) in y.iter_mut().zip(x.chunks_exact(hw.max(1))).take(n * c) {
+                        let acc = plane
+                            .iter()
+                            .fold(init, |a, &v| if is_max { a.max(v) } else { a + v });
+                        *d = if is_max { acc } else { acc / hw.max(1) as f32 };
+                    }
+                }
+            });
         }
         Op::Matmul => matmul(&xs[0], shapes[0], &xs[1], shapes[1], ys, y)?,
         // Binary ops and their fused activations: one pass, split over the pool (ops.rs).

@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::offload::format::{Activation, Layout, Lrn, Op};
 
 use super::backend_err;
+use super::isa::vectorized;
 use super::kernels::{binary, for_each_piece};
 
 /// Elements below which an elementwise kernel runs on one thread.
@@ -223,9 +224,11 @@ fn par_units(
 fn activation_op(a: Activation, x: &[f32], y: &mut [f32]) -> Result<()> {
     with_act!(a, |f| par_units(y, 1, |u0, p| {
         let n = p.len();
-        for (d, &v) in p.iter_mut().zip(&x[u0..u0 + n]) {
-            *d = f(v);
-        }
+        vectorized(|| {
+            for (d, &v) in p.iter_mut().zip(&x[u0..u0 + n]) {
+                *d = f(v);
+            }
+        });
         Ok(())
     }))
 }
@@ -240,7 +243,7 @@ pub(crate) fn bias_act(
     layout: Layout,
     plane: usize,
 ) {
-    with_act!(act, |f| match (bias, layout) {
+    with_act!(act, |f| vectorized(|| match (bias, layout) {
         (Some(b), Layout::Nhwc) => {
             for row in y.chunks_exact_mut(channels.max(1)) {
                 for (v, &bb) in row.iter_mut().zip(b) {
@@ -261,7 +264,7 @@ pub(crate) fn bias_act(
                 *v = f(*v);
             }
         }
-    })
+    }))
 }
 
 /// How the smaller operand of a binary op is broadcast over the output, when it is a block
@@ -275,16 +278,14 @@ fn block_broadcast(small: &[i64], out: &[i64]) -> Option<usize> {
     let pad: Vec<i64> = std::iter::repeat_n(1, r - small.len())
         .chain(small.iter().copied())
         .collect();
-    // Skip leading 1s, then dims equal to the output's, then only 1s.
-    let mut k = 0;
-    while k < r && pad[k] == 1 && out[k] != 1 {
-        k += 1;
-    }
-    while k < r && pad[k] == out[k] {
-        k += 1;
-    }
-    let k1 = k;
-    if pad[k1..].iter().any(|&d| d != 1) {
+    // The dims that are not 1 must be one run, each equal to the output's; the block is what
+    // follows the run. (A 1 in both shapes belongs to neither side: a squeeze-excitation
+    // scale [1,1,1,C] on [1,H,W,C] is a block pattern with a block of 1.)
+    let Some(k0) = pad.iter().position(|&d| d != 1) else {
+        return Some(out.iter().map(|&d| d as usize).product());
+    };
+    let k1 = pad.iter().rposition(|&d| d != 1).map_or(k0, |k| k + 1);
+    if (k0..k1).any(|k| pad[k] != out[k]) {
         return None;
     }
     Some(out[k1..].iter().map(|&d| d as usize).product())
@@ -307,9 +308,11 @@ fn binary_op(
         if shapes[0] == shapes[1] {
             return par_units(y, 1, |u0, p| {
                 let n = p.len();
-                for ((d, &u), &v) in p.iter_mut().zip(&a[u0..u0 + n]).zip(&b[u0..u0 + n]) {
-                    *d = f(op(u, v));
-                }
+                vectorized(|| {
+                    for ((d, &u), &v) in p.iter_mut().zip(&a[u0..u0 + n]).zip(&b[u0..u0 + n]) {
+                        *d = f(op(u, v));
+                    }
+                });
                 Ok(())
             });
         }
@@ -335,9 +338,11 @@ fn binary_op(
             let s = small[0];
             return par_units(y, 1, |u0, p| {
                 let n = p.len();
-                for (d, &x) in p.iter_mut().zip(&full[u0..u0 + n]) {
-                    *d = g(x, s);
-                }
+                vectorized(|| {
+                    for (d, &x) in p.iter_mut().zip(&full[u0..u0 + n]) {
+                        *d = g(x, s);
+                    }
+                });
                 Ok(())
             });
         }
@@ -345,27 +350,31 @@ fn binary_op(
             // The small operand repeats every `len` elements (e.g. a channel vector, NHWC).
             return par_units(y, len, |u0, p| {
                 let xs = &full[u0 * len..u0 * len + p.len()];
-                for (row, xr) in p.chunks_exact_mut(len).zip(xs.chunks_exact(len)) {
-                    for ((d, &x), &s) in row.iter_mut().zip(xr).zip(small) {
-                        *d = g(x, s);
+                vectorized(|| {
+                    for (row, xr) in p.chunks_exact_mut(len).zip(xs.chunks_exact(len)) {
+                        for ((d, &x), &s) in row.iter_mut().zip(xr).zip(small) {
+                            *d = g(x, s);
+                        }
                     }
-                }
+                });
                 Ok(())
             });
         }
         // Each element of the small operand covers a block of `inner` (NCHW channel planes).
         par_units(y, inner, |u0, p| {
             let xs = &full[u0 * inner..u0 * inner + p.len()];
-            for (k, (blk, xb)) in p
-                .chunks_exact_mut(inner)
-                .zip(xs.chunks_exact(inner))
-                .enumerate()
-            {
-                let s = small[(u0 + k) % len];
-                for (d, &x) in blk.iter_mut().zip(xb) {
-                    *d = g(x, s);
+            vectorized(|| {
+                for (k, (blk, xb)) in p
+                    .chunks_exact_mut(inner)
+                    .zip(xs.chunks_exact(inner))
+                    .enumerate()
+                {
+                    let s = small[(u0 + k) % len];
+                    for (d, &x) in blk.iter_mut().zip(xb) {
+                        *d = g(x, s);
+                    }
                 }
-            }
+            });
             Ok(())
         })
     })
@@ -394,28 +403,32 @@ fn scale_shift(
             // The channel is the innermost dim: rows of C.
             par_units(y, c, |u0, p| {
                 let xs = &x[u0 * c..u0 * c + p.len()];
-                for (row, xr) in p.chunks_exact_mut(c).zip(xs.chunks_exact(c)) {
-                    for (((d, &v), &s), &t) in row.iter_mut().zip(xr).zip(scale).zip(shift) {
-                        *d = f(v * s + t);
+                vectorized(|| {
+                    for (row, xr) in p.chunks_exact_mut(c).zip(xs.chunks_exact(c)) {
+                        for (((d, &v), &s), &t) in row.iter_mut().zip(xr).zip(scale).zip(shift) {
+                            *d = f(v * s + t);
+                        }
                     }
-                }
+                });
                 Ok(())
             })
         } else {
             // Planes of `inner` elements, one channel each.
             par_units(y, inner, |u0, p| {
                 let xs = &x[u0 * inner..u0 * inner + p.len()];
-                for (k, (row, xr)) in p
-                    .chunks_exact_mut(inner)
-                    .zip(xs.chunks_exact(inner))
-                    .enumerate()
-                {
-                    let ch = (u0 + k) % c;
-                    let (s, t) = (scale[ch], shift[ch]);
-                    for (d, &v) in row.iter_mut().zip(xr) {
-                        *d = f(v * s + t);
+                vectorized(|| {
+                    for (k, (row, xr)) in p
+                        .chunks_exact_mut(inner)
+                        .zip(xs.chunks_exact(inner))
+                        .enumerate()
+                    {
+                        let ch = (u0 + k) % c;
+                        let (s, t) = (scale[ch], shift[ch]);
+                        for (d, &v) in row.iter_mut().zip(xr) {
+                            *d = f(v * s + t);
+                        }
                     }
-                }
+                });
                 Ok(())
             })
         }

@@ -230,8 +230,13 @@ fn binary_ops_broadcast_and_fuse_activations() {
         ("divide", |a| Op::Divide { activation: a }, |u, v| u / v),
     ];
     // (a shape, b shape, out shape)
-    let cases: [(&[i64], &[i64], &[i64]); 11] = [
+    let cases: [(&[i64], &[i64], &[i64]); 14] = [
         (&[3, 11, 1031], &[3, 11, 1031], &[3, 11, 1031]),
+        // Batch 1, where the leading 1 of the scale meets the output's 1 (a block pattern).
+        (&[1, 29, 31, 24], &[1, 1, 1, 24], &[1, 29, 31, 24]),
+        (&[1, 24, 29, 31], &[1, 24, 1, 1], &[1, 24, 29, 31]),
+        // Not one run of dims (the general path).
+        (&[2, 3, 4, 5], &[3, 1, 5], &[2, 3, 4, 5]),
         (&[2, 3, 5], &[5], &[2, 3, 5]),
         (&[2, 3, 5], &[3, 1], &[2, 3, 5]),
         (&[1, 3, 1], &[2, 1, 4], &[2, 3, 4]),
