@@ -1448,6 +1448,29 @@ mod tests {
         y
     }
 
+    /// The plan of a convolution with square kernel, strides, padding and dilation:
+    /// `[n, c, h, w, o, k, stride, pad, groups, dilation]`.
+    fn square_plan(layout: Layout, g: [usize; 10], isa: Isa) -> ConvPlan {
+        let [n, c, h, w, o, k, s, pad, groups, d] = g;
+        ConvPlan {
+            layout,
+            n,
+            c,
+            h,
+            w,
+            o,
+            kh: k,
+            kw: k,
+            oh: (h + 2 * pad - d * (k - 1) - 1) / s + 1,
+            ow: (w + 2 * pad - d * (k - 1) - 1) / s + 1,
+            groups,
+            strides: [s, s],
+            padding: [pad; 4],
+            dilation: [d, d],
+            isa,
+        }
+    }
+
     /// Every conv path (GEMM, direct, pointwise, grouped, depthwise 3x3/5x5; strides, dilation,
     /// padding;
     /// both layouts) with every ISA level this CPU has, on 1, 2 and 3 threads, against the
@@ -1481,26 +1504,8 @@ mod tests {
         ];
         for &isa in isa::supported() {
             for (n, c, h, wd, o, k, s, pad, groups, d) in cases {
-                let oh = (h + 2 * pad - d * (k - 1) - 1) / s + 1;
-                let ow = (wd + 2 * pad - d * (k - 1) - 1) / s + 1;
                 for layout in [Layout::Nchw, Layout::Nhwc] {
-                    let plan = ConvPlan {
-                        layout,
-                        n,
-                        c,
-                        h,
-                        w: wd,
-                        o,
-                        kh: k,
-                        kw: k,
-                        oh,
-                        ow,
-                        groups,
-                        strides: [s, s],
-                        padding: [pad; 4],
-                        dilation: [d, d],
-                        isa,
-                    };
+                    let plan = square_plan(layout, [n, c, h, wd, o, k, s, pad, groups, d], isa);
                     let x = data(n * c * h * wd, 1);
                     let w = data(o * (c / groups) * k * k, 2);
                     let want = naive(&plan, &x, &w);
@@ -1542,25 +1547,12 @@ mod tests {
             (2, 4, 4, 5, 1, 3, 1, 1),
             (1, 5, 8, 1, 3, 0, 1, 1),
         ] {
-            let oh = (h + 2 * pad - d * (k - 1) - 1) / s + 1;
-            let ow = (wd + 2 * pad - d * (k - 1) - 1) / s + 1;
-            let plan = ConvPlan {
-                layout: Layout::Nchw,
-                n: 1,
-                c,
-                h,
-                w: wd,
-                o: groups,
-                kh: k,
-                kw: k,
-                oh,
-                ow,
-                groups,
-                strides: [s, s],
-                padding: [pad; 4],
-                dilation: [d, d],
-                isa: isa::current(),
-            };
+            let plan = square_plan(
+                Layout::Nchw,
+                [1, c, h, wd, groups, k, s, pad, groups, d],
+                isa::current(),
+            );
+            let (oh, ow) = (plan.oh, plan.ow);
             let x = data(c * h * wd, 5);
             let cg = c / groups;
             let pix = oh * ow;
