@@ -33,7 +33,7 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -71,6 +71,9 @@ class OModel:
     residue_only: dict | None = None
     absent_ops: tuple = ()  # op names that must NOT appear in any description (e.g. folded BN)
     max_subgraphs: int | None = None
+    # Activation name -> how many nodes of every flavour's descriptions must carry it (fused or
+    # standalone).
+    expect_activations: dict = field(default_factory=dict)
 
 
 def f32(a):
@@ -664,7 +667,8 @@ def _archs_model(build, seed, shape, name, description, expect_ops, **kw):
 
     g = onnx_archs._G(seed)
     out, out_shape = build(g)
-    mod = from_onnx(g.model(name, list(shape), out, list(out_shape)), keep_params_in_input=False)
+    opset = kw.pop("opset", onnx_archs.OPSET)
+    mod = from_onnx(g.model(name, list(shape), out, list(out_shape), opset=opset), keep_params_in_input=False)
     kw.setdefault("residue_only", _ACL_EDGE)
     kw.setdefault("max_subgraphs", 1)
     return OModel(name, description, mod, [normal(rng_for(seed, 1), shape)], expect_ops=expect_ops, **kw)
@@ -837,8 +841,67 @@ def m_onnx_gemm_trans():
                         "input[8,4] -> [4,5] f32", ("dense",), code_free=("acl", "bnns"))
 
 
+def m_onnx_gelu_tanh():
+    seq, d, ff = 5, 12, 24
+
+    def build(g):
+        import math
+
+        def linear(x, k, n):
+            w = (g.rng.standard_normal((k, n)) / math.sqrt(k)).astype("float32")
+            return g.node("Add", [g.node("MatMul", [x, g.const("w", w)]),
+                                  g.const("b", 0.1 * g.rng.standard_normal(n).astype("float32"))])
+
+        def scalar(base, v):
+            return g.const(base, np.array(v, "float32"))
+
+        def written_out(x, cube):
+            # 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+            inner = g.node("Mul", [scalar("beta", math.sqrt(2.0 / math.pi)),
+                                   g.node("Add", [x, g.node("Mul", [scalar("kappa", 0.044715), cube])])])
+            one_plus = g.node("Add", [scalar("one", 1.0), g.node("Tanh", [inner])])
+            return one_plus, inner
+
+        h = g.node("Gelu", [linear("input", d, ff)], approximate="tanh")  # ONNX opset 20
+        x = linear(h, ff, ff)
+        # Hugging Face's NewGELU traced: cube as Pow(x, 3), 0.5 * x first.
+        one_plus, _ = written_out(x, g.node("Pow", [x, scalar("three", 3.0)]))
+        h = g.node("Mul", [g.node("Mul", [scalar("half", 0.5), x]), one_plus])
+        x = linear(h, ff, d)
+        # torch.onnx's opset-9 gelu(approximate="tanh"): cube as Mul(x, Mul(x, x)), 0.5 last.
+        one_plus, _ = written_out(x, g.node("Mul", [x, g.node("Mul", [x, x])]))
+        h = g.node("Mul", [scalar("half", 0.5), g.node("Mul", [x, one_plus])])
+        return g.node("Add", [h, "input"]), (1, seq, d)
+    return _archs_model(build, 410, (1, seq, d), "onnx_gelu_tanh",
+                        "GELU's tanh form three ways after MatMul+Add: ONNX opset-20 Gelu(approximate=tanh), "
+                        "written out with Pow(x, 3) (0.5 * x first) and with Mul(x, Mul(x, x)) (0.5 last); "
+                        "residual Add; input[1,5,12] -> [1,5,12] f32",
+                        ("dense",), code_free=("acl", "bnns"), opset=20, expect_activations={"gelu_tanh": 3})
+
+
+def check_gelu_tanh_near_miss():
+    """The written-out tanh GELU is recognised by value: a chain of the same shape with 0.05 for
+    0.044715 must not become a gelu_tanh node in either flavour (its ops are offloaded one by one
+    or stay in TVM)."""
+    import math
+
+    import onnx_archs
+    from tvm.relax.frontend.onnx import from_onnx
+
+    g = onnx_archs._G(411)
+    s = lambda base, v: g.const(base, np.array(v, "float32"))  # noqa: E731
+    cube = g.node("Pow", ["input", s("three", 3.0)])
+    inner = g.node("Mul", [s("beta", math.sqrt(2.0 / math.pi)), g.node("Add", ["input", g.node("Mul", [s("k", 0.05), cube])])])
+    y = g.node("Mul", [g.node("Mul", [s("half", 0.5), "input"]), g.node("Add", [s("one", 1.0), g.node("Tanh", [inner])])])
+    mod = from_onnx(g.model("near_miss", [1, 4, 6, 6], y, [1, 4, 6, 6]), keep_params_in_input=False)
+    for flavour, partition in PARTITIONERS.items():
+        acts = [n["attrs"].get("activation") for d in mote_tvm.subgraph_descriptions(partition(mod)) for n in d["nodes"]]
+        if "gelu_tanh" in acts:
+            raise RuntimeError(f"{flavour}: a tanh-GELU-shaped chain with kappa 0.05 was taken as gelu_tanh")
+
+
 MODELS_V2 = [m_onnx_conv_bn, m_onnx_dense_block, m_onnx_grouped_lrn, m_onnx_shuffle_unit, m_onnx_se_hswish,
-             m_onnx_se_silu, m_onnx_elementwise, m_onnx_encoder_layer, m_onnx_gemm_trans]
+             m_onnx_se_silu, m_onnx_elementwise, m_onnx_encoder_layer, m_onnx_gemm_trans, m_onnx_gelu_tanh]
 
 MODELS = [
     m_conv_pad_bias_relu, m_conv_s2_relu6, m_conv_dil_clip, m_dwconv, m_dwconv_mult2,
@@ -911,6 +974,11 @@ def build_one(model: OModel, flavour: str, oracle: list, arch: str, out_dir: str
     missing = [op for op in model.expect_ops if op not in ops]
     if missing:
         raise RuntimeError(f"{name}: the partition lacks op(s) {missing} (has {ops})")
+    for act, count in model.expect_activations.items():
+        acts = [n["attrs"].get("activation") for d in descs for n in d["nodes"]]
+        got = sum(1 for a in acts if a == act or (isinstance(a, dict) and act in a))
+        if got != count:
+            raise RuntimeError(f"{name}: {got} node(s) with activation {act!r}, expected {count}")
     for d in descs:
         # Version 2 exactly when a node needs it, so older runtimes keep loading the rest.
         want = 2 if any(needs_version_2(n) for n in d["nodes"]) else 1
@@ -972,6 +1040,8 @@ def main(argv=None) -> int:
             oracle = run_vm(tvm.compile(model.mod, target=HOST_TARGET), model.inputs)
             for flavour in model.flavours:
                 manifest["models"].append(build_one(model, flavour, oracle, args.target, args.out, scratch))
+    if "onnx_gelu_tanh" in seen:
+        check_gelu_tanh_near_miss()
     if only - seen:
         raise SystemExit(f"offload_zoo.py: unknown model(s): {sorted(only - seen)}")
     write_manifest(args.out, manifest)

@@ -147,7 +147,7 @@ class _G:
     def shape(self, dims) -> str:
         return self.const("shape", np.array(dims, dtype="int64"))
 
-    def model(self, name, x_shape, out, out_shape) -> onnx.ModelProto:
+    def model(self, name, x_shape, out, out_shape, opset=OPSET) -> onnx.ModelProto:
         self.nodes.append(helper.make_node("Identity", [out], ["output"], name="output"))
         graph = helper.make_graph(
             self.nodes, name,
@@ -155,7 +155,7 @@ class _G:
             [helper.make_tensor_value_info("output", TensorProto.FLOAT, out_shape)],
             self.inits,
         )
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="mote-bench-archs")
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="mote-bench-archs")
         m.ir_version = 8
         # The 2 GB protobuf limit: VGG-16 is about 550 MB, so the full check is fine.
         onnx.checker.check_model(m)

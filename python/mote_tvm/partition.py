@@ -28,8 +28,10 @@ Before matching, what training frameworks leave in an inference graph is taken o
 running statistics, Dropout's mask) are dropped.  Inference BatchNorm after a conv2d or dense
 is folded into its weight and bias; any other BatchNorm becomes ``scale_shift``.  Activations
 arrive as chains of elementwise ops (HardSwish as add/clip/divide/multiply, SiLU as
-x * sigmoid(x), GELU as divide/erf/add/multiply/multiply): each chain is recognised as one
-activation and fused into its producer where the producer takes one.
+x * sigmoid(x), GELU as divide/erf/add/multiply/multiply, GELU's tanh form as
+0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) with x^3 as a power or two products):
+each chain is recognised as one activation and fused into its producer where the producer takes
+one.
 """
 
 from __future__ import annotations
@@ -69,10 +71,15 @@ class _Target:
     # BNNS backend runs none of them, so for BNNS they stay separate `activation` nodes and the
     # conv keeps running on BNNS (the activation node falls back to `cpu` in the same region).
     fuse_v2_activations: bool
+    # Version-2 activations the backend cannot run even fused (ACL has no tanh-form GELU): kept
+    # as their own `activation` node, so only that node falls back to `cpu`, not its producer.
+    never_fused: frozenset = frozenset()
 
 
 # The ACL shim runs a grouped convolution as one convolution per group (backends/acl/README.md).
-_ACL = _Target("acl", quantized=True, concat=True, any_groups=True, layout="NHWC", fuse_v2_activations=True)
+# ACL 24.11's GELU is the erf form only (backends/acl/README.md).
+_ACL = _Target("acl", quantized=True, concat=True, any_groups=True, layout="NHWC", fuse_v2_activations=True,
+               never_fused=frozenset({"gelu_tanh"}))
 # BNNS has no concatenation layer and no requantising int8 conv (docs/bnns.md, "What
 # runs on BNNS" and "What falls back to `cpu`").
 _BNNS = _Target("bnns", quantized=False, concat=False, any_groups=True, layout="NCHW", fuse_v2_activations=False)
@@ -144,8 +151,10 @@ class _FuncInfo:
         self.users: dict = {}
         self.escapes: set = set()
         self._const_cache: dict = {}
+        self.index: dict = {}  # binding var -> its position in the function
         for bi, block in enumerate(func.body.blocks):
             for b in block.bindings:
+                self.index[b.var] = len(self.index)
                 if isinstance(b, relax.VarBinding):
                     self.defs[b.var] = b.value
                 self.block_of[b.var] = bi
@@ -442,7 +451,7 @@ class _Matcher:
         if v2 is None:
             v2 = self.t.fuse_v2_activations
         pat = self.act_pattern(var, v2)
-        if pat is None:
+        if pat is None or (isinstance(pat[1], str) and pat[1] in self.t.never_fused):
             return var, "none"
         last, act, spans = pat
         absorbed.extend(spans)
@@ -479,7 +488,67 @@ class _Matcher:
                     pat = fn(var, first, second)
                     if pat is not None:
                         return pat
+        if len(users) >= 2 and v2:
+            return self.gelu_tanh_chain(var, users)
         return None
+
+    # The ops a written-out tanh GELU is made of.
+    _GELU_TANH_OPS = {"relax.add": np.add, "relax.subtract": np.subtract, "relax.multiply": np.multiply,
+                      "relax.divide": np.divide, "relax.power": np.power, "relax.tanh": np.tanh}
+
+    def gelu_tanh_chain(self, var, users):
+        """GELU's tanh form written out, as exporters do below ONNX opset 20:
+        0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), with x^3 as power(x, 3) or
+        x * (x * x), the constants and products in any order or grouping.
+
+        The smallest set of bindings that starts at `var`'s users, reads nothing but `var`, its
+        own members and scalar constants, uses only +, -, *, /, power and tanh, and is closed
+        (every user of `var` and of each member but the last is a member) is grown in binding
+        order; each time it is closed and holds a tanh, it is evaluated in float64 on sample
+        points and compared with the formula.  (result var, "gelu_tanh", members) or None."""
+        shape, block = _static_shape(var.ty), self.fi.block_of.get(users[0])
+        members: list = []
+        inside = {var}
+        pending = set(users)
+        xs = np.linspace(-6.0, 6.0, 49)
+        want = 0.5 * xs * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (xs + 0.044715 * xs ** 3)))
+        while pending and len(members) < 16:
+            u = min(pending, key=lambda v: self.fi.index[v])
+            pending.discard(u)
+            call = self.fi.defs.get(u)
+            fn = self._GELU_TANH_OPS.get(_op_name(call))
+            if fn is None or self.fi.block_of.get(u) != block or _static_shape(u.ty) != shape \
+                    or _dtype(u.ty) != "float32":
+                return None
+            for a in call.args:
+                if not (isinstance(a, relax.Var) and a in inside):
+                    c = self.fi.const_value(a)
+                    if c is None or c.size != 1:
+                        return None
+            members.append(u)
+            inside.add(u)
+            # Closed: everything but the newest member is used only inside, and no member but
+            # the newest leaves the block.
+            closed = all(all(w in inside for w in self.fi.users.get(m, [])) and m not in self.fi.escapes
+                         for m in [var] + members[:-1])
+            if closed and any(_op_name(self.fi.defs[m]) == "relax.tanh" for m in members):
+                got = self._eval_chain(var, members, xs)
+                if got is not None and np.allclose(got, want, rtol=1e-5, atol=1e-6):
+                    return u, "gelu_tanh", members
+            pending.update(w for w in self.fi.users.get(u, []) if w not in inside)
+        return None
+
+    def _eval_chain(self, var, members, xs):
+        """Evaluate the elementwise bindings `members` of `var` (in order) at `xs`, in float64."""
+        env = {var: xs}
+        with np.errstate(all="ignore"):
+            for m in members:
+                call = self.fi.defs[m]
+                args = [env[a] if isinstance(a, relax.Var) and a in env
+                        else np.float64(self.fi.const_value(a).reshape(-1)[0]) for a in call.args]
+                env[m] = self._GELU_TANH_OPS[_op_name(call)](*args)
+        out = env[members[-1]]
+        return out if np.all(np.isfinite(out)) else None
 
     _V2_UNARY = {"relax.sigmoid": "sigmoid", "relax.tanh": "tanh", "relax.nn.silu": "silu",
                  "relax.nn.gelu": "gelu", "relax.nn.gelu_tanh": "gelu_tanh"}
