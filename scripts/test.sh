@@ -3,7 +3,8 @@
 #   1. formatting and clippy (-D warnings) on the host's stable Rust;
 #   2. the x86_64 model zoo built with TVM 0.27, then every Rust test on the host (the RPC
 #      server's suites drive TVM's own Python client, tracker and proxy: MOTE_PYTHON), and the
-#      thread-pool stress test again in release;
+#      thread-pool stress test again in release, and the cpu backend's kernels in a build
+#      without the `avx512` feature;
 #   3. the C ABI: header drift and hygiene, ABI baseline, C tests under valgrind, CMake example;
 #      the Java bindings on the desktop JVM (natives drift, Javadoc, JUnit 5 through Maven);
 #      the Android JNI library (arm64, linked without the NDK, audited), the AAR, and the
@@ -92,6 +93,14 @@ step "thread-pool stress test (release: 3 sessions x 4 threads x 200,000 launche
 cargo test -p mote --release --locked --lib stress_ 2>&1 | tee "$MOTE_CACHE/last-stress-tests.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "thread-pool stress test"
 record "stress: $(grep -E '^test result:' "$MOTE_CACHE/last-stress-tests.log" | awk '{p+=$4; f+=$6} END {print p " passed, " f " failed"}')"
+
+step "cpu backend kernels built without the avx512 feature (the gemm crate's AVX2 GEMM on an AVX-512 CPU)"
+# The gemm crate picks its widest kernels itself: on an AVX-512 machine only a build without
+# the feature runs its AVX2 ones (docs/cpu-kernels.md).
+cargo test -p mote --release --locked --lib --no-default-features offload::backends::cpu 2>&1 \
+    | tee "$MOTE_CACHE/last-no-avx512-tests.log"
+[ "${PIPESTATUS[0]}" = 0 ] || fail "cpu kernel tests without avx512"
+record "cpu kernels without avx512: $(grep -E '^test result:' "$MOTE_CACHE/last-no-avx512-tests.log" | awk '{p+=$4; f+=$6} END {print p " passed, " f " failed"}')"
 
 step "C ABI (header, ABI baseline, C tests under valgrind, CMake)"
 check_suite scripts/test-ffi.sh ffi-tests "ffi" "C ABI tests"

@@ -202,7 +202,7 @@ pub(crate) fn sgemm(
         }
         return Ok(());
     }
-    if matches!(isa, Isa::Avx2 | Isa::Neon) {
+    if matches!(isa, Isa::Avx512 | Isa::Avx2 | Isa::Neon) {
         // SAFETY: the checks above keep every element the strides address inside the slices;
         // `c` is exclusively borrowed, so it cannot alias `a` or `b`.
         unsafe {

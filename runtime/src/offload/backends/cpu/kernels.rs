@@ -528,35 +528,18 @@ impl ConvPlan {
     /// Direct NHWC convolution (see [`ConvPlan::direct`]): pieces are output rows; each pixel
     /// sums its taps' input channels times the packed weight rows ([K, Og] per group).
     fn direct_nhwc<T: Num>(&self, x: &[T], w: &[T], y: &mut [T], post: Post<'_, T>) -> Result<()> {
-        let avx2 = self.avx2();
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = avx2;
         let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(self.ow * self.o).enumerate().collect();
         for_each_piece(pieces, |(row, yrow)| {
-            #[cfg(target_arch = "x86_64")]
-            if avx2 {
-                // SAFETY: `avx2` is set only when the CPU has AVX2 and FMA (`ConvPlan::avx2`).
-                unsafe { self.direct_row_avx2(x, w, row, yrow) };
-            } else {
-                self.direct_row(x, w, row, yrow);
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            self.direct_row(x, w, row, yrow);
+            isa::run_as(
+                self.isa,
+                #[inline(always)]
+                || self.direct_row(x, w, row, yrow),
+            );
             if let Some(f) = post {
                 f(yrow);
             }
             Ok(())
         })
-    }
-
-    /// [`ConvPlan::direct_row`] compiled for AVX2.
-    ///
-    /// # Safety
-    /// The CPU has AVX2 and FMA.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn direct_row_avx2<T: Num>(&self, x: &[T], w: &[T], row: usize, yrow: &mut [T]) {
-        self.direct_row(x, w, row, yrow)
     }
 
     /// One output row (`row` = image * oh + oy) of [`ConvPlan::direct_nhwc`].
@@ -604,9 +587,6 @@ impl ConvPlan {
     fn dw_nhwc<T: Num>(&self, x: &[T], w: &[T], y: &mut [T], post: Post<'_, T>) -> Result<()> {
         let (h, wd, c, o) = (self.h, self.w, self.c, self.o);
         let m = o / c;
-        let avx2 = self.avx2();
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = avx2;
         let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(self.ow * o).enumerate().collect();
         for_each_piece(pieces, |(row, yrow)| {
             let (b, oy) = (row / self.oh, row % self.oh);
@@ -625,13 +605,11 @@ impl ConvPlan {
                     }
                 }
                 if m == 1 {
-                    #[cfg(target_arch = "x86_64")]
-                    if avx2 {
-                        // SAFETY: `avx2` is set only when the CPU has AVX2 and FMA.
-                        unsafe { dw_pixel_avx2(x, w, &taps, out) };
-                        continue;
-                    }
-                    dw_pixel(x, w, &taps, out);
+                    isa::run_as(
+                        self.isa,
+                        #[inline(always)]
+                        || dw_pixel(x, w, &taps, out),
+                    );
                 } else {
                     out.fill(T::default());
                     for &(xi, wi) in &taps {
@@ -653,33 +631,18 @@ impl ConvPlan {
     fn dw_nchw<T: Num>(&self, x: &[T], w: &[T], y: &mut [T]) -> Result<()> {
         let (h, wd, c, o) = (self.h, self.w, self.c, self.o);
         let m = o / c;
-        let avx2 = self.avx2();
         let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(self.oh * self.ow).enumerate().collect();
         for_each_piece(pieces, |(p, out)| {
             let (b, oc) = (p / o, p % o);
             let plane = &x[(b * c + oc / m) * h * wd..(b * c + oc / m + 1) * h * wd];
             let wk = &w[oc * self.kh * self.kw..(oc + 1) * self.kh * self.kw];
-            #[cfg(target_arch = "x86_64")]
-            if avx2 {
-                // SAFETY: `avx2` is set only when the CPU has AVX2 and FMA (`ConvPlan::avx2`).
-                unsafe { self.dw_plane_avx2(plane, wk, out) };
-                return Ok(());
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            let _ = avx2;
-            self.dw_plane(plane, wk, out);
+            isa::run_as(
+                self.isa,
+                #[inline(always)]
+                || self.dw_plane(plane, wk, out),
+            );
             Ok(())
         })
-    }
-
-    /// [`ConvPlan::dw_plane`] compiled for AVX2 (the compiler vectorises its loops 8 wide).
-    ///
-    /// # Safety
-    /// The CPU has AVX2 and FMA.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn dw_plane_avx2<T: Num>(&self, plane: &[T], wk: &[T], out: &mut [T]) {
-        self.dw_plane(plane, wk, out)
     }
 
     /// One output plane of a depthwise NCHW convolution: input plane `plane`, kernel `wk`.
@@ -757,12 +720,6 @@ impl ConvPlan {
                 }
             }
         }
-    }
-
-    /// Whether the AVX2 builds of the direct loops run: the plan's level is AVX2 and the CPU
-    /// has it (a plan built by hand with a level the CPU lacks gets the baseline loops).
-    fn avx2(&self) -> bool {
-        self.isa == Isa::Avx2 && isa::supported().contains(&Isa::Avx2)
     }
 }
 
@@ -850,16 +807,6 @@ fn dw_pixel<T: Num>(x: &[T], w: &[T], taps: &[(usize, usize)], out: &mut [T]) {
             }
         }
     }
-}
-
-/// [`dw_pixel`] compiled for AVX2 (the compiler vectorises its chunk loops 8 wide).
-///
-/// # Safety
-/// The CPU has AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dw_pixel_avx2<T: Num>(x: &[T], w: &[T], taps: &[(usize, usize)], out: &mut [T]) {
-    dw_pixel(x, w, taps, out)
 }
 
 /// Run `f` on every piece (disjoint parts of an output), spread over the session's pool.
@@ -1290,31 +1237,35 @@ pub(crate) fn generic(
             let init = if is_max { f32::MIN } else { 0.0 };
             // Every channel accumulates over the pixels in pixel order (in both layouts), so
             // the result does not depend on the layout; NHWC reads whole rows of C at a time.
-            super::isa::vectorized(|| match l {
-                Layout::Nhwc => {
-                    for (b, yb) in y.chunks_exact_mut(c.max(1)).enumerate().take(n) {
-                        yb.fill(init);
-                        for row in x[b * hw * c..(b + 1) * hw * c].chunks_exact(c.max(1)) {
-                            for (a, &v) in yb.iter_mut().zip(row) {
-                                *a = if is_max { a.max(v) } else { *a + v };
+            super::isa::vectorized(
+                #[inline(always)]
+                || match l {
+                    Layout::Nhwc => {
+                        for (b, yb) in y.chunks_exact_mut(c.max(1)).enumerate().take(n) {
+                            yb.fill(init);
+                            for row in x[b * hw * c..(b + 1) * hw * c].chunks_exact(c.max(1)) {
+                                for (a, &v) in yb.iter_mut().zip(row) {
+                                    *a = if is_max { a.max(v) } else { *a + v };
+                                }
                             }
-                        }
-                        if !is_max {
-                            for a in yb.iter_mut() {
-                                *a /= hw.max(1) as f32;
+                            if !is_max {
+                                for a in yb.iter_mut() {
+                                    *a /= hw.max(1) as f32;
+                                }
                             }
                         }
                     }
-                }
-                Layout::Nchw => {
-                    for (d, plane) in y.iter_mut().zip(x.chunks_exact(hw.max(1))).take(n * c) {
-                        let acc = plane
-                            .iter()
-                            .fold(init, |a, &v| if is_max { a.max(v) } else { a + v });
-                        *d = if is_max { acc } else { acc / hw.max(1) as f32 };
+                    Layout::Nchw => {
+                        for (d, plane) in y.iter_mut().zip(x.chunks_exact(hw.max(1))).take(n * c) {
+                            let acc =
+                                plane
+                                    .iter()
+                                    .fold(init, |a, &v| if is_max { a.max(v) } else { a + v });
+                            *d = if is_max { acc } else { acc / hw.max(1) as f32 };
+                        }
                     }
-                }
-            });
+                },
+            );
         }
         Op::Matmul => matmul(&xs[0], shapes[0], &xs[1], shapes[1], ys, y)?,
         // Binary ops and their fused activations: one pass, split over the pool (ops.rs).

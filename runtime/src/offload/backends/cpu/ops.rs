@@ -224,11 +224,14 @@ fn par_units(
 fn activation_op(a: Activation, x: &[f32], y: &mut [f32]) -> Result<()> {
     with_act!(a, |f| par_units(y, 1, |u0, p| {
         let n = p.len();
-        vectorized(|| {
-            for (d, &v) in p.iter_mut().zip(&x[u0..u0 + n]) {
-                *d = f(v);
-            }
-        });
+        vectorized(
+            #[inline(always)]
+            || {
+                for (d, &v) in p.iter_mut().zip(&x[u0..u0 + n]) {
+                    *d = f(v);
+                }
+            },
+        );
         Ok(())
     }))
 }
@@ -243,28 +246,31 @@ pub(crate) fn bias_act(
     layout: Layout,
     plane: usize,
 ) {
-    with_act!(act, |f| vectorized(|| match (bias, layout) {
-        (Some(b), Layout::Nhwc) => {
-            for row in y.chunks_exact_mut(channels.max(1)) {
-                for (v, &bb) in row.iter_mut().zip(b) {
-                    *v = f(*v + bb);
+    with_act!(act, |f| vectorized(
+        #[inline(always)]
+        || match (bias, layout) {
+            (Some(b), Layout::Nhwc) => {
+                for row in y.chunks_exact_mut(channels.max(1)) {
+                    for (v, &bb) in row.iter_mut().zip(b) {
+                        *v = f(*v + bb);
+                    }
+                }
+            }
+            (Some(b), Layout::Nchw) => {
+                for (i, p) in y.chunks_exact_mut(plane.max(1)).enumerate() {
+                    let bb = b[i % channels.max(1)];
+                    for v in p {
+                        *v = f(*v + bb);
+                    }
+                }
+            }
+            (None, _) => {
+                for v in y.iter_mut() {
+                    *v = f(*v);
                 }
             }
         }
-        (Some(b), Layout::Nchw) => {
-            for (i, p) in y.chunks_exact_mut(plane.max(1)).enumerate() {
-                let bb = b[i % channels.max(1)];
-                for v in p {
-                    *v = f(*v + bb);
-                }
-            }
-        }
-        (None, _) => {
-            for v in y.iter_mut() {
-                *v = f(*v);
-            }
-        }
-    }))
+    ))
 }
 
 /// How the smaller operand of a binary op is broadcast over the output, when it is a block
@@ -308,11 +314,14 @@ fn binary_op(
         if shapes[0] == shapes[1] {
             return par_units(y, 1, |u0, p| {
                 let n = p.len();
-                vectorized(|| {
-                    for ((d, &u), &v) in p.iter_mut().zip(&a[u0..u0 + n]).zip(&b[u0..u0 + n]) {
-                        *d = f(op(u, v));
-                    }
-                });
+                vectorized(
+                    #[inline(always)]
+                    || {
+                        for ((d, &u), &v) in p.iter_mut().zip(&a[u0..u0 + n]).zip(&b[u0..u0 + n]) {
+                            *d = f(op(u, v));
+                        }
+                    },
+                );
                 Ok(())
             });
         }
@@ -338,11 +347,14 @@ fn binary_op(
             let s = small[0];
             return par_units(y, 1, |u0, p| {
                 let n = p.len();
-                vectorized(|| {
-                    for (d, &x) in p.iter_mut().zip(&full[u0..u0 + n]) {
-                        *d = g(x, s);
-                    }
-                });
+                vectorized(
+                    #[inline(always)]
+                    || {
+                        for (d, &x) in p.iter_mut().zip(&full[u0..u0 + n]) {
+                            *d = g(x, s);
+                        }
+                    },
+                );
                 Ok(())
             });
         }
@@ -350,31 +362,37 @@ fn binary_op(
             // The small operand repeats every `len` elements (e.g. a channel vector, NHWC).
             return par_units(y, len, |u0, p| {
                 let xs = &full[u0 * len..u0 * len + p.len()];
-                vectorized(|| {
-                    for (row, xr) in p.chunks_exact_mut(len).zip(xs.chunks_exact(len)) {
-                        for ((d, &x), &s) in row.iter_mut().zip(xr).zip(small) {
-                            *d = g(x, s);
+                vectorized(
+                    #[inline(always)]
+                    || {
+                        for (row, xr) in p.chunks_exact_mut(len).zip(xs.chunks_exact(len)) {
+                            for ((d, &x), &s) in row.iter_mut().zip(xr).zip(small) {
+                                *d = g(x, s);
+                            }
                         }
-                    }
-                });
+                    },
+                );
                 Ok(())
             });
         }
         // Each element of the small operand covers a block of `inner` (NCHW channel planes).
         par_units(y, inner, |u0, p| {
             let xs = &full[u0 * inner..u0 * inner + p.len()];
-            vectorized(|| {
-                for (k, (blk, xb)) in p
-                    .chunks_exact_mut(inner)
-                    .zip(xs.chunks_exact(inner))
-                    .enumerate()
-                {
-                    let s = small[(u0 + k) % len];
-                    for (d, &x) in blk.iter_mut().zip(xb) {
-                        *d = g(x, s);
+            vectorized(
+                #[inline(always)]
+                || {
+                    for (k, (blk, xb)) in p
+                        .chunks_exact_mut(inner)
+                        .zip(xs.chunks_exact(inner))
+                        .enumerate()
+                    {
+                        let s = small[(u0 + k) % len];
+                        for (d, &x) in blk.iter_mut().zip(xb) {
+                            *d = g(x, s);
+                        }
                     }
-                }
-            });
+                },
+            );
             Ok(())
         })
     })
@@ -403,32 +421,39 @@ fn scale_shift(
             // The channel is the innermost dim: rows of C.
             par_units(y, c, |u0, p| {
                 let xs = &x[u0 * c..u0 * c + p.len()];
-                vectorized(|| {
-                    for (row, xr) in p.chunks_exact_mut(c).zip(xs.chunks_exact(c)) {
-                        for (((d, &v), &s), &t) in row.iter_mut().zip(xr).zip(scale).zip(shift) {
-                            *d = f(v * s + t);
+                vectorized(
+                    #[inline(always)]
+                    || {
+                        for (row, xr) in p.chunks_exact_mut(c).zip(xs.chunks_exact(c)) {
+                            for (((d, &v), &s), &t) in row.iter_mut().zip(xr).zip(scale).zip(shift)
+                            {
+                                *d = f(v * s + t);
+                            }
                         }
-                    }
-                });
+                    },
+                );
                 Ok(())
             })
         } else {
             // Planes of `inner` elements, one channel each.
             par_units(y, inner, |u0, p| {
                 let xs = &x[u0 * inner..u0 * inner + p.len()];
-                vectorized(|| {
-                    for (k, (row, xr)) in p
-                        .chunks_exact_mut(inner)
-                        .zip(xs.chunks_exact(inner))
-                        .enumerate()
-                    {
-                        let ch = (u0 + k) % c;
-                        let (s, t) = (scale[ch], shift[ch]);
-                        for (d, &v) in row.iter_mut().zip(xr) {
-                            *d = f(v * s + t);
+                vectorized(
+                    #[inline(always)]
+                    || {
+                        for (k, (row, xr)) in p
+                            .chunks_exact_mut(inner)
+                            .zip(xs.chunks_exact(inner))
+                            .enumerate()
+                        {
+                            let ch = (u0 + k) % c;
+                            let (s, t) = (scale[ch], shift[ch]);
+                            for (d, &v) in row.iter_mut().zip(xr) {
+                                *d = f(v * s + t);
+                            }
                         }
-                    }
-                });
+                    },
+                );
                 Ok(())
             })
         }
