@@ -301,100 +301,149 @@ fn block_broadcast(small: &[i64], out: &[i64]) -> Option<usize> {
 /// pass over the output: same shapes and block broadcasts (a scalar, a per-channel vector in
 /// either layout, a squeeze-excitation scale) split over the pool; other broadcasts go through
 /// `kernels::binary`.
-fn binary_op(
-    op: fn(f32, f32) -> f32,
+///
+/// `op` is generic so that each operation's loops are compiled (and vectorised) for it; a
+/// function pointer there cost a call per element. To keep the number of compiled loops down,
+/// only clamps (relu, relu6, clip) are fused into them; another activation is applied to each
+/// piece of the output right after it is written, while it is still in cache.
+fn binary_op<O: Fn(f32, f32) -> f32 + Copy + Send + Sync>(
+    op: O,
     act: Activation,
     xs: &[std::borrow::Cow<'_, [f32]>],
     shapes: &[&[i64]],
     ys: &[i64],
     y: &mut [f32],
 ) -> Result<()> {
+    if act == Activation::None {
+        binary_pass(op, |x| x, None, xs, shapes, ys, y)
+    } else if act.is_clamp() {
+        let (lo, hi) = act.bounds();
+        binary_pass(op, move |x: f32| x.max(lo).min(hi), None, xs, shapes, ys, y)
+    } else {
+        binary_pass(op, |x| x, Some(act), xs, shapes, ys, y)
+    }
+}
+
+/// Apply `act` to `p` in place.
+fn activate_in_place(act: Activation, p: &mut [f32]) {
+    with_act!(act, |f| vectorized(
+        #[inline(always)]
+        || {
+            for v in p.iter_mut() {
+                *v = f(*v);
+            }
+        }
+    ))
+}
+
+/// [`binary_op`]'s pass: `y = f(op(a, b))`, then `post` (if any) on each piece.
+fn binary_pass<O, F>(
+    op: O,
+    f: F,
+    post: Option<Activation>,
+    xs: &[std::borrow::Cow<'_, [f32]>],
+    shapes: &[&[i64]],
+    ys: &[i64],
+    y: &mut [f32],
+) -> Result<()>
+where
+    O: Fn(f32, f32) -> f32 + Copy + Send + Sync,
+    F: Fn(f32) -> f32 + Copy + Send + Sync,
+{
+    let finish = |p: &mut [f32]| {
+        if let Some(a) = post {
+            activate_in_place(a, p);
+        }
+    };
     let (a, b) = (&xs[0][..], &xs[1][..]);
-    with_act!(act, |f| {
-        if shapes[0] == shapes[1] {
-            return par_units(y, 1, |u0, p| {
-                let n = p.len();
-                vectorized(
-                    #[inline(always)]
-                    || {
-                        for ((d, &u), &v) in p.iter_mut().zip(&a[u0..u0 + n]).zip(&b[u0..u0 + n]) {
-                            *d = f(op(u, v));
-                        }
-                    },
-                );
-                Ok(())
-            });
-        }
-        // One operand has the output's shape, the other a block pattern (`full` is that
-        // operand; `flip` when it is the second).
-        let pattern = if shapes[0] == ys {
-            block_broadcast(shapes[1], ys).map(|inner| (a, b, inner, false))
-        } else if shapes[1] == ys {
-            block_broadcast(shapes[0], ys).map(|inner| (b, a, inner, true))
-        } else {
-            None
-        };
-        let Some((full, small, inner, flip)) = pattern else {
-            binary(a, shapes[0], b, shapes[1], ys, y, |u, v| f(op(u, v)));
-            return Ok(());
-        };
-        let g = move |x: f32, s: f32| if flip { f(op(s, x)) } else { f(op(x, s)) };
-        let len = small.len().max(1);
-        if small.is_empty() {
-            return Ok(());
-        }
-        if len == 1 {
-            let s = small[0];
-            return par_units(y, 1, |u0, p| {
-                let n = p.len();
-                vectorized(
-                    #[inline(always)]
-                    || {
-                        for (d, &x) in p.iter_mut().zip(&full[u0..u0 + n]) {
-                            *d = g(x, s);
-                        }
-                    },
-                );
-                Ok(())
-            });
-        }
-        if inner == 1 {
-            // The small operand repeats every `len` elements (e.g. a channel vector, NHWC).
-            return par_units(y, len, |u0, p| {
-                let xs = &full[u0 * len..u0 * len + p.len()];
-                vectorized(
-                    #[inline(always)]
-                    || {
-                        for (row, xr) in p.chunks_exact_mut(len).zip(xs.chunks_exact(len)) {
-                            for ((d, &x), &s) in row.iter_mut().zip(xr).zip(small) {
-                                *d = g(x, s);
-                            }
-                        }
-                    },
-                );
-                Ok(())
-            });
-        }
-        // Each element of the small operand covers a block of `inner` (NCHW channel planes).
-        par_units(y, inner, |u0, p| {
-            let xs = &full[u0 * inner..u0 * inner + p.len()];
+    if shapes[0] == shapes[1] {
+        return par_units(y, 1, |u0, p| {
+            let n = p.len();
             vectorized(
                 #[inline(always)]
                 || {
-                    for (k, (blk, xb)) in p
-                        .chunks_exact_mut(inner)
-                        .zip(xs.chunks_exact(inner))
-                        .enumerate()
-                    {
-                        let s = small[(u0 + k) % len];
-                        for (d, &x) in blk.iter_mut().zip(xb) {
+                    for ((d, &u), &v) in p.iter_mut().zip(&a[u0..u0 + n]).zip(&b[u0..u0 + n]) {
+                        *d = f(op(u, v));
+                    }
+                },
+            );
+            finish(p);
+            Ok(())
+        });
+    }
+    // One operand has the output's shape, the other a block pattern (`full` is that
+    // operand; `flip` when it is the second).
+    let pattern = if shapes[0] == ys {
+        block_broadcast(shapes[1], ys).map(|inner| (a, b, inner, false))
+    } else if shapes[1] == ys {
+        block_broadcast(shapes[0], ys).map(|inner| (b, a, inner, true))
+    } else {
+        None
+    };
+    let Some((full, small, inner, flip)) = pattern else {
+        binary(a, shapes[0], b, shapes[1], ys, y, |u, v| f(op(u, v)));
+        finish(y);
+        return Ok(());
+    };
+    let g = move |x: f32, s: f32| if flip { f(op(s, x)) } else { f(op(x, s)) };
+    let len = small.len().max(1);
+    if small.is_empty() {
+        return Ok(());
+    }
+    if len == 1 {
+        let s = small[0];
+        return par_units(y, 1, |u0, p| {
+            let n = p.len();
+            vectorized(
+                #[inline(always)]
+                || {
+                    for (d, &x) in p.iter_mut().zip(&full[u0..u0 + n]) {
+                        *d = g(x, s);
+                    }
+                },
+            );
+            finish(p);
+            Ok(())
+        });
+    }
+    if inner == 1 {
+        // The small operand repeats every `len` elements (e.g. a channel vector, NHWC).
+        return par_units(y, len, |u0, p| {
+            let xs = &full[u0 * len..u0 * len + p.len()];
+            vectorized(
+                #[inline(always)]
+                || {
+                    for (row, xr) in p.chunks_exact_mut(len).zip(xs.chunks_exact(len)) {
+                        for ((d, &x), &s) in row.iter_mut().zip(xr).zip(small) {
                             *d = g(x, s);
                         }
                     }
                 },
             );
+            finish(p);
             Ok(())
-        })
+        });
+    }
+    // Each element of the small operand covers a block of `inner` (NCHW channel planes).
+    par_units(y, inner, |u0, p| {
+        let xs = &full[u0 * inner..u0 * inner + p.len()];
+        vectorized(
+            #[inline(always)]
+            || {
+                for (k, (blk, xb)) in p
+                    .chunks_exact_mut(inner)
+                    .zip(xs.chunks_exact(inner))
+                    .enumerate()
+                {
+                    let s = small[(u0 + k) % len];
+                    for (d, &x) in blk.iter_mut().zip(xb) {
+                        *d = g(x, s);
+                    }
+                }
+            },
+        );
+        finish(p);
+        Ok(())
     })
 }
 
