@@ -433,8 +433,8 @@ def m_concat():
             return y
 
     return OModel("concat", "two convs of x[1,3,6,6] (3x3 pad 1 -> 4 ch, 1x1 -> 2 ch) concatenated on "
-                  "channels, relu -> [1,6,6,6] f32 (ACL only: BNNS has no concatenation)", M,
-                  [normal(rng_for(217, 1), (1, 3, 6, 6))], flavours=("acl",), expect_ops=("concatenate",))
+                  "channels, relu -> [1,6,6,6] f32 (BNNS has no concatenation layer: Mote's BNNS backend copies)",
+                  M, [normal(rng_for(217, 1), (1, 3, 6, 6))], expect_ops=("concatenate",), code_free=("bnns",))
 
 
 # --------------------------------------------------------------------------------------------
@@ -703,8 +703,7 @@ def m_onnx_dense_block():
                         "DenseNet-style: two conv-BN-ReLU branches concatenated with the input, BN->ReLU "
                         "on the concatenation (scale_shift with relu), conv 1x1 -> BN (folded), AveragePool; "
                         "input[1,4,8,8] -> [1,8,4,4] f32", ("scale_shift", "conv2d"),
-                        residue_only={"acl": ("relax.permute_dims",), "bnns": ("relax.concat",)},
-                        max_subgraphs=None)
+                        code_free=("bnns",))
 
 
 def m_onnx_grouped_lrn():
@@ -737,8 +736,7 @@ def m_onnx_shuffle_unit():
                         "ShuffleNetV2 unit: Split in two, 1x1 conv-BN-ReLU, depthwise 3x3 conv-BN, 1x1 "
                         "conv-BN-ReLU on one half, Concat, channel shuffle (Reshape, Transpose, Reshape); "
                         "input[1,8,6,6] -> [1,8,6,6] f32", ("split", "channel_shuffle", "conv2d"),
-                        residue_only={"acl": ("relax.permute_dims",), "bnns": ("relax.concat",)},
-                        max_subgraphs=None)
+                        code_free=("bnns",))
 
 
 def m_onnx_se_hswish():

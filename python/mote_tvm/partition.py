@@ -80,9 +80,10 @@ class _Target:
 # ACL 24.11's GELU is the erf form only (backends/acl/README.md).
 _ACL = _Target("acl", quantized=True, concat=True, any_groups=True, layout="NHWC", fuse_v2_activations=True,
                never_fused=frozenset({"gelu_tanh"}))
-# BNNS has no concatenation layer and no requantising int8 conv (docs/bnns.md, "What
-# runs on BNNS" and "What falls back to `cpu`").
-_BNNS = _Target("bnns", quantized=False, concat=False, any_groups=True, layout="NCHW", fuse_v2_activations=False)
+# BNNS has no requantising int8 conv (docs/bnns.md, "What runs on BNNS" and "What falls back
+# to `cpu`").  It has no concatenation layer either, but Mote's BNNS backend concatenates by
+# copying each input into its slice of the output, so concatenations stay inside the region.
+_BNNS = _Target("bnns", quantized=False, concat=True, any_groups=True, layout="NCHW", fuse_v2_activations=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1996,7 +1997,7 @@ def partition_for_acl(mod: tvm.IRModule, params=None, code_free=None) -> tvm.IRM
 def partition_for_bnns(mod: tvm.IRModule, params=None, code_free=None) -> tvm.IRModule:
     """Offload the regions Apple BNNS can run (float32, NCHW data, OIHW weights).
 
-    Like ``partition_for_acl`` but without quantized ops and concatenate, and without layout
+    Like ``partition_for_acl`` but without quantized ops, and without layout
     conversion (NHWC ops are left to TVM); version-2 activations are separate nodes rather than
     fused (docs/subgraph-format.md).  `code_free` as for
     ``partition_for_acl``.  Returns a new IRModule.
