@@ -35,6 +35,35 @@ pub(crate) trait Num:
         c: &mut [Self],
         ldc: usize,
     ) -> Result<()>;
+
+    /// Run `f` on a scratch buffer of `len` elements that this thread keeps between calls
+    /// (im2col columns and GEMM tiles: allocating, zeroing and page-faulting them again on every
+    /// run cost several percent). Its contents are whatever the last user left: `f` must write
+    /// every element it reads. The buffer grows to the largest `len` asked for on the thread.
+    fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [Self]) -> R) -> R;
+}
+
+thread_local! {
+    static SCRATCH_F32: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    static SCRATCH_F64: std::cell::RefCell<Vec<f64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// [`Num::with_scratch`] on one of the thread-local buffers above; a fresh buffer if it is in
+/// use (only a kernel running inside another on this thread would find it so).
+fn with_buffer<T: Copy + Default + 'static, R>(
+    key: &'static std::thread::LocalKey<std::cell::RefCell<Vec<T>>>,
+    len: usize,
+    f: impl FnOnce(&mut [T]) -> R,
+) -> R {
+    key.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            if buf.len() < len {
+                buf.resize(len, T::default());
+            }
+            f(&mut buf[..len])
+        }
+        Err(_) => f(&mut vec![T::default(); len]),
+    })
 }
 
 impl Num for f32 {
@@ -51,6 +80,10 @@ impl Num for f32 {
         ldc: usize,
     ) -> Result<()> {
         super::gemm::sgemm(isa, m, k, n, a, lda, b, ldb, c, ldc)
+    }
+
+    fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+        with_buffer(&SCRATCH_F32, len, f)
     }
 }
 
@@ -94,6 +127,10 @@ impl Num for f64 {
             )
         };
         Ok(())
+    }
+
+    fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f64]) -> R) -> R {
+        with_buffer(&SCRATCH_F64, len, f)
     }
 }
 
@@ -441,23 +478,26 @@ impl ConvPlan {
         for_each_piece(pieces, |(b, p0, yrows)| {
             let xb = &x[b * h * wd * c..(b + 1) * h * wd * c];
             let rows = yrows.len() / o;
-            let mut col = vec![T::default(); rows * kdim];
-            for g in 0..self.groups {
-                self.im2col_nhwc(xb, g, p0, rows, &mut col);
-                let wg = &w[g * kdim * og..(g + 1) * kdim * og];
-                T::gemm_isa(
-                    self.isa,
-                    rows,
-                    kdim,
-                    og,
-                    &col,
-                    kdim,
-                    wg,
-                    og,
-                    &mut yrows[g * og..],
-                    o,
-                )?;
-            }
+            // im2col_nhwc writes every element of `col`.
+            T::with_scratch(rows * kdim, |col| {
+                for g in 0..self.groups {
+                    self.im2col_nhwc(xb, g, p0, rows, col);
+                    let wg = &w[g * kdim * og..(g + 1) * kdim * og];
+                    T::gemm_isa(
+                        self.isa,
+                        rows,
+                        kdim,
+                        og,
+                        col,
+                        kdim,
+                        wg,
+                        og,
+                        &mut yrows[g * og..],
+                        o,
+                    )?;
+                }
+                Ok::<(), crate::error::Error>(())
+            })?;
             if let Some(f) = post {
                 f(yrows);
             }
@@ -493,28 +533,31 @@ impl ConvPlan {
         for_each_piece(pieces, |(b, p0, mut segs)| {
             let xb = &x[b * c * h * wd..(b + 1) * c * h * wd];
             let cols = segs.first().map_or(0, |s| s.len());
-            let mut col = vec![T::default(); kdim * cols];
-            let mut tile = vec![T::default(); o * cols];
-            for g in 0..self.groups {
-                self.im2col_nchw(xb, g, p0, cols, &mut col);
-                let wg = &w[g * og * kdim..(g + 1) * og * kdim];
-                T::gemm_isa(
-                    self.isa,
-                    og,
-                    kdim,
-                    cols,
-                    wg,
-                    kdim,
-                    &col,
-                    cols,
-                    &mut tile[g * og * cols..],
-                    cols,
-                )?;
-            }
-            for (seg, t) in segs.iter_mut().zip(tile.chunks_exact(cols.max(1))) {
-                seg.copy_from_slice(t);
-            }
-            Ok(())
+            // im2col_nchw writes every element of `col`, and the GEMMs every element of
+            // `tile` (one `og x cols` block per group).
+            T::with_scratch(kdim * cols + o * cols, |buf| {
+                let (col, tile) = buf.split_at_mut(kdim * cols);
+                for g in 0..self.groups {
+                    self.im2col_nchw(xb, g, p0, cols, col);
+                    let wg = &w[g * og * kdim..(g + 1) * og * kdim];
+                    T::gemm_isa(
+                        self.isa,
+                        og,
+                        kdim,
+                        cols,
+                        wg,
+                        kdim,
+                        col,
+                        cols,
+                        &mut tile[g * og * cols..],
+                        cols,
+                    )?;
+                }
+                for (seg, t) in segs.iter_mut().zip(tile.chunks_exact(cols.max(1))) {
+                    seg.copy_from_slice(t);
+                }
+                Ok(())
+            })
         })
     }
 
@@ -592,34 +635,41 @@ impl ConvPlan {
             let (b, oy) = (row / self.oh, row % self.oh);
             // (input offset, weight offset) of every tap inside the input, per output pixel.
             let mut taps: Vec<(usize, usize)> = Vec::with_capacity(self.kh * self.kw);
-            for (ox, out) in yrow.chunks_exact_mut(o).enumerate() {
-                taps.clear();
-                for ky in 0..self.kh {
-                    let Some(iy) = self.src_y(oy, ky) else {
-                        continue;
-                    };
-                    for kx in 0..self.kw {
-                        if let Some(ix) = self.src_x(ox, kx) {
-                            taps.push((((b * h + iy) * wd + ix) * c, (ky * self.kw + kx) * o));
+            // One level switch per row, not per pixel.
+            isa::run_as(
+                self.isa,
+                #[inline(always)]
+                || {
+                    for (ox, out) in yrow.chunks_exact_mut(o).enumerate() {
+                        taps.clear();
+                        for ky in 0..self.kh {
+                            let Some(iy) = self.src_y(oy, ky) else {
+                                continue;
+                            };
+                            for kx in 0..self.kw {
+                                if let Some(ix) = self.src_x(ox, kx) {
+                                    taps.push((
+                                        ((b * h + iy) * wd + ix) * c,
+                                        (ky * self.kw + kx) * o,
+                                    ));
+                                }
+                            }
+                        }
+                        if m == 1 {
+                            dw_pixel(x, w, &taps, out);
+                        } else {
+                            out.fill(T::default());
+                            for &(xi, wi) in &taps {
+                                let inp = &x[xi..xi + c];
+                                for (oc, (d, &k)) in out.iter_mut().zip(&w[wi..wi + o]).enumerate()
+                                {
+                                    *d += inp[oc / m] * k;
+                                }
+                            }
                         }
                     }
-                }
-                if m == 1 {
-                    isa::run_as(
-                        self.isa,
-                        #[inline(always)]
-                        || dw_pixel(x, w, &taps, out),
-                    );
-                } else {
-                    out.fill(T::default());
-                    for &(xi, wi) in &taps {
-                        let inp = &x[xi..xi + c];
-                        for (oc, (d, &k)) in out.iter_mut().zip(&w[wi..wi + o]).enumerate() {
-                            *d += inp[oc / m] * k;
-                        }
-                    }
-                }
-            }
+                },
+            );
             if let Some(f) = post {
                 f(yrow);
             }
@@ -636,31 +686,52 @@ impl ConvPlan {
             let (b, oc) = (p / o, p % o);
             let plane = &x[(b * c + oc / m) * h * wd..(b * c + oc / m + 1) * h * wd];
             let wk = &w[oc * self.kh * self.kw..(oc + 1) * self.kh * self.kw];
-            isa::run_as(
-                self.isa,
-                #[inline(always)]
-                || self.dw_plane(plane, wk, out),
-            );
+            T::with_scratch(self.dw_scratch_len(), |scratch| {
+                isa::run_as(
+                    self.isa,
+                    #[inline(always)]
+                    || self.dw_plane(plane, wk, out, scratch),
+                )
+            });
             Ok(())
         })
+    }
+
+    /// The padded extent of [`ConvPlan::dw_plane`]'s scratch plane: (rows, columns, columns per
+    /// stride phase, row length).
+    fn dw_extent(&self) -> (usize, usize, usize, usize) {
+        let need_h = (self.oh - 1) * self.strides[0] + (self.kh - 1) * self.dilation[0] + 1;
+        let need_w = (self.ow - 1) * self.strides[1] + (self.kw - 1) * self.dilation[1] + 1;
+        let len = need_w.div_ceil(self.strides[1]);
+        (need_h, need_w, len, self.strides[1] * len)
+    }
+
+    /// Elements of [`ConvPlan::dw_plane`]'s scratch: the padded plane, and at stride 1 the
+    /// padded-width accumulator.
+    fn dw_scratch_len(&self) -> usize {
+        let (need_h, need_w, _, stride_row) = self.dw_extent();
+        let acc = if self.strides == [1, 1] {
+            self.oh * need_w
+        } else {
+            0
+        };
+        need_h * stride_row + acc
     }
 
     /// One output plane of a depthwise NCHW convolution: input plane `plane`, kernel `wk`.
     /// The input is first copied into a zero-padded scratch plane whose rows are split into
     /// `stride` phases (column `c` at phase `c % stride`, index `c / stride`): every tap is then
     /// a contiguous slice along the output row, at any stride, with no bounds tests.
+    /// `scratch` has [`ConvPlan::dw_scratch_len`] elements, any contents.
     #[inline(always)]
-    fn dw_plane<T: Num>(&self, plane: &[T], wk: &[T], out: &mut [T]) {
+    fn dw_plane<T: Num>(&self, plane: &[T], wk: &[T], out: &mut [T], scratch: &mut [T]) {
         let (h, wd, oh, ow) = (self.h, self.w, self.oh, self.ow);
         let (sy, sx) = (self.strides[0], self.strides[1]);
         let (dy, dx) = (self.dilation[0], self.dilation[1]);
         let (pt, pl) = (self.padding[0], self.padding[1]);
-        // The padded extent the taps reach.
-        let need_h = (oh - 1) * sy + (self.kh - 1) * dy + 1;
-        let need_w = (ow - 1) * sx + (self.kw - 1) * dx + 1;
-        let len = need_w.div_ceil(sx);
-        let stride_row = sx * len;
-        let mut buf = vec![T::default(); need_h * stride_row];
+        let (need_h, need_w, len, stride_row) = self.dw_extent();
+        scratch.fill(T::default());
+        let (buf, acc) = scratch.split_at_mut(need_h * stride_row);
         // Valid padded columns: pl <= c < pl + wd.
         let (c0, c1) = (pl.min(need_w), (pl + wd).min(need_w));
         for (r, prow) in buf.chunks_exact_mut(stride_row).enumerate() {
@@ -691,7 +762,6 @@ impl ConvPlan {
             // Output rows at the padded width (the last kw - 1 columns of each are junk): every
             // tap is one long contiguous pass, which keeps small planes vectorised too.
             let span = (oh - 1) * need_w + ow;
-            let mut acc = vec![T::default(); oh * need_w];
             for ky in 0..self.kh {
                 for kx in 0..self.kw {
                     let k = wk[ky * self.kw + kx];
@@ -1049,7 +1119,39 @@ pub(crate) fn binary(
     }
 }
 
-fn pool(p: &Pool2d, is_max: bool, x: &[f32], xs: &[i64], ys: &[i64], y: &mut [f32]) {
+/// The taps of one output row or column of a pooling window: the input indices inside the
+/// input, and the window's extent clipped to the padded input (the `count_include_pad`
+/// divisor's factor: the ceil_mode extension does not count, like TVM's pool).
+struct PoolAxis {
+    taps: Vec<usize>,
+    padded: i64,
+}
+
+/// [`PoolAxis`] of every output index along one axis: `(size, out, kernel, stride, dilation,
+/// pad before, pad after)`.
+fn pool_axis(size: usize, out: usize, k: i64, s: i64, d: i64, pa: i64, pb: i64) -> Vec<PoolAxis> {
+    (0..out)
+        .map(|o| {
+            let start = o as i64 * s - pa;
+            let end = (start + (k - 1) * d).min(size as i64 + pb - 1);
+            let taps = (0..k)
+                .map(|t| start + t * d)
+                .filter(|&i| i >= 0 && i < size as i64)
+                .map(|i| i as usize)
+                .collect();
+            PoolAxis {
+                taps,
+                padded: ((end - start) / d + 1).max(0),
+            }
+        })
+        .collect()
+}
+
+/// Max or average pooling. The window is separable: NCHW planes combine their window rows
+/// first (a vectorised pass along the input row), then each output pixel reduces its columns of
+/// that combined row; NHWC combines whole channel rows tap by tap. Pieces are output planes
+/// (NCHW) or output rows (NHWC), spread over the session's pool.
+fn pool(p: &Pool2d, is_max: bool, x: &[f32], xs: &[i64], ys: &[i64], y: &mut [f32]) -> Result<()> {
     let (n, c, h, w) = p.layout.nchw(xs);
     let (_, _, oh, ow) = p.layout.nchw(ys);
     let (n, c, h, w, oh, ow) = (
@@ -1060,88 +1162,110 @@ fn pool(p: &Pool2d, is_max: bool, x: &[f32], xs: &[i64], ys: &[i64], y: &mut [f3
         oh as usize,
         ow as usize,
     );
-    let at = |b: usize, ch: usize, iy: usize, ix: usize| match p.layout {
-        Layout::Nhwc => ((b * h + iy) * w + ix) * c + ch,
-        Layout::Nchw => ((b * c + ch) * h + iy) * w + ix,
-    };
-    let out_at = |b: usize, ch: usize, oy: usize, ox: usize| match p.layout {
-        Layout::Nhwc => ((b * oh + oy) * ow + ox) * c + ch,
-        Layout::Nchw => ((b * c + ch) * oh + oy) * ow + ox,
-    };
-    let (kh, kw) = (p.pool_size[0] as i64, p.pool_size[1] as i64);
-    let (sy, sx) = (p.strides[0] as i64, p.strides[1] as i64);
-    let (dy, dx) = (p.dilation[0] as i64, p.dilation[1] as i64);
-    let (pt, pl, pb, pr) = (
+    if x.len() != n * c * h * w || y.len() != n * c * oh * ow {
+        return Err(backend_err("pool: a buffer does not match its shape"));
+    }
+    if y.is_empty() {
+        return Ok(());
+    }
+    let rows = pool_axis(
+        h,
+        oh,
+        p.pool_size[0] as i64,
+        p.strides[0] as i64,
+        p.dilation[0] as i64,
         p.padding[0] as i64,
-        p.padding[1] as i64,
         p.padding[2] as i64,
+    );
+    let cols = pool_axis(
+        w,
+        ow,
+        p.pool_size[1] as i64,
+        p.strides[1] as i64,
+        p.dilation[1] as i64,
+        p.padding[1] as i64,
         p.padding[3] as i64,
     );
-    let mut taps: Vec<(usize, usize)> = Vec::with_capacity((kh * kw).max(0) as usize);
-    for b in 0..n {
-        for oy in 0..oh {
-            let y0 = oy as i64 * sy - pt;
-            for ox in 0..ow {
-                let x0 = ox as i64 * sx - pl;
-                // count_include_pad divides by the window clipped to the padded input (the
-                // ceil_mode extension does not count), like TVM's pool.
-                let y1 = (y0 + (kh - 1) * dy).min(h as i64 + pb - 1);
-                let x1 = (x0 + (kw - 1) * dx).min(w as i64 + pr - 1);
-                let padded_count =
-                    (((y1 - y0) / dy + 1).max(0) * ((x1 - x0) / dx + 1).max(0)).max(1);
-                // The taps inside the input (padding contributes nothing).
-                taps.clear();
-                for ky in 0..kh {
-                    let iy = y0 + ky * dy;
-                    if iy < 0 || iy >= h as i64 {
-                        continue;
-                    }
-                    for kx in 0..kw {
-                        let ix = x0 + kx * dx;
-                        if ix >= 0 && ix < w as i64 {
-                            taps.push((iy as usize, ix as usize));
-                        }
-                    }
-                }
-                let div = if p.count_include_pad {
-                    padded_count
-                } else {
-                    (taps.len() as i64).max(1)
-                } as f32;
-                if p.layout == Layout::Nhwc {
-                    // Channels are contiguous: combine whole channel rows, tap by tap.
-                    let o0 = out_at(b, 0, oy, ox);
-                    let out = &mut y[o0..o0 + c];
-                    out.fill(if is_max { f32::MIN } else { 0.0 });
-                    for &(iy, ix) in &taps {
-                        let i0 = at(b, 0, iy, ix);
-                        let row = &x[i0..i0 + c];
-                        if is_max {
-                            for (a, &v) in out.iter_mut().zip(row) {
-                                *a = if v > *a { v } else { *a };
-                            }
-                        } else {
-                            for (a, &v) in out.iter_mut().zip(row) {
-                                *a += v;
-                            }
-                        }
-                    }
-                    if !is_max {
-                        for a in out.iter_mut() {
-                            *a /= div;
-                        }
-                    }
-                } else {
-                    for ch in 0..c {
-                        let mut acc = if is_max { f32::MIN } else { 0.0 };
-                        for &(iy, ix) in &taps {
-                            let v = x[at(b, ch, iy, ix)];
-                            acc = if is_max { acc.max(v) } else { acc + v };
-                        }
-                        y[out_at(b, ch, oy, ox)] = if is_max { acc } else { acc / div };
-                    }
-                }
+    let init = if is_max { f32::MIN } else { 0.0 };
+    #[inline(always)]
+    fn combine(is_max: bool, a: f32, v: f32) -> f32 {
+        if is_max {
+            if v > a {
+                v
+            } else {
+                a
             }
+        } else {
+            a + v
+        }
+    }
+    let divisor = |ry: &PoolAxis, cx: &PoolAxis| -> f32 {
+        (if p.count_include_pad {
+            (ry.padded * cx.padded).max(1)
+        } else {
+            ((ry.taps.len() * cx.taps.len()) as i64).max(1)
+        }) as f32
+    };
+    match p.layout {
+        Layout::Nchw => {
+            let pieces: Vec<(usize, &mut [f32])> = y.chunks_mut(oh * ow).enumerate().collect();
+            for_each_piece(pieces, |(pi, out)| {
+                let plane = &x[pi * h * w..(pi + 1) * h * w];
+                f32::with_scratch(w, |acc| {
+                    for (ry, orow) in rows.iter().zip(out.chunks_exact_mut(ow)) {
+                        isa::vectorized(
+                            #[inline(always)]
+                            || {
+                                acc.fill(init);
+                                for &iy in &ry.taps {
+                                    for (a, &v) in acc.iter_mut().zip(&plane[iy * w..(iy + 1) * w])
+                                    {
+                                        *a = combine(is_max, *a, v);
+                                    }
+                                }
+                            },
+                        );
+                        for (o, cx) in orow.iter_mut().zip(&cols) {
+                            let v = cx
+                                .taps
+                                .iter()
+                                .fold(init, |a, &ix| combine(is_max, a, acc[ix]));
+                            *o = if is_max { v } else { v / divisor(ry, cx) };
+                        }
+                    }
+                });
+                Ok(())
+            })
+        }
+        Layout::Nhwc => {
+            let pieces: Vec<(usize, &mut [f32])> = y.chunks_mut(ow * c).enumerate().collect();
+            for_each_piece(pieces, |(row, orow)| {
+                let (b, oy) = (row / oh, row % oh);
+                let ry = &rows[oy];
+                isa::vectorized(
+                    #[inline(always)]
+                    || {
+                        for (out, cx) in orow.chunks_exact_mut(c.max(1)).zip(&cols) {
+                            out.fill(init);
+                            for &iy in &ry.taps {
+                                for &ix in &cx.taps {
+                                    let i0 = ((b * h + iy) * w + ix) * c;
+                                    for (a, &v) in out.iter_mut().zip(&x[i0..i0 + c]) {
+                                        *a = combine(is_max, *a, v);
+                                    }
+                                }
+                            }
+                            if !is_max {
+                                let div = divisor(ry, cx);
+                                for a in out.iter_mut() {
+                                    *a /= div;
+                                }
+                            }
+                        }
+                    },
+                );
+                Ok(())
+            })
         }
     }
 }
@@ -1227,8 +1351,8 @@ pub(crate) fn generic(
                 1,
             );
         }
-        Op::MaxPool2d(p) => pool(p, true, &xs[0], shapes[0], ys, y),
-        Op::AvgPool2d(p) => pool(p, false, &xs[0], shapes[0], ys, y),
+        Op::MaxPool2d(p) => pool(p, true, &xs[0], shapes[0], ys, y)?,
+        Op::AvgPool2d(p) => pool(p, false, &xs[0], shapes[0], ys, y)?,
         Op::GlobalMaxPool2d(l) | Op::GlobalAvgPool2d(l) => {
             let is_max = matches!(op, Op::GlobalMaxPool2d(_));
             let (n, c, h, w) = l.nchw(shapes[0]);
