@@ -80,15 +80,22 @@ pass=$((pass + p)); fail=$((fail + f))
 [ "$p" -gt 0 ] || { fail=$((fail + 1)); log "the client ran nothing"; }
 
 # The server logs each loaded model's plan: "... subgraph mote_acl_0: 5 of 5 nodes on acl".
+# Every node runs in ACL except the three tanh-form GELUs of onnx_gelu_tanh_acl, which ACL
+# 24.11 lacks: that model's plan must be exactly "4 of 7 nodes on acl (3 on cpu)".
 IFS=, read -ra names <<<"$models"
 for m in "${names[@]}"; do
   lines=$(grep -F "load_module \"$m.so\": subgraph" "$server_log" || true)
+  if [ "$m" = onnx_gelu_tanh_acl ]; then
+    want='subgraph mote_acl_0: 4 of 7 nodes on acl \(3 on cpu\)$'
+  else
+    want=' ([0-9]+) of \1 nodes on acl'
+  fi
   if [ -z "$lines" ]; then
     fail=$((fail + 1)); log "FAIL $m: no plan line in the server log"
-  elif echo "$lines" | grep -Eq ' ([0-9]+) of \1 nodes on acl' && ! echo "$lines" | grep -Eqv ' ([0-9]+) of \1 nodes on acl'; then
+  elif echo "$lines" | grep -Eq "$want" && ! echo "$lines" | grep -Eqv "$want"; then
     pass=$((pass + 1)); echo "ok   $m: $(echo "$lines" | sed -E 's/.*(subgraph)/\1/' | paste -sd ';')"
   else
-    fail=$((fail + 1)); log "FAIL $m: not every node on acl: $lines"
+    fail=$((fail + 1)); log "FAIL $m: not the expected nodes on acl: $lines"
   fi
 done
 
