@@ -324,16 +324,9 @@ fn binary_op<O: Fn(f32, f32) -> f32 + Copy + Send + Sync>(
     }
 }
 
-/// Apply `act` to `p` in place.
+/// Apply `act` to `p` in place: [`bias_act`] without a bias.
 fn activate_in_place(act: Activation, p: &mut [f32]) {
-    with_act!(act, |f| vectorized(
-        #[inline(always)]
-        || {
-            for v in p.iter_mut() {
-                *v = f(*v);
-            }
-        }
-    ))
+    bias_act(p, None, act, 1, Layout::Nhwc, 1)
 }
 
 /// [`binary_op`]'s pass: `y = f(op(a, b))`, then `post` (if any) on each piece.
