@@ -76,8 +76,16 @@ fn main() {
     for i in &isas {
         header += &format!(" mote {i} |");
     }
+    let packed: Vec<&str> = isas
+        .iter()
+        .copied()
+        .filter(|i| mote::backend::cpu::BenchPacked::new(i, &[0.0], 1, 1).is_some())
+        .collect();
+    for i in &packed {
+        header += &format!(" packed {i} |");
+    }
     println!("{header}");
-    println!("|{}", "---|".repeat(3 + isas.len()));
+    println!("|{}", "---|".repeat(3 + isas.len() + packed.len()));
     for nchw in [false, true] {
         for &(name, pm, k, pn) in nhwc {
             if std::env::var("CONV_ONLY").is_ok() {
@@ -119,6 +127,11 @@ fn main() {
                     mote::backend::cpu::bench_sgemm(isa, m, k, n, &a, &b, &mut c)
                         .expect("own sgemm");
                 });
+                row += &format!(" {:.1} |", flop / t / 1e9);
+            }
+            for isa in &packed {
+                let pb = mote::backend::cpu::BenchPacked::new(isa, &b, k, n).expect("packed");
+                let t = time(budget, || pb.run(m, &a, &mut c).expect("packed gemm"));
                 row += &format!(" {:.1} |", flop / t / 1e9);
             }
             println!("{row}");

@@ -6,6 +6,7 @@ use crate::offload::format::{broadcast_shapes, Activation, Conv2d, Layout, Op, P
 
 use super::backend_err;
 use super::isa::{self, Isa};
+use super::packed::{self, Epilogue, PackedB};
 
 /// Element types the GEMM-based kernels run in: f32 (float ops) and f64 (exact quantized
 /// accumulation).
@@ -308,6 +309,97 @@ impl ConvPlan {
             (Layout::Nchw, false) => self.gemm_nchw(x, w, y)?,
         }
         Ok(self.layout == Layout::Nhwc)
+    }
+
+    /// The weight packed ([`ConvPlan::pack`]'s output) once more for the packed GEMM, one
+    /// operand per group: for NHWC convolutions that run as GEMMs (not depthwise, not direct)
+    /// at a level with packed kernels ([`packed::available`]); `None` otherwise.
+    pub fn pack_gemm(&self, w: &[f32]) -> Option<Vec<PackedB>> {
+        if self.layout != Layout::Nhwc
+            || self.depthwise()
+            || self.direct()
+            || !packed::available(self.isa)
+            || w.len() != self.o * self.kdim()
+        {
+            return None;
+        }
+        let (kdim, og) = (self.kdim(), self.og());
+        (0..self.groups)
+            .map(|g| {
+                PackedB::new(
+                    self.isa,
+                    &w[g * kdim * og..(g + 1) * kdim * og],
+                    kdim,
+                    og,
+                    og,
+                )
+            })
+            .collect()
+    }
+
+    /// An NHWC convolution through the packed GEMM ([`ConvPlan::pack_gemm`]'s operands):
+    /// the bias and clamp of `epi` are applied as each tile is stored, then `post` (an
+    /// activation that is not a clamp) runs on each finished piece of whole output pixels.
+    pub fn run_packed(
+        &self,
+        x: &[f32],
+        w: &[PackedB],
+        y: &mut [f32],
+        epi: Epilogue<'_>,
+        post: Post<'_, f32>,
+    ) -> Result<()> {
+        let (n, c, h, wd, o) = (self.n, self.c, self.h, self.w, self.o);
+        let (og, kdim) = (self.og(), self.kdim());
+        if x.len() != n * c * h * wd
+            || y.len() != n * o * self.oh * self.ow
+            || w.len() != self.groups
+            || w.iter().any(|b| b.k() != kdim || b.n() != og)
+            || epi.bias.is_some_and(|b| b.len() != o)
+        {
+            return Err(backend_err("conv2d: buffer sizes do not match the plan"));
+        }
+        let group_epi = |g: usize| Epilogue {
+            bias: epi.bias.map(|b| &b[g * og..(g + 1) * og]),
+            ..epi
+        };
+        let pix = self.oh * self.ow;
+        let threads = crate::host::threadpool::current_parallelism();
+        if self.pointwise() {
+            // The input is the im2col matrix already: [n * pix, c].
+            let bs = (n * pix).div_ceil(threads).clamp(1, PW_BLOCK);
+            let pieces: Vec<(usize, &mut [f32])> = y.chunks_mut(bs * o).enumerate().collect();
+            return for_each_piece(pieces, |(j, yrows)| {
+                let rows = yrows.len() / o;
+                packed::gemm(rows, &x[j * bs * c..], c, &w[0], yrows, o, epi)?;
+                if let Some(f) = post {
+                    f(yrows);
+                }
+                Ok(())
+            });
+        }
+        let bs = self.block(threads);
+        let mut pieces = Vec::new();
+        for (b, yb) in y.chunks_mut(pix * o).enumerate() {
+            for (j, rows) in yb.chunks_mut(bs * o).enumerate() {
+                pieces.push((b, j * bs, rows));
+            }
+        }
+        for_each_piece(pieces, |(b, p0, yrows)| {
+            let xb = &x[b * h * wd * c..(b + 1) * h * wd * c];
+            let rows = yrows.len() / o;
+            // im2col_nhwc writes every element of `col`.
+            f32::with_scratch(rows * kdim, |col| {
+                for (g, wg) in w.iter().enumerate() {
+                    self.im2col_nhwc(xb, g, p0, rows, col);
+                    packed::gemm(rows, col, kdim, wg, &mut yrows[g * og..], o, group_epi(g))?;
+                }
+                Ok::<(), crate::error::Error>(())
+            })?;
+            if let Some(f) = post {
+                f(yrows);
+            }
+            Ok(())
+        })
     }
 
     /// Input row/col for output index `o` and tap `k` along one axis, if inside the input.
@@ -857,11 +949,17 @@ pub fn bench_conv(isa: &str, nchw: bool, shape: [usize; 9], reps: usize) -> Resu
     let x: Vec<f32> = (0..n * c * h * wd).map(|i| (i % 7) as f32 - 3.0).collect();
     let w: Vec<f32> = (0..o * plan.kdim()).map(|i| (i % 5) as f32 - 2.0).collect();
     let packed = plan.pack(&w);
+    let gemm = plan.pack_gemm(&packed);
     let mut y = vec![0f32; n * o * plan.oh * plan.ow];
     let mut best = f64::MAX;
     for _ in 0..reps.max(1) {
         let t = std::time::Instant::now();
-        plan.run(&x, &packed, &mut y, None)?;
+        match &gemm {
+            Some(g) => plan.run_packed(&x, g, &mut y, Epilogue::NONE, None)?,
+            None => {
+                plan.run(&x, &packed, &mut y, None)?;
+            }
+        }
         best = best.min(t.elapsed().as_secs_f64());
     }
     Ok(best)
@@ -993,6 +1091,32 @@ pub(crate) fn par_gemm_isa<T: Num>(
             seg.copy_from_slice(t);
         }
         Ok(())
+    })
+}
+
+/// `c[m, n] = a[m, k] * b` then `epi`, dense row-major, split by rows over the session's pool.
+pub(crate) fn par_packed(
+    m: usize,
+    a: &[f32],
+    b: &PackedB,
+    c: &mut [f32],
+    epi: Epilogue<'_>,
+) -> Result<()> {
+    let (k, n) = (b.k(), b.n());
+    if a.len() != m * k || c.len() != m * n {
+        return Err(backend_err(format!(
+            "gemm {m}x{k}x{n}: operand sizes do not match"
+        )));
+    }
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    let threads = crate::host::threadpool::current_parallelism();
+    let rows = m.div_ceil(threads.max(1));
+    let pieces: Vec<(usize, &mut [f32])> = c.chunks_mut(rows * n).enumerate().collect();
+    for_each_piece(pieces, |(i, cr)| {
+        let a0 = &a[i * rows * k..];
+        packed::gemm(cr.len() / n, a0, k, b, cr, n, epi)
     })
 }
 
@@ -1589,7 +1713,10 @@ mod tests {
             (1, 6, 13, 11, 6, 3, 2, 2, 6, 2),
             (1, 4, 15, 15, 4, 5, 2, 2, 4, 1),
             (1, 3, 2, 2, 3, 3, 2, 1, 3, 1),
+            (1, 8, 9, 9, 40, 3, 1, 1, 2, 1),
+            (1, 70, 6, 5, 130, 1, 1, 0, 1, 1),
         ];
+        let mut packed_runs = 0;
         for &isa in isa::supported() {
             for (n, c, h, wd, o, k, s, pad, groups, d) in cases {
                 for layout in [Layout::Nchw, Layout::Nhwc] {
@@ -1615,10 +1742,44 @@ mod tests {
                             }
                             y.fill(f32::NAN);
                         }
+                        // The packed GEMM, where this plan takes it, with a bias and a clamp
+                        // applied as it stores.
+                        let Some(gemm) = plan.pack_gemm(&packed) else {
+                            continue;
+                        };
+                        packed_runs += 1;
+                        let bias = data(o, 3);
+                        let epi = Epilogue {
+                            bias: Some(&bias),
+                            lo: -0.5,
+                            hi: 0.75,
+                        };
+                        for run in 0..2 {
+                            pool.install(|| plan.run_packed(&x, &gemm, &mut y, epi, None))
+                                .expect("packed conv runs");
+                            for (i, (g, r)) in y.iter().zip(&want).enumerate() {
+                                let r = (r + bias[i % o]).clamp(-0.5, 0.75);
+                                assert!(
+                                    (g - r).abs() <= tol,
+                                    "packed {} {n}x{c}x{h}x{wd} -> {o} k{k} s{s} p{pad} g{groups} d{d}, {threads} threads, run {run}: y[{i}] = {g}, want {r}",
+                                    isa.name()
+                                );
+                            }
+                            y.fill(f32::NAN);
+                        }
                     }
                 }
             }
         }
+        // Every level with packed kernels ran them on the GEMM-shaped cases.
+        let levels = isa::supported()
+            .iter()
+            .filter(|&&i| packed::available(i))
+            .count();
+        assert!(
+            levels == 0 || packed_runs >= levels * 3 * 6,
+            "{packed_runs} packed runs"
+        );
     }
 
     /// `im2col_nchw` for every piece (start pixel, length) of the output equals a naive
@@ -1707,6 +1868,27 @@ mod tests {
                         (g - w).abs() <= 1e-5,
                         "{m}x{k}x{n}, {threads} threads: {g} vs {w}"
                     );
+                }
+            }
+            // The packed GEMM's row split, with a ReLU, on every level that has one.
+            for &level in isa::supported().iter().filter(|&&i| packed::available(i)) {
+                let pb = PackedB::new(level, &b, k, n, n).expect("packs");
+                let epi = Epilogue {
+                    lo: 0.0,
+                    ..Epilogue::NONE
+                };
+                for threads in [1, 2, 3] {
+                    let pool = ThreadPool::new(threads);
+                    let mut got = vec![f32::NAN; m * n];
+                    pool.install(|| par_packed(m, &a, &pb, &mut got, epi))
+                        .expect("par_packed");
+                    for (g, w) in got.iter().zip(&want) {
+                        assert!(
+                            (g - w.max(0.0)).abs() <= 1e-5,
+                            "packed {} {m}x{k}x{n}, {threads} threads: {g} vs {w}",
+                            level.name()
+                        );
+                    }
                 }
             }
         }

@@ -12,12 +12,15 @@ mod gemm;
 mod isa;
 mod kernels;
 mod ops;
+mod packed;
 
 #[doc(hidden)]
 pub use gemm::bench_sgemm;
 pub use isa::{isa, supported_isas};
 #[doc(hidden)]
 pub use kernels::bench_conv;
+#[doc(hidden)]
+pub use packed::BenchPacked;
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -81,6 +84,8 @@ enum Step {
         node: usize,
         plan: kernels::ConvPlan,
         weight: Weight<f32>,
+        /// A constant weight packed for the packed GEMM, when the plan runs through it.
+        gemm: Option<Vec<packed::PackedB>>,
         bias: Option<Vec<f32>>,
     },
     QConv {
@@ -93,6 +98,8 @@ enum Step {
         node: usize,
         /// `[K, N]` row-major.
         weight: Weight<f32>,
+        /// A constant weight packed for the packed GEMM, at levels that have one.
+        gemm: Option<packed::PackedB>,
         bias: Option<Vec<f32>>,
     },
     QDense {
@@ -184,10 +191,15 @@ fn prepare_node(g: &Graph, k: usize, constants: &[Tensor]) -> Result<Step> {
                 Some((_, None)) => return Ok(Step::Generic { node: k }),
                 None => None,
             };
+            let gemm = match &weight {
+                Weight::Packed(w) => plan.pack_gemm(w),
+                Weight::Runtime => None,
+            };
             Ok(Step::Conv {
                 node: k,
                 plan,
                 weight,
+                gemm,
                 bias,
             })
         }
@@ -224,9 +236,14 @@ fn prepare_node(g: &Graph, k: usize, constants: &[Tensor]) -> Result<Step> {
                 Some((b, Some(t))) => Some(load_f32(t.data(), &g.tensors[b])?.into_owned()),
                 _ => None,
             };
+            let gemm = match &weight {
+                Weight::Packed(w) => packed::PackedB::new(isa::current(), w, kk, nn, nn),
+                Weight::Runtime => None,
+            };
             Ok(Step::Dense {
                 node: k,
                 weight,
+                gemm,
                 bias,
             })
         }
@@ -572,13 +589,33 @@ impl CpuSegment {
         let odesc = &g.tensors[node.outputs[0]];
         match step {
             Step::Conv {
-                plan, weight, bias, ..
+                plan,
+                weight,
+                gemm,
+                bias,
+                ..
             } => {
                 let act = match node.op {
                     Op::Conv2d(c) => c.activation,
                     _ => Activation::None,
                 };
                 let x = load_f32(ins[0], desc(0)).map_err(ctx)?;
+                if let Some(gemm) = gemm {
+                    // Bias and clamp as the GEMM stores each tile; another activation after.
+                    let (lo, hi) = act.bounds();
+                    let epi = packed::Epilogue {
+                        bias: bias.as_deref(),
+                        lo,
+                        hi,
+                    };
+                    let o = plan.o;
+                    let post = |p: &mut [f32]| {
+                        kernels::bias_act(p, None, act, o, Layout::Nhwc, 1);
+                    };
+                    let post: kernels::Post<'_, f32> = (!act.is_clamp()).then_some(&post);
+                    return with_out_f32(out, odesc, |y| plan.run_packed(&x, gemm, y, epi, post))
+                        .map_err(ctx);
+                }
                 let packed;
                 let w: &[f32] = match weight {
                     Weight::Packed(w) => w,
@@ -623,7 +660,9 @@ impl CpuSegment {
                 }
                 Ok(())
             }
-            Step::Dense { weight, bias, .. } => {
+            Step::Dense {
+                weight, gemm, bias, ..
+            } => {
                 let act = match node.op {
                     Op::Dense { activation } => activation,
                     _ => Activation::None,
@@ -632,6 +671,25 @@ impl CpuSegment {
                 let (nn, kk) = (wd.shape[0] as usize, wd.shape[1] as usize);
                 let m = desc(0).num_elements() / kk.max(1);
                 let x = load_f32(ins[0], desc(0)).map_err(ctx)?;
+                // The packed GEMM splits rows over the pool: with fewer rows than that needs,
+                // the column split below (which also suits a single row) runs instead.
+                let threads = crate::host::threadpool::current_parallelism();
+                if let Some(gemm) = gemm.as_ref().filter(|_| m >= 4 * threads) {
+                    let (lo, hi) = act.bounds();
+                    let epi = packed::Epilogue {
+                        bias: bias.as_deref(),
+                        lo,
+                        hi,
+                    };
+                    return with_out_f32(out, odesc, |y| {
+                        kernels::par_packed(m, &x, gemm, y, epi)?;
+                        if !act.is_clamp() {
+                            kernels::bias_act(y, None, act, nn, Layout::Nhwc, 1);
+                        }
+                        Ok(())
+                    })
+                    .map_err(ctx);
+                }
                 let packed;
                 let w: &[f32] = match weight {
                     Weight::Packed(w) => w,

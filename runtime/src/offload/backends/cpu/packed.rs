@@ -1,0 +1,675 @@
+//! GEMM against a constant right-hand operand packed once, with the bias and clamp applied as
+//! the result is stored (docs/cpu-kernels.md, "Pre-packed weights").
+//!
+//! `C[m, n] = A[m, k] * B[k, n] (+ bias[n], clamped)`, row-major. `B` is a convolution's or
+//! dense layer's weight: it is packed when the subgraph is prepared, not on every call (the
+//! `gemm` crate repacks both operands on each call: 9-13% of a ResNet-50 or MobileNetV2 run).
+//! `A` (the input pixels or the im2col block) is read in place: the microkernel broadcasts one
+//! element of each of its `MR` rows per step, so rows only need to be contiguous along `k`.
+//!
+//! Packed layout: `k` is cut into blocks of `kc` rows; inside a block, the columns (padded
+//! with zeros to whole vectors) are cut into panels at most `nr` wide, each stored k-major
+//! (`kc` rows of the panel's width). One panel of one block (`kc * nr` floats, 32 KiB) stays in
+//! the L1 cache while every row tile of `A` passes over it.
+//!
+//! The microkernel keeps an `MR x width` tile of `C` in vector registers: the accumulator
+//! arrays below are plain Rust, unrolled and kept in registers by the compiler inside each
+//! level's `#[target_feature]` wrapper, with `f32::mul_add` (one FMA instruction at these
+//! levels; only levels with FMA use this path).
+
+use super::backend_err;
+use super::isa::Isa;
+use crate::error::Result;
+
+/// Rows of `A` per microkernel call.
+const MR: usize = 6;
+
+/// Bytes of one packed panel (`kc * nr` floats), sized for the L1 data cache.
+const PANEL_BYTES: usize = 32 * 1024;
+
+/// What is done to each finished element: `+ bias[column]`, then clamped to `[lo, hi]`
+/// (infinite bounds for no clamp; a NaN passes through, as in the model).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Epilogue<'a> {
+    pub bias: Option<&'a [f32]>,
+    pub lo: f32,
+    pub hi: f32,
+}
+
+impl Epilogue<'_> {
+    /// No bias, no clamp.
+    pub(crate) const NONE: Epilogue<'static> = Epilogue {
+        bias: None,
+        lo: f32::NEG_INFINITY,
+        hi: f32::INFINITY,
+    };
+}
+
+/// `B[k, n]` packed for [`gemm`] with the kernels of one level.
+#[derive(Debug)]
+pub(crate) struct PackedB {
+    isa: Isa,
+    k: usize,
+    n: usize,
+    /// `n` rounded up to whole vectors.
+    np: usize,
+    /// Widest panel, in floats.
+    nr: usize,
+    /// Rows per block.
+    kc: usize,
+    data: Vec<f32>,
+}
+
+/// Vector width in floats and widest panel (in vectors) of the levels with a packed kernel.
+fn shape_of(isa: Isa) -> Option<(usize, usize)> {
+    match isa {
+        #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+        Isa::Avx512 => Some((16, 4)),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => Some((8, 2)),
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => Some((4, 4)),
+        _ => None,
+    }
+}
+
+/// Whether `isa` has packed kernels (AVX-512, AVX2 + FMA, NEON); the others run
+/// [`super::gemm::sgemm`].
+pub(crate) fn available(isa: Isa) -> bool {
+    shape_of(isa).is_some() && super::isa::supported().contains(&isa)
+}
+
+impl PackedB {
+    /// Pack row-major `b[k, n]` (row stride `ldb`) for the kernels of `isa`; `None` when that
+    /// level has none ([`available`]) or `b` is too short.
+    pub(crate) fn new(isa: Isa, b: &[f32], k: usize, n: usize, ldb: usize) -> Option<PackedB> {
+        let (lanes, nv) = shape_of(isa)?;
+        if !available(isa) || ldb < n || b.len() < span(k, n, ldb) {
+            return None;
+        }
+        let nr = lanes * nv;
+        let np = n.next_multiple_of(lanes);
+        let kc = (PANEL_BYTES / 4 / nr).max(1);
+        let mut data = vec![0.0f32; k * np];
+        for pc in (0..k).step_by(kc) {
+            let kcb = kc.min(k - pc);
+            for j0 in (0..np).step_by(nr) {
+                let pw = nr.min(np - j0);
+                let cols = pw.min(n.saturating_sub(j0));
+                let panel = &mut data[pc * np + kcb * j0..][..kcb * pw];
+                for (p, dst) in panel.chunks_exact_mut(pw).enumerate() {
+                    let row = &b[(pc + p) * ldb + j0..][..cols];
+                    dst[..cols].copy_from_slice(row);
+                }
+            }
+        }
+        Some(PackedB {
+            isa,
+            k,
+            n,
+            np,
+            nr,
+            kc,
+            data,
+        })
+    }
+
+    pub(crate) fn k(&self) -> usize {
+        self.k
+    }
+
+    pub(crate) fn n(&self) -> usize {
+        self.n
+    }
+}
+
+/// Floats a row-major `rows x cols` operand with row stride `ld` spans.
+fn span(rows: usize, cols: usize, ld: usize) -> usize {
+    if rows == 0 || cols == 0 {
+        0
+    } else {
+        (rows - 1) * ld + cols
+    }
+}
+
+/// One microkernel call: `rows <= MR` rows of `C` (from `a[i]`), `cols <= NR` columns.
+struct TileArgs {
+    kc: usize,
+    a: [*const f32; MR],
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+    /// Add to what `C` holds (a later block of `k`).
+    accumulate: bool,
+    /// Apply the epilogue (the last block of `k`): `bias` points at `cols` floats or is null.
+    finish: bool,
+    bias: *const f32,
+    lo: f32,
+    hi: f32,
+}
+
+/// The vector operations a microkernel needs, for one register type.
+trait Vector: Copy {
+    /// Floats per register.
+    const W: usize;
+    /// # Safety (all methods)
+    /// The CPU has the type's target features; pointers address `W` floats.
+    unsafe fn zero() -> Self;
+    unsafe fn load(p: *const f32) -> Self;
+    unsafe fn store(p: *mut f32, v: Self);
+    unsafe fn splat(x: f32) -> Self;
+    /// `acc + a * b`, fused.
+    unsafe fn fma(acc: Self, a: Self, b: Self) -> Self;
+    unsafe fn add(a: Self, b: Self) -> Self;
+    /// `v` clamped to `[lo, hi]`, a NaN `v` kept (as the scalar `if v < lo { lo } else { v }`).
+    unsafe fn clamp(v: Self, lo: Self, hi: Self) -> Self;
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::Vector;
+    use std::arch::x86_64::*;
+
+    // SAFETY (every function below): the trait's contract; `maxps(lo, v)` returns its second
+    // operand when either is NaN, which keeps a NaN `v`.
+    // AVX-512 intrinsics are stable from Rust 1.89, which the `avx512` feature requires on
+    // x86_64 (docs/cpu-kernels.md); builds for 1.85 leave the feature off.
+    #[cfg(feature = "avx512")]
+    #[allow(clippy::incompatible_msrv)]
+    impl Vector for __m512 {
+        const W: usize = 16;
+        #[inline(always)]
+        unsafe fn zero() -> Self {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { _mm512_setzero_ps() }
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { _mm512_loadu_ps(p) }
+        }
+        #[inline(always)]
+        unsafe fn store(p: *mut f32, v: Self) {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { _mm512_storeu_ps(p, v) }
+        }
+        #[inline(always)]
+        unsafe fn splat(x: f32) -> Self {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { _mm512_set1_ps(x) }
+        }
+        #[inline(always)]
+        unsafe fn fma(acc: Self, a: Self, b: Self) -> Self {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { _mm512_fmadd_ps(a, b, acc) }
+        }
+        #[inline(always)]
+        unsafe fn add(a: Self, b: Self) -> Self {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { _mm512_add_ps(a, b) }
+        }
+        #[inline(always)]
+        unsafe fn clamp(v: Self, lo: Self, hi: Self) -> Self {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { _mm512_min_ps(hi, _mm512_max_ps(lo, v)) }
+        }
+    }
+
+    impl Vector for __m256 {
+        const W: usize = 8;
+        #[inline(always)]
+        unsafe fn zero() -> Self {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { _mm256_setzero_ps() }
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { _mm256_loadu_ps(p) }
+        }
+        #[inline(always)]
+        unsafe fn store(p: *mut f32, v: Self) {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { _mm256_storeu_ps(p, v) }
+        }
+        #[inline(always)]
+        unsafe fn splat(x: f32) -> Self {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { _mm256_set1_ps(x) }
+        }
+        #[inline(always)]
+        unsafe fn fma(acc: Self, a: Self, b: Self) -> Self {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { _mm256_fmadd_ps(a, b, acc) }
+        }
+        #[inline(always)]
+        unsafe fn add(a: Self, b: Self) -> Self {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { _mm256_add_ps(a, b) }
+        }
+        #[inline(always)]
+        unsafe fn clamp(v: Self, lo: Self, hi: Self) -> Self {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { _mm256_min_ps(hi, _mm256_max_ps(lo, v)) }
+        }
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+mod arm {
+    use super::Vector;
+    use std::arch::aarch64::*;
+
+    // SAFETY (every function below): the trait's contract. `fmax`/`fmin` return NaN when either
+    // operand is NaN, which keeps a NaN `v` (the bounds are never NaN).
+    impl Vector for float32x4_t {
+        const W: usize = 4;
+        #[inline(always)]
+        unsafe fn zero() -> Self {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { vdupq_n_f32(0.0) }
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { vld1q_f32(p) }
+        }
+        #[inline(always)]
+        unsafe fn store(p: *mut f32, v: Self) {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { vst1q_f32(p, v) }
+        }
+        #[inline(always)]
+        unsafe fn splat(x: f32) -> Self {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { vdupq_n_f32(x) }
+        }
+        #[inline(always)]
+        unsafe fn fma(acc: Self, a: Self, b: Self) -> Self {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { vfmaq_f32(acc, a, b) }
+        }
+        #[inline(always)]
+        unsafe fn add(a: Self, b: Self) -> Self {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { vaddq_f32(a, b) }
+        }
+        #[inline(always)]
+        unsafe fn clamp(v: Self, lo: Self, hi: Self) -> Self {
+            // SAFETY: the trait contract (features present, pointers valid).
+            unsafe { vminq_f32(hi, vmaxq_f32(lo, v)) }
+        }
+    }
+}
+
+/// Widest tile of any level, in floats (the edge scratch tile).
+const MAX_NR: usize = 64;
+
+/// `C[rows, cols] (+)= A[rows, kc] * Bpanel[kc, NV * V::W]`, then the epilogue.
+///
+/// The accumulators are only ever indexed by constants (the loops below unroll), so they stay
+/// in registers; an edge tile goes through a scratch tile on the stack.
+///
+/// # Safety
+/// `a[i]` addresses `kc` readable floats for every `i < MR`, `b` `kc * NV * V::W`; `c`
+/// addresses `rows` rows of `cols` writable floats `ldc` apart, overlapping none of them;
+/// `bias` is null or addresses `cols` floats; `NV * V::W <= MAX_NR`. The CPU has `V`'s target
+/// features.
+#[inline(always)]
+unsafe fn tile<V: Vector, const NV: usize>(t: &TileArgs) {
+    // SAFETY: every access below lies in the ranges the caller guarantees.
+    unsafe {
+        let mut acc = [[V::zero(); NV]; MR];
+        let mut b = t.b;
+        for p in 0..t.kc {
+            let mut bv = [V::zero(); NV];
+            for (j, v) in bv.iter_mut().enumerate() {
+                *v = V::load(b.add(j * V::W));
+            }
+            for (i, row) in acc.iter_mut().enumerate() {
+                let av = V::splat(*t.a[i].add(p));
+                for (r, &bj) in row.iter_mut().zip(&bv) {
+                    *r = V::fma(*r, av, bj);
+                }
+            }
+            b = b.add(NV * V::W);
+        }
+        if t.rows == MR && t.cols == NV * V::W {
+            finish(&acc, t, t.c, t.ldc);
+        } else {
+            // An edge tile: finished in a scratch tile (row stride `nr`) holding `C`'s current
+            // values where they are added to, then its valid part copied out.
+            let nr = NV * V::W;
+            let mut edge = [0.0f32; MR * MAX_NR];
+            if t.accumulate {
+                for i in 0..t.rows {
+                    let src = t.c.add(i * t.ldc);
+                    std::ptr::copy_nonoverlapping(src, edge.as_mut_ptr().add(i * nr), t.cols);
+                }
+            }
+            finish(&acc, t, edge.as_mut_ptr(), nr);
+            for i in 0..t.rows {
+                let dst = t.c.add(i * t.ldc);
+                std::ptr::copy_nonoverlapping(edge.as_ptr().add(i * nr), dst, t.cols);
+            }
+        }
+    }
+}
+
+/// Store the accumulators to `dst` (`MR` rows of `NV` vectors, `ld` apart): added to what it
+/// holds or not, then the epilogue.
+///
+/// # Safety
+/// `dst` addresses `MR` rows of `NV * V::W` floats `ld` apart; [`tile`]'s contract for `t`.
+#[inline(always)]
+unsafe fn finish<V: Vector, const NV: usize>(
+    acc: &[[V; NV]; MR],
+    t: &TileArgs,
+    dst: *mut f32,
+    ld: usize,
+) {
+    // SAFETY: the caller's contract; the bias copy reads `cols` floats.
+    unsafe {
+        let (lo, hi) = (V::splat(t.lo), V::splat(t.hi));
+        let mut bias = [V::zero(); NV];
+        let with_bias = t.finish && !t.bias.is_null();
+        if with_bias {
+            let mut padded = [0.0f32; MAX_NR];
+            std::ptr::copy_nonoverlapping(t.bias, padded.as_mut_ptr(), t.cols);
+            for (j, v) in bias.iter_mut().enumerate() {
+                *v = V::load(padded.as_ptr().add(j * V::W));
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            for (j, &r) in row.iter().enumerate() {
+                let p = dst.add(i * ld + j * V::W);
+                let mut v = r;
+                if t.accumulate {
+                    v = V::add(v, V::load(p));
+                }
+                if t.finish {
+                    if with_bias {
+                        v = V::add(v, bias[j]);
+                    }
+                    v = V::clamp(v, lo, hi);
+                }
+                V::store(p, v);
+            }
+        }
+    }
+}
+
+/// Store one finished row `acc` into `row` (the `k == 0` case: no products).
+fn store_row(row: &mut [f32], bias: Option<&[f32]>, lo: f32, hi: f32) {
+    for (j, d) in row.iter_mut().enumerate() {
+        let v = bias.map_or(0.0, |b| b[j]);
+        let v = if v < lo { lo } else { v };
+        *d = if v > hi { hi } else { v };
+    }
+}
+
+/// A level's microkernels, indexed by panel width in vectors minus one.
+type Tile = unsafe fn(&TileArgs);
+
+macro_rules! level {
+    ($modname:ident, $features:literal, $v:ty, $($name:ident = $nv:literal),+) => {
+        mod $modname {
+            use super::{tile, TileArgs};
+            $(
+                /// # Safety
+                /// [`super::tile`]'s contract, on a CPU with this level's features.
+                #[target_feature(enable = $features)]
+                pub(super) unsafe fn $name(t: &TileArgs) {
+                    // SAFETY: the caller's contract, passed on.
+                    unsafe { tile::<$v, $nv>(t) }
+                }
+            )+
+        }
+    };
+}
+
+#[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+level!(
+    avx512,
+    "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma",
+    std::arch::x86_64::__m512,
+    t16 = 1,
+    t32 = 2,
+    t48 = 3,
+    t64 = 4
+);
+#[cfg(target_arch = "x86_64")]
+level!(avx2, "avx2,fma", std::arch::x86_64::__m256, t8 = 1, t16 = 2);
+#[cfg(target_arch = "aarch64")]
+level!(
+    neon,
+    "neon",
+    std::arch::aarch64::float32x4_t,
+    t4 = 1,
+    t8 = 2,
+    t12 = 3,
+    t16 = 4
+);
+
+/// The microkernels of `isa`, narrowest first.
+fn tiles(isa: Isa) -> &'static [Tile] {
+    match isa {
+        #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+        Isa::Avx512 => &[avx512::t16, avx512::t32, avx512::t48, avx512::t64],
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => &[avx2::t8, avx2::t16],
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => &[neon::t4, neon::t8, neon::t12, neon::t16],
+        _ => &[],
+    }
+}
+
+/// `c[m, n] = a[m, k] * b` then the epilogue, `a` row-major with row stride `lda`, `c` with
+/// `ldc`; `k` and `n` are the packed operand's.
+pub(crate) fn gemm(
+    m: usize,
+    a: &[f32],
+    lda: usize,
+    b: &PackedB,
+    c: &mut [f32],
+    ldc: usize,
+    epi: Epilogue<'_>,
+) -> Result<()> {
+    let (k, n) = (b.k, b.n);
+    if lda < k
+        || ldc < n
+        || a.len() < span(m, k, lda)
+        || c.len() < span(m, n, ldc)
+        || epi.bias.is_some_and(|bias| bias.len() < n)
+    {
+        return Err(backend_err(format!(
+            "packed gemm {m}x{k}x{n}: operand buffers too small"
+        )));
+    }
+    let (lanes, _) = shape_of(b.isa).ok_or_else(|| backend_err("packed gemm: no kernels"))?;
+    let kernels = tiles(b.isa);
+    if !available(b.isa) || kernels.is_empty() {
+        return Err(backend_err(format!(
+            "packed gemm: this CPU cannot run the {} kernels",
+            b.isa.name()
+        )));
+    }
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if k == 0 {
+        for row in c.chunks_mut(ldc).take(m) {
+            store_row(&mut row[..n], epi.bias, epi.lo, epi.hi);
+        }
+        return Ok(());
+    }
+    for pc in (0..k).step_by(b.kc) {
+        let kcb = b.kc.min(k - pc);
+        for j0 in (0..b.np).step_by(b.nr) {
+            let pw = b.nr.min(b.np - j0);
+            let cols = pw.min(n - j0);
+            let panel = &b.data[pc * b.np + kcb * j0..][..kcb * pw];
+            let kern = kernels[pw / lanes - 1];
+            let bias = match epi.bias {
+                Some(bias) => bias[j0..j0 + cols].as_ptr(),
+                None => std::ptr::null(),
+            };
+            for i0 in (0..m).step_by(MR) {
+                let rows = MR.min(m - i0);
+                // Rows past `m` repeat the last one (computed, not stored).
+                let a_rows: [*const f32; MR] =
+                    std::array::from_fn(|i| a[(i0 + i.min(rows - 1)) * lda + pc..].as_ptr());
+                let dst = &mut c[i0 * ldc + j0..][..span(rows, cols, ldc)];
+                let args = TileArgs {
+                    kc: kcb,
+                    a: a_rows,
+                    b: panel.as_ptr(),
+                    c: dst.as_mut_ptr(),
+                    ldc,
+                    rows,
+                    cols,
+                    accumulate: pc > 0,
+                    finish: pc + kcb == k,
+                    bias,
+                    lo: epi.lo,
+                    hi: epi.hi,
+                };
+                // SAFETY: each `a` row pointer starts `pc` floats into a row `< m` of `a`,
+                // which holds `k >= pc + kcb` floats (checked above); `panel` holds
+                // `kcb * pw` floats, `pw` being this kernel's width; `dst` spans `rows` rows of
+                // `cols` floats `ldc` apart and is exclusively borrowed; `bias` is null or
+                // `cols` floats; `available` confirmed this CPU has the level's features.
+                unsafe { kern(&args) };
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A weight packed for the benchmarks comparing GEMMs (runtime/examples/gemm_bench.rs); not a
+/// stable API.
+#[doc(hidden)]
+pub struct BenchPacked(PackedB);
+
+impl BenchPacked {
+    /// `b[k, n]` (dense, row-major) packed for the level named `isa`, if it has packed kernels.
+    pub fn new(isa: &str, b: &[f32], k: usize, n: usize) -> Option<BenchPacked> {
+        let level = super::isa::supported()
+            .iter()
+            .copied()
+            .find(|i| i.name() == isa)?;
+        PackedB::new(level, b, k, n, n).map(BenchPacked)
+    }
+
+    /// `c[m, n] = a[m, k] * b`, dense row-major.
+    pub fn run(&self, m: usize, a: &[f32], c: &mut [f32]) -> Result<()> {
+        gemm(m, a, self.0.k, &self.0, c, self.0.n, Epilogue::NONE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(len: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..len)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn packed_gemm_matches_an_f64_reference_with_bias_and_clamp() {
+        let levels: Vec<Isa> = super::super::isa::supported()
+            .iter()
+            .copied()
+            .filter(|&i| available(i))
+            .collect();
+        // Every level this build can have is reachable on the CPUs CI runs on: at least one.
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        assert!(!levels.is_empty(), "no packed kernels on this CPU");
+        let shapes = [
+            (1, 1, 1),
+            (1, 7, 3),
+            (5, 3, 7),
+            (6, 16, 16),
+            (7, 17, 33),
+            (13, 1, 29),
+            (97, 300, 41),
+            (50, 600, 965),
+            (3, 1000, 2),
+            (200, 27, 8),
+            (12, 64, 64),
+            (11, 2100, 70),
+        ];
+        for &isa in &levels {
+            for (si, &(m, k, n)) in shapes.iter().enumerate() {
+                let (lda, ldb, ldc) = (k + 3, n + 1, n + 2);
+                let a = values(m * lda, si as u64 + 1);
+                let b = values(k * ldb, si as u64 + 100);
+                let bias = values(n, si as u64 + 200);
+                let pb = PackedB::new(isa, &b, k, n, ldb).unwrap();
+                for (use_bias, lo, hi) in [
+                    (false, f32::NEG_INFINITY, f32::INFINITY),
+                    (true, -0.5, 0.75),
+                ] {
+                    let epi = Epilogue {
+                        bias: use_bias.then_some(&bias[..]),
+                        lo,
+                        hi,
+                    };
+                    let mut c = vec![f32::NAN; m * ldc];
+                    gemm(m, &a, lda, &pb, &mut c, ldc, epi).unwrap();
+                    for i in 0..m {
+                        for j in 0..n {
+                            let mut want: f64 = (0..k)
+                                .map(|p| a[i * lda + p] as f64 * b[p * ldb + j] as f64)
+                                .sum();
+                            if use_bias {
+                                want += bias[j] as f64;
+                            }
+                            let want = want.clamp(lo as f64, hi as f64);
+                            let got = c[i * ldc + j] as f64;
+                            let tol = 1e-5 * (k as f64).sqrt().max(1.0) * 4.0;
+                            assert!(
+                                (got - want).abs() <= tol,
+                                "{} {m}x{k}x{n} at ({i},{j}): {got} vs {want}",
+                                isa.name()
+                            );
+                        }
+                        if i + 1 < m {
+                            assert!(c[i * ldc + n].is_nan() && c[i * ldc + n + 1].is_nan());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn short_operands_are_errors() {
+        for &isa in super::super::isa::supported() {
+            let Some(pb) = PackedB::new(isa, &[0.0; 6], 2, 3, 3) else {
+                continue;
+            };
+            let mut c = vec![0.0; 6];
+            assert!(gemm(2, &[0.0; 3], 2, &pb, &mut c, 3, Epilogue::NONE).is_err());
+            assert!(gemm(2, &[0.0; 4], 2, &pb, &mut c[..5], 3, Epilogue::NONE).is_err());
+            assert!(gemm(2, &[0.0; 4], 1, &pb, &mut c, 3, Epilogue::NONE).is_err());
+            let short_bias = Epilogue {
+                bias: Some(&[0.0; 2]),
+                ..Epilogue::NONE
+            };
+            assert!(gemm(2, &[0.0; 4], 2, &pb, &mut c, 3, short_bias).is_err());
+            assert!(gemm(2, &[0.0; 4], 2, &pb, &mut c, 3, Epilogue::NONE).is_ok());
+        }
+        assert!(PackedB::new(super::super::isa::current(), &[0.0; 5], 2, 3, 3).is_none());
+    }
+}
