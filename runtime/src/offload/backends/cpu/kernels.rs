@@ -1051,10 +1051,7 @@ fn dw_chunks<T: Num, const N: usize>(
                 acc[j] += inp[j] * wt[j];
             }
         }
-        let dst = &mut out[c0..c0 + N];
-        for j in 0..N {
-            dst[j] = acc[j];
-        }
+        out[c0..c0 + N].copy_from_slice(&acc);
         c0 += N;
     }
     c0
