@@ -5,6 +5,7 @@ use crate::error::Result;
 use crate::offload::format::{broadcast_shapes, Activation, Conv2d, Layout, Op, Pool2d};
 
 use super::backend_err;
+use super::dw;
 use super::isa::{self, Isa};
 use super::packed::{self, Epilogue, PackedB};
 
@@ -42,6 +43,24 @@ pub(crate) trait Num:
     /// run cost several percent). Its contents are whatever the last user left: `f` must write
     /// every element it reads. The buffer grows to the largest `len` asked for on the thread.
     fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [Self]) -> R) -> R;
+
+    /// Depthwise interior pixels with explicit vectors where there are some (f32: dw.rs):
+    /// returns how many leading channels of every pixel of `out` (`c` channels each) it
+    /// computed (0: none).
+    #[allow(clippy::too_many_arguments)]
+    fn dw_interior(
+        _isa: Isa,
+        _x: &[Self],
+        _w: &[Self],
+        _base: usize,
+        _step: usize,
+        _taps: &[(usize, usize)],
+        _last: (usize, usize),
+        _out: &mut [Self],
+        _c: usize,
+    ) -> usize {
+        0
+    }
 }
 
 thread_local! {
@@ -85,6 +104,20 @@ impl Num for f32 {
 
     fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
         with_buffer(&SCRATCH_F32, len, f)
+    }
+
+    fn dw_interior(
+        isa: Isa,
+        x: &[f32],
+        w: &[f32],
+        base: usize,
+        step: usize,
+        taps: &[(usize, usize)],
+        last: (usize, usize),
+        out: &mut [f32],
+        c: usize,
+    ) -> usize {
+        dw::interior(isa, x, w, base, step, taps, last, out, c)
     }
 }
 
@@ -754,9 +787,28 @@ impl ConvPlan {
                 self.isa,
                 #[inline(always)]
                 || {
+                    // f32 interior pixels, channels a whole number of register tiles wide:
+                    // explicit vectors (dw.rs); the rest below.
+                    let (mut simd_to, mut simd_ch) = (ox_lo, 0);
+                    let n = (ox_hi - ox_lo) / dw::PIXELS * dw::PIXELS;
+                    if m == 1 && n > 0 {
+                        let run = &mut yrow[ox_lo * o..(ox_lo + n) * o];
+                        let base = (ox_lo * sx - pl) * c;
+                        let step = sx * c;
+                        simd_ch =
+                            T::dw_interior(self.isa, x, w, base, step, &rel, rel_last, run, c);
+                        simd_to = ox_lo + n;
+                    }
                     for (ox, out) in yrow.chunks_exact_mut(o).enumerate() {
                         if m == 1 && (ox_lo..ox_hi).contains(&ox) {
-                            dw_pixel(x, w, (ox * sx - pl) * c, &rel, rel_last, out);
+                            let xb = (ox * sx - pl) * c;
+                            if ox < simd_to && simd_ch > 0 {
+                                // Only the channels past the tiles remain.
+                                let rest = &mut out[simd_ch..];
+                                dw_pixel(x, &w[simd_ch..], xb + simd_ch, &rel, rel_last, rest);
+                            } else {
+                                dw_pixel(x, w, xb, &rel, rel_last, out);
+                            }
                             continue;
                         }
                         taps.clear();

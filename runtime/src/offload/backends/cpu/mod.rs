@@ -8,6 +8,7 @@
 //! (`round(x / scale)`, ties to even, then `+ zero_point` and clip). Other quantized and
 //! float16 ops run as dequantize -> float32 op -> quantize, which is what TVM's QDQ graph does.
 
+mod dw;
 mod gemm;
 mod isa;
 mod kernels;

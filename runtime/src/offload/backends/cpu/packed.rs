@@ -151,7 +151,7 @@ struct TileArgs {
 }
 
 /// The vector operations a microkernel needs, for one register type.
-trait Vector: Copy {
+pub(super) trait Vector: Copy {
     /// Floats per register.
     const W: usize;
     /// # Safety (all methods)
