@@ -232,6 +232,9 @@ pub(crate) type Post<'a, T> = Option<&'a (dyn Fn(&mut [T]) + Sync)>;
 /// repacked and keeps the output piece in L2 for the bias/activation pass).
 const PW_BLOCK: usize = 512;
 
+/// Outputs per stretch of the stride-1 NCHW depthwise loop (8 KiB of f32 accumulators).
+const DW_STRETCH: usize = 2048;
+
 /// Pixels per im2col block: keeps the column buffer in cache.
 const BLOCK: usize = 128;
 
@@ -951,16 +954,48 @@ impl ConvPlan {
                 }
             }
         }
+        // Every tap of an output row is a contiguous slice of the phase-split scratch: offset
+        // (from the row's first padded input row) and weight.
+        let taps = || -> Vec<(usize, T)> {
+            (0..self.kh * self.kw)
+                .map(|t| {
+                    let (ky, kx) = (t / self.kw, t % self.kw);
+                    let off = kx * dx;
+                    (ky * dy * stride_row + (off % sx) * len + off / sx, wk[t])
+                })
+                .collect()
+        };
+        if ow >= 16 {
+            let taps = taps();
+            // Rows wide enough for vectors: per output row, all taps summed in registers,
+            // 32, 16, 8, then 1 column(s) at a time, each output written once (a pass per tap
+            // over the row left an 8-column scalar tail on 56-wide rows, nine times).
+            for (oy, row) in out.chunks_exact_mut(ow).enumerate() {
+                let base = oy * sy * stride_row;
+                let mut x0 = dw_row_chunks::<T, 32>(buf, base, &taps, row, 0);
+                x0 = dw_row_chunks::<T, 16>(buf, base, &taps, row, x0);
+                x0 = dw_row_chunks::<T, 8>(buf, base, &taps, row, x0);
+                dw_row_chunks::<T, 1>(buf, base, &taps, row, x0);
+            }
+            return;
+        }
         if sx == 1 && sy == 1 {
             // Output rows at the padded width (the last kw - 1 columns of each are junk): every
             // tap is one long contiguous pass, which keeps small planes vectorised too.
+            // Done in stretches of DW_STRETCH outputs, all taps per stretch, so that the
+            // accumulators stay in the L1 cache (whole-plane passes sent a 112x112 plane's
+            // through L2 once per tap).
             let span = (oh - 1) * need_w + ow;
-            for ky in 0..self.kh {
-                for kx in 0..self.kw {
-                    let k = wk[ky * self.kw + kx];
-                    let src = &buf[ky * dy * need_w + kx * dx..][..span];
-                    for (d, &a) in acc[..span].iter_mut().zip(src) {
-                        *d += a * k;
+            for s0 in (0..span).step_by(DW_STRETCH) {
+                let n = DW_STRETCH.min(span - s0);
+                let acc = &mut acc[s0..s0 + n];
+                for ky in 0..self.kh {
+                    for kx in 0..self.kw {
+                        let k = wk[ky * self.kw + kx];
+                        let src = &buf[ky * dy * need_w + kx * dx + s0..][..n];
+                        for (d, &a) in acc.iter_mut().zip(src) {
+                            *d += a * k;
+                        }
                     }
                 }
             }
@@ -969,17 +1004,14 @@ impl ConvPlan {
             }
             return;
         }
+        let taps = taps();
         out.fill(T::default());
         for (oy, row) in out.chunks_exact_mut(ow).enumerate() {
-            for ky in 0..self.kh {
-                let prow = &buf[(oy * sy + ky * dy) * stride_row..][..stride_row];
-                for kx in 0..self.kw {
-                    let k = wk[ky * self.kw + kx];
-                    let off = kx * dx;
-                    let src = &prow[(off % sx) * len + off / sx..][..ow];
-                    for (d, &a) in row.iter_mut().zip(src) {
-                        *d += a * k;
-                    }
+            let base = oy * sy * stride_row;
+            for &(off, k) in &taps {
+                let src = &buf[base + off..][..ow];
+                for (d, &a) in row.iter_mut().zip(src) {
+                    *d += a * k;
                 }
             }
         }
@@ -1069,6 +1101,36 @@ fn dw_pixel<T: Num>(
     c0 = dw_chunks::<T, 16>(x, w, base, taps, out, c0);
     c0 = dw_chunks::<T, 8>(x, w, base, taps, out, c0);
     dw_chunks::<T, 1>(x, w, base, taps, out, c0);
+}
+
+/// Columns `x0..` of one NCHW depthwise output row, `N` at a time while `N` remain: each sums
+/// `taps` (offset from `base` in the scratch plane, weight) in registers; returns where it
+/// stopped.
+#[inline(always)]
+fn dw_row_chunks<T: Num, const N: usize>(
+    buf: &[T],
+    base: usize,
+    taps: &[(usize, T)],
+    row: &mut [T],
+    mut x0: usize,
+) -> usize {
+    while x0 + N <= row.len() {
+        let mut acc = [T::default(); N];
+        for &(off, k) in taps {
+            let s = base + off + x0;
+            // In bounds by construction (the scratch holds every tap of every output); if
+            // not, the columns are left unwritten rather than read out of bounds.
+            let Some(Ok(src)) = buf.get(s..s + N).map(<&[T; N]>::try_from) else {
+                return x0;
+            };
+            for j in 0..N {
+                acc[j] += src[j] * k;
+            }
+        }
+        row[x0..x0 + N].copy_from_slice(&acc);
+        x0 += N;
+    }
+    x0
 }
 
 /// The largest input and weight offsets of `taps`.
@@ -1824,6 +1886,11 @@ mod tests {
             (1, 3, 2, 2, 3, 3, 2, 1, 3, 1),
             (1, 8, 9, 9, 40, 3, 1, 1, 2, 1),
             (1, 70, 6, 5, 130, 1, 1, 0, 1, 1),
+            // Depthwise outputs 16 or more wide (NCHW: the per-row register path; 37 = 32 + 5,
+            // 35 = 32 + 3, 40 = 32 + 8 columns).
+            (1, 3, 20, 37, 3, 3, 1, 1, 3, 1),
+            (1, 2, 16, 70, 2, 3, 2, 2, 2, 2),
+            (1, 2, 10, 40, 4, 3, 1, 1, 2, 1),
         ];
         let mut packed_runs = 0;
         for &isa in isa::supported() {
