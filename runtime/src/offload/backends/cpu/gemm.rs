@@ -429,7 +429,7 @@ fn pack_a(a: &[f32], lda: usize, mc: usize, kc: usize, mr: usize, ap: &mut [f32]
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// Deterministic values in [-1, 1) (xorshift).
@@ -489,21 +489,32 @@ mod tests {
                 let mut c = vec![f32::NAN; m * ldc];
                 sgemm(isa, m, k, n, &a, lda, &b, ldb, &mut c, ldc).unwrap();
                 let want = reference(m, k, n, &a, lda, &b, ldb);
-                for i in 0..m {
-                    for j in 0..n {
-                        let (got, w) = (c[i * ldc + j] as f64, want[i * n + j]);
-                        let tol = 1e-5 * (k as f64).sqrt().max(1.0) * 4.0;
-                        assert!(
-                            (got - w).abs() <= tol,
-                            "{} {m}x{k}x{n} at ({i},{j}): {got} vs {w}",
-                            isa.name()
-                        );
-                    }
-                    // The padding between rows is not written.
-                    if i + 1 < m {
-                        assert!(c[i * ldc + n].is_nan() && c[i * ldc + n + 1].is_nan());
-                    }
-                }
+                check(isa, (m, k, n), &c, ldc, |i, j| want[i * n + j]);
+            }
+        }
+    }
+
+    /// `c` (row stride `ldc`, at least 2 past `n`, NaN-filled before the GEMM) holds `want`
+    /// within the GEMMs' tolerance, and the padding between rows was not written.
+    pub(crate) fn check(
+        isa: Isa,
+        (m, k, n): (usize, usize, usize),
+        c: &[f32],
+        ldc: usize,
+        want: impl Fn(usize, usize) -> f64,
+    ) {
+        let tol = 1e-5 * (k as f64).sqrt().max(1.0) * 4.0;
+        for i in 0..m {
+            for j in 0..n {
+                let (got, w) = (c[i * ldc + j] as f64, want(i, j));
+                assert!(
+                    (got - w).abs() <= tol,
+                    "{} {m}x{k}x{n} at ({i},{j}): {got} vs {w}",
+                    isa.name()
+                );
+            }
+            if i + 1 < m {
+                assert!(c[i * ldc + n].is_nan() && c[i * ldc + n + 1].is_nan());
             }
         }
     }

@@ -398,43 +398,8 @@ impl ConvPlan {
             bias: epi.bias.map(|b| &b[g * og..(g + 1) * og]),
             ..epi
         };
-        let pix = self.oh * self.ow;
-        let threads = crate::host::threadpool::current_parallelism();
-        if self.pointwise() {
-            // The input is the im2col matrix already: [n * pix, c].
-            let bs = (n * pix).div_ceil(threads).clamp(1, PW_BLOCK);
-            let pieces: Vec<(usize, &mut [f32])> = y.chunks_mut(bs * o).enumerate().collect();
-            return for_each_piece(pieces, |(j, yrows)| {
-                let rows = yrows.len() / o;
-                packed::gemm(rows, &x[j * bs * c..], c, &w[0], yrows, o, epi)?;
-                if let Some(f) = post {
-                    f(yrows);
-                }
-                Ok(())
-            });
-        }
-        let bs = self.block(threads);
-        let mut pieces = Vec::new();
-        for (b, yb) in y.chunks_mut(pix * o).enumerate() {
-            for (j, rows) in yb.chunks_mut(bs * o).enumerate() {
-                pieces.push((b, j * bs, rows));
-            }
-        }
-        for_each_piece(pieces, |(b, p0, yrows)| {
-            let xb = &x[b * h * wd * c..(b + 1) * h * wd * c];
-            let rows = yrows.len() / o;
-            // im2col_nhwc writes every element of `col`.
-            f32::with_scratch(rows * kdim, |col| {
-                for (g, wg) in w.iter().enumerate() {
-                    self.im2col_nhwc(xb, g, p0, rows, col);
-                    packed::gemm(rows, col, kdim, wg, &mut yrows[g * og..], o, group_epi(g))?;
-                }
-                Ok::<(), crate::error::Error>(())
-            })?;
-            if let Some(f) = post {
-                f(yrows);
-            }
-            Ok(())
+        self.nhwc_pieces(x, y, post, |g, rows, a, k, c| {
+            packed::gemm(rows, a, k, &w[g], c, o, group_epi(g))
         })
     }
 
@@ -576,27 +541,46 @@ impl ConvPlan {
         }
     }
 
-    /// NHWC convolution as GEMMs: pieces are blocks of output pixels (contiguous rows of `y`).
+    /// NHWC convolution as GEMMs with the `gemm` crate (or the own kernels of levels without
+    /// packed ones); see [`ConvPlan::nhwc_pieces`].
     fn gemm_nhwc<T: Num>(&self, x: &[T], w: &[T], y: &mut [T], post: Post<'_, T>) -> Result<()> {
+        let (o, og, kdim) = (self.o, self.og(), self.kdim());
+        self.nhwc_pieces(x, y, post, |g, rows, a, k, c| {
+            let wg = &w[g * kdim * og..(g + 1) * kdim * og];
+            T::gemm_isa(self.isa, rows, k, og, a, k, wg, og, c, o)
+        })
+    }
+
+    /// The pieces of an NHWC convolution as GEMMs: blocks of output pixels (contiguous rows of
+    /// `y`), spread over the pool. For each piece and group `g`, `gemm(g, rows, a, k, c)` must
+    /// write `c[rows, og]` (row stride `o`, starting at the group's first channel) = `a[rows,
+    /// k]` (dense) times the group's weight: `a` is the input itself for a 1x1 stride-1
+    /// convolution, else the piece's im2col rows. `post` runs on each finished piece.
+    fn nhwc_pieces<T: Num>(
+        &self,
+        x: &[T],
+        y: &mut [T],
+        post: Post<'_, T>,
+        gemm: impl Fn(usize, usize, &[T], usize, &mut [T]) -> Result<()> + Sync,
+    ) -> Result<()> {
         let (h, wd, c, o) = (self.h, self.w, self.c, self.o);
         let pix = self.oh * self.ow;
         let (og, kdim) = (self.og(), self.kdim());
-        let bs = self.block(crate::host::threadpool::current_parallelism());
+        let threads = crate::host::threadpool::current_parallelism();
         if self.pointwise() {
             // The input is the im2col matrix already: [n * pix, c]. Larger pieces than for
-            // im2col: every GEMM call packs the whole weight again.
-            let threads = crate::host::threadpool::current_parallelism();
+            // im2col: there is no column buffer to keep in cache.
             let bs = (self.n * pix).div_ceil(threads).clamp(1, PW_BLOCK);
             let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(bs * o).enumerate().collect();
             return for_each_piece(pieces, |(j, yrows)| {
-                let rows = yrows.len() / o;
-                T::gemm_isa(self.isa, rows, c, o, &x[j * bs * c..], c, w, o, yrows, o)?;
+                gemm(0, yrows.len() / o, &x[j * bs * c..], c, yrows)?;
                 if let Some(f) = post {
                     f(yrows);
                 }
                 Ok(())
             });
         }
+        let bs = self.block(threads);
         let mut pieces = Vec::new();
         for (b, yb) in y.chunks_mut(pix * o).enumerate() {
             for (j, rows) in yb.chunks_mut(bs * o).enumerate() {
@@ -610,19 +594,7 @@ impl ConvPlan {
             T::with_scratch(rows * kdim, |col| {
                 for g in 0..self.groups {
                     self.im2col_nhwc(xb, g, p0, rows, col);
-                    let wg = &w[g * kdim * og..(g + 1) * kdim * og];
-                    T::gemm_isa(
-                        self.isa,
-                        rows,
-                        kdim,
-                        og,
-                        col,
-                        kdim,
-                        wg,
-                        og,
-                        &mut yrows[g * og..],
-                        o,
-                    )?;
+                    gemm(g, rows, col, kdim, &mut yrows[g * og..])?;
                 }
                 Ok::<(), crate::error::Error>(())
             })?;

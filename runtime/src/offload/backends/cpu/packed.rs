@@ -575,19 +575,8 @@ impl BenchPacked {
 
 #[cfg(test)]
 mod tests {
+    use super::super::gemm::tests::{check, values};
     use super::*;
-
-    fn values(len: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..len)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
 
     #[test]
     fn packed_gemm_matches_an_f64_reference_with_bias_and_clamp() {
@@ -631,27 +620,13 @@ mod tests {
                     };
                     let mut c = vec![f32::NAN; m * ldc];
                     gemm(m, &a, lda, &pb, &mut c, ldc, epi).unwrap();
-                    for i in 0..m {
-                        for j in 0..n {
-                            let mut want: f64 = (0..k)
-                                .map(|p| a[i * lda + p] as f64 * b[p * ldb + j] as f64)
-                                .sum();
-                            if use_bias {
-                                want += bias[j] as f64;
-                            }
-                            let want = want.clamp(lo as f64, hi as f64);
-                            let got = c[i * ldc + j] as f64;
-                            let tol = 1e-5 * (k as f64).sqrt().max(1.0) * 4.0;
-                            assert!(
-                                (got - want).abs() <= tol,
-                                "{} {m}x{k}x{n} at ({i},{j}): {got} vs {want}",
-                                isa.name()
-                            );
-                        }
-                        if i + 1 < m {
-                            assert!(c[i * ldc + n].is_nan() && c[i * ldc + n + 1].is_nan());
-                        }
-                    }
+                    check(isa, (m, k, n), &c, ldc, |i, j| {
+                        let dot: f64 = (0..k)
+                            .map(|p| a[i * lda + p] as f64 * b[p * ldb + j] as f64)
+                            .sum();
+                        let bias = if use_bias { bias[j] as f64 } else { 0.0 };
+                        (dot + bias).clamp(lo as f64, hi as f64)
+                    });
                 }
             }
         }
