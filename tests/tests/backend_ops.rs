@@ -928,6 +928,35 @@ fn elementwise_softmax_reshape_concat() {
         }
         check_close(&format!("softmax axis {axis}"), &got[0], &want, 1e-6);
     }
+    // softmax along a last axis wider than the 16-lane chunks (37 = 2 x 16 + 5), with large
+    // values (the maximum must be subtracted) and on rows of 1
+    for (s, spread) in [([3i64, 37], 40.0), ([5, 1], 3.0)] {
+        let (rows, len) = (s[0] as usize, s[1] as usize);
+        let x = rng.vec(rows * len, -spread, spread);
+        let d = desc(
+            vec![t(&s, "float32"), t(&s, "float32")],
+            &[0],
+            &[],
+            &[1],
+            vec![
+                json!({"op": "softmax", "name": "sm", "inputs": [0], "outputs": [1], "attrs": {"axis": -1}}),
+            ],
+        );
+        let got = run_cpu(&d, vec![], vec![f32_tensor(&s, &x)]);
+        let mut want = vec![0.0; rows * len];
+        for r in 0..rows {
+            let vals: Vec<f64> = x[r * len..(r + 1) * len]
+                .iter()
+                .map(|&v| v as f32 as f64)
+                .collect();
+            let mx = vals.iter().cloned().fold(f64::MIN, f64::max);
+            let sum: f64 = vals.iter().map(|v| (v - mx).exp()).sum();
+            for (k, v) in vals.iter().enumerate() {
+                want[r * len + k] = (v - mx).exp() / sum;
+            }
+        }
+        check_close(&format!("softmax {s:?} last axis"), &got[0], &want, 1e-6);
+    }
     // reshape then concatenate along axis -2 with a constant, in one graph
     let a = rng.vec(12, -1.0, 1.0);
     let c = rng.vec(16, -1.0, 1.0);

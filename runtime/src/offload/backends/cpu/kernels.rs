@@ -1577,6 +1577,47 @@ fn matmul(a: &[f32], sa: &[i64], b: &[f32], sb: &[i64], ys: &[i64], y: &mut [f32
     Ok(())
 }
 
+/// `y = softmax(x)` over one contiguous row: the maximum and the sum in 16 lanes (summed in a
+/// different order than one by one: within a few ulps), `exp` by the float32 approximation of
+/// ops.rs (relative error below 2e-7), compiled for the chosen level.
+fn softmax_row(x: &[f32], y: &mut [f32]) {
+    const L: usize = 16;
+    isa::vectorized(
+        #[inline(always)]
+        || {
+            let mut lanes = [f32::NEG_INFINITY; L];
+            let chunks = x.chunks_exact(L);
+            let tail = chunks.remainder();
+            for c in chunks {
+                for (m, &v) in lanes.iter_mut().zip(c) {
+                    *m = if v > *m { v } else { *m };
+                }
+            }
+            let mut mx = tail
+                .iter()
+                .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
+            for &m in &lanes {
+                mx = if m > mx { m } else { mx };
+            }
+            for (d, &v) in y.iter_mut().zip(x) {
+                *d = super::ops::exp(v - mx);
+            }
+            let mut sums = [0.0f32; L];
+            let chunks = y.chunks_exact(L);
+            let tail: f32 = chunks.remainder().iter().sum();
+            for c in chunks {
+                for (s, &v) in sums.iter_mut().zip(c) {
+                    *s += v;
+                }
+            }
+            let inv = 1.0 / (sums.iter().sum::<f32>() + tail);
+            for d in y.iter_mut() {
+                *d *= inv;
+            }
+        },
+    )
+}
+
 /// Any op on float32 operands (dequantized or converted by the caller).
 pub(crate) fn generic(
     op: &Op,
@@ -1691,6 +1732,16 @@ pub(crate) fn generic(
             let inner: usize = s[axis + 1..].iter().map(|&d| d as usize).product();
             let outer: usize = s[..*axis].iter().map(|&d| d as usize).product();
             let x = &xs[0];
+            if inner == 1 && len > 0 {
+                // Along the last axis (attention scores): contiguous rows, split over the pool
+                // and vectorised (libm's expf one element at a time was most of a transformer
+                // layer's softmax).
+                let pieces: Vec<(usize, &mut [f32])> = y.chunks_mut(len).enumerate().collect();
+                return for_each_piece(pieces, |(r, row)| {
+                    softmax_row(&x[r * len..(r + 1) * len], row);
+                    Ok(())
+                });
+            }
             for o in 0..outer {
                 for i in 0..inner {
                     let at = |k: usize| (o * len + k) * inner + i;
