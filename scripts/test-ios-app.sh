@@ -82,9 +82,9 @@ MOTE_TRIXIE_BINDS="${MOTE_TRIXIE_BINDS:-} $binds" \
     -Xlinker "$0" -Xlinker --no-whole-archive -Xlinker -lm 2>&1' "$syslib_dir/libzoo_syslib.a" | tee "$log" >&2
 rc=${PIPESTATUS[0]}
 set -e
-# Leading blanks allowed, as in test-swift.sh (stderr can leave indentation in front).
-passed=$(grep -cE "^[[:space:]]*Test Case '.*' passed" "$log" || true)
-failed=$(grep -cE "^[[:space:]]*Test Case '.*' failed" "$log" || true)
+# Counted wherever they stand in a line, as in test-swift.sh (stderr can run into them).
+passed=$( (grep -oE "Test Case '[^']+' passed" "$log" || true) | wc -l)
+failed=$( (grep -oE "Test Case '[^']+' failed" "$log" || true) | wc -l)
 if [ "$rc" != 0 ] && [ "$failed" = 0 ]; then failed=1; fi   # a crash or build failure
 if [ "$passed" = 0 ]; then failed=$(( failed + 1 )); fi    # no XCTest case passed: never a pass
 passed=$(( passed + app_passed ))

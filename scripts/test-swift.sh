@@ -55,10 +55,11 @@ MOTE_TRIXIE_BINDS="${MOTE_TRIXIE_BINDS:-} $binds" \
     -Xlinker "$0" -Xlinker --no-whole-archive -Xlinker -lm 2>&1' "$syslib_dir/libzoo_syslib.a" | tee "$log" >&2
 rc=${PIPESTATUS[0]}
 set -e
-# Leading blanks allowed: the panic test's backtrace (stderr) can leave its indentation in
-# front of XCTest's line (seen: 27 counted of 28 executed).
-passed=$(grep -cE "^[[:space:]]*Test Case '.*' passed" "$log" || true)
-failed=$(grep -cE "^[[:space:]]*Test Case '.*' failed" "$log" || true)
+# Counted wherever they stand in a line: the panic test's backtrace (stderr) can run into
+# XCTest's line (seen: 27 counted of 28 executed, the line preceded by indentation or by the
+# backtrace's last source path).
+passed=$( (grep -oE "Test Case '[^']+' passed" "$log" || true) | wc -l)
+failed=$( (grep -oE "Test Case '[^']+' failed" "$log" || true) | wc -l)
 if [ "$rc" != 0 ] && [ "$failed" = 0 ]; then failed=1; fi   # a crash or build failure
 if [ "$passed" = 0 ]; then failed=$(( failed + 1 )); fi    # nothing ran: never a pass
 echo "swift checks: $passed passed, $failed failed"
