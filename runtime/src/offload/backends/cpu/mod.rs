@@ -79,14 +79,23 @@ enum Weight<T> {
     Runtime,
 }
 
+/// A float convolution's weight, held once, in the form its kernels read.
+enum ConvWeight {
+    /// Constant, packed for [`kernels::ConvPlan::run`].
+    Packed(Vec<f32>),
+    /// Constant, packed for the own GEMM, one operand per group
+    /// ([`kernels::ConvPlan::run_packed`]; the plans that take it, at levels that have it).
+    Gemm(Vec<packed::PackedB>),
+    /// A run-time input, packed on every call.
+    Runtime,
+}
+
 /// Per-node prepared state.
 enum Step {
     Conv {
         node: usize,
         plan: kernels::ConvPlan,
-        weight: Weight<f32>,
-        /// A constant weight packed for the packed GEMM, when the plan runs through it.
-        gemm: Option<Vec<packed::PackedB>>,
+        weight: ConvWeight,
         bias: Option<Vec<f32>>,
     },
     QConv {
@@ -99,7 +108,8 @@ enum Step {
         node: usize,
         /// `[K, N]` row-major.
         weight: Weight<f32>,
-        /// A constant weight packed for the packed GEMM, at levels that have one.
+        /// The constant weight packed again for the own GEMM, at levels that have one: both
+        /// are kept, since which one runs depends on the rows and the session's thread count.
         gemm: Option<packed::PackedB>,
         bias: Option<Vec<f32>>,
     },
@@ -183,24 +193,23 @@ fn prepare_node(g: &Graph, k: usize, constants: &[Tensor]) -> Result<Step> {
             }
             let weight = match wt {
                 Some(t) => {
-                    Weight::Packed(plan.pack(&load_f32(t.data(), &g.tensors[node.inputs[1]])?))
+                    let w = plan.pack(&load_f32(t.data(), &g.tensors[node.inputs[1]])?);
+                    match plan.pack_gemm(&w) {
+                        Some(gemm) => ConvWeight::Gemm(gemm),
+                        None => ConvWeight::Packed(w),
+                    }
                 }
-                None => Weight::Runtime,
+                None => ConvWeight::Runtime,
             };
             let bias = match bias_t {
                 Some((b, Some(t))) => Some(load_f32(t.data(), &g.tensors[b])?.into_owned()),
                 Some((_, None)) => return Ok(Step::Generic { node: k }),
                 None => None,
             };
-            let gemm = match &weight {
-                Weight::Packed(w) => plan.pack_gemm(w),
-                Weight::Runtime => None,
-            };
             Ok(Step::Conv {
                 node: k,
                 plan,
                 weight,
-                gemm,
                 bias,
             })
         }
@@ -590,37 +599,36 @@ impl CpuSegment {
         let odesc = &g.tensors[node.outputs[0]];
         match step {
             Step::Conv {
-                plan,
-                weight,
-                gemm,
-                bias,
-                ..
+                plan, weight, bias, ..
             } => {
                 let act = match node.op {
                     Op::Conv2d(c) => c.activation,
                     _ => Activation::None,
                 };
                 let x = load_f32(ins[0], desc(0)).map_err(ctx)?;
-                if let Some(gemm) = gemm {
-                    // Bias and clamp as the GEMM stores each tile; another activation after.
-                    let (lo, hi) = act.bounds();
-                    let epi = packed::Epilogue {
-                        bias: bias.as_deref(),
-                        lo,
-                        hi,
-                    };
-                    let o = plan.o;
-                    let post = |p: &mut [f32]| {
-                        kernels::bias_act(p, None, act, o, Layout::Nhwc, 1);
-                    };
-                    let post: kernels::Post<'_, f32> = (!act.is_clamp()).then_some(&post);
-                    return with_out_f32(out, odesc, |y| plan.run_packed(&x, gemm, y, epi, post))
-                        .map_err(ctx);
-                }
                 let packed;
                 let w: &[f32] = match weight {
-                    Weight::Packed(w) => w,
-                    Weight::Runtime => {
+                    ConvWeight::Gemm(gemm) => {
+                        // Bias and clamp as the GEMM stores each tile; another activation
+                        // after.
+                        let (lo, hi) = act.bounds();
+                        let epi = packed::Epilogue {
+                            bias: bias.as_deref(),
+                            lo,
+                            hi,
+                        };
+                        let o = plan.o;
+                        let post = |p: &mut [f32]| {
+                            kernels::bias_act(p, None, act, o, Layout::Nhwc, 1);
+                        };
+                        let post: kernels::Post<'_, f32> = (!act.is_clamp()).then_some(&post);
+                        return with_out_f32(out, odesc, |y| {
+                            plan.run_packed(&x, gemm, y, epi, post)
+                        })
+                        .map_err(ctx);
+                    }
+                    ConvWeight::Packed(w) => w,
+                    ConvWeight::Runtime => {
                         packed = plan.pack(&load_f32(ins[1], desc(1)).map_err(ctx)?);
                         &packed
                     }
