@@ -44,6 +44,12 @@ pub trait Prepared: Send + Sync {
     /// Run once. `buffers` holds every tensor the segment reads or writes (constants may be
     /// served from the prepared state instead).
     fn run(&self, buffers: &mut Buffers<'_>) -> Result<()>;
+
+    /// Constants (tensor indices) this segment copied while preparing and never reads from
+    /// `buffers`: whoever owns them may release them and pass an empty buffer instead.
+    fn copied_constants(&self) -> Vec<usize> {
+        Vec::new()
+    }
 }
 
 /// The buffers a node reads and the ones it writes.

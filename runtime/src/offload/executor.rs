@@ -111,6 +111,9 @@ struct Segment {
 /// A subgraph prepared for one preference order: segments plus the scratch layout.
 pub(crate) struct Executor {
     graph: Arc<Graph>,
+    /// The constants when the executor holds its own (a region rewritten to NHWC: 4-D ones
+    /// transposed); `None` where a segment copied one and no longer reads it.
+    own_constants: Option<Vec<Option<Tensor>>>,
     segments: Vec<Segment>,
     /// Scratch slot of every tensor that needs one (intermediates seen by the runtime).
     slot_of: Vec<Option<usize>>,
@@ -125,8 +128,41 @@ impl Executor {
         constants: &[Tensor],
         backends: &[Arc<dyn Backend>],
     ) -> Result<Executor> {
+        Self::with_layout(graph, constants, backends, true)
+    }
+
+    /// As [`Executor::new`]; `nhwc`: whether a region that runs wholly on `cpu` may be
+    /// rewritten to NHWC (`cpu::to_nhwc`).
+    pub(crate) fn with_layout(
+        graph: Arc<Graph>,
+        constants: &[Tensor],
+        backends: &[Arc<dyn Backend>],
+        nhwc: bool,
+    ) -> Result<Executor> {
         let (mut which, mut plan) = plan(&graph, constants, backends);
         let cpu_index = backends.iter().position(|b| b.name() == CPU);
+        let mut graph = graph;
+        let mut own: Option<Vec<Tensor>> = None;
+        if let Some(ci) = cpu_index.filter(|&ci| nhwc && which.iter().all(|&b| b == ci)) {
+            match super::backends::cpu::to_nhwc(&graph, constants) {
+                Ok(Some(c)) => {
+                    log::debug!(
+                        "subgraph `{}`: NCHW region runs in NHWC on `cpu` ({} transposes added)",
+                        graph.name,
+                        c.transposes
+                    );
+                    graph = Arc::new(c.graph);
+                    which = vec![ci; graph.nodes.len()];
+                    own = Some(c.constants);
+                }
+                Ok(None) => {}
+                Err(e) => log::warn!(
+                    "subgraph `{}`: could not rewrite it to NHWC, running it in NCHW: {e}",
+                    graph.name
+                ),
+            }
+        }
+        let constants = own.as_deref().unwrap_or(constants);
         let mut segments = Vec::new();
         let mut pending = segments_of(&which);
         let mut i = 0;
@@ -230,13 +266,49 @@ impl Executor {
                 }
             }
         }
+        // Constants of our own that every reader copied while preparing are released.
+        let own_constants = own.map(|own| {
+            let copied: Vec<Vec<usize>> = segments
+                .iter()
+                .map(|s| s.prepared.copied_constants())
+                .collect();
+            graph
+                .constants
+                .iter()
+                .zip(own)
+                .map(|(&t, c)| {
+                    let unread = graph.nodes.iter().enumerate().all(|(k, node)| {
+                        !node.inputs.contains(&t)
+                            || segments
+                                .iter()
+                                .zip(&copied)
+                                .any(|(s, c)| s.nodes.contains(&k) && c.contains(&t))
+                    });
+                    (!unread).then_some(c)
+                })
+                .collect()
+        });
         Ok(Executor {
             graph,
+            own_constants,
             segments,
             slot_of,
             slot_bytes,
             arenas: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The constants this executor held and released after preparation.
+    #[cfg(test)]
+    pub(crate) fn released_constants(&self) -> Vec<usize> {
+        let own = self.own_constants.iter().flatten();
+        self.graph
+            .constants
+            .iter()
+            .zip(own)
+            .filter(|(_, c)| c.is_none())
+            .map(|(&t, _)| t)
+            .collect()
     }
 
     /// The backend of each prepared segment, in node order.
@@ -289,8 +361,15 @@ impl Executor {
             ptrs[t] = Some((x.data_ptr(), x.byte_len()));
         }
         for (k, &t) in g.constants.iter().enumerate() {
-            let c = &constants[k];
-            ptrs[t] = Some((c.data_ptr(), c.byte_len()));
+            let c = match &self.own_constants {
+                Some(own) => own[k].as_ref(),
+                None => constants.get(k),
+            };
+            ptrs[t] = Some(match c {
+                Some(c) => (c.data_ptr(), c.byte_len()),
+                // Released: no segment reads it (`Prepared::copied_constants`).
+                None => (std::ptr::NonNull::<u8>::dangling().as_ptr(), 0),
+            });
         }
         for (k, &t) in g.outputs.iter().enumerate() {
             let o = &outputs[k];
@@ -308,8 +387,10 @@ impl Executor {
                 ptrs[t] = Some((arena[s].as_ptr(), g.tensors[t].byte_len()));
             }
         }
-        // SAFETY: inputs, constants and outputs are tensors the caller keeps alive for this
-        // call; arena slots live until the arena goes back below. Outputs were checked not to
+        // SAFETY: inputs, constants and outputs are tensors the caller or `self` keeps alive
+        // for this call (a released constant is an empty buffer at a dangling, aligned,
+        // non-null pointer, valid for zero bytes); arena slots live until the arena goes back
+        // below. Outputs were checked not to
         // overlap each other, inputs that overlap an output were copied, and arena slots are
         // disjoint allocations.
         let mut bufs = unsafe { Buffers::from_raw(ptrs) };

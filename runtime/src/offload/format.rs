@@ -174,6 +174,17 @@ impl Activation {
         }
     }
 
+    /// Its value in the format.
+    pub fn to_json(self) -> Json {
+        use serde_json::json;
+        match self {
+            Activation::Clip(lo, hi) => json!({"clip": [lo, hi]}),
+            Activation::Hardsigmoid(a, b) => json!({"hardsigmoid": [a, b]}),
+            Activation::LeakyRelu(a) => json!({ "leaky_relu": a }),
+            a => json!(a.name()),
+        }
+    }
+
     /// The format version that introduced it.
     pub fn version(self) -> i64 {
         if self.is_clamp() {
@@ -316,6 +327,49 @@ impl Op {
             Op::ChannelShuffle { .. } => "channel_shuffle",
             Op::Split { .. } => "split",
             Op::LayerNorm { .. } => "layer_norm",
+        }
+    }
+
+    /// The op's `attrs` object in the format.
+    pub fn attrs_json(&self) -> Json {
+        use serde_json::json;
+        let window = |l: Layout, s: [usize; 2], p: [usize; 4], d: [usize; 2]| json!({"layout": l.name(), "strides": s, "padding": p, "dilation": d});
+        match self {
+            Op::Conv2d(c) => {
+                let mut a = window(c.layout, c.strides, c.padding, c.dilation);
+                a["groups"] = json!(c.groups);
+                a["activation"] = c.activation.to_json();
+                a
+            }
+            Op::MaxPool2d(p) | Op::AvgPool2d(p) => {
+                let mut a = window(p.layout, p.strides, p.padding, p.dilation);
+                a["pool_size"] = json!(p.pool_size);
+                a["ceil_mode"] = json!(p.ceil_mode);
+                a["count_include_pad"] = json!(p.count_include_pad);
+                a
+            }
+            Op::GlobalMaxPool2d(l) | Op::GlobalAvgPool2d(l) => json!({"layout": l.name()}),
+            Op::Dense { activation }
+            | Op::Add { activation }
+            | Op::Multiply { activation }
+            | Op::Subtract { activation }
+            | Op::Divide { activation }
+            | Op::Activation(activation) => json!({"activation": activation.to_json()}),
+            Op::Matmul | Op::Relu | Op::Relu6 | Op::Reshape => json!({}),
+            Op::Clip { min, max } => json!({"min": min, "max": max}),
+            Op::Softmax { axis } | Op::Concatenate { axis } | Op::Split { axis } => {
+                json!({"axis": axis})
+            }
+            Op::ScaleShift { axis, activation } => {
+                json!({"axis": axis, "activation": activation.to_json()})
+            }
+            Op::Lrn(l) => json!({"layout": l.layout.name(), "size": l.size, "alpha": l.alpha,
+                                 "beta": l.beta, "bias": l.bias}),
+            Op::Transpose { axes } => json!({ "axes": axes }),
+            Op::ChannelShuffle { layout, groups } => {
+                json!({"layout": layout.name(), "groups": groups})
+            }
+            Op::LayerNorm { axis, epsilon } => json!({"axis": axis, "epsilon": epsilon}),
         }
     }
 
@@ -734,7 +788,7 @@ impl Graph {
         Self::from_json(&json, context)
     }
 
-    fn from_json(j: &Json, context: &str) -> Result<Graph> {
+    pub(crate) fn from_json(j: &Json, context: &str) -> Result<Graph> {
         if !j.is_object() {
             return Err(err(context, None, "the description is not a JSON object"));
         }
@@ -910,6 +964,37 @@ impl Graph {
             outputs,
             nodes,
         })
+    }
+
+    /// The description as JSON, which [`Graph::parse`] reads back to an equal graph (a graph
+    /// built in code is checked by parsing this).
+    pub fn to_json(&self) -> Json {
+        use serde_json::json;
+        let tensors: Vec<Json> = self
+            .tensors
+            .iter()
+            .map(|t| {
+                let mut d = json!({"shape": t.shape, "dtype": t.dtype.to_string()});
+                if let Some(q) = &t.quant {
+                    d["quant"] = json!({"scale": q.scale, "zero_point": q.zero_point});
+                    if let Some(a) = q.axis {
+                        d["quant"]["axis"] = json!(a);
+                    }
+                }
+                d
+            })
+            .collect();
+        let nodes: Vec<Json> = self
+            .nodes
+            .iter()
+            .map(|n| {
+                json!({"op": n.op.name(), "name": n.name, "inputs": n.inputs,
+                       "outputs": n.outputs, "attrs": n.op.attrs_json()})
+            })
+            .collect();
+        json!({"format": "mote.subgraph", "version": self.version, "target": self.target,
+               "name": self.name, "tensors": tensors, "inputs": self.inputs,
+               "constants": self.constants, "outputs": self.outputs, "nodes": nodes})
     }
 
     /// What tensor `t` is.
@@ -1653,6 +1738,74 @@ fn check_linear_dtypes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `to_json` writes what `parse` reads back to the same graph, for every op and attribute
+    /// kind (the version-2 example below, the doc example, quantized per-channel tensors).
+    #[test]
+    fn descriptions_round_trip_through_to_json() {
+        let quantized = json!({"format": "mote.subgraph", "version": 1, "name": "q",
+            "tensors": [
+                {"shape": [1, 4, 4, 2], "dtype": "int8", "quant": {"scale": [0.5], "zero_point": [3]}},
+                {"shape": [3, 1, 1, 2], "dtype": "int8",
+                 "quant": {"scale": [0.1, 0.2, 0.3], "zero_point": [0], "axis": 0}},
+                {"shape": [1, 4, 4, 3], "dtype": "int8", "quant": {"scale": [0.25], "zero_point": [-1]}},
+                {"shape": [1, 2, 2, 3], "dtype": "int8", "quant": {"scale": [0.25], "zero_point": [-1]}},
+                {"shape": [1, 2, 2, 3], "dtype": "int8", "quant": {"scale": [0.25], "zero_point": [-1]}}],
+            "inputs": [0], "constants": [1], "outputs": [4],
+            "nodes": [
+                {"op": "conv2d", "name": "c", "inputs": [0, 1], "outputs": [2],
+                 "attrs": {"layout": "NHWC", "groups": 1, "activation": {"clip": [-1.0, 2.5]}}},
+                {"op": "avg_pool2d", "name": "p", "inputs": [2], "outputs": [3],
+                 "attrs": {"layout": "NHWC", "pool_size": [3, 3], "strides": [2, 2],
+                           "padding": [1, 1, 0, 0], "ceil_mode": true, "count_include_pad": true}},
+                {"op": "clip", "name": "k", "inputs": [3], "outputs": [4],
+                 "attrs": {"min": -0.5, "max": 0.75}}]})
+        .to_string();
+        let v2 = r#"{"format":"mote.subgraph","version":2,"name":"v2",
+          "tensors":[{"shape":[1,4,3,5],"dtype":"float32"},{"shape":[4],"dtype":"float32"},
+            {"shape":[4],"dtype":"float32"},{"shape":[1,4,3,5],"dtype":"float32"},
+            {"shape":[1,4,3,5],"dtype":"float32"},{"shape":[1,1,3,5],"dtype":"float32"},
+            {"shape":[1,3,3,5],"dtype":"float32"},{"shape":[1,3,3,5],"dtype":"float32"},
+            {"shape":[1,3,5,3],"dtype":"float32"},{"shape":[3],"dtype":"float32"},
+            {"shape":[1,3,5,3],"dtype":"float32"},{"shape":[1,3,5,3],"dtype":"float32"},
+            {"shape":[1,3,5,3],"dtype":"float32"},{"shape":[1,45],"dtype":"float32"}],
+          "inputs":[0],"constants":[1,2,9],"outputs":[5,12,13],
+          "nodes":[
+            {"op":"scale_shift","name":"a","inputs":[0,1,2],"outputs":[3],
+             "attrs":{"axis":1,"activation":{"hardsigmoid":[0.2,0.5]}}},
+            {"op":"channel_shuffle","name":"b","inputs":[3],"outputs":[4],
+             "attrs":{"layout":"NCHW","groups":2}},
+            {"op":"split","name":"c","inputs":[4],"outputs":[5,6],"attrs":{"axis":-3}},
+            {"op":"lrn","name":"d","inputs":[6],"outputs":[7],
+             "attrs":{"layout":"NCHW","size":3,"alpha":0.01,"beta":0.75,"bias":1.0}},
+            {"op":"transpose","name":"e","inputs":[7],"outputs":[8],"attrs":{"axes":[0,1,3,2]}},
+            {"op":"layer_norm","name":"f","inputs":[8,9,9],"outputs":[10],
+             "attrs":{"axis":-1,"epsilon":1e-5}},
+            {"op":"divide","name":"g","inputs":[10,8],"outputs":[11],
+             "attrs":{"activation":{"leaky_relu":0.1}}},
+            {"op":"activation","name":"h","inputs":[11],"outputs":[12],
+             "attrs":{"activation":"gelu_tanh"}},
+            {"op":"reshape","name":"i","inputs":[12],"outputs":[13]}]}"#;
+        let doc = r#"{"format":"mote.subgraph","version":1,"target":"acl","name":"mote_acl_0",
+          "tensors":[{"shape":[1,16,16,3],"dtype":"float32"},{"shape":[8,3,3,3],"dtype":"float32"},
+                     {"shape":[8],"dtype":"float32"},{"shape":[1,8,12,8],"dtype":"float32"},
+                     {"shape":[1,1,1,8],"dtype":"float32"},{"shape":[1,8],"dtype":"float32"},
+                     {"shape":[4,8],"dtype":"float32"},{"shape":[1,4],"dtype":"float32"},
+                     {"shape":[1,4],"dtype":"float32"}],
+          "inputs":[0],"constants":[1,2,6],"outputs":[8],
+          "nodes":[{"op":"conv2d","name":"conv2d_0","inputs":[0,1,2],"outputs":[3],
+            "attrs":{"layout":"NHWC","strides":[2,1],"padding":[1,0,1,2],"dilation":[1,3],
+                     "groups":1,"activation":"relu6"}},
+            {"op":"global_max_pool2d","name":"g","inputs":[3],"outputs":[4],"attrs":{"layout":"NHWC"}},
+            {"op":"reshape","name":"r","inputs":[4],"outputs":[5]},
+            {"op":"dense","name":"fc","inputs":[5,6],"outputs":[7],"attrs":{"activation":"relu"}},
+            {"op":"softmax","name":"s","inputs":[7],"outputs":[8],"attrs":{"axis":-1}}]}"#;
+        for text in [quantized.as_str(), v2, doc] {
+            let g = Graph::parse(text, "t").unwrap();
+            let again = Graph::parse(&g.to_json().to_string(), "t").unwrap();
+            assert_eq!(g, again, "{}", g.to_json());
+        }
+    }
 
     #[test]
     fn parses_the_doc_example() {

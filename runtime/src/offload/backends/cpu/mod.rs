@@ -12,6 +12,7 @@ mod dw;
 mod gemm;
 mod isa;
 mod kernels;
+mod nhwc;
 mod ops;
 mod packed;
 
@@ -20,6 +21,7 @@ pub use gemm::bench_sgemm;
 pub use isa::{isa, supported_isas};
 #[doc(hidden)]
 pub use kernels::bench_conv;
+pub(crate) use nhwc::to_nhwc;
 #[doc(hidden)]
 pub use packed::BenchPacked;
 
@@ -541,6 +543,24 @@ impl Prepared for CpuSegment {
             self.run_step(step, bufs)?;
         }
         Ok(())
+    }
+
+    fn copied_constants(&self) -> Vec<usize> {
+        // A float convolution with its weight packed and its bias loaded never reads either
+        // buffer again.
+        let mut out = Vec::new();
+        for step in &self.steps {
+            if let Step::Conv {
+                node,
+                weight: ConvWeight::Packed(_) | ConvWeight::Gemm(_),
+                ..
+            } = step
+            {
+                let ins = &self.graph.nodes[*node].inputs;
+                out.extend(ins.iter().skip(1).copied());
+            }
+        }
+        out
     }
 }
 
