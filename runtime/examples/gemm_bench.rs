@@ -184,4 +184,34 @@ fn main() {
         }
         println!("{row}");
     }
+
+    // Quantized (uint8) NHWC convolutions on their exact accumulators: the centered-f64 GEMM
+    // against each 8-bit GEMM level.
+    let qconvs: &[(&str, [usize; 9])] = &[
+        ("mbv2 1x1 144->24 @56", [1, 144, 56, 56, 24, 1, 1, 0, 1]),
+        ("mbv2 1x1 96->576 @14", [1, 96, 14, 14, 576, 1, 1, 0, 1]),
+        ("r50 3x3 64 @56", [1, 64, 56, 56, 64, 3, 1, 1, 1]),
+        ("r50 1x1 256->64 @56", [1, 256, 56, 56, 64, 1, 1, 0, 1]),
+        ("r50 3x3 256 @14", [1, 256, 14, 14, 256, 3, 1, 1, 1]),
+        ("r50 1x1 512->2048 @7", [1, 512, 7, 7, 2048, 1, 1, 0, 1]),
+    ];
+    let mut kernels = vec!["f64".to_string()];
+    kernels.extend(mote::backend::cpu::bench_qlevels());
+    println!();
+    let mut header = String::from("| uint8 conv (1 thread, us) |");
+    for k in &kernels {
+        header += &format!(" {k} |");
+    }
+    println!("{header}");
+    println!("|{}", "---|".repeat(1 + kernels.len()));
+    for &(name, shape) in qconvs {
+        let mut row = format!("| {name} |");
+        for k in &kernels {
+            let once = mote::backend::cpu::bench_qconv(k, shape, 1).expect("qconv");
+            let reps = ((budget / once.max(1e-7)) as usize).clamp(3, 2000);
+            let t = mote::backend::cpu::bench_qconv(k, shape, reps).expect("qconv");
+            row += &format!(" {:.1} |", t * 1e6);
+        }
+        println!("{row}");
+    }
 }

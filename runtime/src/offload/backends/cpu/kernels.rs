@@ -1,6 +1,7 @@
 //! The CPU backend's kernels, on dense row-major slices whose sizes the validated description
 //! guarantees (each entry point re-checks lengths and reports a mismatch as an error).
 
+use super::qgemm::{self, QPacked};
 use crate::error::Result;
 use crate::offload::format::{broadcast_shapes, Activation, Conv2d, Layout, Op, Pool2d};
 
@@ -460,10 +461,26 @@ impl ConvPlan {
     /// The im2col rows of output pixels `p0..p0 + rows` of one image, NHWC: row `r` holds the
     /// taps of pixel `p0 + r` for group `g` in (ky, kx, ci) order.
     fn im2col_nhwc<T: Num>(&self, xb: &[T], g: usize, p0: usize, rows: usize, col: &mut [T]) {
+        self.im2col_rows(xb, g, p0, rows, col, self.kdim(), T::default());
+    }
+
+    /// [`ConvPlan::im2col_nhwc`] with rows `stride` apart (the first `kdim` of each written)
+    /// and `pad` for taps outside the input.
+    #[allow(clippy::too_many_arguments)]
+    fn im2col_rows<T: Copy>(
+        &self,
+        xb: &[T],
+        g: usize,
+        p0: usize,
+        rows: usize,
+        col: &mut [T],
+        stride: usize,
+        pad: T,
+    ) {
         let (wd, c, cg, kdim) = (self.w, self.c, self.cg(), self.kdim());
         for r in 0..rows {
             let (oy, ox) = ((p0 + r) / self.ow, (p0 + r) % self.ow);
-            let dst = &mut col[r * kdim..(r + 1) * kdim];
+            let dst = &mut col[r * stride..r * stride + kdim];
             for ky in 0..self.kh {
                 let iy = self.src_y(oy, ky);
                 for kx in 0..self.kw {
@@ -474,11 +491,82 @@ impl ConvPlan {
                             let s = (iy * wd + ix) * c + g * cg;
                             d.copy_from_slice(&xb[s..s + cg]);
                         }
-                        _ => d.fill(T::default()),
+                        _ => d.fill(pad),
                     }
                 }
             }
         }
+    }
+
+    /// The weight (`OHWI`, as stored: `unsigned` for uint8) packed for the 8-bit GEMM, one
+    /// operand per group, `zero(o)` the zero point of output channel `o`: for NHWC
+    /// convolutions that are not depthwise and whose `K` keeps the sums exact; `None`
+    /// otherwise.
+    pub fn qpack(
+        &self,
+        level: qgemm::Level,
+        w: &[u8],
+        unsigned: bool,
+        zero: impl Fn(usize) -> i32,
+    ) -> Option<Vec<QPacked>> {
+        if self.layout != Layout::Nhwc || self.depthwise() || w.len() != self.o * self.kdim() {
+            return None;
+        }
+        let (kdim, og) = (self.kdim(), self.og());
+        (0..self.groups)
+            .map(|g| {
+                let zeros = (0..og)
+                    .map(|n| qgemm::zero_i8(zero(g * og + n), unsigned))
+                    .collect();
+                QPacked::new(
+                    level,
+                    kdim,
+                    og,
+                    |k, n| qgemm::to_i8(w[(g * og + n) * kdim + k], unsigned),
+                    zeros,
+                )
+            })
+            .collect()
+    }
+
+    /// An NHWC convolution through the 8-bit GEMM ([`ConvPlan::qpack`]'s operands): `x` the
+    /// input as `i8` ([`qgemm::to_i8`]) and `x_zero` its zero point there; `acc` gets the
+    /// exact sums of centered products, NHWC.
+    pub fn run_q(&self, x: &[i8], x_zero: i32, w: &[QPacked], acc: &mut [i32]) -> Result<()> {
+        let (n, c, h, wd, o) = (self.n, self.c, self.h, self.w, self.o);
+        let (og, kdim) = (self.og(), self.kdim());
+        if x.len() != n * c * h * wd
+            || acc.len() != n * o * self.oh * self.ow
+            || w.len() != self.groups
+            || w.iter().any(|b| b.k() != kdim || b.n() != og)
+            || !(-128..=127).contains(&x_zero)
+        {
+            return Err(backend_err("conv2d: buffer sizes do not match the plan"));
+        }
+        let kp = qgemm::k_padded(kdim);
+        let pix = self.oh * self.ow;
+        let bs = self.block(crate::host::threadpool::current_parallelism());
+        let mut pieces = Vec::new();
+        for (b, yb) in acc.chunks_mut(pix * o).enumerate() {
+            for (j, rows) in yb.chunks_mut(bs * o).enumerate() {
+                pieces.push((b, j * bs, rows));
+            }
+        }
+        for_each_piece(pieces, |(b, p0, yrows)| {
+            let xb = &x[b * h * wd * c..(b + 1) * h * wd * c];
+            let rows = yrows.len() / o;
+            // Zero beyond `kdim` in every row, as the GEMM requires.
+            let mut col = vec![0i8; rows * kp];
+            let mut sums = vec![0i32; rows];
+            for g in 0..self.groups {
+                self.im2col_rows(xb, g, p0, rows, &mut col, kp, x_zero as i8);
+                for (s, row) in sums.iter_mut().zip(col.chunks_exact(kp)) {
+                    *s = row[..kdim].iter().map(|&v| v as i32).sum();
+                }
+                qgemm::gemm(rows, &col, x_zero, &sums, &w[g], &mut yrows[g * og..], o)?;
+            }
+            Ok(())
+        })
     }
 
     /// The im2col columns of output pixels `p0..p0 + cols` of one image, NCHW: row
@@ -1045,6 +1133,79 @@ pub fn bench_conv(isa: &str, nchw: bool, shape: [usize; 9], reps: usize) -> Resu
         best = best.min(t.elapsed().as_secs_f64());
     }
     Ok(best)
+}
+
+/// Seconds for the best of `reps` runs of a uint8 NHWC convolution (`shape` as for
+/// [`bench_conv`]) on its exact accumulators: `kernel` `"f64"` (the centered-f64 GEMM) or an
+/// 8-bit GEMM level (`"avx2"`, `"dotprod"`, `"scalar"`, whether or not the backend would pick
+/// it), including the input's conversion.
+#[doc(hidden)]
+pub fn bench_qconv(kernel: &str, shape: [usize; 9], reps: usize) -> Result<f64> {
+    let [n, c, h, wd, o, k, s, pad, groups] = shape;
+    if groups == 0 || c % groups != 0 || o % groups != 0 || s == 0 || h + 2 * pad < k {
+        return Err(backend_err("qconv: bad benchmark shape"));
+    }
+    let plan = ConvPlan {
+        layout: Layout::Nhwc,
+        n,
+        c,
+        h,
+        w: wd,
+        o,
+        kh: k,
+        kw: k,
+        oh: (h + 2 * pad - k) / s + 1,
+        ow: (wd + 2 * pad - k) / s + 1,
+        groups,
+        strides: [s, s],
+        padding: [pad; 4],
+        dilation: [1, 1],
+        isa: isa::current(),
+    };
+    let x: Vec<u8> = (0..n * c * h * wd).map(|i| (i * 7 % 251) as u8).collect();
+    let w: Vec<u8> = (0..o * plan.kdim()).map(|i| (i * 5 % 253) as u8).collect();
+    let (zx, zw) = (120i32, 128i32);
+    let y = n * o * plan.oh * plan.ow;
+    let mut best = f64::MAX;
+    let level = qgemm::levels()
+        .into_iter()
+        .find(|l| format!("{l:?}").eq_ignore_ascii_case(kernel));
+    match level {
+        Some(level) => {
+            let q = plan
+                .qpack(level, &w, true, |_| zw)
+                .ok_or_else(|| backend_err("qconv: the 8-bit GEMM does not take this shape"))?;
+            let mut acc = vec![0i32; y];
+            for _ in 0..reps.max(1) {
+                let t = std::time::Instant::now();
+                let xi: Vec<i8> = x.iter().map(|&b| qgemm::to_i8(b, true)).collect();
+                plan.run_q(&xi, zx - 128, &q, &mut acc)?;
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+        }
+        None if kernel == "f64" => {
+            let wf: Vec<f64> = w.iter().map(|&b| b as f64 - zw as f64).collect();
+            let packed = plan.pack(&wf);
+            let mut acc = vec![0f64; y];
+            for _ in 0..reps.max(1) {
+                let t = std::time::Instant::now();
+                let xf: Vec<f64> = x.iter().map(|&b| b as f64 - zx as f64).collect();
+                plan.run(&xf, &packed, &mut acc, None)?;
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+        }
+        None => return Err(backend_err(format!("qconv: no {kernel} kernel here"))),
+    }
+    Ok(best)
+}
+
+/// The 8-bit GEMM levels this CPU runs, best first.
+#[doc(hidden)]
+pub fn bench_qlevels() -> Vec<String> {
+    qgemm::levels()
+        .into_iter()
+        .map(|l| format!("{l:?}").to_ascii_lowercase())
+        .collect()
 }
 
 /// One output pixel of a depthwise convolution with multiplier 1 (NHWC): the sum over `taps`
@@ -1874,6 +2035,69 @@ mod tests {
             padding: [pad; 4],
             dilation: [d, d],
             isa,
+        }
+    }
+
+    /// Quantized NHWC convolutions on the 8-bit GEMM (`run_q`), at every level this CPU has,
+    /// give exactly the sums the f64 path gives: padding taps (filled with the input's zero
+    /// point) add nothing, groups write their own channels, on 1 and 2 threads, into a
+    /// poisoned accumulator; depthwise plans are refused.
+    #[test]
+    fn quantized_convolutions_on_the_8bit_gemm_match_the_f64_path() {
+        let mut state = 3u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        };
+        for g in [
+            [1, 3, 7, 6, 8, 3, 1, 1, 1, 1],
+            [2, 8, 9, 9, 16, 3, 2, 1, 2, 1],
+            [1, 20, 5, 5, 17, 1, 1, 0, 1, 1],
+            [1, 6, 8, 8, 6, 5, 1, 2, 3, 2],
+            [1, 4, 6, 6, 4, 3, 1, 1, 4, 1],
+        ] {
+            let plan = square_plan(Layout::Nhwc, g, isa::current());
+            for unsigned in [true, false] {
+                let x: Vec<u8> = (0..plan.n * plan.c * plan.h * plan.w)
+                    .map(|_| next())
+                    .collect();
+                let w: Vec<u8> = (0..plan.o * plan.kdim()).map(|_| next()).collect();
+                let (zx, zw) = if unsigned { (250, 3) } else { (-100, 90) };
+                let zw_of = |o: usize| zw - (o % 3) as i32;
+                let real = |b: u8| if unsigned { b as f64 } else { b as i8 as f64 };
+                let xf: Vec<f64> = x.iter().map(|&b| real(b) - zx as f64).collect();
+                let wf: Vec<f64> = w
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &b)| real(b) - zw_of(i / plan.kdim()) as f64)
+                    .collect();
+                let mut want = vec![0f64; plan.n * plan.o * plan.oh * plan.ow];
+                plan.run(&xf, &plan.pack(&wf), &mut want, None)
+                    .expect("f64");
+                let xi: Vec<i8> = x.iter().map(|&b| qgemm::to_i8(b, unsigned)).collect();
+                for level in qgemm::levels() {
+                    let q = plan.qpack(level, &w, unsigned, zw_of);
+                    if plan.depthwise() {
+                        assert!(q.is_none());
+                        continue;
+                    }
+                    let q = q.expect("packs");
+                    for threads in [1, 2] {
+                        let mut acc = vec![i32::MIN; want.len()];
+                        ThreadPool::new(threads)
+                            .install(|| plan.run_q(&xi, qgemm::zero_i8(zx, unsigned), &q, &mut acc))
+                            .expect("runs");
+                        for (i, (&a, &r)) in acc.iter().zip(&want).enumerate() {
+                            assert_eq!(
+                                a as f64, r,
+                                "{level:?} {g:?} u{unsigned} {threads}t: [{i}]"
+                            );
+                        }
+                    }
+                }
+            }
         }
     }
 

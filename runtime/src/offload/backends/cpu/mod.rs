@@ -4,7 +4,8 @@
 //! GEMM on the input) and the GEMM of `gemm.rs` (ISA chosen at run time, `isa.rs`); depthwise convolutions are direct loops over
 //! the contiguous dimension; bias and activation are fused into one pass over the output.
 //! Weights are repacked once at prepare time. Quantized conv2d/dense accumulate exactly
-//! (`(q - zp)` products summed in f64, exact below 2^53) and requantize with TVM's rounding
+//! (`(q - zp)` products summed in `i32` by the 8-bit GEMM of `qgemm.rs`, or in f64, exact
+//! below 2^53, where it does not apply) and requantize with TVM's rounding
 //! (`round(x / scale)`, ties to even, then `+ zero_point` and clip). Other quantized and
 //! float16 ops run as dequantize -> float32 op -> quantize, which is what TVM's QDQ graph does.
 
@@ -15,12 +16,13 @@ mod kernels;
 mod nhwc;
 mod ops;
 mod packed;
+mod qgemm;
 
 #[doc(hidden)]
 pub use gemm::bench_sgemm;
 pub use isa::{isa, supported_isas};
 #[doc(hidden)]
-pub use kernels::bench_conv;
+pub use kernels::{bench_conv, bench_qconv, bench_qlevels};
 pub(crate) use nhwc::to_nhwc;
 #[doc(hidden)]
 pub use packed::BenchPacked;
@@ -103,6 +105,9 @@ enum Step {
     QConv {
         node: usize,
         plan: kernels::ConvPlan,
+        /// The constant weight for the 8-bit GEMM, one operand per group (the plans that take
+        /// it); else `weight`, for the exact f64 path.
+        q: Option<Vec<qgemm::QPacked>>,
         weight: Weight<f64>,
         requant: Requant,
     },
@@ -117,6 +122,9 @@ enum Step {
     },
     QDense {
         node: usize,
+        /// The constant weight for the 8-bit GEMM (when `K` keeps its sums exact); else
+        /// `weight`, for the exact f64 path.
+        q: Option<qgemm::QPacked>,
         weight: Weight<f64>,
         requant: Requant,
     },
@@ -172,12 +180,19 @@ fn prepare_node(g: &Graph, k: usize, constants: &[Tensor]) -> Result<Step> {
                 .get(2)
                 .map(|&b| (b, constant_of(g, b, constants)));
             if data.is_quantized_8bit() {
+                let wdesc = &g.tensors[node.inputs[1]];
+                let q = match (qgemm::level(), wt, &wdesc.quant) {
+                    (Some(level), Some(t), Some(wq)) => {
+                        plan.qpack(level, t.data(), wdesc.dtype == DType::U8, |o| {
+                            wq.zero_point_at(o)
+                        })
+                    }
+                    _ => None,
+                };
                 let weight = match wt {
-                    Some(t) => Weight::Packed(plan.pack(&centered_weight(
-                        &g.tensors[node.inputs[1]],
-                        t.data(),
-                        0,
-                    )?)),
+                    // The 8-bit GEMM holds the weight: no f64 copy.
+                    Some(_) if q.is_some() => Weight::Runtime,
+                    Some(t) => Weight::Packed(plan.pack(&centered_weight(wdesc, t.data(), 0)?)),
                     None => Weight::Runtime,
                 };
                 let requant = match (bias_t, wt) {
@@ -189,6 +204,7 @@ fn prepare_node(g: &Graph, k: usize, constants: &[Tensor]) -> Result<Step> {
                 return Ok(Step::QConv {
                     node: k,
                     plan,
+                    q,
                     weight,
                     requant,
                 });
@@ -227,7 +243,25 @@ fn prepare_node(g: &Graph, k: usize, constants: &[Tensor]) -> Result<Step> {
                 return Ok(Step::Generic { node: k });
             }
             if data.is_quantized_8bit() {
+                let unsigned = wdesc.dtype == DType::U8;
+                let q = match (qgemm::level(), wt, &wdesc.quant) {
+                    (Some(level), Some(t), Some(wq)) if t.data().len() == nn * kk => {
+                        let w = t.data();
+                        let zeros = (0..nn)
+                            .map(|n| qgemm::zero_i8(wq.zero_point_at(n), unsigned))
+                            .collect();
+                        qgemm::QPacked::new(
+                            level,
+                            kk,
+                            nn,
+                            |k, n| qgemm::to_i8(w[n * kk + k], unsigned),
+                            zeros,
+                        )
+                    }
+                    _ => None,
+                };
                 let weight = match wt {
+                    Some(_) if q.is_some() => Weight::Runtime,
                     Some(t) => {
                         Weight::Packed(transpose(&centered_weight(wdesc, t.data(), 0)?, nn, kk))
                     }
@@ -236,6 +270,7 @@ fn prepare_node(g: &Graph, k: usize, constants: &[Tensor]) -> Result<Step> {
                 let requant = requant_for(g, k, nn, bias_t.and_then(|(b, t)| t.map(|t| (b, t))))?;
                 return Ok(Step::QDense {
                     node: k,
+                    q,
                     weight,
                     requant,
                 });
@@ -521,12 +556,19 @@ fn centered_input(bytes: &[u8], desc: &TensorDesc, zero: f64) -> Vec<f64> {
 }
 
 impl Requant {
-    /// `acc` is laid out with the channel at `chan(i)`.
-    fn apply(&self, acc: &[f64], out: &mut [u8], chan: impl Fn(usize) -> usize) {
+    /// `acc` is laid out with the channel at `chan(i)`; `f32::from`-like `to_f32` rounds an
+    /// exact accumulator to float32 (the same value from an f64 or an i32 accumulator).
+    fn apply<A: Copy>(
+        &self,
+        acc: &[A],
+        to_f32: impl Fn(A) -> f32,
+        out: &mut [u8],
+        chan: impl Fn(usize) -> usize,
+    ) {
         let (lo, hi) = self.activation.bounds();
         for (i, (o, &a)) in out.iter_mut().zip(acc).enumerate() {
             let c = chan(i);
-            let real = (a as f32) * self.acc_scale[c] + self.bias[c];
+            let real = to_f32(a) * self.acc_scale[c] + self.bias[c];
             *o = quantize(
                 real.clamp(lo, hi),
                 self.out_scale,
@@ -546,14 +588,17 @@ impl Prepared for CpuSegment {
     }
 
     fn copied_constants(&self) -> Vec<usize> {
-        // A float convolution with its weight packed and its bias loaded never reads either
-        // buffer again.
+        // A convolution with its weight packed and its bias loaded (a float one, or a
+        // quantized one on the 8-bit GEMM) never reads either buffer again.
         let mut out = Vec::new();
         for step in &self.steps {
             if let Step::Conv {
                 node,
                 weight: ConvWeight::Packed(_) | ConvWeight::Gemm(_),
                 ..
+            }
+            | Step::QConv {
+                node, q: Some(_), ..
             } = step
             {
                 let ins = &self.graph.nodes[*node].inputs;
@@ -667,6 +712,21 @@ impl CpuSegment {
             }
             Step::QConv {
                 plan,
+                q: Some(q),
+                requant,
+                ..
+            } => {
+                let unsigned = desc(0).dtype == DType::U8;
+                let x: Vec<i8> = ins[0].iter().map(|&b| qgemm::to_i8(b, unsigned)).collect();
+                let x_zero = qgemm::zero_i8(requant.x_zero as i32, unsigned);
+                let mut acc = vec![0i32; odesc.num_elements()];
+                plan.run_q(&x, x_zero, q, &mut acc).map_err(ctx)?;
+                let o = plan.o;
+                requant.apply(&acc, |a| a as f32, out, |i| i % o);
+                Ok(())
+            }
+            Step::QConv {
+                plan,
                 weight,
                 requant,
                 ..
@@ -684,8 +744,8 @@ impl CpuSegment {
                 plan.run(&x, w, &mut acc, None).map_err(ctx)?;
                 let (o, hw) = (plan.o, plan.oh * plan.ow);
                 match plan.layout {
-                    Layout::Nhwc => requant.apply(&acc, out, |i| i % o),
-                    Layout::Nchw => requant.apply(&acc, out, |i| (i / hw) % o),
+                    Layout::Nhwc => requant.apply(&acc, |a| a as f32, out, |i| i % o),
+                    Layout::Nchw => requant.apply(&acc, |a| a as f32, out, |i| (i / hw) % o),
                 }
                 Ok(())
             }
@@ -735,6 +795,45 @@ impl CpuSegment {
                 .map_err(ctx)
             }
             Step::QDense {
+                q: Some(q),
+                requant,
+                ..
+            } => {
+                let (kk, nn, kp) = (q.k(), q.n(), q.k_padded());
+                let m = desc(0).num_elements() / kk.max(1);
+                let unsigned = desc(0).dtype == DType::U8;
+                let x_zero = qgemm::zero_i8(requant.x_zero as i32, unsigned);
+                if ins[0].len() != m * kk {
+                    return Err(ctx(backend_err("dense: input size does not match")));
+                }
+                // Rows padded with zeros to `kp`, and their sums.
+                let mut a = vec![0i8; m * kp];
+                let mut sums = vec![0i32; m];
+                for ((row, x), s) in a
+                    .chunks_exact_mut(kp)
+                    .zip(ins[0].chunks_exact(kk))
+                    .zip(&mut sums)
+                {
+                    for (d, &b) in row.iter_mut().zip(x) {
+                        *d = qgemm::to_i8(b, unsigned);
+                        *s += *d as i32;
+                    }
+                }
+                let mut acc = vec![0i32; m * nn];
+                let threads = crate::host::threadpool::current_parallelism();
+                let rows = m.div_ceil(threads).max(1);
+                let pieces: Vec<(usize, &mut [i32])> =
+                    acc.chunks_mut(rows * nn).enumerate().collect();
+                kernels::for_each_piece(pieces, |(j, c)| {
+                    let r0 = j * rows;
+                    let mr = c.len() / nn;
+                    qgemm::gemm(mr, &a[r0 * kp..], x_zero, &sums[r0..], q, c, nn)
+                })
+                .map_err(ctx)?;
+                requant.apply(&acc, |a| a as f32, out, |i| i % nn);
+                Ok(())
+            }
+            Step::QDense {
                 weight, requant, ..
             } => {
                 let wd = desc(1);
@@ -751,7 +850,7 @@ impl CpuSegment {
                 };
                 let mut acc = vec![0f64; m * nn];
                 kernels::par_gemm(m, kk, nn, &x, kk, w, nn, &mut acc, nn).map_err(ctx)?;
-                requant.apply(&acc, out, |i| i % nn);
+                requant.apply(&acc, |a| a as f32, out, |i| i % nn);
                 Ok(())
             }
             Step::Generic { .. } => {
