@@ -3,7 +3,8 @@
 //! `c[m][n] = sum_k (a[m][k] - za) * (b[k][n] - zb[n])`, exact in `i32`. Both operands are held
 //! as `i8`: uint8 values are shifted by -128 (`x ^ 0x80`), and so are their zero points, which
 //! leaves every difference unchanged. The kernels sum the raw products `a * b` (an `i8` dot
-//! product: `sdot` on aarch64 CPUs with the dot-product extension, `vpmaddwd` on AVX2) and the
+//! product: `sdot` on aarch64 CPUs with the dot-product extension, `vpdpbusd` with AVX-512
+//! VNNI, `vpmaddwd` on AVX2) and the
 //! zero points come in once per output element:
 //!
 //! `c = sum(a*b) - za * colsum(b)[n] - zb[n] * rowsum(a)[m] + K * za * zb[n]`,
@@ -48,9 +49,13 @@ pub(crate) fn zero_i8(z: i32, unsigned: bool) -> i32 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Level {
     Scalar,
-    /// x86_64 AVX2 (`vpmaddwd` on widened operands); also used at the `avx512` level.
+    /// x86_64 AVX2 (`vpmaddwd` on widened operands).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     Avx2,
+    /// x86_64 AVX-512 with VNNI (`vpdpbusd`: uint8 x int8, 4 products per 32-bit lane; the
+    /// `a` side is shifted back to uint8, which adds `128 * colsum(b)`, taken off again).
+    #[cfg_attr(not(all(target_arch = "x86_64", feature = "avx512")), allow(dead_code))]
+    Avx512Vnni,
     /// aarch64 with the dot-product extension (`sdot`).
     #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
     Dotprod,
@@ -59,6 +64,10 @@ pub(crate) enum Level {
 /// The levels this CPU runs, best first (the last is `Scalar`).
 pub(crate) fn levels() -> Vec<Level> {
     let mut v = Vec::new();
+    #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+    if isa::supported().contains(&Isa::Avx512) && std::is_x86_feature_detected!("avx512vnni") {
+        v.push(Level::Avx512Vnni);
+    }
     #[cfg(target_arch = "x86_64")]
     if isa::supported().contains(&Isa::Avx2) {
         v.push(Level::Avx2);
@@ -72,13 +81,14 @@ pub(crate) fn levels() -> Vec<Level> {
 }
 
 /// The level quantized convolutions and dense layers use, if any: the dot-product kernel on
-/// aarch64 CPUs that have it; the AVX2 kernel on x86_64 CPUs (or builds) without the `avx512`
-/// level, where it measured 1.1-2.1x faster than the f64 path; none where the f64 path is
-/// faster (an AVX-512 CPU: the `gemm` crate's f64 kernels then run 8 lanes wide, 1.1-1.3x
-/// faster than this AVX2 kernel) or where only the scalar kernel would run (10x slower).
-/// `MOTE_CPU_ISA=sse2` or `scalar` turns it off. docs/cpu-kernels.md has the table.
+/// aarch64 CPUs that have it; VNNI at the `avx512` level (1.1-3.4x faster than the f64 path);
+/// the AVX2 kernel on x86_64 CPUs (or builds) without the `avx512` level (1.1-2.1x faster);
+/// none where the f64 path is faster (AVX-512 without VNNI: the `gemm` crate's f64 kernels
+/// then beat the AVX2 kernel by 1.1-1.3x) or where only the scalar kernel would run (10x
+/// slower). `MOTE_CPU_ISA=sse2` or `scalar` turns it off. docs/cpu-kernels.md has the table.
 pub(crate) fn level() -> Option<Level> {
     match (levels()[0], isa::current()) {
+        (Level::Avx512Vnni, Isa::Avx512) => Some(Level::Avx512Vnni),
         (Level::Avx2, Isa::Avx2) if !isa::supported().contains(&Isa::Avx512) => Some(Level::Avx2),
         (Level::Dotprod, Isa::Neon) => Some(Level::Dotprod),
         _ => None,
@@ -180,6 +190,18 @@ pub(crate) fn gemm(
                     // SAFETY: the dot-product extension was detected on this CPU; `at` holds
                     // `rows` rows of `kp` bytes (a multiple of 16) and `panel` `kp * NR`.
                     unsafe { dotprod::tile(rows, at, kp, panel, &mut acc) }
+                }
+                #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+                Level::Avx512Vnni if levels().contains(&Level::Avx512Vnni) => {
+                    // SAFETY: AVX-512 F/BW and VNNI were detected on this CPU; `at` holds
+                    // `rows` rows of `kp` bytes and `panel` `kp * NR`.
+                    unsafe { vnni::tile(rows, at, kp, panel, &mut acc) };
+                    // The kernel summed (a + 128) * b.
+                    for accr in acc.iter_mut().take(rows) {
+                        for (j, v) in accr.iter_mut().enumerate().take(n - p * NR) {
+                            *v = v.wrapping_sub(128i32.wrapping_mul(b.col_sums[p * NR + j]));
+                        }
+                    }
                 }
                 _ => scalar_tile(rows, at, kp, panel, &mut acc),
             }
@@ -293,6 +315,65 @@ mod avx2 {
                     }
                 }
                 r += 2;
+            }
+        }
+    }
+}
+
+// AVX-512 intrinsics are stable from Rust 1.89, which the `avx512` feature requires on
+// x86_64 (docs/cpu-kernels.md); builds for 1.85 leave the feature off.
+#[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+#[allow(clippy::incompatible_msrv)]
+mod vnni {
+    use super::{MR, NR};
+    use std::arch::x86_64::*;
+
+    /// One step is 4 `k` x 16 columns of `b`: one 64-byte vector, the `vpdpbusd` layout.
+    /// Each row's 4 values of `a`, shifted to uint8 and repeated, go through `vpdpbusd`.
+    ///
+    /// # Safety
+    /// AVX-512 F, BW and VNNI must be available; `a` holds `rows <= MR` rows of `kp` bytes,
+    /// `panel` `kp * NR`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    #[allow(unused_unsafe)]
+    pub(super) unsafe fn tile(
+        rows: usize,
+        a: &[i8],
+        kp: usize,
+        panel: &[i8],
+        acc: &mut [[i32; NR]; MR],
+    ) {
+        // SAFETY: the caller's contract: the features are present (the intrinsics need
+        // them), `rows` rows of `kp` bytes (4 read per step and row) and `kp / 4` steps of
+        // 64 bytes.
+        unsafe {
+            match rows {
+                4 => rows_n::<4>(a, kp, panel, acc),
+                3 => rows_n::<3>(a, kp, panel, acc),
+                2 => rows_n::<2>(a, kp, panel, acc),
+                _ => rows_n::<1>(a, kp, panel, acc),
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    #[allow(unused_unsafe)]
+    #[inline]
+    unsafe fn rows_n<const R: usize>(a: &[i8], kp: usize, panel: &[i8], acc: &mut [[i32; NR]; MR]) {
+        // SAFETY: `tile`'s contract, with `R` its `rows`.
+        unsafe {
+            let mut s = [_mm512_setzero_si512(); R];
+            let (ap, bp) = (a.as_ptr(), panel.as_ptr());
+            for q in 0..kp / 4 {
+                let b = _mm512_loadu_si512(bp.add(q * NR * 4) as *const _);
+                for (r, sr) in s.iter_mut().enumerate() {
+                    let v = (ap.add(r * kp + q * 4) as *const i32).read_unaligned();
+                    let av = _mm512_set1_epi32(v ^ 0x8080_8080u32 as i32);
+                    *sr = _mm512_dpbusd_epi32(*sr, av, b);
+                }
+            }
+            for (r, sr) in s.iter().enumerate() {
+                _mm512_storeu_si512(acc[r].as_mut_ptr() as *mut _, *sr);
             }
         }
     }
