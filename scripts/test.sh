@@ -63,6 +63,9 @@ check_suite() {
 step "formatting and lints"
 cargo fmt --all --check || fail "cargo fmt --check (run cargo fmt --all)"
 cargo clippy --workspace --all-targets --locked -- -D warnings || fail "clippy"
+# The fuzz targets are their own workspace (docs/fuzzing.md).
+cargo fmt --manifest-path fuzz/Cargo.toml --check || fail "cargo fmt --check (fuzz/)"
+cargo clippy --manifest-path fuzz/Cargo.toml --all-targets --locked -- -D warnings || fail "clippy (fuzz/)"
 record "fmt+clippy: ok"
 
 step "x86_64 model zoo and offload zoo (TVM 0.27)"
@@ -140,6 +143,9 @@ record "check builds: ok"
 
 step "Apple: Mote.xcframework (static libraries for iOS, the simulator and macOS; Mach-O checks)"
 check_suite scripts/build-xcframework.sh xcframework "xcframework" "XCFramework build/checks"
+
+step "fuzzing (libFuzzer + AddressSanitizer, 20 s per target; docs/fuzzing.md)"
+check_suite scripts/fuzz.sh fuzz "fuzz" "fuzzing"
 
 step "summary"
 printf '%s\n' "${results[@]}"

@@ -16,6 +16,8 @@
 
 mod dtype;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod host;
 mod loader;
 mod model;

@@ -222,22 +222,30 @@ pub fn write_npy(path: impl AsRef<Path>, t: &Tensor) -> Result<()> {
 /// Read every array of a `.npz` file, in archive order (keys without the `.npy` suffix).
 pub fn read_npz(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
     let path = path.as_ref();
-    let shown = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut zip = zip::ZipArchive::new(file)
-        .map_err(|e| npy_err(&shown, format!("not a .npz archive: {e}")))?;
-    let mut out = Vec::with_capacity(zip.len());
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    parse_npz(&bytes, &path.display().to_string())
+}
+
+/// Parse the bytes of a `.npz` archive (`name` labels errors), as [`read_npz`].
+pub fn parse_npz(bytes: &[u8], name: &str) -> Result<Vec<(String, Tensor)>> {
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes))
+        .map_err(|e| npy_err(name, format!("not a .npz archive: {e}")))?;
+    let mut out = Vec::new();
     for i in 0..zip.len() {
-        let mut entry = zip
-            .by_index(i)
-            .map_err(|e| npy_err(&shown, e.to_string()))?;
-        let name = entry.name().to_string();
-        let key = name.strip_suffix(".npy").unwrap_or(&name).to_string();
-        let mut bytes = Vec::with_capacity(entry.size().min(1 << 30) as usize);
+        let mut entry = zip.by_index(i).map_err(|e| npy_err(name, e.to_string()))?;
+        let entry_name = entry.name().to_string();
+        let key = entry_name
+            .strip_suffix(".npy")
+            .unwrap_or(&entry_name)
+            .to_string();
+        // The declared size is the archive's word, not a fact: reserve no more than the
+        // archive itself holds, and let reading grow the buffer.
+        let reserve = entry.size().min(bytes.len() as u64) as usize;
+        let mut data = Vec::with_capacity(reserve);
         entry
-            .read_to_end(&mut bytes)
-            .map_err(|e| npy_err(&shown, format!("{name}: {e}")))?;
-        out.push((key, parse_npy(&bytes, &format!("{shown}:{name}"))?));
+            .read_to_end(&mut data)
+            .map_err(|e| npy_err(name, format!("{entry_name}: {e}")))?;
+        out.push((key, parse_npy(&data, &format!("{name}:{entry_name}"))?));
     }
     Ok(out)
 }

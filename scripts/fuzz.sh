@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Fuzz Mote's parsers of untrusted bytes with libFuzzer (docs/fuzzing.md).
+#
+#   scripts/fuzz.sh [--time SECONDS | --runs N] [TARGET...]
+#
+# Targets (fuzz/fuzz_targets): elf module_blob executable model_code_free subgraph npy rpc_wire
+# (default: all). Each runs for SECONDS (default 20, or $MOTE_FUZZ_SECONDS) or N executions, under AddressSanitizer and
+# the allocation budget of fuzz/src/lib.rs, on a corpus kept in
+# ${MOTE_CACHE:-$HOME/.cache/mote}/fuzz-corpus/TARGET and seeded from the model zoos (built or
+# reused through scripts/zoo.sh and scripts/offload-zoo.sh). A crash, leak, timeout (10 s per
+# input) or out-of-memory (2 GiB) stops the run with its input saved under
+# .../fuzz-artifacts/ and fails the script. Prints one line per target with its execution count.
+#
+# The toolchain is the host's stable Rust: the sanitizer-coverage and AddressSanitizer flags
+# are nightly-only, so they are allowed with RUSTC_BOOTSTRAP=1 (as cargo-fuzz would pass them).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+cache="${MOTE_CACHE:-$HOME/.cache/mote}"
+all=(elf module_blob executable model_code_free subgraph npy rpc_wire)
+time="${MOTE_FUZZ_SECONDS:-20}"
+runs=""
+targets=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --time) time="$2"; shift 2 ;;
+        --runs) runs="$2"; shift 2 ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        -*) echo "fuzz.sh: unknown flag $1" >&2; exit 2 ;;
+        *)
+            if [[ " ${all[*]} " != *" $1 "* ]]; then
+                echo "fuzz.sh: unknown target $1 (targets: ${all[*]})" >&2
+                exit 2
+            fi
+            targets+=("$1"); shift ;;
+    esac
+done
+[ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
+command -v c++ >/dev/null || { echo "fuzz.sh: no C++ compiler (libfuzzer-sys builds libFuzzer)" >&2; exit 1; }
+
+host="$(rustc -vV | sed -n 's/^host: //p')"
+[ "$host" = x86_64-unknown-linux-gnu ] || { echo "fuzz.sh: runs on x86_64 Linux (host is $host)" >&2; exit 1; }
+
+echo "fuzz.sh: zoos" >&2
+zoo="$(scripts/zoo.sh --target x86_64 | tail -n 1)"
+ozoo="$(scripts/offload-zoo.sh --target x86_64 | tail -n 1)"
+scripts/trixie.sh >/dev/null
+ozoo_a64="$(MOTE_AARCH64_LINK="$root/scripts/in-trixie.sh aarch64-linux-gnu-gcc" \
+    scripts/offload-zoo.sh --target aarch64 | tail -n 1)"
+
+echo "fuzz.sh: seeds" >&2
+cargo build --release --locked --manifest-path fuzz/Cargo.toml --bin seeds \
+    --target-dir "$cache/fuzz-target/plain" >&2
+seeds="$cache/fuzz-seeds"
+rm -rf "$seeds"
+shopt -s nullglob
+"$cache/fuzz-target/plain/release/seeds" "$seeds" \
+    "$zoo"/*.so "$zoo"/*.npz "$ozoo"/*.so "$ozoo"/*.tar "$ozoo"/*.npz \
+    "$ozoo_a64"/*.so "$ozoo_a64"/*.tar >&2
+
+echo "fuzz.sh: building the targets (libFuzzer, AddressSanitizer)" >&2
+flags="--cfg fuzzing -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4"
+flags+=" -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table"
+flags+=" -Cllvm-args=-sanitizer-coverage-trace-compares -Zsanitizer=address"
+RUSTC_BOOTSTRAP=1 RUSTFLAGS="$flags" cargo build --release --locked --manifest-path fuzz/Cargo.toml \
+    --target "$host" --target-dir "$cache/fuzz-target/asan" \
+    $(printf -- '--bin %s ' "${targets[@]}") >&2
+
+artifacts="$cache/fuzz-artifacts"
+mkdir -p "$artifacts"
+status=0
+summary=()
+for t in "${targets[@]}"; do
+    corpus="$cache/fuzz-corpus/$t"
+    mkdir -p "$corpus"
+    limit=(-max_total_time="$time")
+    [ -n "$runs" ] && limit=(-runs="$runs")
+    log="$cache/fuzz-$t.log"
+    echo "fuzz.sh: $t (${limit[*]})" >&2
+    set +e
+    "$cache/fuzz-target/asan/$host/release/$t" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 \
+        -print_final_stats=1 -artifact_prefix="$artifacts/$t-" "$corpus" "$seeds/$t" >"$log" 2>&1
+    rc=$?
+    set -e
+    execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)"
+    if [ "$rc" != 0 ]; then
+        status=1
+        tail -n 40 "$log" >&2
+        summary+=("$t: FAILED after ${execs:-?} executions (exit $rc; log $log; inputs in $artifacts)")
+    else
+        summary+=("$t: ${execs:-?} executions, no crash")
+    fi
+done
+printf 'fuzz: %s\n' "${summary[@]}"
+failed=$(printf '%s\n' "${summary[@]}" | grep -c FAILED || true)
+echo "fuzz checks: $(( ${#summary[@]} - failed )) passed, $failed failed"
+exit "$status"
