@@ -42,6 +42,8 @@ import bench_offload  # noqa: E402  (close, ort_session)
 
 ORT_RTOL = 1e-3  # of the output's magnitude: ORT, TVM and Mote use different conv algorithms
 MIN_RUNS = 10
+# ORT and Mote are timed in this many interleaved rounds (see run()).
+ROUNDS = 3
 MIN_SECONDS = 2.0
 MAX_RUNS = 500
 SLOW_BUDGET_S = 20.0
@@ -409,19 +411,24 @@ def n_runs(est_ms: float, repeat: int | None) -> int:
     return runs
 
 
-def time_ort(path: str, x: np.ndarray, threads: int, repeat: int | None) -> tuple[float, int, np.ndarray]:
+def ort_timer(path: str, x: np.ndarray, threads: int, repeat: int | None):
+    """An ONNX Runtime session warmed up: returns (its output, the run count for a stable median,
+    a function timing that many runs and returning their median in ms)."""
     sess = ort_session(path, threads)
     t = time.perf_counter()
     out = sess.run(None, {"input": x})[0]
     first = time.perf_counter() - t
     sess.run(None, {"input": x})
     runs = n_runs(1000.0 * first, repeat)
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        sess.run(None, {"input": x})
-        times.append(time.perf_counter() - t)
-    return 1000.0 * statistics.median(times), runs, out
+
+    def timed(n: int) -> float:
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            sess.run(None, {"input": x})
+            times.append(time.perf_counter() - t)
+        return 1000.0 * statistics.median(times)
+    return out, runs, timed
 
 
 def tvm_times(d: str, items: list[tuple[str, str, str]], repeat: int | None) -> dict:
@@ -539,12 +546,13 @@ def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | 
                 failures += 1
                 continue
             x = np.load(os.path.join(d, m["inputs"]))["arg0"]
-            ms, runs, ort_out = time_ort(os.path.join(d, m["onnx"]), x, th, repeat)
-            r["ort_ms"], r["ort_runs"] = ms, runs
-            log(f"{name}: ORT {ms:.2f} ms ({runs} runs, {th} thread(s))")
-            if not mote_bin:
-                continue
-            for part in PARTITIONS:
+            ort_out, runs, ort_timed = ort_timer(os.path.join(d, m["onnx"]), x, th, repeat)
+            # Outputs first; then ORT and Mote on each partition timed in ROUNDS interleaved
+            # rounds of runs / ROUNDS each, and each reported time is the median of its rounds'
+            # medians: on a shared machine the speed drifts over seconds, and measuring one
+            # after the other put that drift into the ratios.
+            parts: dict = {}
+            for part in PARTITIONS if mote_bin else []:
                 so = (m.get(part) or {}).get("so")
                 if not so:
                     why = "; ".join(f"{k}: {v[:200]}" for k, v in m.get("errors", {}).items())
@@ -565,36 +573,52 @@ def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | 
                         failures += 1
                         log(f"{name}: Mote ({part}) and ONNX Runtime DISAGREE (max abs {err:g}, "
                             f"output max {float(np.max(np.abs(ort_out))):g})")
-                est = r["ort_ms"]
-                runs = n_runs(est, repeat)
-                j, why = mote([mote_bin, "bench", so, "--inputs", npz, "--json", "--threads", str(th),
-                               "--warmup", "2", "--runs", str(runs)])
-                if j is None:
-                    failures += 1
-                    pr.setdefault("error", f"mote bench: {why}")
-                    log(f"{name}: mote bench on {part} failed: {why}")
-                else:
-                    pr["ms"], pr["runs"] = j["median_ms"], j["runs"]
-                    prof_runs = max(3, min(runs, n_runs(j["median_ms"], None) // 4))
-                    pj, why = mote([mote_bin, "bench", so, "--inputs", npz, "--json", "--threads", str(th),
-                                    "--warmup", "1", "--runs", str(prof_runs), "--profile"])
-                    if pj is not None:
-                        pct, kernels = tvm_kernel_share(pj)
-                        pr["tvm_kernel_pct"] = pct
-                        pr["tvm_kernels_ms"] = dict(sorted(kernels.items(), key=lambda kv: -kv[1])[:10])
-                    else:
-                        log(f"{name}: mote bench --profile on {part} failed: {why}")
-                    log(f"{name}: Mote {part} {pr['ms']:.2f} ms ({pr['runs']} runs, {th} thread(s)), "
-                        f"TVM kernels {f2(pr.get('tvm_kernel_pct'), 1)}% , output "
-                        f"{'ok' if pr.get('ok') else 'NOT ok'}")
+                parts[part] = (so, npz, pr, [])
                 r[part] = pr
+            per_round = max(1, math.ceil(runs / ROUNDS))
+            ort_rounds = []
+            for _ in range(ROUNDS):
+                ort_rounds.append(ort_timed(per_round))
+                for part, (so, npz, pr, rounds) in parts.items():
+                    if "bench_error" in pr:
+                        continue
+                    j, why = mote([mote_bin, "bench", so, "--inputs", npz, "--json", "--threads", str(th),
+                                   "--warmup", "2", "--runs", str(per_round)])
+                    if j is None:
+                        failures += 1
+                        pr["bench_error"] = True
+                        pr.setdefault("error", f"mote bench: {why}")
+                        log(f"{name}: mote bench on {part} failed: {why}")
+                    else:
+                        rounds.append(j["median_ms"])
+            r["ort_ms"], r["ort_runs"] = statistics.median(ort_rounds), per_round * ROUNDS
+            log(f"{name}: ORT {r['ort_ms']:.2f} ms (rounds {', '.join(f'{v:.2f}' for v in ort_rounds)}; "
+                f"{r['ort_runs']} runs, {th} thread(s))")
+            for part, (so, npz, pr, rounds) in parts.items():
+                pr.pop("bench_error", None)
+                if not rounds:
+                    continue
+                pr["ms"], pr["runs"] = statistics.median(rounds), per_round * len(rounds)
+                prof_runs = max(3, min(runs, n_runs(pr["ms"], None) // 4))
+                pj, why = mote([mote_bin, "bench", so, "--inputs", npz, "--json", "--threads", str(th),
+                                "--warmup", "1", "--runs", str(prof_runs), "--profile"])
+                if pj is not None:
+                    pct, kernels = tvm_kernel_share(pj)
+                    pr["tvm_kernel_pct"] = pct
+                    pr["tvm_kernels_ms"] = dict(sorted(kernels.items(), key=lambda kv: -kv[1])[:10])
+                else:
+                    log(f"{name}: mote bench --profile on {part} failed: {why}")
+                log(f"{name}: Mote {part} {pr['ms']:.2f} ms (rounds {', '.join(f'{v:.2f}' for v in rounds)}; "
+                    f"{pr['runs']} runs, {th} thread(s)), TVM kernels {f2(pr.get('tvm_kernel_pct'), 1)}% , "
+                    f"output {'ok' if pr.get('ok') else 'NOT ok'}")
 
     # ---- table ----
     th1, th2 = (str(threads_list[0]), str(threads_list[1]) if len(threads_list) > 1 else None)
     print(f"\nbatch 1; TVM {meta['tvm_version']} untuned, target {json.dumps(meta['target'])}; ONNX Runtime "
           f"{meta['onnxruntime_version']} (ORT_ENABLE_ALL, sequential); Mote `mote bench` (cpu backend for "
           f"the subgraphs); medians of >= {MIN_RUNS} runs and >= {MIN_SECONDS:g} s (>= {SLOW_MIN_RUNS} runs "
-          f"and ~{SLOW_BUDGET_S:g} s when {MIN_RUNS} runs take longer)"
+          f"and ~{SLOW_BUDGET_S:g} s when {MIN_RUNS} runs take longer), ORT and Mote in {ROUNDS} interleaved "
+          f"rounds (the median of the rounds' medians)"
           f"{'' if not repeat else f' (--repeat {repeat})'}; ms at {'/'.join(map(str, threads_list))} thread(s)\n")
     ts = "/".join(f"{t}t" for t in threads_list)
     print(f"| model | GFLOP | ORT ms ({ts}) | TVM ms ({ts}) | Mote acl ms ({ts}) | Mote bnns ms ({ts}) "
