@@ -1736,8 +1736,35 @@ fn check_linear_dtypes(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A version-2 description using every op that version introduced (several tests start
+    /// from it, here and in the cpu backend's).
+    pub(crate) const V2_EXAMPLE: &str = r#"{"format":"mote.subgraph","version":2,"name":"v2",
+          "tensors":[{"shape":[1,4,3,5],"dtype":"float32"},{"shape":[4],"dtype":"float32"},
+            {"shape":[4],"dtype":"float32"},{"shape":[1,4,3,5],"dtype":"float32"},
+            {"shape":[1,4,3,5],"dtype":"float32"},{"shape":[1,1,3,5],"dtype":"float32"},
+            {"shape":[1,3,3,5],"dtype":"float32"},{"shape":[1,3,3,5],"dtype":"float32"},
+            {"shape":[1,3,5,3],"dtype":"float32"},{"shape":[3],"dtype":"float32"},
+            {"shape":[1,3,5,3],"dtype":"float32"},{"shape":[1,3,5,3],"dtype":"float32"},
+            {"shape":[1,3,5,3],"dtype":"float32"}],
+          "inputs":[0],"constants":[1,2,9],"outputs":[5,12],
+          "nodes":[
+            {"op":"scale_shift","name":"a","inputs":[0,1,2],"outputs":[3],
+             "attrs":{"axis":1,"activation":{"hardsigmoid":[0.2,0.5]}}},
+            {"op":"channel_shuffle","name":"b","inputs":[3],"outputs":[4],
+             "attrs":{"layout":"NCHW","groups":2}},
+            {"op":"split","name":"c","inputs":[4],"outputs":[5,6],"attrs":{"axis":-3}},
+            {"op":"lrn","name":"d","inputs":[6],"outputs":[7],
+             "attrs":{"layout":"NCHW","size":3,"alpha":0.01,"beta":0.75,"bias":1.0}},
+            {"op":"transpose","name":"e","inputs":[7],"outputs":[8],"attrs":{"axes":[0,1,3,2]}},
+            {"op":"layer_norm","name":"f","inputs":[8,9,9],"outputs":[10],
+             "attrs":{"axis":-1,"epsilon":1e-5}},
+            {"op":"divide","name":"g","inputs":[10,8],"outputs":[11],
+             "attrs":{"activation":{"leaky_relu":0.1}}},
+            {"op":"activation","name":"h","inputs":[11],"outputs":[12],
+             "attrs":{"activation":"gelu_tanh"}}]}"#;
 
     /// `to_json` writes what `parse` reads back to the same graph, for every op and attribute
     /// kind (the version-2 example below, the doc example, quantized per-channel tensors).
@@ -1761,31 +1788,7 @@ mod tests {
                 {"op": "clip", "name": "k", "inputs": [3], "outputs": [4],
                  "attrs": {"min": -0.5, "max": 0.75}}]})
         .to_string();
-        let v2 = r#"{"format":"mote.subgraph","version":2,"name":"v2",
-          "tensors":[{"shape":[1,4,3,5],"dtype":"float32"},{"shape":[4],"dtype":"float32"},
-            {"shape":[4],"dtype":"float32"},{"shape":[1,4,3,5],"dtype":"float32"},
-            {"shape":[1,4,3,5],"dtype":"float32"},{"shape":[1,1,3,5],"dtype":"float32"},
-            {"shape":[1,3,3,5],"dtype":"float32"},{"shape":[1,3,3,5],"dtype":"float32"},
-            {"shape":[1,3,5,3],"dtype":"float32"},{"shape":[3],"dtype":"float32"},
-            {"shape":[1,3,5,3],"dtype":"float32"},{"shape":[1,3,5,3],"dtype":"float32"},
-            {"shape":[1,3,5,3],"dtype":"float32"},{"shape":[1,45],"dtype":"float32"}],
-          "inputs":[0],"constants":[1,2,9],"outputs":[5,12,13],
-          "nodes":[
-            {"op":"scale_shift","name":"a","inputs":[0,1,2],"outputs":[3],
-             "attrs":{"axis":1,"activation":{"hardsigmoid":[0.2,0.5]}}},
-            {"op":"channel_shuffle","name":"b","inputs":[3],"outputs":[4],
-             "attrs":{"layout":"NCHW","groups":2}},
-            {"op":"split","name":"c","inputs":[4],"outputs":[5,6],"attrs":{"axis":-3}},
-            {"op":"lrn","name":"d","inputs":[6],"outputs":[7],
-             "attrs":{"layout":"NCHW","size":3,"alpha":0.01,"beta":0.75,"bias":1.0}},
-            {"op":"transpose","name":"e","inputs":[7],"outputs":[8],"attrs":{"axes":[0,1,3,2]}},
-            {"op":"layer_norm","name":"f","inputs":[8,9,9],"outputs":[10],
-             "attrs":{"axis":-1,"epsilon":1e-5}},
-            {"op":"divide","name":"g","inputs":[10,8],"outputs":[11],
-             "attrs":{"activation":{"leaky_relu":0.1}}},
-            {"op":"activation","name":"h","inputs":[11],"outputs":[12],
-             "attrs":{"activation":"gelu_tanh"}},
-            {"op":"reshape","name":"i","inputs":[12],"outputs":[13]}]}"#;
+        let v2 = V2_EXAMPLE;
         let doc = r#"{"format":"mote.subgraph","version":1,"target":"acl","name":"mote_acl_0",
           "tensors":[{"shape":[1,16,16,3],"dtype":"float32"},{"shape":[8,3,3,3],"dtype":"float32"},
                      {"shape":[8],"dtype":"float32"},{"shape":[1,8,12,8],"dtype":"float32"},
@@ -2443,30 +2446,7 @@ mod tests {
     /// substitutions of one using every new op give a graph or a typed error.
     #[test]
     fn version_2_descriptions_never_panic_the_parser() {
-        let text = r#"{"format":"mote.subgraph","version":2,"name":"v2",
-          "tensors":[{"shape":[1,4,3,5],"dtype":"float32"},{"shape":[4],"dtype":"float32"},
-            {"shape":[4],"dtype":"float32"},{"shape":[1,4,3,5],"dtype":"float32"},
-            {"shape":[1,4,3,5],"dtype":"float32"},{"shape":[1,1,3,5],"dtype":"float32"},
-            {"shape":[1,3,3,5],"dtype":"float32"},{"shape":[1,3,3,5],"dtype":"float32"},
-            {"shape":[1,3,5,3],"dtype":"float32"},{"shape":[3],"dtype":"float32"},
-            {"shape":[1,3,5,3],"dtype":"float32"},{"shape":[1,3,5,3],"dtype":"float32"},
-            {"shape":[1,3,5,3],"dtype":"float32"}],
-          "inputs":[0],"constants":[1,2,9],"outputs":[5,12],
-          "nodes":[
-            {"op":"scale_shift","name":"a","inputs":[0,1,2],"outputs":[3],
-             "attrs":{"axis":1,"activation":{"hardsigmoid":[0.2,0.5]}}},
-            {"op":"channel_shuffle","name":"b","inputs":[3],"outputs":[4],
-             "attrs":{"layout":"NCHW","groups":2}},
-            {"op":"split","name":"c","inputs":[4],"outputs":[5,6],"attrs":{"axis":-3}},
-            {"op":"lrn","name":"d","inputs":[6],"outputs":[7],
-             "attrs":{"layout":"NCHW","size":3,"alpha":0.01,"beta":0.75,"bias":1.0}},
-            {"op":"transpose","name":"e","inputs":[7],"outputs":[8],"attrs":{"axes":[0,1,3,2]}},
-            {"op":"layer_norm","name":"f","inputs":[8,9,9],"outputs":[10],
-             "attrs":{"axis":-1,"epsilon":1e-5}},
-            {"op":"divide","name":"g","inputs":[10,8],"outputs":[11],
-             "attrs":{"activation":{"leaky_relu":0.1}}},
-            {"op":"activation","name":"h","inputs":[11],"outputs":[12],
-             "attrs":{"activation":"gelu_tanh"}}]}"#;
+        let text = V2_EXAMPLE;
         let g = Graph::parse(text, "t").expect("the seed parses");
         assert_eq!(g.nodes.len(), 8);
         for cut in 0..text.len() {

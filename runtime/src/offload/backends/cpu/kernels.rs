@@ -1078,18 +1078,10 @@ impl ConvPlan {
     }
 }
 
-/// Seconds per run (best of `reps`) of a float convolution through the cpu backend's kernels
-/// at the level named `isa` (one of [`super::supported_isas`]), on the calling thread: for
-/// benchmarks (runtime/examples/gemm_bench.rs); not a stable API. `shape` is
-/// `[n, c, h, w, o, k, stride, pad, groups]` (square kernel, symmetric padding).
-#[doc(hidden)]
-pub fn bench_conv(isa: &str, nchw: bool, shape: [usize; 9], reps: usize) -> Result<f64> {
+/// The plan of a benchmark convolution: `shape` is `[n, c, h, w, o, k, stride, pad, groups]`
+/// (square kernel, stride and padding, no dilation).
+fn bench_plan(layout: Layout, shape: [usize; 9], level: Isa) -> Result<ConvPlan> {
     let [n, c, h, wd, o, k, s, pad, groups] = shape;
-    let level = isa::supported()
-        .iter()
-        .copied()
-        .find(|i| i.name() == isa)
-        .ok_or_else(|| backend_err(format!("conv: no {isa} kernels on this CPU")))?;
     if groups == 0
         || c % groups != 0
         || o % groups != 0
@@ -1099,8 +1091,8 @@ pub fn bench_conv(isa: &str, nchw: bool, shape: [usize; 9], reps: usize) -> Resu
     {
         return Err(backend_err("conv: bad benchmark shape"));
     }
-    let plan = ConvPlan {
-        layout: if nchw { Layout::Nchw } else { Layout::Nhwc },
+    Ok(ConvPlan {
+        layout,
         n,
         c,
         h,
@@ -1115,7 +1107,23 @@ pub fn bench_conv(isa: &str, nchw: bool, shape: [usize; 9], reps: usize) -> Resu
         padding: [pad; 4],
         dilation: [1, 1],
         isa: level,
-    };
+    })
+}
+
+/// Seconds per run (best of `reps`) of a float convolution through the cpu backend's kernels
+/// at the level named `isa` (one of [`super::supported_isas`]), on the calling thread: for
+/// benchmarks (runtime/examples/gemm_bench.rs); not a stable API. `shape` is
+/// `[n, c, h, w, o, k, stride, pad, groups]` (square kernel, symmetric padding).
+#[doc(hidden)]
+pub fn bench_conv(isa: &str, nchw: bool, shape: [usize; 9], reps: usize) -> Result<f64> {
+    let level = isa::supported()
+        .iter()
+        .copied()
+        .find(|i| i.name() == isa)
+        .ok_or_else(|| backend_err(format!("conv: no {isa} kernels on this CPU")))?;
+    let layout = if nchw { Layout::Nchw } else { Layout::Nhwc };
+    let plan = bench_plan(layout, shape, level)?;
+    let [n, c, h, wd, o, ..] = shape;
     let x: Vec<f32> = (0..n * c * h * wd).map(|i| (i % 7) as f32 - 3.0).collect();
     let w: Vec<f32> = (0..o * plan.kdim()).map(|i| (i % 5) as f32 - 2.0).collect();
     let packed = plan.pack(&w);
@@ -1141,27 +1149,8 @@ pub fn bench_conv(isa: &str, nchw: bool, shape: [usize; 9], reps: usize) -> Resu
 /// it), including the input's conversion.
 #[doc(hidden)]
 pub fn bench_qconv(kernel: &str, shape: [usize; 9], reps: usize) -> Result<f64> {
-    let [n, c, h, wd, o, k, s, pad, groups] = shape;
-    if groups == 0 || c % groups != 0 || o % groups != 0 || s == 0 || h + 2 * pad < k {
-        return Err(backend_err("qconv: bad benchmark shape"));
-    }
-    let plan = ConvPlan {
-        layout: Layout::Nhwc,
-        n,
-        c,
-        h,
-        w: wd,
-        o,
-        kh: k,
-        kw: k,
-        oh: (h + 2 * pad - k) / s + 1,
-        ow: (wd + 2 * pad - k) / s + 1,
-        groups,
-        strides: [s, s],
-        padding: [pad; 4],
-        dilation: [1, 1],
-        isa: isa::current(),
-    };
+    let plan = bench_plan(Layout::Nhwc, shape, isa::current())?;
+    let [n, c, h, wd, o, ..] = shape;
     let x: Vec<u8> = (0..n * c * h * wd).map(|i| (i * 7 % 251) as u8).collect();
     let w: Vec<u8> = (0..o * plan.kdim()).map(|i| (i * 5 % 253) as u8).collect();
     let (zx, zw) = (120i32, 128i32);

@@ -806,30 +806,7 @@ fn json_desc(shapes: &[&[usize]], node: &str) -> String {
 #[test]
 fn mutated_version_2_regions_parse_or_run_without_panicking() {
     use crate::tensor::Tensor;
-    let text = r#"{"format":"mote.subgraph","version":2,"name":"v2",
-      "tensors":[{"shape":[1,4,3,5],"dtype":"float32"},{"shape":[4],"dtype":"float32"},
-        {"shape":[4],"dtype":"float32"},{"shape":[1,4,3,5],"dtype":"float32"},
-        {"shape":[1,4,3,5],"dtype":"float32"},{"shape":[1,1,3,5],"dtype":"float32"},
-        {"shape":[1,3,3,5],"dtype":"float32"},{"shape":[1,3,3,5],"dtype":"float32"},
-        {"shape":[1,3,5,3],"dtype":"float32"},{"shape":[3],"dtype":"float32"},
-        {"shape":[1,3,5,3],"dtype":"float32"},{"shape":[1,3,5,3],"dtype":"float32"},
-        {"shape":[1,3,5,3],"dtype":"float32"}],
-      "inputs":[0],"constants":[1,2,9],"outputs":[5,12],
-      "nodes":[
-        {"op":"scale_shift","name":"a","inputs":[0,1,2],"outputs":[3],
-         "attrs":{"axis":1,"activation":{"hardsigmoid":[0.2,0.5]}}},
-        {"op":"channel_shuffle","name":"b","inputs":[3],"outputs":[4],
-         "attrs":{"layout":"NCHW","groups":2}},
-        {"op":"split","name":"c","inputs":[4],"outputs":[5,6],"attrs":{"axis":-3}},
-        {"op":"lrn","name":"d","inputs":[6],"outputs":[7],
-         "attrs":{"layout":"NCHW","size":3,"alpha":0.01,"beta":0.75,"bias":1.0}},
-        {"op":"transpose","name":"e","inputs":[7],"outputs":[8],"attrs":{"axes":[0,1,3,2]}},
-        {"op":"layer_norm","name":"f","inputs":[8,9,9],"outputs":[10],
-         "attrs":{"axis":-1,"epsilon":1e-5}},
-        {"op":"divide","name":"g","inputs":[10,8],"outputs":[11],
-         "attrs":{"activation":{"leaky_relu":0.1}}},
-        {"op":"activation","name":"h","inputs":[11],"outputs":[12],
-         "attrs":{"activation":"gelu_tanh"}}]}"#;
+    let text = crate::offload::format::tests::V2_EXAMPLE;
     let digits: Vec<usize> = text
         .bytes()
         .enumerate()
