@@ -92,6 +92,9 @@ cargo test --workspace --locked 2>&1 | tee "$MOTE_CACHE/last-host-tests.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "host tests"
 record "host tests: $(grep -E '^test result:' "$MOTE_CACHE/last-host-tests.log" | awk '{p+=$4; f+=$6} END {print p " passed, " f " failed"}')"
 
+step "AddressSanitizer + LeakSanitizer: mote, mote-tests, mote-ffi, mote-rpc (docs/fuzzing.md)"
+check_suite scripts/sanitize.sh asan-tests "asan" "tests under AddressSanitizer"
+
 step "thread-pool stress test (release: 3 sessions x 4 threads x 200,000 launches)"
 cargo test -p mote --release --locked --lib stress_ 2>&1 | tee "$MOTE_CACHE/last-stress-tests.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "thread-pool stress test"

@@ -47,8 +47,36 @@ struct AlignedBuf {
     layout: Layout,
 }
 
+/// The most one buffer may take: the machine's physical memory where the OS says (Linux,
+/// Android), else no limit. A size read from a model file (a corrupted `alloc_storage`) can
+/// be anything; one larger than the machine is `OutOfMemory` at once, instead of a request an
+/// overcommitting kernel might grant and then kill the process for (AddressSanitizer, which
+/// reports such requests, found one in the corrupted-executable sweep).
+fn max_buffer_bytes() -> usize {
+    static MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        {
+            // SAFETY: sysconf only reads system configuration.
+            let (pages, size) = unsafe {
+                (
+                    libc::sysconf(libc::_SC_PHYS_PAGES),
+                    libc::sysconf(libc::_SC_PAGESIZE),
+                )
+            };
+            if pages > 0 && size > 0 {
+                return (pages as usize).saturating_mul(size as usize);
+            }
+        }
+        usize::MAX
+    })
+}
+
 impl AlignedBuf {
     fn new(len: usize, zeroed: bool) -> Result<Self> {
+        if len > max_buffer_bytes() {
+            return Err(Error::OutOfMemory(len));
+        }
         // Zero-sized requests still get a real, aligned pointer: kernels reject NULL data.
         let layout =
             Layout::from_size_align(len.max(1), ALIGNMENT).map_err(|_| Error::OutOfMemory(len))?;
@@ -599,6 +627,17 @@ mod tests {
     }
 
     use super::*;
+
+    /// A buffer larger than the machine's memory is `OutOfMemory` without asking the
+    /// allocator (a size from a corrupted model file).
+    #[test]
+    fn impossible_sizes_are_out_of_memory() {
+        for len in [usize::MAX / 2, 0x5a00_0000_0000_0800] {
+            assert!(matches!(Storage::alloc(len, None), Err(Error::OutOfMemory(_))));
+            assert!(matches!(Storage::zeroed(len), Err(Error::OutOfMemory(_))));
+        }
+        assert!(Storage::alloc(4096, None).is_ok());
+    }
 
     #[test]
     fn aligned_and_round_trips_through_ndarray() {

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The runtime's, the test crate's, the C ABI crate's and the RPC crate's Rust tests under
+# AddressSanitizer with LeakSanitizer (docs/fuzzing.md, "Sanitizers").
+#
+#   scripts/sanitize.sh
+#
+# Host stable Rust with -Zsanitizer=address, allowed by RUSTC_BOOTSTRAP=1 (the standard library
+# is not rebuilt: AddressSanitizer does not need it to be instrumented). The zoos come from
+# scripts/zoo.sh and scripts/offload-zoo.sh (cached); builds go to
+# ${MOTE_CACHE:-$HOME/.cache/mote}/asan-target. No sanitizer report is suppressed; the one
+# exemption is the RPC suite's resident-memory bounds (below). Ends with
+# "asan checks: N passed, M failed" (test counts).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+cache="${MOTE_CACHE:-$HOME/.cache/mote}"
+host="$(rustc -vV | sed -n 's/^host: //p')"
+[ "$host" = x86_64-unknown-linux-gnu ] || { echo "sanitize.sh: runs on x86_64 Linux (host is $host)" >&2; exit 1; }
+
+MOTE_ZOO_DIR="$(scripts/zoo.sh --target x86_64 | tail -n 1)"
+MOTE_OFFLOAD_ZOO_DIR="$(scripts/offload-zoo.sh --target x86_64 | tail -n 1)"
+scripts/trixie.sh >/dev/null
+MOTE_CODE_FREE_FOREIGN_ZOO_DIR="$(MOTE_AARCH64_LINK="$root/scripts/in-trixie.sh aarch64-linux-gnu-gcc" \
+    scripts/offload-zoo.sh --target aarch64 | tail -n 1)"
+MOTE_PYTHON="$(scripts/venv.sh | tail -n 1)/bin/python"
+export MOTE_ZOO_DIR MOTE_OFFLOAD_ZOO_DIR MOTE_CODE_FREE_FOREIGN_ZOO_DIR MOTE_PYTHON
+
+log="$cache/sanitize-asan.log"
+set +e
+# The RPC hostile suite's resident-memory bounds are off: AddressSanitizer's quarantine keeps
+# freed memory resident on purpose (LeakSanitizer reports real leaks instead).
+MOTE_TEST_NO_RSS_BOUNDS=1 RUSTC_BOOTSTRAP=1 RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address" \
+ASAN_OPTIONS="detect_leaks=1" \
+    cargo test --no-fail-fast --locked --target "$host" --target-dir "$cache/asan-target" \
+    -p mote -p mote-tests -p mote-ffi -p mote-rpc 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+set -e
+reports=$(grep -c -E 'ERROR: (AddressSanitizer|LeakSanitizer)' "$log" || true)
+read -r p f < <(grep -E '^test result:' "$log" | awk '{p+=$4; f+=$6} END {print p+0, f+0}')
+echo "sanitizer reports: $reports"
+echo "asan checks: $p passed, $((f + reports)) failed"
+[ "$rc" = 0 ] && [ "$reports" = 0 ]
