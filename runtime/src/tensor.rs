@@ -633,7 +633,10 @@ mod tests {
     #[test]
     fn impossible_sizes_are_out_of_memory() {
         for len in [usize::MAX / 2, 0x5a00_0000_0000_0800] {
-            assert!(matches!(Storage::alloc(len, None), Err(Error::OutOfMemory(_))));
+            assert!(matches!(
+                Storage::alloc(len, None),
+                Err(Error::OutOfMemory(_))
+            ));
             assert!(matches!(Storage::zeroed(len), Err(Error::OutOfMemory(_))));
         }
         assert!(Storage::alloc(4096, None).is_ok());
