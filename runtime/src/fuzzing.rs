@@ -34,42 +34,18 @@ pub fn model_code_free(bytes: &[u8]) -> Result<Model> {
 /// offloaded region's description. Empty when the file does not load code-free.
 pub fn seeds(bytes: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
     let mut out = Vec::new();
-    let Ok(lib) = library::Library::open_code_free(bytes, std::path::Path::new("<seed>")) else {
+    let Ok((_, blob)) = library::Library::open_code_free(bytes, std::path::Path::new("<seed>"))
+    else {
         return out;
     };
-    if let Ok(Some(tree)) = lib.module_tree() {
-        let mut blob = Vec::new();
-        // Rebuilt as TVM lays it out (docs/tvm-format.md §2.1): length, import tree, modules.
-        let mut body = Vec::new();
-        let n = tree.kinds.len() as u64;
-        body.extend_from_slice(&(n + 1).to_le_bytes());
-        let mut at = 0i64;
-        body.extend_from_slice(&at.to_le_bytes());
-        for row in &tree.imports {
-            at += row.len() as i64;
-            body.extend_from_slice(&at.to_le_bytes());
-        }
-        body.extend_from_slice(&(at as u64).to_le_bytes());
-        for row in &tree.imports {
-            for &c in row {
-                body.extend_from_slice(&(c as i64).to_le_bytes());
-            }
-        }
+    if let Ok(tree) = library::blob_payload(&blob).and_then(library::parse_module_tree) {
         for (kind, payload) in tree.kinds.iter().zip(&tree.payloads) {
-            body.extend_from_slice(&(kind.len() as u64).to_le_bytes());
-            body.extend_from_slice(kind.as_bytes());
-            if kind != "_lib" {
-                body.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-                body.extend_from_slice(payload);
-            }
             if kind == "relax.VMExecutable" {
-                out.push(("executable", payload.clone()));
+                out.push(("executable", payload.to_vec()));
             }
         }
-        blob.extend_from_slice(&(body.len() as u64).to_le_bytes());
-        blob.extend_from_slice(&body);
-        out.push(("blob", blob));
     }
+    out.push(("blob", blob));
     if let Ok(model) = model_code_free(bytes) {
         for site in model.inner.subgraphs() {
             out.push(("subgraph", site.desc.as_bytes().to_vec()));

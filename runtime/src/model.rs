@@ -9,7 +9,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::host::abi::FfiAny;
 use crate::loader::executable::{Arg, Executable, FuncKind};
-use crate::loader::library::Library;
+use crate::loader::library::{blob_payload, parse_module_tree, Library, ModuleTree};
 use crate::value::Value;
 use crate::vm::builtins::Builtin;
 use crate::vm::program::{Callee, Program};
@@ -134,7 +134,10 @@ impl Model {
         let path = path.as_ref();
         if options.code_free {
             let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-            return Self::from_library(Library::open_code_free(&bytes, path)?);
+            let (library, blob) = Library::open_code_free(&bytes, path)?;
+            // The file's bytes go before the constants are copied out of the blob.
+            drop(bytes);
+            return Self::from_code_free(library, blob);
         }
         Self::from_library(Library::open(path)?)
     }
@@ -143,7 +146,8 @@ impl Model {
     /// platform (nothing is mapped).
     pub fn load_from_memory_with(bytes: &[u8], options: LoadOptions) -> Result<Model> {
         if options.code_free {
-            return Self::from_library(Library::open_code_free(bytes, Path::new("<memory>"))?);
+            let (library, blob) = Library::open_code_free(bytes, Path::new("<memory>"))?;
+            return Self::from_code_free(library, blob);
         }
         Self::from_library(Library::open_memory(bytes)?)
     }
@@ -173,17 +177,28 @@ impl Model {
     }
 
     fn from_library(library: Arc<Library>) -> Result<Model> {
-        let path = library.path().to_path_buf();
         let Some(tree) = library.module_tree()? else {
-            if library.code_free_kernels().is_some() {
-                return Err(Error::Unsupported(format!(
-                    "{} is not code-free: it is a kernel-only library (no Relax program, only \
-                     compiled kernels)",
-                    path.display()
-                )));
-            }
             return Self::from_kernel_library(library);
         };
+        // A blob in a mapped file gives its constants' pages back once they are copied.
+        let exe = Self::executable(&library, &tree, true)?;
+        Self::from_parts(library, exe)
+    }
+
+    /// A library read as data and its module blob (`Library::open_code_free`), which is
+    /// dropped once the executable has copied what it needs.
+    fn from_code_free(library: Arc<Library>, blob: Vec<u8>) -> Result<Model> {
+        let exe = {
+            let tree = parse_module_tree(blob_payload(&blob)?)?;
+            Self::executable(&library, &tree, false)?
+        };
+        drop(blob);
+        Self::from_parts(library, exe)
+    }
+
+    /// The executable a module tree holds, checked against what the library can provide.
+    fn executable(library: &Library, tree: &ModuleTree<'_>, page_out: bool) -> Result<Executable> {
+        let path = library.path();
         let root = tree.kinds.first().map(String::as_str).unwrap_or("");
         if root != "relax.VMExecutable" {
             return Err(Error::Unsupported(format!(
@@ -202,18 +217,11 @@ impl Model {
                 "the executable does not import the kernel library".into(),
             ));
         }
-        let exe = Executable::parse(&tree.payloads[0])?;
+        let exe = Executable::parse_with(tree.payloads[0], page_out)?;
         if let Some(defined) = library.code_free_kernels() {
-            check_code_free(&path, &exe, defined)?;
+            check_code_free(path, &exe, defined)?;
         }
-        let model = Self::from_parts(library, exe)?;
-        log::debug!(
-            "loaded {}: {} functions, {} kernels",
-            path.display(),
-            model.function_names().len(),
-            model.kernels().len()
-        );
-        Ok(model)
+        Ok(exe)
     }
 
     /// A library without a module blob: its functions are the kernels it exports
@@ -242,9 +250,16 @@ impl Model {
 
     fn from_parts(library: Arc<Library>, exe: Executable) -> Result<Model> {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        Ok(Model {
+        let model = Model {
             inner: Arc::new(Program::link(id, library, exe)?),
-        })
+        };
+        log::debug!(
+            "loaded {}: {} functions, {} kernels",
+            model.path().display(),
+            model.function_names().len(),
+            model.kernels().len()
+        );
+        Ok(model)
     }
 
     /// How every `mote.subgraph` call would be split between backends for a session preference

@@ -5,5 +5,6 @@
 pub(crate) mod abi;
 pub(crate) mod error_slot;
 pub(crate) mod exports;
+pub(crate) mod pages;
 pub(crate) mod services;
 pub(crate) mod threadpool;

@@ -4,6 +4,8 @@
 //! its dynamic symbol table: a kernel-only library has no module blob to name them
 //! (docs/tvm-format.md §1.4).
 
+use std::borrow::Cow;
+
 use crate::error::{Error, Result};
 
 /// Section types Mote reads (docs/tvm-format.md §1.4): the dynamic symbol table and the string
@@ -22,6 +24,72 @@ const SHN_UNDEF: u64 = 0;
 /// (docs/tvm-format.md §1.3).
 const KERNEL_PREFIX: &[u8] = b"__tvm_ffi_";
 const RESERVED_PREFIX: &[u8] = b"__tvm_ffi__";
+
+/// Where the readers below get a library's bytes: the whole file in memory, or a file on disk
+/// read piece by piece ([`FileImage`]), so that checking a large model before `dlopen` does not
+/// hold a copy of it.
+pub(crate) trait Image {
+    /// The file's length in bytes.
+    fn size(&self) -> u64;
+    /// The `n` bytes at `off`, or `None` when they are not all in the file (or cannot be read).
+    fn bytes(&self, off: u64, n: u64) -> Option<Cow<'_, [u8]>>;
+}
+
+impl Image for [u8] {
+    fn size(&self) -> u64 {
+        self.len() as u64
+    }
+
+    fn bytes(&self, off: u64, n: u64) -> Option<Cow<'_, [u8]>> {
+        let start = usize::try_from(off).ok()?;
+        let end = start.checked_add(usize::try_from(n).ok()?)?;
+        self.get(start..end).map(Cow::Borrowed)
+    }
+}
+
+/// A library file read on demand with positioned reads: only the headers and the dynamic
+/// symbol and string tables are ever in memory.
+pub(crate) struct FileImage {
+    file: std::fs::File,
+    size: u64,
+}
+
+impl FileImage {
+    pub(crate) fn new(file: std::fs::File) -> std::io::Result<FileImage> {
+        let meta = file.metadata()?;
+        if meta.is_dir() {
+            return Err(std::io::ErrorKind::IsADirectory.into());
+        }
+        Ok(FileImage {
+            file,
+            size: meta.len(),
+        })
+    }
+}
+
+impl Image for FileImage {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn bytes(&self, off: u64, n: u64) -> Option<Cow<'_, [u8]>> {
+        use std::os::unix::fs::FileExt;
+        if off.checked_add(n)? > self.size {
+            return None;
+        }
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(usize::try_from(n).ok()?).ok()?;
+        buf.resize(n as usize, 0);
+        self.file.read_exact_at(&mut buf, off).ok()?;
+        Some(Cow::Owned(buf))
+    }
+}
+
+/// The first (up to) 64 bytes: every ELF header field the readers use.
+fn header<I: Image + ?Sized>(file: &I) -> Cow<'_, [u8]> {
+    file.bytes(0, file.size().min(64))
+        .unwrap_or(Cow::Borrowed(&[]))
+}
 
 fn u16_at(b: &[u8], off: usize) -> Option<u64> {
     Some(u16::from_le_bytes(b.get(off..off + 2)?.try_into().ok()?) as u64)
@@ -57,12 +125,14 @@ fn host_machine() -> Option<u64> {
 
 /// Check that `file` (the whole library) is a little-endian ELF shared object for this machine
 /// whose program headers and loadable segments lie inside the file.
-pub(crate) fn check(file: &[u8]) -> Result<()> {
+pub(crate) fn check<I: Image + ?Sized>(image: &I) -> Result<()> {
     let bad = |m: String| Error::Load {
         path: Default::default(),
         message: m,
     };
-    let short = || bad(format!("truncated ELF file ({} bytes)", file.len()));
+    let len = image.size();
+    let short = || bad(format!("truncated ELF file ({len} bytes)"));
+    let file = &*header(image);
     if file.len() < 52 || &file[..4] != b"\x7fELF" {
         return Err(short());
     }
@@ -107,7 +177,6 @@ pub(crate) fn check(file: &[u8]) -> Result<()> {
         phentsize.ok_or_else(short)?,
         phnum.ok_or_else(short)?,
     );
-    let len = file.len() as u64;
     let table_end = phentsize
         .checked_mul(phnum)
         .and_then(|s| s.checked_add(phoff));
@@ -115,12 +184,14 @@ pub(crate) fn check(file: &[u8]) -> Result<()> {
         return Err(short());
     }
     for i in 0..phnum {
-        let h = (phoff + i * phentsize) as usize;
-        let p_type = u32_at(file, h).ok_or_else(short)?;
+        let entry = image
+            .bytes(phoff + i * phentsize, phentsize)
+            .ok_or_else(short)?;
+        let p_type = u32_at(&entry, 0).ok_or_else(short)?;
         let (offset, filesz) = if is64 {
-            (u64_at(file, h + 8), u64_at(file, h + 32))
+            (u64_at(&entry, 8), u64_at(&entry, 32))
         } else {
-            (u32_at(file, h + 4), u32_at(file, h + 16))
+            (u32_at(&entry, 4), u32_at(&entry, 16))
         };
         let (offset, filesz) = (offset.ok_or_else(short)?, filesz.ok_or_else(short)?);
         // PT_LOAD = 1, PT_DYNAMIC = 2: what the loader maps and reads.
@@ -146,14 +217,15 @@ struct Section {
 /// the section headers (`SHT_DYNSYM` and the string table its `sh_link` names). `file` has
 /// passed [`check`]. Anything that does not fit in the file is a format error
 /// (docs/tvm-format.md §1.4).
-pub(crate) fn exported_kernels(file: &[u8]) -> Result<Vec<String>> {
+pub(crate) fn exported_kernels<I: Image + ?Sized>(image: &I) -> Result<Vec<String>> {
     let bad = |m: String| Error::Format(format!("ELF dynamic symbol table: {m}"));
+    let len = image.size();
     let short = || {
         bad(format!(
-            "section headers past the end of the file ({} bytes)",
-            file.len()
+            "section headers past the end of the file ({len} bytes)"
         ))
     };
+    let file = &*header(image);
     let is64 = match file.get(4) {
         Some(2) => true,
         Some(1) => false,
@@ -177,28 +249,27 @@ pub(crate) fn exported_kernels(file: &[u8]) -> Result<Vec<String>> {
     if shentsize < if is64 { 64 } else { 40 } {
         return Err(bad(format!("section header size {shentsize} is too small")));
     }
-    let len = file.len() as u64;
     let at = |i: u64| -> Result<Section> {
         let h = i
             .checked_mul(shentsize)
             .and_then(|o| o.checked_add(shoff))
-            .filter(|&h| h.checked_add(shentsize).is_some_and(|e| e <= len))
-            .ok_or_else(short)? as usize;
+            .ok_or_else(short)?;
+        let e = image.bytes(h, shentsize).ok_or_else(short)?;
         let f = if is64 {
             (
-                u32_at(file, h + 4),
-                u64_at(file, h + 24),
-                u64_at(file, h + 32),
-                u32_at(file, h + 40),
-                u64_at(file, h + 56),
+                u32_at(&e, 4),
+                u64_at(&e, 24),
+                u64_at(&e, 32),
+                u32_at(&e, 40),
+                u64_at(&e, 56),
             )
         } else {
             (
-                u32_at(file, h + 4),
-                u32_at(file, h + 16),
-                u32_at(file, h + 20),
-                u32_at(file, h + 24),
-                u32_at(file, h + 36),
+                u32_at(&e, 4),
+                u32_at(&e, 16),
+                u32_at(&e, 20),
+                u32_at(&e, 24),
+                u32_at(&e, 36),
             )
         };
         match f {
@@ -230,14 +301,9 @@ pub(crate) fn exported_kernels(file: &[u8]) -> Result<Vec<String>> {
     let Some(dynsym) = dynsym else {
         return Ok(Vec::new());
     };
-    let in_file = |s: &Section| {
-        s.offset
-            .checked_add(s.size)
-            .is_some_and(|e| e <= len)
-            .then(|| s.offset as usize..(s.offset + s.size) as usize)
-    };
-    let symbols = &file
-        [in_file(&dynsym).ok_or_else(|| bad("the symbol table lies outside the file".into()))?];
+    let symbols = image
+        .bytes(dynsym.offset, dynsym.size)
+        .ok_or_else(|| bad("the symbol table lies outside the file".into()))?;
     let sym_size = if is64 { 24 } else { 16 };
     if dynsym.entsize < sym_size {
         return Err(bad(format!("symbol size {} is too small", dynsym.entsize)));
@@ -255,8 +321,9 @@ pub(crate) fn exported_kernels(file: &[u8]) -> Result<Vec<String>> {
             dynsym.link, strtab.kind
         )));
     }
-    let strings = &file
-        [in_file(&strtab).ok_or_else(|| bad("the string table lies outside the file".into()))?];
+    let strings = image
+        .bytes(strtab.offset, strtab.size)
+        .ok_or_else(|| bad("the string table lies outside the file".into()))?;
     let mut kernels = Vec::new();
     for entry in symbols.chunks_exact(dynsym.entsize as usize) {
         // st_name, then (64-bit) st_info, st_other, st_shndx; (32-bit) after value and size.
@@ -376,10 +443,12 @@ mod tests {
             ("__tvm_ffi_", FUNC_GLOBAL, 0, 9),
         ]);
         assert_eq!(
-            exported_kernels(&f).unwrap(),
+            exported_kernels(&f[..]).unwrap(),
             ["gemm", "main", "prot", "scale"]
         );
-        assert!(exported_kernels(&elf_with_symbols(&[])).unwrap().is_empty());
+        assert!(exported_kernels(&elf_with_symbols(&[])[..])
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
@@ -427,6 +496,45 @@ mod tests {
         is_format(&f, "two symbol tables");
     }
 
+    /// The loader reads a library file in pieces (`FileImage`): every verdict, on the whole
+    /// file and on every cut of it, is the one the bytes in memory give.
+    #[test]
+    fn a_file_read_in_pieces_gives_the_verdicts_of_the_whole_file() {
+        let good = elf_with_symbols(&[
+            ("__tvm_ffi_gemm", FUNC_GLOBAL, 0, 9),
+            ("__tvm_ffi_main", FUNC_WEAK, 0, 9),
+        ]);
+        let dir = std::env::temp_dir().join(format!("mote-elf-image-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lib.so");
+        let verdicts = |bytes: &[u8]| {
+            std::fs::write(&path, bytes).unwrap();
+            let image = FileImage::new(std::fs::File::open(&path).unwrap()).unwrap();
+            assert_eq!(image.size(), bytes.len() as u64);
+            let from_file = (
+                check(&image).map_err(|e| e.to_string()),
+                exported_kernels(&image).map_err(|e| e.to_string()),
+            );
+            let in_memory = (
+                check(bytes).map_err(|e| e.to_string()),
+                exported_kernels(bytes).map_err(|e| e.to_string()),
+            );
+            assert_eq!(from_file, in_memory, "{} bytes", bytes.len());
+            from_file
+        };
+        let (_, kernels) = verdicts(&good);
+        assert_eq!(kernels, Ok(vec!["gemm".to_string(), "main".to_string()]));
+        for cut in (0..good.len()).step_by(7) {
+            let _ = verdicts(&good[..cut]);
+        }
+        let dir_err = FileImage::new(std::fs::File::open(&dir).unwrap()).err();
+        assert_eq!(
+            dir_err.map(|e| e.kind()),
+            Some(std::io::ErrorKind::IsADirectory)
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn every_cut_and_byte_flip_is_an_answer_not_a_panic() {
         let good = elf_with_symbols(&[
@@ -440,21 +548,21 @@ mod tests {
             for bit in 0..8 {
                 let mut f = good.clone();
                 f[i] ^= 1 << bit;
-                let _ = exported_kernels(&f);
+                let _ = exported_kernels(&f[..]);
             }
         }
     }
 
     #[test]
     fn rejects_what_is_not_a_whole_library() {
-        assert!(check(b"").is_err());
-        assert!(check(b"\x7fELF").is_err());
-        assert!(check(&[0u8; 100]).is_err());
-        let mut h = vec![0u8; 64];
+        assert!(check(&b""[..]).is_err());
+        assert!(check(&b"\x7fELF"[..]).is_err());
+        assert!(check(&[0u8; 100][..]).is_err());
+        let mut h = [0u8; 64];
         h[..4].copy_from_slice(b"\x7fELF");
         h[4] = 2;
         h[5] = 1;
         h[16] = 2; // an executable, not a shared object
-        assert!(check(&h).is_err());
+        assert!(check(&h[..]).is_err());
     }
 }

@@ -198,6 +198,12 @@ pub struct Executable {
 
 impl Executable {
     pub fn parse(bytes: &[u8]) -> Result<Executable> {
+        Self::parse_with(bytes, false)
+    }
+
+    /// [`Executable::parse`]; with `page_out`, `bytes` lie in a mapped file and the pages of
+    /// each constant are handed back to the system once it is copied (`host::pages`).
+    pub(crate) fn parse_with(bytes: &[u8], page_out: bool) -> Result<Executable> {
         let mut r = Reader::new(bytes, "VM executable");
         let magic = r.u64()?;
         if magic != MAGIC_V1 && magic != MAGIC_V2 {
@@ -231,10 +237,14 @@ impl Executable {
         let nconst = r.count(4)?;
         let mut constants = Vec::with_capacity(nconst);
         for i in 0..nconst {
+            let start = r.pos;
             constants.push(parse_constant(&mut r).map_err(|e| match e {
                 Error::Format(m) => Error::Format(format!("{m} (constant {i})")),
                 e => e,
             })?);
+            if page_out {
+                crate::host::pages::page_out(bytes.get(start..r.pos).unwrap_or_default());
+            }
         }
         let offsets = r.i64_vec()?;
         let data = r.i64_vec()?;

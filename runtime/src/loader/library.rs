@@ -60,11 +60,9 @@ enum Backing {
     /// Objects linked into the program, whose symbols were registered under `prefix`
     /// (docs/system-lib.md). Never unloaded.
     SystemLib { prefix: String },
-    /// A file read as data and never mapped (docs/code-free.md): the module blob only. No
-    /// symbols, no context slots, no kernels.
+    /// A file read as data and never mapped (docs/code-free.md). No symbols, no context
+    /// slots, no kernels; its module blob was handed to the loader (`open_code_free`), not kept.
     CodeFree {
-        /// The blob symbol's bytes: its length field and payload.
-        blob: Vec<u8>,
         /// The kernels the file defines, which the program must not call.
         kernels: Vec<String>,
     },
@@ -84,12 +82,14 @@ unsafe impl Send for Library {}
 // SAFETY: as above.
 unsafe impl Sync for Library {}
 
-/// The decoded `__tvm_ffi__library_bin`.
-pub(crate) struct ModuleTree {
+/// The decoded `__tvm_ffi__library_bin`. The payloads are borrowed from the blob, which the
+/// library holds (mapped or read): a model's constants are copied once, by the modules that
+/// decode them, not a second time here.
+pub(crate) struct ModuleTree<'a> {
     /// Module kinds in index order (`"_lib"` for the library itself).
     pub kinds: Vec<String>,
     /// Payloads, empty for `"_lib"`.
-    pub payloads: Vec<Vec<u8>>,
+    pub payloads: Vec<&'a [u8]>,
     /// `imports[i]`: module indices module `i` imports, in order.
     pub imports: Vec<Vec<usize>>,
 }
@@ -138,16 +138,22 @@ impl Drop for Library {
 impl Library {
     pub fn open(path: &Path) -> Result<Arc<Library>> {
         ensure_error_symbol_visible()?;
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        // Read piece by piece: the checks need the headers and the dynamic symbol table, and a
+        // copy of the whole file would add its size to the peak memory of every load.
+        let image = std::fs::File::open(path)
+            .and_then(crate::loader::elf::FileImage::new)
+            .map_err(|e| Error::io(path, e))?;
         // `dlopen` searches the library path for a name without a slash; a model is always the
         // file the caller named (`mote run model.so` in the model's folder).
         let path = std::path::absolute(path).map_err(|e| Error::io(path, e))?;
-        Self::open_checked(&path, &bytes, None)
+        Self::open_checked(&path, &image, None)
     }
 
     /// Read a library as data, without mapping it (docs/code-free.md): an ELF or Mach-O
     /// library or object, or the tar `export_library` writes. `label` names it in messages.
-    pub fn open_code_free(bytes: &[u8], label: &Path) -> Result<Arc<Library>> {
+    /// Returns the module blob (length field and payload) beside the library, which does not
+    /// keep it: the model copies what it needs while loading, then holds no copy of the file.
+    pub fn open_code_free(bytes: &[u8], label: &Path) -> Result<(Arc<Library>, Vec<u8>)> {
         let image = crate::loader::object_file::read(bytes).map_err(|e| match e {
             Error::Format(m) => Error::Format(format!("{}: {m}", label.display())),
             Error::Unsupported(m) => Error::Unsupported(format!("{}: {m}", label.display())),
@@ -167,15 +173,15 @@ impl Library {
             image.blob.len(),
             image.kernels.len()
         );
-        Ok(Arc::new(Library {
+        let library = Arc::new(Library {
             exported: KernelListing::Listed(image.kernels.clone()),
             backing: Backing::CodeFree {
-                blob: image.blob,
                 kernels: image.kernels,
             },
             path: label.into(),
             env_cache: Mutex::new(HashMap::new()),
-        }))
+        });
+        Ok((library, image.blob))
     }
 
     /// For a library read as data, the kernels its file defines; `None` for a mapped one.
@@ -216,9 +222,9 @@ impl Library {
         ))
     }
 
-    fn open_checked(
+    fn open_checked<I: crate::loader::elf::Image + ?Sized>(
         path: &Path,
-        bytes: &[u8],
+        image: &I,
         memfd: Option<std::os::fd::OwnedFd>,
     ) -> Result<Arc<Library>> {
         let with_path = |e: Error| match e {
@@ -228,20 +234,25 @@ impl Library {
             },
             e => e,
         };
-        let exported = if bytes.starts_with(b"\x7fELF") {
-            crate::loader::elf::check(bytes).map_err(with_path)?;
-            match crate::loader::elf::exported_kernels(bytes) {
-                Ok(names) => KernelListing::Listed(names),
-                Err(Error::Format(m)) => KernelListing::Malformed(m),
-                Err(e) => KernelListing::Malformed(e.to_string()),
+        let magic = image
+            .bytes(0, 4)
+            .and_then(|m| <[u8; 4]>::try_from(&*m).ok());
+        let exported = match magic {
+            Some(m) if &m == b"\x7fELF" => {
+                crate::loader::elf::check(image).map_err(with_path)?;
+                match crate::loader::elf::exported_kernels(image) {
+                    Ok(names) => KernelListing::Listed(names),
+                    Err(Error::Format(m)) => KernelListing::Malformed(m),
+                    Err(e) => KernelListing::Malformed(e.to_string()),
+                }
             }
-        } else if bytes.len() >= 4 && is_macho(&[bytes[0], bytes[1], bytes[2], bytes[3]]) {
-            KernelListing::Unavailable
-        } else {
-            return Err(Error::Load {
-                path: path.into(),
-                message: "not a shared library (bad magic); export the model with export_library(\"model.so\")".into(),
-            });
+            Some(m) if is_macho(&m) => KernelListing::Unavailable,
+            _ => {
+                return Err(Error::Load {
+                    path: path.into(),
+                    message: "not a shared library (bad magic); export the model with export_library(\"model.so\")".into(),
+                })
+            }
         };
         let flags = libc::RTLD_LAZY | libc::RTLD_LOCAL;
         // SAFETY: loading a model library runs its initializers: model files are code, and the
@@ -414,8 +425,9 @@ impl Library {
         Some(handle)
     }
 
-    /// Decode `__tvm_ffi__library_bin`; `None` for a library without one (a bare TIR export).
-    pub fn module_tree(&self) -> Result<Option<ModuleTree>> {
+    /// Decode `__tvm_ffi__library_bin`; `None` for a library without one (a bare TIR export)
+    /// and for one read as data (whose blob `open_code_free` returned).
+    pub(crate) fn module_tree(&self) -> Result<Option<ModuleTree<'_>>> {
         self.module_blob()?.map(parse_module_tree).transpose()
     }
 
@@ -446,7 +458,8 @@ impl Library {
                 // the program, which stay for its whole life.
                 unsafe { crate::loader::system_lib::linked_blob(p.cast::<u8>()) }.map(Some)
             }
-            Backing::CodeFree { blob, .. } => blob_payload(blob).map(Some),
+            // Handed to the loader by `open_code_free`.
+            Backing::CodeFree { .. } => Ok(None),
         }
     }
 }
@@ -474,7 +487,7 @@ fn is_macho(m: &[u8; 4]) -> bool {
     ) || u32::from_be_bytes(*m) == FAT_MAGIC
 }
 
-pub(crate) fn parse_module_tree(blob: &[u8]) -> Result<ModuleTree> {
+pub(crate) fn parse_module_tree(blob: &[u8]) -> Result<ModuleTree<'_>> {
     let mut r = Reader::new(blob, "module blob");
     let indptr = r.i64_vec()?;
     let children = r.i64_vec()?;
@@ -500,10 +513,10 @@ pub(crate) fn parse_module_tree(blob: &[u8]) -> Result<ModuleTree> {
     for _ in 0..n {
         let kind = r.str()?;
         let payload = if kind == "_lib" {
-            Vec::new()
+            &[][..]
         } else {
             let len = r.count(1)?;
-            r.bytes(len)?.to_vec()
+            r.bytes(len)?
         };
         kinds.push(kind);
         payloads.push(payload);

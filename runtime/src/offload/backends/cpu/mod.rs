@@ -115,8 +115,10 @@ enum Step {
         node: usize,
         /// `[K, N]` row-major.
         weight: Weight<f32>,
-        /// The constant weight packed again for the own GEMM, at levels that have one: both
-        /// are kept, since which one runs depends on the rows and the session's thread count.
+        /// The constant weight packed for the own GEMM, at levels that have one, when the rows
+        /// are enough to split it over the preparing session's threads (then `weight` is
+        /// `Runtime`); else `None` and `weight` holds it, for the column split. A session with
+        /// another thread count runs the form that was kept.
         gemm: Option<packed::PackedB>,
         bias: Option<Vec<f32>>,
     },
@@ -283,10 +285,21 @@ fn prepare_node(g: &Graph, k: usize, constants: &[Tensor]) -> Result<Step> {
                 Some((b, Some(t))) => Some(load_f32(t.data(), &g.tensors[b])?.into_owned()),
                 _ => None,
             };
-            let gemm = match &weight {
+            let mut gemm = match &weight {
                 Weight::Packed(w) => packed::PackedB::new(isa::current(), w, kk, nn, nn),
                 Weight::Runtime => None,
             };
+            // One copy of the weight is kept, for the path this session's thread count takes
+            // (see `Step::Dense` in `run`): a model's dense weights are often most of it.
+            let mut weight = weight;
+            if gemm.is_some() {
+                let m = g.tensors[node.inputs[0]].num_elements() / kk.max(1);
+                if m >= 4 * crate::host::threadpool::current_parallelism() {
+                    weight = Weight::Runtime;
+                } else {
+                    gemm = None;
+                }
+            }
             Ok(Step::Dense {
                 node: k,
                 weight,
@@ -762,8 +775,9 @@ impl CpuSegment {
                 let x = load_f32(ins[0], desc(0)).map_err(ctx)?;
                 // The packed GEMM splits rows over the pool: with fewer rows than that needs,
                 // the column split below (which also suits a single row) runs instead.
-                let threads = crate::host::threadpool::current_parallelism();
-                if let Some(gemm) = gemm.as_ref().filter(|_| m >= 4 * threads) {
+                // Preparation kept one form of a constant weight: packed when it expected as
+                // many rows (at its thread count), else transposed for the column split.
+                if let Some(gemm) = gemm.as_ref() {
                     let (lo, hi) = act.bounds();
                     let epi = packed::Epilogue {
                         bias: bias.as_deref(),
