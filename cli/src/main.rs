@@ -206,7 +206,8 @@ enum Command {
             default_value_t = 10,
             value_parser = parse_warmup,
             allow_negative_numbers = true,
-            help = format!("Untimed runs first, 0 to {MAX_WARMUP}")
+            help = format!("Untimed runs first, 0 to {MAX_WARMUP} (the first run, timed alone, is \
+                           reported as `first run` either way)")
         )]
         warmup: usize,
         #[arg(
@@ -346,6 +347,16 @@ fn inspect_kernels(path: &std::path::Path, model: &Model, as_json: bool) -> Res<
 }
 
 /// Load `path`, code-free when asked (on iOS-like targets, always: `LoadOptions::default()`).
+/// A `kB` field of `/proc/self/status` (`VmRSS`: resident now; `VmHWM`: peak resident), where
+/// the system has one (Linux, Android).
+fn proc_status_kib(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status.lines().find_map(|line| {
+        let rest = line.strip_prefix(field)?.strip_prefix(':')?;
+        rest.trim().strip_suffix("kB")?.trim().parse().ok()
+    })
+}
+
 fn load(path: &std::path::Path, code_free: bool) -> mote::Result<Model> {
     let mut options = LoadOptions::default();
     if code_free {
@@ -1146,23 +1157,36 @@ fn bench(
             "--runs 0: expected a whole number from 1 to {MAX_RUNS}"
         ));
     }
+    let rss_before_load = proc_status_kib("VmRSS");
+    let t = Instant::now();
     let model = load(path, io.code_free)?;
+    let mut load_time = t.elapsed();
     let mut args = call_args(&model, io)?;
+    let t = Instant::now();
     let mut s = session(&model, io)?;
+    load_time += t.elapsed();
+    let load_ms = load_time.as_secs_f64() * 1e3;
+    let t = Instant::now();
+    drop(call(&mut s, &io.function, &mut args)?);
+    let first_run_ms = t.elapsed().as_secs_f64() * 1e3;
     let tty = std::io::stderr().is_terminal() && !as_json;
     let progress = |phase: &str, i: usize, n: usize| {
         if tty && (i % 10 == 0 || i + 1 == n) {
             eprint!("\r{phase} {}/{n}   ", i + 1);
         }
     };
-    for i in 0..warmup {
-        call(&mut s, &io.function, &mut args)?;
-        progress("warmup", i, warmup);
-    }
     // Reserve for the common case only: the vector grows as runs complete, so a large --runs
     // costs memory in step with the time spent, not all at once before the first run.
     let mut times = Vec::with_capacity(runs.min(TIMES_RESERVED));
-    for i in 0..runs {
+    // The first run above is the first warm-up run, or with `--warmup 0` the first timed one.
+    if warmup == 0 {
+        times.push(first_run_ms);
+    }
+    for i in 1..warmup {
+        call(&mut s, &io.function, &mut args)?;
+        progress("warmup", i, warmup);
+    }
+    for i in times.len()..runs {
         let t = Instant::now();
         let out = call(&mut s, &io.function, &mut args)?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
@@ -1205,11 +1229,14 @@ fn bench(
             serde_json::to_string(&json!({"traceEvents": evs, "displayTimeUnit": "ms"}))?,
         )?;
     }
+    let peak_rss = proc_status_kib("VmHWM");
     if as_json {
         let j = json!({
             "model": path.display().to_string(), "function": io.function, "threads": s.threads(),
             "runs": runs, "warmup": warmup,
             "min_ms": st.min, "median_ms": st.median, "p90_ms": st.p90, "max_ms": st.max, "mean_ms": st.mean,
+            "load_ms": load_ms, "first_run_ms": first_run_ms,
+            "rss_before_load_kib": rss_before_load, "peak_rss_kib": peak_rss,
             "profile": profile_rows.iter().map(|r| json!({
                 "name": r.name, "kind": format!("{:?}", r.kind).to_lowercase(), "calls": r.calls,
                 "total_ms": r.total.as_secs_f64() * 1e3,
@@ -1229,6 +1256,10 @@ fn bench(
         "latency ms: min {:.4}  median {:.4}  p90 {:.4}  max {:.4}  mean {:.4}",
         st.min, st.median, st.p90, st.max, st.mean
     );
+    println!("load ms (model and session): {load_ms:.3}  first run ms: {first_run_ms:.3}");
+    if let Some(peak) = peak_rss {
+        println!("peak resident memory: {:.1} MiB", peak as f64 / 1024.0);
+    }
     if profile {
         let total: Duration = profile_rows
             .iter()

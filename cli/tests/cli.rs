@@ -387,6 +387,12 @@ fn bad_runs_and_warmup_are_refused_with_the_flag_named() {
         (Some(1), Some(0))
     );
     assert!(j["median_ms"].as_f64().is_some_and(|t| t > 0.0), "{j}");
+    // Load and first run are reported; with no warm-up the first run is the one timed run.
+    assert!(j["load_ms"].as_f64().is_some_and(|t| t > 0.0), "{j}");
+    assert_eq!(j["first_run_ms"].as_f64(), j["median_ms"].as_f64(), "{j}");
+    let before = j["rss_before_load_kib"].as_u64().expect("Linux has VmRSS");
+    let peak = j["peak_rss_kib"].as_u64().expect("Linux has VmHWM");
+    assert!(before > 0 && peak >= before, "{j}");
 }
 
 /// `--threads` is 1 to 1024 for both commands that run; `--seed` any u64, nothing else.
