@@ -100,8 +100,34 @@ pub fn to_f64(t: &Tensor) -> Vec<f64> {
 /// Assert `got` matches `want` within `|got - want| <= atol + rtol * |want|` elementwise,
 /// with equal shapes and dtypes; reports the worst element.
 pub fn assert_close(what: &str, got: &Tensor, want: &Tensor, rtol: f64, atol: f64) {
-    assert_eq!(got.dtype(), want.dtype(), "{what}: dtype");
-    assert_eq!(got.shape(), want.shape(), "{what}: shape");
+    if let Err(m) = check_close(what, got, want, rtol, atol) {
+        panic!("{m}");
+    }
+}
+
+/// [`assert_close`] as a result, for callers that count failures instead of stopping at the
+/// first (the soak binary): `Err` says what differs (dtype, shape, or the worst element).
+pub fn check_close(
+    what: &str,
+    got: &Tensor,
+    want: &Tensor,
+    rtol: f64,
+    atol: f64,
+) -> Result<(), String> {
+    if got.dtype() != want.dtype() {
+        return Err(format!(
+            "{what}: dtype is {} but TVM gives {}",
+            got.dtype(),
+            want.dtype()
+        ));
+    }
+    if got.shape() != want.shape() {
+        return Err(format!(
+            "{what}: shape is {:?} but TVM gives {:?}",
+            got.shape(),
+            want.shape()
+        ));
+    }
     let (g, w) = (to_f64(got), to_f64(want));
     let mut worst: Option<(usize, f64)> = None;
     for (i, (a, b)) in g.iter().zip(&w).enumerate() {
@@ -110,11 +136,12 @@ pub fn assert_close(what: &str, got: &Tensor, want: &Tensor, rtol: f64, atol: f6
             worst = Some((i, excess));
         }
     }
-    if let Some((i, _)) = worst {
-        panic!(
+    match worst {
+        Some((i, _)) => Err(format!(
             "{what}: element {i} is {} but TVM gives {} (rtol {rtol}, atol {atol})",
             g[i], w[i]
-        );
+        )),
+        None => Ok(()),
     }
 }
 
