@@ -3,7 +3,6 @@
 //! to `OUT_DIR/<target>/<name>`; prints how many each target got.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::PathBuf;
 
 use mote_rpc::wire::{self, Arg, Put, RpcCode};
@@ -67,23 +66,14 @@ fn main() {
     }
 }
 
-/// Each `.npy` inside an `.npz`.
+/// Each `.npy` inside an `.npz` (read by Mote's own zip reader).
 fn npz_entries(bytes: &[u8], stem: &str, add: &mut impl FnMut(&'static str, String, Vec<u8>)) {
-    let Ok(mut zip) = zip_archive(bytes) else {
+    let Ok(entries) = mote::npy::npz_entries(bytes, stem) else {
         return;
     };
-    for i in 0..zip.len() {
-        if let Ok(mut e) = zip.by_index(i) {
-            let mut data = Vec::new();
-            if e.read_to_end(&mut data).is_ok() {
-                add("npy", format!("{stem}.{i}.npy"), data);
-            }
-        }
+    for (i, (_, data)) in entries.into_iter().enumerate() {
+        add("npy", format!("{stem}.{i}.npy"), data.into_owned());
     }
-}
-
-fn zip_archive(bytes: &[u8]) -> zip::result::ZipResult<zip::ZipArchive<std::io::Cursor<&[u8]>>> {
-    zip::ZipArchive::new(std::io::Cursor::new(bytes))
 }
 
 /// One seed per decoder of the `rpc_wire` target (its first byte picks the decoder).

@@ -3,12 +3,15 @@
 //! bfloat16, which NumPy lacks, is written as the 2-byte void type `<V2` (what `ml_dtypes`
 //! arrays produce) and `<V2` is read back as bfloat16.
 
-use std::io::{Read, Write};
+use std::borrow::Cow;
+use std::io::Write;
 use std::path::Path;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::{num_elements, Tensor};
+
+mod zip;
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 
@@ -177,6 +180,14 @@ pub fn parse_npy(bytes: &[u8], name: &str) -> Result<Tensor> {
 
 /// The bytes of a `.npy` (version 1) file holding `t`.
 pub fn npy_bytes(t: &Tensor) -> Result<Vec<u8>> {
+    let mut out = npy_header(t)?;
+    out.reserve_exact(t.byte_len());
+    out.extend_from_slice(t.data());
+    Ok(out)
+}
+
+/// The header of a `.npy` (version 1) file holding `t`: magic, version, length, dictionary.
+fn npy_header(t: &Tensor) -> Result<Vec<u8>> {
     let descr = descr_for(t.dtype()).ok_or_else(|| {
         Error::Unsupported(format!("{} tensors cannot be saved as .npy", t.dtype()))
     })?;
@@ -197,12 +208,11 @@ pub fn npy_bytes(t: &Tensor) -> Result<Vec<u8>> {
     header.push('\n');
     let hlen = u16::try_from(header.len())
         .map_err(|_| Error::Unsupported("tensor rank too large for .npy".into()))?;
-    let mut out = Vec::with_capacity(10 + header.len() + t.byte_len());
+    let mut out = Vec::with_capacity(10 + header.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&[1, 0]);
     out.extend_from_slice(&hlen.to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(t.data());
     Ok(out)
 }
 
@@ -227,51 +237,67 @@ pub fn read_npz(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
 }
 
 /// Parse the bytes of a `.npz` archive (`name` labels errors), as [`read_npz`].
+///
+/// The archive is read by Mote's own zip reader (stored and deflated entries, ZIP64), which
+/// checks its structure, each entry's size and CRC-32 (`docs/fuzzing.md`).
 pub fn parse_npz(bytes: &[u8], name: &str) -> Result<Vec<(String, Tensor)>> {
-    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes))
-        .map_err(|e| npy_err(name, format!("not a .npz archive: {e}")))?;
-    let mut out = Vec::new();
-    for i in 0..zip.len() {
-        let mut entry = zip.by_index(i).map_err(|e| npy_err(name, e.to_string()))?;
-        let entry_name = entry.name().to_string();
-        let key = entry_name
-            .strip_suffix(".npy")
-            .unwrap_or(&entry_name)
-            .to_string();
-        // The declared size is the archive's word, not a fact: reserve no more than the
-        // archive itself holds, and let reading grow the buffer.
-        let reserve = entry.size().min(bytes.len() as u64) as usize;
-        let mut data = Vec::with_capacity(reserve);
-        entry
-            .read_to_end(&mut data)
-            .map_err(|e| npy_err(name, format!("{entry_name}: {e}")))?;
-        out.push((key, parse_npy(&data, &format!("{name}:{entry_name}"))?));
+    let entries =
+        zip::entries(bytes).map_err(|m| npy_err(name, format!("not a valid .npz: {m}")))?;
+    let mut out = Vec::with_capacity(entries.len());
+    for entry in &entries {
+        // One entry at a time: a deflated entry's bytes are dropped once parsed.
+        let data = entry.data(bytes).map_err(|m| npy_err(name, m))?;
+        let key = entry.name.strip_suffix(".npy").unwrap_or(&entry.name);
+        let tensor = parse_npy(&data, &format!("{name}:{}", entry.name))?;
+        out.push((key.to_string(), tensor));
     }
     Ok(out)
 }
 
-/// Write a `.npz` file (uncompressed, like `numpy.savez`).
+/// The raw entries of a `.npz` (or any zip archive of stored and deflated entries): each
+/// file name as stored (with its `.npy` suffix) and its uncompressed bytes, borrowed from
+/// `bytes` when the entry is stored. Checked as [`parse_npz`] checks them.
+pub fn npz_entries<'a>(bytes: &'a [u8], name: &str) -> Result<Vec<(String, Cow<'a, [u8]>)>> {
+    let entries =
+        zip::entries(bytes).map_err(|m| npy_err(name, format!("not a valid .npz: {m}")))?;
+    entries
+        .into_iter()
+        .map(|e| {
+            let data = e.data(bytes).map_err(|m| npy_err(name, m))?;
+            Ok((e.name, data))
+        })
+        .collect()
+}
+
+/// Write a `.npz` file (uncompressed, like `numpy.savez`; ZIP64 records where sizes or offsets
+/// need them).
 pub fn write_npz(path: impl AsRef<Path>, arrays: &[(String, Tensor)]) -> Result<()> {
     let path = path.as_ref();
-    let shown = path.display().to_string();
     let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-    let mut zip = zip::ZipWriter::new(file);
-    let opts = zip::write::SimpleFileOptions::default()
-        .compression_method(zip::CompressionMethod::Stored)
-        .large_file(
-            arrays
-                .iter()
-                .any(|(_, t)| t.byte_len() >= u32::MAX as usize / 2),
-        );
-    for (key, t) in arrays {
-        zip.start_file(format!("{key}.npy"), opts)
-            .map_err(|e| npy_err(&shown, e.to_string()))?;
-        zip.write_all(&npy_bytes(t)?)
-            .map_err(|e| Error::io(path, e))?;
-    }
-    zip.finish().map_err(|e| npy_err(&shown, e.to_string()))?;
+    write_npz_into(
+        zip::Writer::new(std::io::BufWriter::new(file)),
+        arrays,
+        path,
+    )?;
     Ok(())
 }
+
+/// Write `arrays` as `.npy` entries through `zip` (`path` labels I/O errors).
+fn write_npz_into<W: Write>(
+    mut zip: zip::Writer<W>,
+    arrays: &[(String, Tensor)],
+    path: &Path,
+) -> Result<W> {
+    for (key, t) in arrays {
+        let header = npy_header(t)?;
+        zip.add_stored(&format!("{key}.npy"), &[&header, t.data()])
+            .map_err(|e| Error::io(path, e))?;
+    }
+    zip.finish().map_err(|e| Error::io(path, e))
+}
+
+#[cfg(test)]
+mod npz_tests;
 
 #[cfg(test)]
 mod tests {
