@@ -111,6 +111,9 @@ record "cpu kernels without avx512: $(grep -E '^test result:' "$MOTE_CACHE/last-
 step "C ABI (header, ABI baseline, C tests under valgrind, CMake)"
 check_suite scripts/test-ffi.sh ffi-tests "ffi" "C ABI tests"
 
+step "corrupted-file corpus through the CLI and the C ABI (docs/fuzzing.md)"
+check_suite scripts/test-corrupt.sh corrupt-tests "corrupt" "corrupted-file checks"
+
 step "Java bindings (desktop JVM: natives drift, Javadoc, JUnit 5 through Maven)"
 check_suite scripts/test-java.sh java-tests "java" "Java binding tests"
 

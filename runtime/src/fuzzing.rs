@@ -53,3 +53,71 @@ pub fn seeds(bytes: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
     }
     out
 }
+
+/// Where a model file keeps what Mote parses, as byte ranges of the file, for the
+/// corrupted-file corpus (docs/fuzzing.md, "Corrupted files"): `("blob", ..)` (the module
+/// blob), `("executable", ..)` (the VM executable inside it) and `("description", ..)` for each
+/// offloaded region's description. A range is listed only where the file holds those bytes
+/// verbatim (not a `.tar` whose blob is C source text). Empty when the file is no model.
+pub fn regions(file: &[u8]) -> Vec<(&'static str, std::ops::Range<usize>)> {
+    let mut out = Vec::new();
+    let Ok((_, blob)) = library::Library::open_code_free(file, std::path::Path::new("<file>"))
+    else {
+        return out;
+    };
+    let Some(at) = find(file, &blob) else {
+        return out;
+    };
+    out.push(("blob", at..at + blob.len()));
+    let Ok(tree) = library::blob_payload(&blob).and_then(library::parse_module_tree) else {
+        return out;
+    };
+    let Some(&payload) = tree.payloads.first() else {
+        return out;
+    };
+    // The payload is a sub-slice of `blob`, which lies at `at` in the file.
+    let start = at + (payload.as_ptr() as usize - blob.as_ptr() as usize);
+    out.push(("executable", start..start + payload.len()));
+    if let Ok(exe) = Executable::parse(payload) {
+        for c in &exe.constants {
+            if let crate::value::Value::Str(s) = c {
+                if s.starts_with('{') && s.contains("\"nodes\"") {
+                    if let Some(d) = find(&file[start..start + payload.len()], s.as_bytes()) {
+                        out.push(("description", start + d..start + d + s.len()));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The first offset of `needle` in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() || needle.len() > hay.len() {
+        return None;
+    }
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The function of a model file a corrupted copy is run with (scripts/test-corrupt.sh): `main`
+/// or `forward` when its executable has one, else its first Relax function; `None` when the
+/// file holds no executable Mote can read.
+pub fn entry_function(file: &[u8]) -> Option<String> {
+    let (_, blob) = library::Library::open_code_free(file, std::path::Path::new("<file>")).ok()?;
+    let tree = library::blob_payload(&blob)
+        .and_then(library::parse_module_tree)
+        .ok()?;
+    let exe = Executable::parse(tree.payloads.first()?).ok()?;
+    let vm: Vec<&str> = exe
+        .funcs
+        .iter()
+        .filter(|f| matches!(f.kind, crate::loader::executable::FuncKind::Vm))
+        .map(|f| f.name.as_str())
+        .collect();
+    ["main", "forward"]
+        .into_iter()
+        .find(|n| vm.contains(n))
+        .or(vm.first().copied())
+        .map(str::to_string)
+}
