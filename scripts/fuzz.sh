@@ -77,10 +77,14 @@ for t in "${targets[@]}"; do
     limit=(-max_total_time="$time")
     [ -n "$runs" ] && limit=(-runs="$runs")
     log="$cache/fuzz-$t.log"
+    # Inputs that once failed (fuzz/regressions/TARGET) run first, every time.
+    regressions=()
+    [ -d "fuzz/regressions/$t" ] && regressions=("fuzz/regressions/$t")
     echo "fuzz.sh: $t (${limit[*]})" >&2
     set +e
     "$cache/fuzz-target/asan/$host/release/$t" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 \
-        -print_final_stats=1 -artifact_prefix="$artifacts/$t-" "$corpus" "$seeds/$t" >"$log" 2>&1
+        -print_final_stats=1 -artifact_prefix="$artifacts/$t-" "$corpus" "$seeds/$t" \
+        "${regressions[@]}" >"$log" 2>&1
     rc=$?
     set -e
     execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)"

@@ -42,6 +42,9 @@ fn main() {
                     };
                     add(target, format!("{stem}.{i}"), seed);
                 }
+                if let Some(tar) = mote::fuzzing::gunzipped(&bytes) {
+                    add("model_code_free", format!("{stem}.plain"), tar);
+                }
                 add("model_code_free", stem, bytes);
             }
             _ => {}

@@ -25,6 +25,8 @@ pub mod npy;
 mod offload;
 mod registry;
 mod tensor;
+#[cfg(test)]
+mod test_alloc;
 mod value;
 mod vm;
 

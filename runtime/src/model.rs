@@ -437,7 +437,8 @@ impl Model {
                             _ => None,
                         })
                         .filter(|d| d.len() == n);
-                    let mut dims = Vec::with_capacity(n);
+                    // `n` is the file's word: reserve no more than the arguments can fill.
+                    let mut dims = Vec::with_capacity(n.min(args.len().saturating_sub(3) / 2));
                     for i in 0..n {
                         let (code, v) = match (args.get(3 + 2 * i), args.get(4 + 2 * i)) {
                             (Some(Arg::Imm(c)), Some(Arg::Imm(v))) => (*c, *v),
@@ -654,6 +655,29 @@ pub(crate) fn parse_signature(name: &str, msg: &str) -> Option<KernelSignature> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `model_code_free` fuzz target (docs/fuzzing.md): a `.tar` export whose
+    /// `match_shape` instruction claims a rank of billions. `function_info` reserved that
+    /// many dimensions before reading any (capacity overflow or an abort); it must answer.
+    #[test]
+    fn a_match_shape_claiming_a_huge_rank_reserves_nothing_for_it() {
+        let file = include_bytes!(
+            "../../fuzz/regressions/model_code_free/function-info-match-shape-count.tar"
+        );
+        let model = Model::load_from_memory_with(file, LoadOptions::default().code_free(true))
+            .expect("the mutated export still loads");
+        let names = model.function_names();
+        assert!(!names.is_empty());
+        for f in names {
+            crate::test_alloc::largest_since_reset();
+            let info = model.function_info(&f).expect("function_info answers");
+            let largest = crate::test_alloc::largest_since_reset();
+            assert!(largest < 1 << 16, "{f}: an allocation of {largest} bytes");
+            for p in &info.params {
+                assert!(p.shape.as_ref().is_none_or(|d| d.len() <= 8), "{f}: {p:?}");
+            }
+        }
+    }
 
     #[test]
     fn parses_kernel_signatures_from_errors() {

@@ -262,7 +262,7 @@ fn kernels_of(file: &object::File<'_>) -> Vec<String> {
 // ---------------------------------------------------------------------------------------------
 
 /// The decompressed bytes of a gzip file, bounded (see `MAX_INFLATION`).
-fn gunzip(bytes: &[u8]) -> Result<Vec<u8>> {
+pub(crate) fn gunzip(bytes: &[u8]) -> Result<Vec<u8>> {
     use std::io::Read;
     let limit = (bytes.len() as u64)
         .saturating_mul(MAX_INFLATION as u64)
