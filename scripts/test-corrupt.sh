@@ -23,7 +23,6 @@ die() { echo "test-corrupt.sh: error: $*" >&2; exit 1; }
 for tool in gcc valgrind pkg-config timeout xargs; do
     command -v "$tool" >/dev/null || die "$tool is required and missing"
 done
-cache="${MOTE_CACHE:-$HOME/.cache/mote}"
 zoo="${MOTE_ZOO_DIR:-$(scripts/zoo.sh --target x86_64 | tail -n 1)}"
 ozoo="${MOTE_OFFLOAD_ZOO_DIR:-$(scripts/offload-zoo.sh --target x86_64 | tail -n 1)}"
 [ -f "$zoo/manifest.json" ] && [ -f "$ozoo/manifest.json" ] || die "no zoo ($zoo) or offload zoo ($ozoo)"
@@ -31,11 +30,9 @@ ozoo="${MOTE_OFFLOAD_ZOO_DIR:-$(scripts/offload-zoo.sh --target x86_64 | tail -n
 out="${CARGO_TARGET_DIR:-$root/target}/corrupt-tests"
 rm -rf "$out"; mkdir -p "$out"
 corpus="$out/corpus"
-cargo build --release --locked --manifest-path fuzz/Cargo.toml --bin corrupt \
-    --target-dir "$cache/fuzz-target/plain" >&2 || die "the corpus writer did not build"
-shopt -s nullglob
-"$cache/fuzz-target/plain/release/corrupt" "$corpus" "$zoo"/*.so "$ozoo"/*.so "$ozoo"/*.tar \
-    || die "the corpus writer failed"
+# shellcheck source=lib/corrupt-corpus.sh
+. "$root/scripts/lib/corrupt-corpus.sh"
+write_corrupt_corpus "$corpus" "$zoo" "$ozoo" || die "cannot write the corpus"
 copies=$(wc -l <"$corpus/corpus.tsv")
 
 passed=0; failed=0

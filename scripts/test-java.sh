@@ -8,7 +8,11 @@
 #   scripts/test-java.sh            (MOTE_ZOO_DIR: the x86_64 zoo; default: scripts/zoo.sh's;
 #                                    MOTE_PYTHON: the TVM 0.27 venv's python, for the zoo's
 #                                    manifest and TVM's RPC client and tracker in RpcServerTest;
-#                                    default: scripts/venv.sh's)
+#                                    default: scripts/venv.sh's;
+#                                    MOTE_CORRUPT_DIR: the corrupted-file corpus for
+#                                    CorruptFilesTest; default: written into
+#                                    target/java-test/corrupt from MOTE_ZOO_DIR and
+#                                    MOTE_OFFLOAD_ZOO_DIR, default scripts/offload-zoo.sh's)
 #
 # Prints "java checks: N passed, M failed" from surefire's reports; exits non-zero on failure.
 set -euo pipefail
@@ -107,6 +111,23 @@ for model in m["models"]:
 PY
 log "$(wc -l <"$data/zoo-cases.tsv") zoo cases listed"
 
+# The corrupted-file corpus (docs/fuzzing.md, "Corrupted files") for CorruptFilesTest:
+# MOTE_CORRUPT_DIR when set, else written here the way scripts/test-corrupt.sh writes it.
+if [ -z "${MOTE_CORRUPT_DIR:-}" ]; then
+    ozoo="${MOTE_OFFLOAD_ZOO_DIR:-}"
+    if [ -z "$ozoo" ]; then
+        ozoo="$("$HERE/offload-zoo.sh" --target x86_64 | tail -n 1)" || die "scripts/offload-zoo.sh failed"
+    fi
+    [ -f "$ozoo/manifest.json" ] || die "no offload zoo at $ozoo (set MOTE_OFFLOAD_ZOO_DIR)"
+    # shellcheck source=lib/corrupt-corpus.sh
+    . "$HERE/lib/corrupt-corpus.sh"
+    write_corrupt_corpus "$data/corrupt" "$MOTE_ZOO_DIR" "$ozoo" || die "cannot write the corrupted-file corpus"
+    MOTE_CORRUPT_DIR="$data/corrupt"
+fi
+[ -f "$MOTE_CORRUPT_DIR/corpus.tsv" ] || die "MOTE_CORRUPT_DIR=$MOTE_CORRUPT_DIR has no corpus.tsv"
+MOTE_CORRUPT_DIR=$(cd "$MOTE_CORRUPT_DIR" && pwd -P)   # Maven runs in bindings-java/java
+log "$(wc -l <"$MOTE_CORRUPT_DIR/corpus.tsv") corrupted copies in $MOTE_CORRUPT_DIR"
+
 m2="$MOTE_CACHE/m2"
 offline=()
 [ -d "$m2/org/apache/maven/surefire/surefire-junit-platform" ] && offline=(-o)
@@ -116,7 +137,7 @@ status=0
     -Dmote.library="$lib" -Dmote.zoo="$MOTE_ZOO_DIR" -Dmote.cases="$data/zoo-cases.tsv" \
     -Dmote.testPlugin="$data/libmote_test_plugin_good.so" -Dmote.testPluginBadAbi="$data/libmote_test_plugin_bad.so" \
     -Dmote.syslibLibrary="$data/libzoo_syslib.so" -Dmote.syslibModels="$syslib_list" \
-    -Dmote.python="$python" test) 2>&1 \
+    -Dmote.corrupt="$MOTE_CORRUPT_DIR" -Dmote.python="$python" test) 2>&1 \
     | sed 's/\x1b\[[0-9;]*m//g' || status=$?
 
 reports=bindings-java/java/target/surefire-reports

@@ -12,6 +12,9 @@
 #    target/debug/libmote_swift.so (MOTE_SWIFT_LIB_DIR). The RPC test runs MOTE_PYTHON from
 #    inside the chroot: the venv's python links to an interpreter installed outside the venv
 #    (pyenv), so that installation's folder is bound into the chroot too.
+#    CorruptFilesTests sweeps the corrupted-file corpus at MOTE_CORRUPT_DIR; when that is unset
+#    the corpus is written into target/swift-corrupt from MOTE_ZOO_DIR and MOTE_OFFLOAD_ZOO_DIR
+#    (scripts/lib/corrupt-corpus.sh, as scripts/test-corrupt.sh writes it).
 # Ends with `swift checks: N passed, M failed` (N: XCTest cases that passed).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -39,8 +42,22 @@ cargo build --locked -p mote-swift --features bindgen >&2 || fail "cargo build f
 echo "=== test-swift: scripts/swift-bindings.sh --check ===" >&2
 "$HERE/swift-bindings.sh" --check || fail "generated bindings drifted (run scripts/swift-bindings.sh)"
 
-# The interpreter behind the venv's python, bound into the chroot at the same path.
-binds=$(python_binds "$MOTE_PYTHON")
+# The corrupted-file corpus (docs/fuzzing.md, "Corrupted files") for CorruptFilesTests.
+if [ -z "${MOTE_CORRUPT_DIR:-}" ]; then
+  echo "=== test-swift: writing the corrupted-file corpus ===" >&2
+  # shellcheck source=lib/corrupt-corpus.sh
+  . "$HERE/lib/corrupt-corpus.sh"
+  MOTE_CORRUPT_DIR="${CARGO_TARGET_DIR:-$ROOT/target}/swift-corrupt"
+  write_corrupt_corpus "$MOTE_CORRUPT_DIR" "$MOTE_ZOO_DIR" "$MOTE_OFFLOAD_ZOO_DIR" || fail "cannot write the corrupted-file corpus"
+fi
+[ -f "$MOTE_CORRUPT_DIR/corpus.tsv" ] || fail "MOTE_CORRUPT_DIR=$MOTE_CORRUPT_DIR has no corpus.tsv"
+MOTE_CORRUPT_DIR=$(cd "$MOTE_CORRUPT_DIR" && pwd -P)
+export MOTE_CORRUPT_DIR
+echo "test-swift: $(wc -l <"$MOTE_CORRUPT_DIR/corpus.tsv") corrupted copies in $MOTE_CORRUPT_DIR" >&2
+
+# The interpreter behind the venv's python, bound into the chroot at the same path, and the
+# corpus (when it is outside what the chroot sees anyway).
+binds="$(python_binds "$MOTE_PYTHON") $MOTE_CORRUPT_DIR"
 
 # The zoo's system-library objects in one archive, linked whole into the test executable
 # (docs/system-lib.md): the static-model tests load them by prefix.

@@ -409,6 +409,23 @@ pub extern "system" fn Java_org_mote_NativeBridge_modelLoad<'l>(
     })
 }
 
+/// Load as data when `codeFree` (`mote::LoadOptions::code_free`, docs/code-free.md), else as
+/// [`Java_org_mote_NativeBridge_modelLoad`] does.
+/// java: static native long modelLoadWith(String path, boolean codeFree);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_modelLoadWith<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    path: JString<'l>,
+    code_free: jboolean,
+) -> jlong {
+    entry(&mut env, |env| {
+        let path = string(env, &path, "model path")?;
+        let options = mote::LoadOptions::default().code_free(code_free);
+        Ok(into_handle(Model::load_with(path, options)?))
+    })
+}
+
 /// java: static native long modelFromSystemLib(String prefix);
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_org_mote_NativeBridge_modelFromSystemLib<'l>(

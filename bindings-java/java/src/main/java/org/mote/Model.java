@@ -36,6 +36,26 @@ public final class Model extends NativeObject {
     }
 
     /**
+     * Loads a model library, as data when {@code codeFree} is true: nothing in the file is
+     * mapped or run, only its module blob is read and validated (see {@code docs/code-free.md}).
+     * Besides a {@code .so}, a code-free load takes the {@code .tar} that
+     * {@code export_library("m.tar")} writes. With {@code codeFree} false this is
+     * {@link #load(String)}.
+     *
+     * @param path the library's path
+     * @param codeFree read the file as data instead of mapping it
+     * @return the model
+     * @throws UnsupportedException when the program calls compiled kernels (a code-free load
+     *     cannot run them; the message names them)
+     * @throws FormatException when the file or its embedded data is malformed
+     * @throws LoadException when the file is not a loadable library
+     * @throws MoteIoException when the file cannot be read
+     */
+    public static Model load(String path, boolean codeFree) {
+        return new Model(NativeBridge.modelLoadWith(path, codeFree));
+    }
+
+    /**
      * Loads a model linked into the program as a TVM "system library" (compiled with the
      * module attribute {@code system_lib_prefix}; see {@code docs/system-lib.md}). On Android
      * that means the model's objects are linked, whole, into a JNI library of the app that

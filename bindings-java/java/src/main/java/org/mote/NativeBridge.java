@@ -28,6 +28,7 @@ final class NativeBridge {
     static native String backendNames();
     static native void panicForTest(String message);
     static native long modelLoad(String path);
+    static native long modelLoadWith(String path, boolean codeFree);
     static native long modelFromSystemLib(String prefix);
     static native void modelFree(long model);
     static native boolean modelIsKernelLibrary(long model);

@@ -52,6 +52,17 @@ class ErrorsTest {
         assertThrows(LoadException.class, () -> Model.load(Zoo.path("manifest.json")));
     }
 
+    /** A code-free load reads the file as data and refuses a program that calls kernels. */
+    @Test
+    void codeFreeLoadRefusesCompiledKernels() {
+        UnsupportedException e = assertThrows(UnsupportedException.class, () -> Model.load(Zoo.path("mlp.so"), true));
+        assertTrue(e.getMessage().contains("not code-free"), e.getMessage());
+        try (Model m = Model.load(Zoo.path("mlp.so"), false)) {
+            assertTrue(m.functionNames().contains("forward"), m.functionNames().toString());
+        }
+        assertThrows(MoteIoException.class, () -> Model.load("/nonexistent/model.so", true));
+    }
+
     @Test
     void wrongFunctionName() {
         try (Model m = Model.load(Zoo.path("mlp.so")); Session s = m.newSession()) {
