@@ -167,9 +167,15 @@ rm -f "$built" "$ROOT/target/trixie/$TARGET/$dir/deps/libmote_java.so" "$OUT/lin
 log "cargo rustc -p mote-java --target $TARGET ($PROFILE) in the trixie chroot"
 start=$(date +%s)
 # panic_unwind: every JNI entry catches panics (catch_unwind), so panics must unwind.
+# The standard library's features are its defaults without `backtrace` (docs/footprint.md):
+# a panic is still caught and reported with its message, but std carries no symbolizer
+# (about 200 KB; RUST_BACKTRACE is never set in an app). The CPU-feature detection the cpu
+# backend relies on (getauxval, /proc) is kept.
+STD_FEATURES=panic-unwind,std_detect_file_io,std_detect_dlsym_getauxval
 # shellcheck disable=SC2086
 "$HERE/in-trixie.sh" env "${ENVS[@]}" \
-  cargo rustc --locked -Zbuild-std=std,panic_unwind --target "$TARGET" --profile "$PROFILE" \
+  cargo rustc --locked -Zbuild-std=std,panic_unwind -Zbuild-std-features=$STD_FEATURES \
+    --target "$TARGET" --profile "$PROFILE" \
     -p mote-java --lib --crate-type cdylib -- $LINK_ARG \
   || die "cargo build for $TARGET failed"
 [ -f "$built" ] || die "no $built after the build"

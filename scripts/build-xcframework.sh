@@ -67,13 +67,16 @@ if [ "${1:-}" != "--check-only" ]; then
     # (nothing uses it: its code is in the static library through the rlib). That link needs
     # Apple's SDK and linker, which are not here: rustc gets an empty folder as SDKROOT and
     # `true` as the linker, so the unused dylib is simply not written. The static library
-    # itself is never linked.
+    # itself is never linked. The standard library is built without its `backtrace` feature,
+    # as for Android (docs/footprint.md): panics are still caught and reported.
     v=$(echo "$triple" | tr 'a-z-' 'A-Z_')
     mkdir -p "$TARGET_DIR/no-sdk"
     "$HERE/in-trixie.sh" env RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$TARGET_DIR" \
       SDKROOT="$TARGET_DIR/no-sdk" "CARGO_TARGET_${v}_LINKER=true" \
       IPHONEOS_DEPLOYMENT_TARGET=$IOS_MIN MACOSX_DEPLOYMENT_TARGET=$MACOS_MIN \
-      cargo rustc --locked -Zbuild-std=std,panic_abort --release --target "$triple" \
+      cargo rustc --locked -Zbuild-std=std,panic_abort \
+      -Zbuild-std-features=panic-unwind,std_detect_file_io,std_detect_dlsym_getauxval \
+      --release --target "$triple" \
       -p "$CRATE" --features "$FEATURES" --lib --crate-type staticlib >&2
     echo "build-xcframework: $triple built in $(( $(date +%s) - start )) s" >&2
   done
