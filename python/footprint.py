@@ -233,13 +233,18 @@ def main(argv=None) -> int:
     models = [m for m in a.models.split(",") if m]
     results, ok = run(a.dir, a.mote, models, a.reps, a.threads)
     lines, goals, met = table(results, a.threads)
+    cpu = bench_archs.cpu_info()
+    print(f"CPU: {cpu['model']} ({cpu['machine']}, {cpu['cpus']} logical CPUs); "
+          f"ISA flags: {' '.join(cpu['isa']) or 'none of interest'}")
+    print()
     print("\n".join(lines))
     print()
     print("Goals (issue 14, item 4):")
     print("\n".join(goals))
     if a.json_out:
         with open(a.json_out, "w") as f:
-            json.dump({"threads": a.threads, "reps": a.reps, "results": results, "goals_met": met}, f, indent=1)
+            json.dump({"cpu": cpu, "threads": a.threads, "reps": a.reps, "results": results, "goals_met": met},
+                      f, indent=1)
     return 0 if ok else 1
 
 
