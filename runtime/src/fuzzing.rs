@@ -34,11 +34,10 @@ pub fn model_code_free(bytes: &[u8]) -> Result<Model> {
 /// offloaded region's description. Empty when the file does not load code-free.
 pub fn seeds(bytes: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
     let mut out = Vec::new();
-    let Ok((_, blob)) = library::Library::open_code_free(bytes, std::path::Path::new("<seed>"))
-    else {
+    let Some(blob) = blob_of(bytes) else {
         return out;
     };
-    if let Ok(tree) = library::blob_payload(&blob).and_then(library::parse_module_tree) {
+    if let Some(tree) = tree_of(&blob) {
         for (kind, payload) in tree.kinds.iter().zip(&tree.payloads) {
             if kind == "relax.VMExecutable" {
                 out.push(("executable", payload.to_vec()));
@@ -61,15 +60,14 @@ pub fn seeds(bytes: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
 /// verbatim (not a `.tar` whose blob is C source text). Empty when the file is no model.
 pub fn regions(file: &[u8]) -> Vec<(&'static str, std::ops::Range<usize>)> {
     let mut out = Vec::new();
-    let Ok((_, blob)) = library::Library::open_code_free(file, std::path::Path::new("<file>"))
-    else {
+    let Some(blob) = blob_of(file) else {
         return out;
     };
     let Some(at) = find(file, &blob) else {
         return out;
     };
     out.push(("blob", at..at + blob.len()));
-    let Ok(tree) = library::blob_payload(&blob).and_then(library::parse_module_tree) else {
+    let Some(tree) = tree_of(&blob) else {
         return out;
     };
     let Some(&payload) = tree.payloads.first() else {
@@ -92,6 +90,19 @@ pub fn regions(file: &[u8]) -> Vec<(&'static str, std::ops::Range<usize>)> {
     out
 }
 
+/// The module blob (length field and payload) of a model file read as data.
+fn blob_of(file: &[u8]) -> Option<Vec<u8>> {
+    let (_, blob) = library::Library::open_code_free(file, std::path::Path::new("<file>")).ok()?;
+    Some(blob)
+}
+
+/// The module tree of a blob [`blob_of`] gave.
+fn tree_of(blob: &[u8]) -> Option<library::ModuleTree<'_>> {
+    library::blob_payload(blob)
+        .and_then(library::parse_module_tree)
+        .ok()
+}
+
 /// The first offset of `needle` in `hay`.
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     if needle.is_empty() || needle.len() > hay.len() {
@@ -104,10 +115,8 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 /// or `forward` when its executable has one, else its first Relax function; `None` when the
 /// file holds no executable Mote can read.
 pub fn entry_function(file: &[u8]) -> Option<String> {
-    let (_, blob) = library::Library::open_code_free(file, std::path::Path::new("<file>")).ok()?;
-    let tree = library::blob_payload(&blob)
-        .and_then(library::parse_module_tree)
-        .ok()?;
+    let blob = blob_of(file)?;
+    let tree = tree_of(&blob)?;
     let exe = Executable::parse(tree.payloads.first()?).ok()?;
     let vm: Vec<&str> = exe
         .funcs

@@ -48,22 +48,28 @@ impl Image for [u8] {
 }
 
 /// A library file read on demand with positioned reads: only the headers and the dynamic
-/// symbol and string tables are ever in memory.
+/// symbol and string tables are ever in memory. The first [`HEADER_BYTES`] (magic and ELF
+/// header, which every reader starts with) are read once, when it is opened.
 pub(crate) struct FileImage {
     file: std::fs::File,
     size: u64,
+    head: Vec<u8>,
 }
+
+/// Bytes of a file every reader looks at first: the 64-byte ELF header of a 64-bit file.
+const HEADER_BYTES: u64 = 64;
 
 impl FileImage {
     pub(crate) fn new(file: std::fs::File) -> std::io::Result<FileImage> {
+        use std::os::unix::fs::FileExt;
         let meta = file.metadata()?;
         if meta.is_dir() {
             return Err(std::io::ErrorKind::IsADirectory.into());
         }
-        Ok(FileImage {
-            file,
-            size: meta.len(),
-        })
+        let size = meta.len();
+        let mut head = vec![0u8; size.min(HEADER_BYTES) as usize];
+        file.read_exact_at(&mut head, 0)?;
+        Ok(FileImage { file, size, head })
     }
 }
 
@@ -74,8 +80,12 @@ impl Image for FileImage {
 
     fn bytes(&self, off: u64, n: u64) -> Option<Cow<'_, [u8]>> {
         use std::os::unix::fs::FileExt;
-        if off.checked_add(n)? > self.size {
+        let end = off.checked_add(n)?;
+        if end > self.size {
             return None;
+        }
+        if end <= self.head.len() as u64 {
+            return Some(Cow::Borrowed(&self.head[off as usize..end as usize]));
         }
         let mut buf = Vec::new();
         buf.try_reserve_exact(usize::try_from(n).ok()?).ok()?;
@@ -87,7 +97,7 @@ impl Image for FileImage {
 
 /// The first (up to) 64 bytes: every ELF header field the readers use.
 fn header<I: Image + ?Sized>(file: &I) -> Cow<'_, [u8]> {
-    file.bytes(0, file.size().min(64))
+    file.bytes(0, file.size().min(HEADER_BYTES))
         .unwrap_or(Cow::Borrowed(&[]))
 }
 
