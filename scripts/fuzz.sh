@@ -63,7 +63,8 @@ echo "fuzz.sh: building the targets (libFuzzer, AddressSanitizer)" >&2
 flags="--cfg fuzzing -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4"
 flags+=" -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table"
 flags+=" -Cllvm-args=-sanitizer-coverage-trace-compares -Zsanitizer=address"
-RUSTC_BOOTSTRAP=1 RUSTFLAGS="$flags" cargo build --release --locked --manifest-path fuzz/Cargo.toml \
+# The gzip/deflate crates are built without coverage instrumentation (scripts/lib/fuzz-rustc.sh).
+RUSTC_BOOTSTRAP=1 RUSTFLAGS="$flags" RUSTC_WRAPPER="$root/scripts/lib/fuzz-rustc.sh" cargo build --release --locked --manifest-path fuzz/Cargo.toml \
     --target "$host" --target-dir "$cache/fuzz-target/asan" \
     $(printf -- '--bin %s ' "${targets[@]}") >&2
 

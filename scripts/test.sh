@@ -4,7 +4,7 @@
 #   2. the x86_64 model zoo built with TVM 0.27, then every Rust test on the host (the RPC
 #      server's suites drive TVM's own Python client, tracker and proxy: MOTE_PYTHON), and the
 #      thread-pool stress test again in release, and the cpu backend's kernels in a build
-#      without the `avx512` feature;
+#      without the `avx512` feature; the tests under AddressSanitizer and ThreadSanitizer;
 #   3. the C ABI: header drift and hygiene, ABI baseline, C tests under valgrind, CMake example;
 #      the Java bindings on the desktop JVM (natives drift, Javadoc, JUnit 5 through Maven);
 #      the Android JNI library (arm64, linked without the NDK, audited), the AAR, and the
@@ -94,6 +94,9 @@ record "host tests: $(grep -E '^test result:' "$MOTE_CACHE/last-host-tests.log" 
 
 step "AddressSanitizer + LeakSanitizer: mote, mote-tests, mote-ffi, mote-rpc (docs/fuzzing.md)"
 check_suite scripts/sanitize.sh asan-tests "asan" "tests under AddressSanitizer"
+
+step "ThreadSanitizer: mote, mote-tests, mote-ffi and the C tests (trixie Rust 1.85, -Zbuild-std; docs/fuzzing.md)"
+check_suite scripts/tsan.sh tsan-tests "tsan" "tests under ThreadSanitizer"
 
 step "thread-pool stress test (release: 3 sessions x 4 threads x 200,000 launches)"
 cargo test -p mote --release --locked --lib stress_ 2>&1 | tee "$MOTE_CACHE/last-stress-tests.log"

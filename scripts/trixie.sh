@@ -28,6 +28,10 @@ PACKAGES=(
   swiftlang
   git pkg-config
   lld
+  # ThreadSanitizer (scripts/tsan.sh): clang 19 links the test programs and its compiler-rt is
+  # the TSan runtime of rustc 1.85's LLVM 19, which Debian's rustc does not ship.
+  # llvm-19 brings llvm-symbolizer, which names the functions in its reports.
+  clang-19 libclang-rt-19-dev llvm-19
 )
 
 log() { printf '[trixie] %s\n' "$*" >&2; }
@@ -152,7 +156,7 @@ unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
 # Sanity checks before declaring success (inside the chroot: some tools are absolute symlinks).
 # shellcheck disable=SC2016
 chroot "$CHROOT" /usr/bin/env -i PATH=/usr/bin:/bin /bin/sh -euc '
-  for tool in rustc cargo aarch64-linux-gnu-gcc aarch64-linux-gnu-g++ qemu-aarch64 swift; do
+  for tool in rustc cargo aarch64-linux-gnu-gcc aarch64-linux-gnu-g++ qemu-aarch64 swift clang-19; do
     [ -x "$(command -v "$tool")" ] || { echo "missing $tool in the chroot" >&2; exit 1; }
   done
   [ -d /usr/lib/rustlib/src/rust/library ] || { echo "rust-src missing" >&2; exit 1; }
