@@ -481,6 +481,12 @@ fn inspect(
         }
     }
     println!("constants: {nconst} tensors, {const_bytes} bytes");
+    let (in_file, in_file_bytes) = model.constants_in_file();
+    if in_file > 0 {
+        println!(
+            "  {in_file} of them ({in_file_bytes} bytes) read only by offloaded subgraphs: left in the file, read when a backend prepares them"
+        );
+    }
     println!(
         "builtins ({}): {}",
         model.builtins().len(),

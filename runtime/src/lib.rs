@@ -34,8 +34,8 @@ mod vm;
 pub mod backend {
     pub use crate::offload::backends::{bnns, cpu, plugin};
     pub use crate::offload::{
-        backend_names, load_plugin, register_backend, segment_io, Backend, Buffers, NodePlan,
-        Prepared, SubgraphPlan, SubgraphRunner, CPU,
+        backend_names, load_plugin, register_backend, segment_io, Backend, Buffers, Constants,
+        NodePlan, Prepared, SubgraphPlan, SubgraphRunner, CPU,
     };
 }
 /// The subgraph description format (docs/subgraph-format.md).

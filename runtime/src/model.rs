@@ -274,7 +274,7 @@ impl Model {
                 crate::offload::planner::plan_site(
                     &s.function,
                     &s.graph,
-                    &s.constants,
+                    crate::offload::Constants::of_site(&s.constants),
                     &order,
                     &unavailable,
                 )
@@ -361,14 +361,15 @@ impl Model {
 
     /// Number and total bytes of tensor constants (bound weights).
     pub fn constant_bytes(&self) -> (usize, usize) {
-        let ts: Vec<_> = self
-            .inner
-            .exe()
-            .constants
-            .iter()
-            .filter_map(Value::as_tensor)
-            .collect();
-        (ts.len(), ts.iter().map(|t| t.byte_len()).sum())
+        self.inner.constant_bytes()
+    }
+
+    /// Number and total bytes of the tensor constants that only offloaded subgraphs read and
+    /// that Mote left in the mapped model file rather than copying them at load: each backend
+    /// reads them when it prepares a subgraph, and keeps only its own form of them
+    /// (docs/footprint.md, "Memory"). `(0, 0)` for a file read as data (`code_free`).
+    pub fn constants_in_file(&self) -> (usize, usize) {
+        self.inner.constants_in_file()
     }
 
     /// Everything known about a function's parameters.

@@ -2,8 +2,8 @@
 //! ACL shim. A process of its own (see `offload.rs`), so loading a plug-in here cannot change
 //! what "the default backends" means to another test; every run here names its backends.
 
-use mote::Model;
-use mote_tests::offload_zoo::{dir, manifest, run_all};
+use mote::{LoadOptions, Model};
+use mote_tests::offload_zoo::{check_model, dir, manifest, run_all};
 
 /// With the C test plug-in (float32 add and relu only) loaded and preferred, the nodes it takes
 /// run in it on the VM's own buffers and the rest falls back to `cpu`; results still match TVM.
@@ -35,6 +35,54 @@ fn offload_zoo_matches_tvm_with_the_test_plugin_preferred() {
     }
     assert!(on_plugin > 0, "no zoo node went to the test plug-in");
     run_all(&["testplug", "cpu"]);
+}
+
+/// Weights only offloaded regions read stay in the mapped file (docs/footprint.md, "Memory"):
+/// every backend order a model is prepared for reads them again from there. One model, two
+/// orders (the test plug-in first, then `cpu` alone: two executors per call site), each
+/// checked against TVM; and a file read as data keeps every constant in memory.
+#[test]
+fn weights_left_in_the_file_are_read_again_for_each_backend_order() {
+    let path = env!("MOTE_TEST_PLUGIN");
+    mote::backend::load_plugin(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let (mut models_in_file, mut checked, mut read_as_data) = (0, 0, 0);
+    for entry in manifest()["models"].as_array().expect("models") {
+        let name = entry["name"].as_str().expect("name");
+        let file = dir().join(entry["file"].as_str().expect("file"));
+        let model = Model::load(&file).unwrap_or_else(|e| panic!("{name}: load: {e}"));
+        let (n, bytes) = model.constant_bytes();
+        let (in_file, in_file_bytes) = model.constants_in_file();
+        assert!(
+            in_file <= n && in_file_bytes <= bytes,
+            "{name}: {in_file} constants ({in_file_bytes} bytes) in the file, of {n} ({bytes})"
+        );
+        if in_file > 0 {
+            models_in_file += 1;
+        }
+        checked += check_model(&model, entry, &["testplug", "cpu"]);
+        checked += check_model(&model, entry, &["cpu"]);
+        checked += check_model(&model, entry, &["testplug", "cpu"]);
+        // Models that call compiled kernels cannot be read as data (refused, typed).
+        match Model::load_with(&file, LoadOptions::default().code_free(true)) {
+            Ok(data) => {
+                assert_eq!(data.constants_in_file(), (0, 0), "{name}: read as data");
+                assert_eq!(data.constant_bytes(), (n, bytes), "{name}: read as data");
+                checked += check_model(&data, entry, &["cpu"]);
+                read_as_data += 1;
+            }
+            Err(mote::Error::Unsupported(_)) => {}
+            Err(e) => panic!("{name}: code-free load: {e}"),
+        }
+    }
+    assert!(checked > 0, "no case was checked");
+    assert!(
+        read_as_data > 0,
+        "no model of the offload zoo was read as data"
+    );
+    assert!(
+        models_in_file > 0,
+        "no model of the offload zoo left a weight in its file"
+    );
 }
 
 /// On Arm Linux, the real ACL backend (`libmote_acl.so`, built by `scripts/build-acl-shim.sh`

@@ -191,6 +191,9 @@ pub enum Instr {
 pub struct Executable {
     pub funcs: Vec<FuncInfo>,
     pub constants: Vec<Value>,
+    /// Where each tensor constant's data bytes lie in the parsed payload (`None` for other
+    /// constants), so that they can be read again from a mapped file (`offload::InFile`).
+    pub constant_data: Vec<Option<std::ops::Range<usize>>>,
     pub instrs: Vec<Instr>,
     /// Flat pool of call arguments; `Instr::Call::args` indexes into it.
     pub args: Vec<Arg>,
@@ -236,12 +239,19 @@ impl Executable {
         }
         let nconst = r.count(4)?;
         let mut constants = Vec::with_capacity(nconst);
+        let mut constant_data = Vec::with_capacity(nconst);
         for i in 0..nconst {
             let start = r.pos;
-            constants.push(parse_constant(&mut r).map_err(|e| match e {
+            let c = parse_constant(&mut r).map_err(|e| match e {
                 Error::Format(m) => Error::Format(format!("{m} (constant {i})")),
                 e => e,
-            })?);
+            })?;
+            // A tensor record ends with its data.
+            constant_data.push(match &c {
+                Value::Tensor(t) => r.pos.checked_sub(t.byte_len()).map(|s| s..r.pos),
+                _ => None,
+            });
+            constants.push(c);
             if page_out {
                 crate::host::pages::page_out(bytes.get(start..r.pos).unwrap_or_default());
             }
@@ -254,6 +264,7 @@ impl Executable {
         let mut exe = Executable {
             funcs,
             constants,
+            constant_data,
             instrs: Vec::with_capacity(offsets.len()),
             args: Vec::new(),
         };
@@ -420,6 +431,7 @@ impl Executable {
                 })
                 .collect(),
             constants: Vec::new(),
+            constant_data: Vec::new(),
             instrs: Vec::new(),
             args: Vec::new(),
         }

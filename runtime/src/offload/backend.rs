@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::offload::format::Graph;
-use crate::tensor::Tensor;
+
+pub use super::constants::Constants;
 
 /// The name of the built-in backend.
 pub const CPU: &str = "cpu";
@@ -22,19 +23,22 @@ pub trait Backend: Send + Sync {
     /// `Ok` when it can run on this machine, else why not.
     fn available(&self) -> std::result::Result<(), String>;
     /// Whether it can run node `node` of `graph`; `constants` are the region's constant
-    /// tensors, in the order of `graph.constants`. `Err` carries the reason.
+    /// tensors, in the order of `graph.constants` (each `get` may read one from the model
+    /// file: most backends decide from `graph` alone). `Err` carries the reason.
     fn supports(
         &self,
         graph: &Graph,
         node: usize,
-        constants: &[Tensor],
+        constants: Constants<'_>,
     ) -> std::result::Result<(), String>;
-    /// Prepare the consecutive nodes `nodes` of `graph` to run many times.
+    /// Prepare the consecutive nodes `nodes` of `graph` to run many times. A backend that
+    /// copies a constant into its own form should get it, copy it and drop it before getting
+    /// the next one (see [`Constants`]), and list it in [`Prepared::copied_constants`].
     fn prepare(
         &self,
         graph: &Arc<Graph>,
         nodes: Range<usize>,
-        constants: &[Tensor],
+        constants: Constants<'_>,
     ) -> Result<Box<dyn Prepared>>;
 }
 
@@ -46,7 +50,8 @@ pub trait Prepared: Send + Sync {
     fn run(&self, buffers: &mut Buffers<'_>) -> Result<()>;
 
     /// Constants (tensor indices) this segment copied while preparing and never reads from
-    /// `buffers`: whoever owns them may release them and pass an empty buffer instead.
+    /// `buffers`: the runtime keeps no copy of them (unless another segment reads them) and
+    /// passes an empty buffer instead.
     fn copied_constants(&self) -> Vec<usize> {
         Vec::new()
     }

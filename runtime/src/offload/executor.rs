@@ -6,6 +6,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use super::backend::{Backend, Buffers, Prepared, CPU};
+use super::constants::{Constant, Constants};
 use super::planner::{plan, plan_site, segment_io, segments_of, SubgraphPlan};
 use super::registry::{resolve, resolve_with_reasons, unavailable_reason};
 use crate::error::{Error, Result};
@@ -28,7 +29,7 @@ impl SubgraphRunner {
                 function: String::new(),
                 desc: Arc::from(description),
                 graph: Arc::new(graph),
-                constants,
+                constants: constants.into_iter().map(Constant::Held).collect(),
                 prepared: Mutex::new(HashMap::new()),
             },
         })
@@ -45,7 +46,7 @@ impl SubgraphRunner {
         plan_site(
             "",
             &self.site.graph,
-            &self.site.constants,
+            Constants::of_site(&self.site.constants),
             &order,
             &unavailable,
         )
@@ -62,12 +63,7 @@ impl SubgraphRunner {
             .collect::<Result<Vec<_>>>()?;
         let order = resolve(backends);
         let exec = self.site.executor(&order)?;
-        exec.run(
-            inputs,
-            &self.site.constants,
-            &outputs,
-            crate::tensor::poison_by_default(),
-        )?;
+        exec.run(inputs, &outputs, crate::tensor::poison_by_default())?;
         Ok(outputs)
     }
 }
@@ -111,9 +107,10 @@ struct Segment {
 /// A subgraph prepared for one preference order: segments plus the scratch layout.
 pub(crate) struct Executor {
     graph: Arc<Graph>,
-    /// The constants when the executor holds its own (a region rewritten to NHWC: 4-D ones
-    /// transposed); `None` where a segment copied one and no longer reads it.
-    own_constants: Option<Vec<Option<Tensor>>>,
+    /// The constants the segments read at run time, in the order of `graph.constants`: the
+    /// site's (a region rewritten to NHWC: its own, 4-D ones transposed); `None` where every
+    /// segment that reads one copied it while preparing (`Prepared::copied_constants`).
+    constants: Vec<Option<Tensor>>,
     segments: Vec<Segment>,
     /// Scratch slot of every tensor that needs one (intermediates seen by the runtime).
     slot_of: Vec<Option<usize>>,
@@ -125,7 +122,7 @@ pub(crate) struct Executor {
 impl Executor {
     pub(crate) fn new(
         graph: Arc<Graph>,
-        constants: &[Tensor],
+        constants: Constants<'_>,
         backends: &[Arc<dyn Backend>],
     ) -> Result<Executor> {
         Self::with_layout(graph, constants, backends, true)
@@ -135,7 +132,7 @@ impl Executor {
     /// rewritten to NHWC (`cpu::to_nhwc`).
     pub(crate) fn with_layout(
         graph: Arc<Graph>,
-        constants: &[Tensor],
+        constants: Constants<'_>,
         backends: &[Arc<dyn Backend>],
         nhwc: bool,
     ) -> Result<Executor> {
@@ -162,7 +159,7 @@ impl Executor {
                 ),
             }
         }
-        let constants = own.as_deref().unwrap_or(constants);
+        let constants = own.as_ref().map(Constants::from).unwrap_or(constants);
         let mut segments = Vec::new();
         let mut pending = segments_of(&which);
         let mut i = 0;
@@ -266,31 +263,34 @@ impl Executor {
                 }
             }
         }
-        // Constants of our own that every reader copied while preparing are released.
-        let own_constants = own.map(|own| {
-            let copied: Vec<Vec<usize>> = segments
-                .iter()
-                .map(|s| s.prepared.copied_constants())
-                .collect();
-            graph
-                .constants
-                .iter()
-                .zip(own)
-                .map(|(&t, c)| {
-                    let unread = graph.nodes.iter().enumerate().all(|(k, node)| {
-                        !node.inputs.contains(&t)
-                            || segments
-                                .iter()
-                                .zip(&copied)
-                                .any(|(s, c)| s.nodes.contains(&k) && c.contains(&t))
-                    });
-                    (!unread).then_some(c)
-                })
-                .collect()
-        });
+        // Constants every reader copied while preparing are not kept; the others are, each
+        // read once more if it lives in the model file.
+        let copied: Vec<Vec<usize>> = segments
+            .iter()
+            .map(|s| s.prepared.copied_constants())
+            .collect();
+        let constants = graph
+            .constants
+            .iter()
+            .enumerate()
+            .map(|(k, &t)| {
+                let unread = graph.nodes.iter().enumerate().all(|(n, node)| {
+                    !node.inputs.contains(&t)
+                        || segments
+                            .iter()
+                            .zip(&copied)
+                            .any(|(s, c)| s.nodes.contains(&n) && c.contains(&t))
+                });
+                if unread {
+                    Ok(None)
+                } else {
+                    constants.get(k)
+                }
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(Executor {
             graph,
-            own_constants,
+            constants,
             segments,
             slot_of,
             slot_bytes,
@@ -298,14 +298,13 @@ impl Executor {
         })
     }
 
-    /// The constants this executor held and released after preparation.
+    /// The constants (tensor indices) this executor does not keep after preparation.
     #[cfg(test)]
     pub(crate) fn released_constants(&self) -> Vec<usize> {
-        let own = self.own_constants.iter().flatten();
         self.graph
             .constants
             .iter()
-            .zip(own)
+            .zip(&self.constants)
             .filter(|(_, c)| c.is_none())
             .map(|(&t, _)| t)
             .collect()
@@ -319,13 +318,7 @@ impl Executor {
 
     /// Run on the VM's tensors (already checked against the description). With `poison`, the
     /// scratch arena is overwritten first (see `SessionOptions::poison_memory`).
-    pub(crate) fn run(
-        &self,
-        inputs: &[Tensor],
-        constants: &[Tensor],
-        outputs: &[Tensor],
-        poison: bool,
-    ) -> Result<()> {
+    pub(crate) fn run(&self, inputs: &[Tensor], outputs: &[Tensor], poison: bool) -> Result<()> {
         let g = &self.graph;
         let arena = match self.arenas.lock().ok().and_then(|mut a| a.pop()) {
             Some(a) => a,
@@ -361,11 +354,7 @@ impl Executor {
             ptrs[t] = Some((x.data_ptr(), x.byte_len()));
         }
         for (k, &t) in g.constants.iter().enumerate() {
-            let c = match &self.own_constants {
-                Some(own) => own[k].as_ref(),
-                None => constants.get(k),
-            };
-            ptrs[t] = Some(match c {
+            ptrs[t] = Some(match self.constants.get(k).and_then(Option::as_ref) {
                 Some(c) => (c.data_ptr(), c.byte_len()),
                 // Released: no segment reads it (`Prepared::copied_constants`).
                 None => (std::ptr::NonNull::<u8>::dangling().as_ptr(), 0),
@@ -423,7 +412,7 @@ pub(crate) struct Site {
     pub function: String,
     pub desc: Arc<str>,
     pub graph: Arc<Graph>,
-    pub constants: Vec<Tensor>,
+    pub constants: Vec<Constant>,
     /// Prepared executors by backend order.
     pub prepared: Mutex<HashMap<Vec<String>, Arc<Executor>>>,
 }
@@ -450,7 +439,11 @@ impl Site {
                 );
             }
         }
-        let e = Arc::new(Executor::new(g.clone(), &self.constants, backends)?);
+        let e = Arc::new(Executor::new(
+            g.clone(),
+            Constants::of_site(&self.constants),
+            backends,
+        )?);
         map.insert(key, e.clone());
         Ok(e)
     }

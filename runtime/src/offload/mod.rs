@@ -18,13 +18,15 @@
 
 pub mod backend;
 pub mod backends;
+mod constants;
 pub mod executor;
 pub mod format;
 pub mod planner;
 pub mod registry;
 
-pub use backend::{Backend, Buffers, Prepared, CPU};
+pub use backend::{Backend, Buffers, Constants, Prepared, CPU};
 pub use backends::plugin::load_plugin;
+pub(crate) use constants::{Constant, InFile};
 pub(crate) use executor::Site;
 pub use executor::SubgraphRunner;
 pub use planner::{segment_io, NodePlan, SubgraphPlan};

@@ -3,9 +3,8 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::backend::{Backend, CPU};
+use super::backend::{Backend, Constants, CPU};
 use crate::offload::format::{Graph, Role};
-use crate::tensor::Tensor;
 
 /// Where one node runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,7 +39,7 @@ pub struct SubgraphPlan {
 /// Assign every node of `graph` to a backend.
 pub(crate) fn plan(
     graph: &Graph,
-    constants: &[Tensor],
+    constants: Constants<'_>,
     backends: &[Arc<dyn Backend>],
 ) -> (Vec<usize>, Vec<NodePlan>) {
     let mut which = Vec::with_capacity(graph.nodes.len());
@@ -88,7 +87,7 @@ pub(crate) fn plan(
 pub(crate) fn plan_site(
     function: &str,
     graph: &Graph,
-    constants: &[Tensor],
+    constants: Constants<'_>,
     order: &[Arc<dyn Backend>],
     unavailable: &[(String, String)],
 ) -> SubgraphPlan {

@@ -2,11 +2,10 @@
 
 use std::sync::{Arc, OnceLock, RwLock};
 
-use super::backend::{Backend, Prepared, CPU};
+use super::backend::{Backend, Constants, Prepared, CPU};
 use super::backends::{bnns, cpu, plugin};
 use crate::error::{Error, Result};
 use crate::offload::format::Graph;
-use crate::tensor::Tensor;
 use std::ops::Range;
 
 fn registry() -> &'static RwLock<Vec<Arc<dyn Backend>>> {
@@ -39,11 +38,16 @@ impl Backend for Unavailable {
         Err(self.why.clone())
     }
 
-    fn supports(&self, _: &Graph, _: usize, _: &[Tensor]) -> std::result::Result<(), String> {
+    fn supports(&self, _: &Graph, _: usize, _: Constants<'_>) -> std::result::Result<(), String> {
         Err(self.why.clone())
     }
 
-    fn prepare(&self, _: &Arc<Graph>, _: Range<usize>, _: &[Tensor]) -> Result<Box<dyn Prepared>> {
+    fn prepare(
+        &self,
+        _: &Arc<Graph>,
+        _: Range<usize>,
+        _: Constants<'_>,
+    ) -> Result<Box<dyn Prepared>> {
         Err(Error::Backend {
             backend: self.name.into(),
             message: self.why.clone(),

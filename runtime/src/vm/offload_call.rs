@@ -28,9 +28,10 @@ impl Session {
             .filter(|s| Arc::ptr_eq(&s.desc, desc) || *s.desc == **desc)
             .find(|s| {
                 let ni = s.graph.inputs.len();
-                s.constants.iter().enumerate().all(|(k, c)| {
-                    matches!(args.get(1 + ni + k), Some(Value::Tensor(t)) if t.same_data(c))
-                })
+                s.constants
+                    .iter()
+                    .enumerate()
+                    .all(|(k, c)| args.get(1 + ni + k).is_some_and(|a| c.is(a)))
             })
             .ok_or_else(|| Error::Subgraph {
                 subgraph: super::program::SUBGRAPH_FUNCTION.into(),
@@ -83,7 +84,7 @@ impl Session {
         }
         let backends = self.backends.as_deref().unwrap_or(&[]);
         let exec = site.executor(backends)?;
-        exec.run(&inputs, &site.constants, &outputs, self.pool.poisons())?;
+        exec.run(&inputs, &outputs, self.pool.poisons())?;
         Ok(Value::None)
     }
 }

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use super::builtins::Builtin;
 use crate::error::{Error, Result};
 use crate::host::abi::SafeCallFn;
-use crate::loader::executable::{Arg, Executable, FuncKind};
+use crate::loader::executable::{Arg, Executable, FuncKind, Instr};
 use crate::loader::library::Library;
-use crate::offload::Site;
+use crate::offload::{Constant, InFile, Site};
 use crate::registry::PackedFunc;
 use crate::value::Value;
 
@@ -36,6 +36,8 @@ pub(crate) struct Program {
     callees: Vec<Callee>,
     /// Every `mote.subgraph` call site, parsed and checked at load.
     subgraphs: Vec<Site>,
+    /// Tensor constants left in the model file (`defer_constants`): how many, how many bytes.
+    deferred: (usize, usize),
     /// A kernel-only library: every entry of `exe.funcs` is a packed entry resolved to a
     /// kernel, and those are the functions callable from outside.
     kernel_library: bool,
@@ -45,7 +47,7 @@ impl Program {
     /// Resolve every function-table name (the library's kernels, then Mote's builtins, then
     /// registered functions) and check every subgraph call site. `id` tells this program's
     /// function values from another's.
-    pub(crate) fn link(id: usize, library: Arc<Library>, exe: Executable) -> Result<Program> {
+    pub(crate) fn link(id: usize, library: Arc<Library>, mut exe: Executable) -> Result<Program> {
         let mut missing = Vec::new();
         let callees: Vec<Callee> = exe
             .funcs
@@ -72,13 +74,15 @@ impl Program {
         if !missing.is_empty() {
             return Err(Error::MissingFunctions { names: missing });
         }
-        let subgraphs = subgraph_sites(&exe, &callees)?;
+        let (mut subgraphs, slots) = subgraph_sites(&exe, &callees)?;
+        let deferred = defer_constants(&mut exe, &mut subgraphs, &slots, &library);
         Ok(Program {
             id,
             library,
             exe,
             callees,
             subgraphs,
+            deferred,
             kernel_library: false,
         })
     }
@@ -107,6 +111,7 @@ impl Program {
             exe: Executable::packed_only(kernels),
             callees,
             subgraphs: Vec::new(),
+            deferred: (0, 0),
             kernel_library: true,
         })
     }
@@ -139,6 +144,90 @@ impl Program {
     pub(crate) fn subgraphs(&self) -> &[Site] {
         &self.subgraphs
     }
+
+    /// Number and total bytes of the tensor constants (bound weights), those left in the
+    /// model file included.
+    pub(crate) fn constant_bytes(&self) -> (usize, usize) {
+        let held = self.exe.constants.iter().filter_map(Value::as_tensor);
+        let (n, bytes) = held.fold((0, 0), |(n, b), t| (n + 1, b + t.byte_len()));
+        (n + self.deferred.0, bytes + self.deferred.1)
+    }
+
+    /// The part of [`Program::constant_bytes`] left in the model file (`defer_constants`).
+    pub(crate) fn constants_in_file(&self) -> (usize, usize) {
+        self.deferred
+    }
+}
+
+/// Leave in the model file the tensor constants that only offloaded regions read
+/// (docs/footprint.md, "Memory"): the VM's pool holds a key in place of each (the call sites
+/// recognise their calls by it) and the sites read them from the file when a backend prepares
+/// them. Only for a library whose blob stays mapped while the model lives; a file read as data
+/// keeps every constant in memory. `slots[i]`: the pool index of each constant of site `i`.
+/// Returns how many constants were left in the file and their bytes.
+fn defer_constants(
+    exe: &mut Executable,
+    sites: &mut [Site],
+    slots: &[Vec<u32>],
+    library: &Arc<Library>,
+) -> (usize, usize) {
+    if sites.is_empty() || !matches!(library.module_tree(), Ok(Some(_))) {
+        return (0, 0);
+    }
+    let n = exe.constants.len();
+    // Every use of each constant as an argument, each instruction counted once ...
+    let mut uses = vec![0usize; n];
+    let mut count = |a: &Arg| {
+        if let Arg::Const(c) = *a {
+            if let Some(u) = uses.get_mut(c as usize) {
+                *u += 1;
+            }
+        }
+    };
+    for instr in &exe.instrs {
+        match *instr {
+            Instr::Call { args, nargs, .. } => {
+                exe.call_args(args, nargs).iter().for_each(&mut count)
+            }
+            Instr::Ret { reg } => count(&reg),
+            Instr::If { cond, .. } => count(&cond),
+            Instr::Goto { .. } => {}
+        }
+    }
+    // ... against its uses as a region's constant: a constant is left in the file only when
+    // the two agree, so no instruction but a `mote.subgraph` call ever sees the key.
+    let mut as_region_constant = vec![0usize; n];
+    for &c in slots.iter().flatten() {
+        if let Some(u) = as_region_constant.get_mut(c as usize) {
+            *u += 1;
+        }
+    }
+    let mut deferred = (0, 0);
+    for c in 0..n {
+        if uses[c] == 0 || uses[c] != as_region_constant[c] {
+            continue;
+        }
+        let (Some(Value::Tensor(t)), Some(Some(range))) =
+            (exe.constants.get(c), exe.constant_data.get(c))
+        else {
+            continue;
+        };
+        let key: Arc<str> = Arc::from(format!("mote: constant {c}, read from the model file"));
+        for (site, pool) in sites.iter_mut().zip(slots) {
+            for (k, _) in pool.iter().enumerate().filter(|(_, &p)| p as usize == c) {
+                site.constants[k] = Constant::InFile(InFile {
+                    library: library.clone(),
+                    range: range.clone(),
+                    shape: t.shape().to_vec(),
+                    dtype: t.dtype(),
+                    key: key.clone(),
+                });
+            }
+        }
+        deferred = (deferred.0 + 1, deferred.1 + t.byte_len());
+        exe.constants[c] = Value::Str(key);
+    }
+    deferred
 }
 
 /// The packed function name of offloaded regions (docs/subgraph-format.md).
@@ -146,8 +235,10 @@ pub(crate) const SUBGRAPH_FUNCTION: &str = "mote.subgraph";
 
 /// Find, parse and check every `mote.subgraph` call: `(desc, inputs..., constants...,
 /// outputs...)` with the description and the constants taken from the VM's constant pool.
-fn subgraph_sites(exe: &Executable, callees: &[Callee]) -> Result<Vec<Site>> {
+/// Returns the sites and, for each, the constant pool index of each of its constants.
+fn subgraph_sites(exe: &Executable, callees: &[Callee]) -> Result<(Vec<Site>, Vec<Vec<u32>>)> {
     let mut sites = Vec::new();
+    let mut slots = Vec::new();
     for f in exe.funcs.iter().filter(|f| f.kind == FuncKind::Vm) {
         for (i, (func, args)) in exe
             .calls(f)
@@ -186,7 +277,11 @@ fn subgraph_sites(exe: &Executable, callees: &[Callee]) -> Result<Vec<Site>> {
                 )));
             }
             let mut constants = Vec::with_capacity(nc);
+            let mut pool = Vec::with_capacity(nc);
             for (k, &t) in graph.constants.iter().enumerate() {
+                if let Some(Arg::Const(c)) = args.get(1 + ni + k) {
+                    pool.push(*c);
+                }
                 let Some(Value::Tensor(c)) = konst(args.get(1 + ni + k)) else {
                     return Err(bad(format!(
                         "argument {} (constant {k}) is not a tensor constant of the model",
@@ -203,7 +298,7 @@ fn subgraph_sites(exe: &Executable, callees: &[Callee]) -> Result<Vec<Site>> {
                         d.shape
                     )));
                 }
-                constants.push(c.clone());
+                constants.push(Constant::Held(c.clone()));
             }
             sites.push(Site {
                 function: f.name.clone(),
@@ -212,7 +307,8 @@ fn subgraph_sites(exe: &Executable, callees: &[Callee]) -> Result<Vec<Site>> {
                 constants,
                 prepared: Default::default(),
             });
+            slots.push(pool);
         }
     }
-    Ok(sites)
+    Ok((sites, slots))
 }

@@ -13,8 +13,7 @@ use std::sync::{Arc, Mutex};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::offload::format::{Activation, Graph, Layout, Op, Role, TensorDesc, MAX_RANK};
-use crate::offload::{segment_io, Backend, Buffers, Prepared};
-use crate::tensor::Tensor;
+use crate::offload::{segment_io, Backend, Buffers, Constants, Prepared};
 
 /// The plug-in ABI version this runtime speaks (`MOTE_BACKEND_ABI_VERSION`).
 pub const ABI_VERSION: u32 = 1;
@@ -570,7 +569,7 @@ impl PluginBackend {
         h: &GraphHandle<'_>,
         graph: &Graph,
         nodes: Range<usize>,
-        constants: &[Tensor],
+        constants: Constants<'_>,
         reads: &[usize],
         writes: &[usize],
     ) -> std::result::Result<(), Refusal> {
@@ -589,7 +588,8 @@ impl PluginBackend {
                 }
                 let id = match graph.role(t) {
                     Role::Constant(i) => {
-                        let c = constants.get(i).ok_or_else(|| {
+                        // Borrowed for the call only (the plug-in copies it): dropped at once.
+                        let c = constants.get(i).map_err(Refusal::Failed)?.ok_or_else(|| {
                             Refusal::Failed(Error::Backend {
                                 backend: self.name.clone(),
                                 message: format!("constant {i} missing"),
@@ -662,7 +662,7 @@ impl Backend for PluginBackend {
         &self,
         graph: &Graph,
         node: usize,
-        constants: &[Tensor],
+        constants: Constants<'_>,
     ) -> std::result::Result<(), String> {
         let h = self.new_graph().map_err(|e| e.to_string())?;
         let (reads, writes) = segment_io(graph, node..node + 1);
@@ -683,7 +683,7 @@ impl Backend for PluginBackend {
         &self,
         graph: &Arc<Graph>,
         nodes: Range<usize>,
-        constants: &[Tensor],
+        constants: Constants<'_>,
     ) -> Result<Box<dyn Prepared>> {
         let h = self.new_graph()?;
         let (reads, writes) = segment_io(graph, nodes.clone());
@@ -705,6 +705,13 @@ impl Backend for PluginBackend {
         }
         let ptr = h.ptr;
         std::mem::forget(h);
+        let mut copied: Vec<usize> = graph.nodes[nodes]
+            .iter()
+            .flat_map(|n| n.inputs.iter().copied())
+            .filter(|&t| matches!(graph.role(t), Role::Constant(_)))
+            .collect();
+        copied.sort_unstable();
+        copied.dedup();
         Ok(Box::new(PluginSegment {
             name: self.name.clone(),
             run: self.api.run,
@@ -713,6 +720,7 @@ impl Backend for PluginBackend {
             graph: Mutex::new(ptr as usize),
             reads,
             writes,
+            copied,
         }))
     }
 }
@@ -727,9 +735,15 @@ struct PluginSegment {
     graph: Mutex<usize>,
     reads: Vec<usize>,
     writes: Vec<usize>,
+    /// The constants its nodes read: the plug-in holds its own copies (ABI rule).
+    copied: Vec<usize>,
 }
 
 impl Prepared for PluginSegment {
+    fn copied_constants(&self) -> Vec<usize> {
+        self.copied.clone()
+    }
+
     fn run(&self, bufs: &mut Buffers<'_>) -> Result<()> {
         let (r, w) = bufs.raw(&self.reads, &self.writes)?;
         let guard = self.graph.lock().map_err(|_| Error::Backend {

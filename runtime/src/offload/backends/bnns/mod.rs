@@ -30,8 +30,7 @@ use std::sync::{Arc, Mutex};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::offload::format::{window_out, Graph, Layout, Op, Role, TensorDesc};
-use crate::offload::{segment_io, Backend, Buffers, Prepared};
-use crate::tensor::Tensor;
+use crate::offload::{segment_io, Backend, Buffers, Constants, Prepared};
 use desc::{Act, Image, LayerSpec, Window};
 use engine::{Engine, Filter};
 
@@ -100,7 +99,7 @@ impl Backend for BnnsBackend {
         &self,
         graph: &Graph,
         node: usize,
-        _: &[Tensor],
+        _: Constants<'_>,
     ) -> std::result::Result<(), String> {
         self.available()?;
         check_node(graph, node)
@@ -110,7 +109,7 @@ impl Backend for BnnsBackend {
         &self,
         graph: &Arc<Graph>,
         nodes: Range<usize>,
-        constants: &[Tensor],
+        constants: Constants<'_>,
     ) -> Result<Box<dyn Prepared>> {
         let engine = self.engine.ok_or_else(|| backend_err(UNAVAILABLE))?;
         let seg = Segment::build(engine, graph, nodes, constants)?;
@@ -474,12 +473,12 @@ struct Segment {
     idle: Mutex<Vec<FilterSet>>,
 }
 
-fn constant_f32(graph: &Graph, t: usize, constants: &[Tensor]) -> Result<Vec<f32>> {
+fn constant_f32(graph: &Graph, t: usize, constants: Constants<'_>) -> Result<Vec<f32>> {
     let Role::Constant(i) = graph.role(t) else {
         return Err(backend_err(format!("tensor {t} is not a constant")));
     };
     let c = constants
-        .get(i)
+        .get(i)?
         .ok_or_else(|| backend_err(format!("constant {i} (tensor {t}) was not given")))?;
     let d = &graph.tensors[t];
     let bytes = c.data();
@@ -567,7 +566,7 @@ impl Segment {
         engine: &'static dyn Engine,
         graph: &Arc<Graph>,
         nodes: Range<usize>,
-        constants: &[Tensor],
+        constants: Constants<'_>,
     ) -> Result<Segment> {
         let g = &**graph;
         let (_, writes) = segment_io(g, nodes.clone());

@@ -11,6 +11,8 @@ use super::emu::EMULATOR;
 use super::*;
 use crate::offload::backends::cpu::CpuBackend;
 use crate::offload::executor::Executor;
+use crate::offload::Constants;
+use crate::tensor::Tensor;
 
 fn engines() -> Vec<&'static dyn Engine> {
     #[allow(unused_mut)]
@@ -67,13 +69,13 @@ fn run(
     consts: &[Tensor],
     inputs: &[Tensor],
 ) -> Vec<Tensor> {
-    let exec = Executor::new(graph.clone(), consts, order).unwrap();
+    let exec = Executor::new(graph.clone(), Constants::from(consts), order).unwrap();
     let outputs: Vec<Tensor> = graph
         .outputs
         .iter()
         .map(|&o| Tensor::zeros(&graph.tensors[o].shape, graph.tensors[o].dtype).unwrap())
         .collect();
-    exec.run(inputs, consts, &outputs, true).unwrap();
+    exec.run(inputs, &outputs, true).unwrap();
     outputs
 }
 
@@ -100,15 +102,15 @@ fn check(what: &str, text: &str, consts: Vec<Tensor>, inputs: Vec<Tensor>) {
         let what = format!("{what} on {}", engine.name());
         let bnns: Arc<dyn Backend> = Arc::new(BnnsBackend::with_engine(engine));
         for k in 0..graph.nodes.len() {
-            if let Err(why) = bnns.supports(&graph, k, &consts) {
+            if let Err(why) = bnns.supports(&graph, k, Constants::from(&consts)) {
                 panic!("{what}: node `{}` refused: {why}", graph.nodes[k].name);
             }
         }
-        if let Err(e) = bnns.prepare(&graph, 0..graph.nodes.len(), &consts) {
+        if let Err(e) = bnns.prepare(&graph, 0..graph.nodes.len(), Constants::from(&consts)) {
             panic!("{what}: prepare failed: {e}");
         }
         let order = [bnns.clone(), cpu.clone()];
-        let exec = Executor::new(graph.clone(), &consts, &order).unwrap();
+        let exec = Executor::new(graph.clone(), Constants::from(&consts), &order).unwrap();
         assert!(
             exec.segment_backends().all(|b| b == NAME),
             "{what}: some nodes did not run on bnns"
@@ -602,14 +604,13 @@ fn concurrent_runs_of_one_segment_agree() {
     for engine in engines() {
         let order: Vec<Arc<dyn Backend>> =
             vec![Arc::new(BnnsBackend::with_engine(engine)), cpu.clone()];
-        let exec = Executor::new(graph.clone(), &consts, &order).unwrap();
+        let exec = Executor::new(graph.clone(), Constants::from(&consts), &order).unwrap();
         std::thread::scope(|s| {
             for _ in 0..4 {
                 s.spawn(|| {
                     for _ in 0..8 {
                         let out = Tensor::zeros(&[2, 10], DType::F32).unwrap();
-                        exec.run(&inputs, &consts, std::slice::from_ref(&out), true)
-                            .unwrap();
+                        exec.run(&inputs, std::slice::from_ref(&out), true).unwrap();
                         assert_close("concurrent run", &out, &want[0]);
                     }
                 });
@@ -621,7 +622,7 @@ fn concurrent_runs_of_one_segment_agree() {
 fn refusal(text: &str, needle: &str) {
     let graph = Graph::parse(text, "test").unwrap();
     let b = BnnsBackend::with_engine(&EMULATOR);
-    match b.supports(&graph, 0, &[]) {
+    match b.supports(&graph, 0, Constants::from(&[] as &[Tensor])) {
         Ok(()) => panic!("node accepted; expected a refusal mentioning `{needle}`"),
         Err(why) => assert!(why.contains(needle), "reason `{why}` lacks `{needle}`"),
     }
@@ -723,7 +724,9 @@ fn unavailable_off_apple_with_a_reason() {
         let why = b.available().unwrap_err();
         assert!(why.contains("Accelerate"), "{why}");
         let g = Graph::parse(&cnn().0, "test").unwrap();
-        assert!(b.supports(&g, 0, &[]).is_err());
+        assert!(b
+            .supports(&g, 0, Constants::from(&[] as &[Tensor]))
+            .is_err());
     }
 }
 

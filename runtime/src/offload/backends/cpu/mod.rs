@@ -34,7 +34,7 @@ use std::sync::Arc;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::offload::format::{Activation, Conv2d, Graph, Layout, Op, Role, TensorDesc};
-use crate::offload::{Backend, Buffers, Prepared};
+use crate::offload::{Backend, Buffers, Constants, Prepared};
 use crate::tensor::Tensor;
 
 /// The built-in CPU backend (`"cpu"`).
@@ -56,7 +56,7 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn supports(&self, _: &Graph, _: usize, _: &[Tensor]) -> std::result::Result<(), String> {
+    fn supports(&self, _: &Graph, _: usize, _: Constants<'_>) -> std::result::Result<(), String> {
         Ok(())
     }
 
@@ -64,8 +64,11 @@ impl Backend for CpuBackend {
         &self,
         graph: &Arc<Graph>,
         nodes: Range<usize>,
-        constants: &[Tensor],
+        constants: Constants<'_>,
     ) -> Result<Box<dyn Prepared>> {
+        // Node by node: each constant is got, turned into the step's own form and dropped
+        // before the next node gets its own, so at most one copy of a weight read from the
+        // model file is alive at a time (`Constants`).
         let mut steps = Vec::with_capacity(nodes.len());
         for k in nodes {
             steps.push(prepare_node(graph, k, constants)?);
@@ -152,11 +155,32 @@ struct CpuSegment {
     steps: Vec<Step>,
 }
 
-fn constant_of<'a>(g: &Graph, t: usize, constants: &'a [Tensor]) -> Option<&'a Tensor> {
+/// Tensor `t` when it is one of the region's constants.
+fn constant_of(g: &Graph, t: usize, constants: Constants<'_>) -> Result<Option<Tensor>> {
     match g.role(t) {
         Role::Constant(i) => constants.get(i),
-        _ => None,
+        _ => Ok(None),
     }
+}
+
+/// The weight (input 1) and the bias (input 2, with its tensor index) of node `k`, each
+/// `Some` when constant.
+#[allow(clippy::type_complexity)]
+fn weight_and_bias(
+    g: &Graph,
+    k: usize,
+    constants: Constants<'_>,
+) -> Result<(Option<Tensor>, Option<(usize, Option<Tensor>)>)> {
+    let node = &g.nodes[k];
+    let wt = match node.inputs.get(1) {
+        Some(&w) => constant_of(g, w, constants)?,
+        None => None,
+    };
+    let bias = match node.inputs.get(2) {
+        Some(&b) => Some((b, constant_of(g, b, constants)?)),
+        None => None,
+    };
+    Ok((wt, bias))
 }
 
 fn conv_plan(g: &Graph, k: usize, c: &Conv2d) -> kernels::ConvPlan {
@@ -170,17 +194,15 @@ fn conv_plan(g: &Graph, k: usize, c: &Conv2d) -> kernels::ConvPlan {
     )
 }
 
-fn prepare_node(g: &Graph, k: usize, constants: &[Tensor]) -> Result<Step> {
+fn prepare_node(g: &Graph, k: usize, constants: Constants<'_>) -> Result<Step> {
     let node = &g.nodes[k];
     let data = &g.tensors[node.inputs[0]];
     match &node.op {
         Op::Conv2d(c) => {
             let plan = conv_plan(g, k, c);
-            let wt = constant_of(g, node.inputs[1], constants);
-            let bias_t = node
-                .inputs
-                .get(2)
-                .map(|&b| (b, constant_of(g, b, constants)));
+            let (wt, bias_t) = weight_and_bias(g, k, constants)?;
+            let wt = wt.as_ref();
+            let bias_t = bias_t.as_ref().map(|(b, t)| (*b, t.as_ref()));
             if data.is_quantized_8bit() {
                 let wdesc = &g.tensors[node.inputs[1]];
                 let q = match (qgemm::level(), wt, &wdesc.quant) {
@@ -236,11 +258,9 @@ fn prepare_node(g: &Graph, k: usize, constants: &[Tensor]) -> Result<Step> {
         Op::Dense { .. } => {
             let wdesc = &g.tensors[node.inputs[1]];
             let (nn, kk) = (wdesc.shape[0] as usize, wdesc.shape[1] as usize);
-            let wt = constant_of(g, node.inputs[1], constants);
-            let bias_t = node
-                .inputs
-                .get(2)
-                .map(|&b| (b, constant_of(g, b, constants)));
+            let (wt, bias_t) = weight_and_bias(g, k, constants)?;
+            let wt = wt.as_ref();
+            let bias_t = bias_t.as_ref().map(|(b, t)| (*b, t.as_ref()));
             if matches!(bias_t, Some((_, None))) {
                 return Ok(Step::Generic { node: k });
             }
@@ -601,22 +621,40 @@ impl Prepared for CpuSegment {
     }
 
     fn copied_constants(&self) -> Vec<usize> {
-        // A convolution with its weight packed and its bias loaded (a float one, or a
-        // quantized one on the 8-bit GEMM) never reads either buffer again.
+        // A convolution or dense layer whose constant weight was packed (for the float
+        // kernels, the 8-bit GEMM or the exact f64 path) never reads the weight's buffer
+        // again, nor the bias's, which preparation loaded (quantized ones into `Requant`).
         let mut out = Vec::new();
         for step in &self.steps {
-            if let Step::Conv {
-                node,
-                weight: ConvWeight::Packed(_) | ConvWeight::Gemm(_),
-                ..
-            }
-            | Step::QConv {
-                node, q: Some(_), ..
-            } = step
-            {
-                let ins = &self.graph.nodes[*node].inputs;
-                out.extend(ins.iter().skip(1).copied());
-            }
+            let node = match step {
+                Step::Conv {
+                    node,
+                    weight: ConvWeight::Packed(_) | ConvWeight::Gemm(_),
+                    ..
+                }
+                | Step::QConv {
+                    node, q: Some(_), ..
+                }
+                | Step::QConv {
+                    node,
+                    weight: Weight::Packed(_),
+                    ..
+                }
+                | Step::QDense {
+                    node, q: Some(_), ..
+                }
+                | Step::QDense {
+                    node,
+                    weight: Weight::Packed(_),
+                    ..
+                } => *node,
+                Step::Dense {
+                    node, weight, gemm, ..
+                } if gemm.is_some() || matches!(weight, Weight::Packed(_)) => *node,
+                _ => continue,
+            };
+            let ins = &self.graph.nodes[node].inputs;
+            out.extend(ins.iter().skip(1).copied());
         }
         out
     }

@@ -9,8 +9,9 @@
 //! region's edge converts each 4-D input and output; the VM's tensors stay NCHW. This is the
 //! rewrite the partitioner does for ACL regions (docs/subgraph-format.md), done at run time.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::offload::format::{Graph, Layout, Node, Op, Role, TensorDesc};
+use crate::offload::Constants;
 use crate::tensor::Tensor;
 
 /// Output dim `i` of an NCHW -> NHWC transpose is input dim `TO_NHWC[i]`.
@@ -159,7 +160,7 @@ fn transpose_tensor(x: &Tensor, axes: &[usize]) -> Result<Tensor> {
 
 /// `g` rewritten to NHWC, when it has an NCHW convolution and every node can be rewritten
 /// (`Ok(None)` otherwise, with the reason logged).
-pub(crate) fn to_nhwc(g: &Graph, constants: &[Tensor]) -> Result<Option<Converted>> {
+pub(crate) fn to_nhwc(g: &Graph, constants: Constants<'_>) -> Result<Option<Converted>> {
     let has_nchw_conv = g
         .nodes
         .iter()
@@ -272,12 +273,17 @@ pub(crate) fn to_nhwc(g: &Graph, constants: &[Tensor]) -> Result<Option<Converte
     let constants = g
         .constants
         .iter()
-        .zip(constants)
-        .map(|(&t, c)| {
+        .enumerate()
+        .map(|(k, &t)| {
+            let c = constants.get(k)?.ok_or_else(|| Error::Subgraph {
+                subgraph: g.name.clone(),
+                node: None,
+                message: format!("constant {k} missing"),
+            })?;
             if is_4d(g, t) {
-                transpose_tensor(c, &TO_NHWC)
+                transpose_tensor(&c, &TO_NHWC)
             } else {
-                Ok(c.clone())
+                Ok(c)
             }
         })
         .collect::<Result<Vec<_>>>()?;
@@ -399,8 +405,13 @@ mod tests {
     }
 
     fn run(g: &Arc<Graph>, consts: &[Tensor], inputs: &[Tensor], nhwc: bool) -> Vec<Vec<f32>> {
-        let exec = Executor::with_layout(g.clone(), consts, &resolve(&["cpu".into()]), nhwc)
-            .expect("prepares");
+        let exec = Executor::with_layout(
+            g.clone(),
+            Constants::from(consts),
+            &resolve(&["cpu".into()]),
+            nhwc,
+        )
+        .expect("prepares");
         (0..3)
             .map(|_| {
                 let outs: Vec<Tensor> = g
@@ -408,7 +419,7 @@ mod tests {
                     .iter()
                     .map(|&t| Tensor::zeros(&g.tensors[t].shape, DType::F32).expect("out"))
                     .collect();
-                exec.run(inputs, consts, &outs, true).expect("runs");
+                exec.run(inputs, &outs, true).expect("runs");
                 outs.iter()
                     .flat_map(|o| o.as_slice::<f32>().expect("f32").to_vec())
                     .collect()
@@ -423,7 +434,7 @@ mod tests {
         let g = Arc::new(Graph::parse(REGION, "t").expect("parses"));
         let consts = tensors_for(&g, &g.constants, 1);
         let inputs = tensors_for(&g, &g.inputs, 100);
-        let c = to_nhwc(&g, &consts)
+        let c = to_nhwc(&g, Constants::from(&consts))
             .expect("rewrites")
             .expect("convertible");
         // Edge: 2 inputs in, 2 4-D outputs... every 4-D output back; the order-dependent
@@ -475,23 +486,31 @@ mod tests {
             let g = Graph::parse(text, "t").expect("parses");
             let consts = tensors_for(&g, &g.constants, 1);
             assert!(
-                to_nhwc(&g, &consts).expect("no error").is_none(),
+                to_nhwc(&g, Constants::from(&consts))
+                    .expect("no error")
+                    .is_none(),
                 "{}",
                 g.name
             );
         }
     }
 
-    /// The rewritten region holds its transposed weights only until the convolutions have
-    /// packed them: the executor releases them, and runs still match.
+    /// The rewritten region holds its transposed weights only until the convolutions and
+    /// dense layers have packed them: the executor releases them, and runs still match.
     #[test]
     fn packed_weights_are_released_after_preparation() {
         let g = Arc::new(Graph::parse(REGION, "t").expect("parses"));
         let consts = tensors_for(&g, &g.constants, 1);
-        let exec =
-            Executor::with_layout(g.clone(), &consts, &resolve(&["cpu".into()]), true).expect("ok");
+        let exec = Executor::with_layout(
+            g.clone(),
+            Constants::from(&consts),
+            &resolve(&["cpu".into()]),
+            true,
+        )
+        .expect("ok");
         let released = exec.released_constants();
-        // The three conv weights and the conv bias; the 4-D add constant is read at run time.
-        assert_eq!(released, vec![1, 2, 4, 6]);
+        // The three conv weights, the conv bias and the two dense weights; the 4-D add
+        // constant is read at run time.
+        assert_eq!(released, vec![1, 2, 4, 6, 23, 26]);
     }
 }

@@ -1,0 +1,133 @@
+//! A region's constant tensors as backends read them: held in memory, or read again from the
+//! model file each time a backend asks (docs/footprint.md, "Memory").
+//!
+//! A weight that only an offloaded region reads is not kept by the VM: its bytes stay in the
+//! mapped library, and a backend that packs it into its own form reads it once, packs it, and
+//! drops the copy before reading the next. Only the packed forms stay, so a model's weights are
+//! resident once, not twice.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::loader::library::Library;
+use crate::tensor::Tensor;
+use crate::value::Value;
+
+/// One constant of a call site.
+pub(crate) enum Constant {
+    /// A tensor in memory (the VM's, or one given to a [`super::SubgraphRunner`]).
+    Held(Tensor),
+    /// Bytes in the module blob of a library that stays mapped while the model lives.
+    InFile(InFile),
+}
+
+/// Where a deferred constant's bytes are, and what they are.
+pub(crate) struct InFile {
+    pub library: Arc<Library>,
+    /// The bytes' range in the VM executable's payload (`Executable::constant_data`).
+    pub range: Range<usize>,
+    pub shape: Vec<i64>,
+    pub dtype: DType,
+    /// What the VM's constant pool holds in the tensor's place, passed by the call: the call
+    /// site is recognised by it.
+    pub key: Arc<str>,
+}
+
+impl Constant {
+    /// The tensor: the held one, or a fresh copy of the file's bytes (whose pages are then
+    /// handed back to the system, `host::pages`).
+    pub(crate) fn tensor(&self) -> Result<Tensor> {
+        match self {
+            Constant::Held(t) => Ok(t.clone()),
+            Constant::InFile(f) => {
+                let tree = f.library.module_tree()?.ok_or_else(|| {
+                    Error::Format("the model's module blob is no longer readable".into())
+                })?;
+                let bytes = tree
+                    .payloads
+                    .first()
+                    .and_then(|p| p.get(f.range.clone()))
+                    .ok_or_else(|| {
+                        Error::Format(format!(
+                            "constant bytes {:?} lie outside the model's VM executable",
+                            f.range
+                        ))
+                    })?;
+                let t = Tensor::from_bytes(&f.shape, f.dtype, bytes)?;
+                crate::host::pages::page_out(bytes);
+                Ok(t)
+            }
+        }
+    }
+
+    /// Whether `arg`, a call's argument, is this constant.
+    pub(crate) fn is(&self, arg: &Value) -> bool {
+        match (self, arg) {
+            (Constant::Held(c), Value::Tensor(t)) => t.same_data(c),
+            (Constant::InFile(f), Value::Str(s)) => Arc::ptr_eq(&f.key, s),
+            _ => false,
+        }
+    }
+}
+
+/// The constants of a region, in the order of its description's `constants`, as a backend
+/// reads them.
+///
+/// Each [`Constants::get`] may copy the constant out of the model file: a backend that turns a
+/// weight into its own form should drop the tensor once it has, before it gets the next one,
+/// and say so in [`super::Prepared::copied_constants`]. Then the runtime keeps no copy either.
+#[derive(Clone, Copy)]
+pub struct Constants<'a> {
+    slots: Slots<'a>,
+}
+
+#[derive(Clone, Copy)]
+enum Slots<'a> {
+    Tensors(&'a [Tensor]),
+    Site(&'a [Constant]),
+}
+
+impl<'a> From<&'a [Tensor]> for Constants<'a> {
+    fn from(t: &'a [Tensor]) -> Self {
+        Constants {
+            slots: Slots::Tensors(t),
+        }
+    }
+}
+
+impl<'a> From<&'a Vec<Tensor>> for Constants<'a> {
+    fn from(t: &'a Vec<Tensor>) -> Self {
+        Constants::from(t.as_slice())
+    }
+}
+
+impl<'a> Constants<'a> {
+    pub(crate) fn of_site(c: &'a [Constant]) -> Self {
+        Constants {
+            slots: Slots::Site(c),
+        }
+    }
+
+    /// How many constants the region has.
+    pub fn len(&self) -> usize {
+        match self.slots {
+            Slots::Tensors(t) => t.len(),
+            Slots::Site(c) => c.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Constant `i` (`None` past the end). An error when it had to be read from the model file
+    /// and could not be.
+    pub fn get(&self, i: usize) -> Result<Option<Tensor>> {
+        match self.slots {
+            Slots::Tensors(t) => Ok(t.get(i).cloned()),
+            Slots::Site(c) => c.get(i).map(Constant::tensor).transpose(),
+        }
+    }
+}
