@@ -217,7 +217,10 @@ impl Model {
                 "the executable does not import the kernel library".into(),
             ));
         }
-        let exe = Executable::parse_with(tree.payloads[0], page_out)?;
+        // A mapped file stays mapped: the weights only offloaded regions read stay in it
+        // (`vm::program::defer_constants`).
+        let defer_for = page_out.then_some(crate::vm::SUBGRAPH_FUNCTION);
+        let exe = Executable::parse_with(tree.payloads[0], page_out, defer_for)?;
         if let Some(defined) = library.code_free_kernels() {
             check_code_free(path, &exe, defined)?;
         }

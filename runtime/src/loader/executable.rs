@@ -190,23 +190,40 @@ pub enum Instr {
 /// A parsed, validated executable.
 pub struct Executable {
     pub funcs: Vec<FuncInfo>,
+    /// The constant pool. A tensor left in the payload (`in_payload`) is `Value::None` here.
     pub constants: Vec<Value>,
-    /// Where each tensor constant's data bytes lie in the parsed payload (`None` for other
-    /// constants), so that they can be read again from a mapped file (`offload::InFile`).
-    pub constant_data: Vec<Option<std::ops::Range<usize>>>,
+    /// For each constant, `Some` when it is a tensor whose bytes were validated but left in the
+    /// payload (see [`Executable::parse_with`]'s `defer_for`).
+    pub in_payload: Vec<Option<InPayload>>,
     pub instrs: Vec<Instr>,
     /// Flat pool of call arguments; `Instr::Call::args` indexes into it.
     pub args: Vec<Arg>,
 }
 
+/// A tensor constant left in the payload: checked like any other, not copied.
+#[derive(Clone, Debug)]
+pub struct InPayload {
+    /// Its data bytes' range in the payload.
+    pub range: std::ops::Range<usize>,
+    pub shape: Vec<i64>,
+    pub dtype: DType,
+}
+
 impl Executable {
     pub fn parse(bytes: &[u8]) -> Result<Executable> {
-        Self::parse_with(bytes, false)
+        Self::parse_with(bytes, false, None)
     }
 
     /// [`Executable::parse`]; with `page_out`, `bytes` lie in a mapped file and the pages of
-    /// each constant are handed back to the system once it is copied (`host::pages`).
-    pub(crate) fn parse_with(bytes: &[u8], page_out: bool) -> Result<Executable> {
+    /// each constant are handed back to the system once it is copied (`host::pages`). With
+    /// `defer_for`, the name of a packed function, a tensor constant whose every use is an
+    /// argument (after the first) of calls to that function is not copied: it is left in
+    /// `bytes` and described in `in_payload` (docs/footprint.md, "Memory").
+    pub(crate) fn parse_with(
+        bytes: &[u8],
+        page_out: bool,
+        defer_for: Option<&str>,
+    ) -> Result<Executable> {
         let mut r = Reader::new(bytes, "VM executable");
         let magic = r.u64()?;
         if magic != MAGIC_V1 && magic != MAGIC_V2 {
@@ -239,22 +256,15 @@ impl Executable {
         }
         let nconst = r.count(4)?;
         let mut constants = Vec::with_capacity(nconst);
-        let mut constant_data = Vec::with_capacity(nconst);
+        let mut in_payload = Vec::with_capacity(nconst);
         for i in 0..nconst {
-            let start = r.pos;
-            let c = parse_constant(&mut r).map_err(|e| match e {
+            // Tensors are copied once the bytecode has said which ones stay in the payload.
+            let (c, t) = parse_constant(&mut r).map_err(|e| match e {
                 Error::Format(m) => Error::Format(format!("{m} (constant {i})")),
                 e => e,
             })?;
-            // A tensor record ends with its data.
-            constant_data.push(match &c {
-                Value::Tensor(t) => r.pos.checked_sub(t.byte_len()).map(|s| s..r.pos),
-                _ => None,
-            });
             constants.push(c);
-            if page_out {
-                crate::host::pages::page_out(bytes.get(start..r.pos).unwrap_or_default());
-            }
+            in_payload.push(t);
         }
         let offsets = r.i64_vec()?;
         let data = r.i64_vec()?;
@@ -264,13 +274,65 @@ impl Executable {
         let mut exe = Executable {
             funcs,
             constants,
-            constant_data,
+            in_payload,
             instrs: Vec::with_capacity(offsets.len()),
             args: Vec::new(),
         };
         exe.decode(&offsets, &data)?;
         exe.validate()?;
+        let keep = match defer_for {
+            Some(name) => exe.args_only_of(name),
+            None => vec![false; nconst],
+        };
+        for (c, keep) in keep.into_iter().enumerate() {
+            if keep {
+                continue;
+            }
+            if let Some(t) = exe.in_payload[c].take() {
+                exe.constants[c] = Value::Tensor(t.copy_from(bytes, page_out)?);
+            }
+        }
         Ok(exe)
+    }
+
+    /// For each constant, whether every use of it is an argument, other than the first, of a
+    /// call to the packed function `name` (and there is one).
+    fn args_only_of(&self, name: &str) -> Vec<bool> {
+        let n = self.constants.len();
+        let Some(f) = self
+            .funcs
+            .iter()
+            .position(|f| f.kind == FuncKind::Packed && f.name == name)
+        else {
+            return vec![false; n];
+        };
+        let (mut uses, mut as_arg) = (vec![0usize; n], vec![0usize; n]);
+        let mut count = |a: &Arg, of_f: bool| {
+            if let Arg::Const(c) = *a {
+                if let Some(u) = uses.get_mut(c as usize) {
+                    *u += 1;
+                    as_arg[c as usize] += usize::from(of_f);
+                }
+            }
+        };
+        for instr in &self.instrs {
+            match *instr {
+                Instr::Call {
+                    func, args, nargs, ..
+                } => {
+                    for (k, a) in self.call_args(args, nargs).iter().enumerate() {
+                        count(a, func as usize == f && k > 0);
+                    }
+                }
+                Instr::Ret { reg } => count(&reg, false),
+                Instr::If { cond, .. } => count(&cond, false),
+                Instr::Goto { .. } => {}
+            }
+        }
+        uses.iter()
+            .zip(&as_arg)
+            .map(|(&u, &a)| u > 0 && u == a)
+            .collect()
     }
 
     fn decode(&mut self, offsets: &[i64], data: &[i64]) -> Result<()> {
@@ -431,7 +493,7 @@ impl Executable {
                 })
                 .collect(),
             constants: Vec::new(),
-            constant_data: Vec::new(),
+            in_payload: Vec::new(),
             instrs: Vec::new(),
             args: Vec::new(),
         }
@@ -526,8 +588,9 @@ fn parse_func(r: &mut Reader) -> Result<FuncInfo> {
     })
 }
 
-/// A tensor record (docs/tvm-format.md §5.2), in the constant pool and in `const_loader`.
-pub(crate) fn parse_tensor(r: &mut Reader) -> Result<Tensor> {
+/// A tensor record (docs/tvm-format.md §5.2) of the constant pool, checked; its data is
+/// left where it is.
+fn parse_tensor(r: &mut Reader) -> Result<InPayload> {
     let magic = r.u64()?;
     if magic != TENSOR_MAGIC {
         return Err(r.err(format!("bad tensor magic {magic:#018x}")));
@@ -546,26 +609,50 @@ pub(crate) fn parse_tensor(r: &mut Reader) -> Result<Tensor> {
     let dtype = r.dtype()?;
     let shape = (0..ndim).map(|_| r.i64()).collect::<Result<Vec<_>>>()?;
     let nbytes = r.count(1)?;
-    let data = r.bytes(nbytes)?;
+    let start = r.pos;
+    r.bytes(nbytes)?;
     let expect = crate::tensor::byte_size(&shape, dtype).map_err(|e| r.err(e))?;
     if expect != nbytes {
         return Err(r.err(format!(
             "{dtype} tensor of shape {shape:?} has {nbytes} data bytes, expected {expect}"
         )));
     }
-    Tensor::from_bytes(&shape, dtype, data)
+    Ok(InPayload {
+        range: start..start + nbytes,
+        shape,
+        dtype,
+    })
 }
 
-fn parse_constant(r: &mut Reader) -> Result<Value> {
+impl InPayload {
+    /// The tensor, copied out of `payload` (the bytes it was parsed from); with `page_out`,
+    /// the pages holding only its bytes are handed back to the system (`host::pages`).
+    pub(crate) fn copy_from(&self, payload: &[u8], page_out: bool) -> Result<Tensor> {
+        let bytes = payload.get(self.range.clone()).ok_or_else(|| {
+            Error::Format(format!(
+                "constant bytes {:?} lie outside the VM executable",
+                self.range
+            ))
+        })?;
+        let t = Tensor::from_bytes(&self.shape, self.dtype, bytes)?;
+        if page_out {
+            crate::host::pages::page_out(bytes);
+        }
+        Ok(t)
+    }
+}
+
+/// A constant: a value, or (`Value::None` and `Some`) a tensor still in the payload.
+fn parse_constant(r: &mut Reader) -> Result<(Value, Option<InPayload>)> {
     use crate::host::abi::type_index as ti;
     let tag = r.i32()?;
     Ok(match tag {
-        ti::DATA_TYPE => Value::DType(r.dtype()?),
-        65 => Value::Str(Arc::from(r.str()?)),
-        69 => Value::Shape(Arc::from(r.i64_vec()?)),
-        ti::INT => Value::Int(r.i64()?),
-        ti::FLOAT => Value::Float(r.f64()?),
-        ti::TENSOR => Value::Tensor(parse_tensor(r)?),
+        ti::DATA_TYPE => (Value::DType(r.dtype()?), None),
+        65 => (Value::Str(Arc::from(r.str()?)), None),
+        69 => (Value::Shape(Arc::from(r.i64_vec()?)), None),
+        ti::INT => (Value::Int(r.i64()?), None),
+        ti::FLOAT => (Value::Float(r.f64()?), None),
+        ti::TENSOR => (Value::None, Some(parse_tensor(r)?)),
         t => return Err(r.err(format!("unsupported constant type index {t}"))),
     })
 }

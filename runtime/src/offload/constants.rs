@@ -26,7 +26,7 @@ pub(crate) enum Constant {
 /// Where a deferred constant's bytes are, and what they are.
 pub(crate) struct InFile {
     pub library: Arc<Library>,
-    /// The bytes' range in the VM executable's payload (`Executable::constant_data`).
+    /// The bytes' range in the VM executable's payload (`Executable::in_payload`).
     pub range: Range<usize>,
     pub shape: Vec<i64>,
     pub dtype: DType,

@@ -24,6 +24,7 @@ pub(crate) mod program;
 mod session;
 
 pub use profile::{CallKind, ProfileEntry, TraceEvent};
+pub(crate) use program::SUBGRAPH_FUNCTION;
 pub use session::{default_threads, SessionOptions};
 
 /// A VM instance running one model: registers, memory pool, worker threads, stateful inputs.

@@ -74,8 +74,18 @@ impl Program {
         if !missing.is_empty() {
             return Err(Error::MissingFunctions { names: missing });
         }
-        let (mut subgraphs, slots) = subgraph_sites(&exe, &callees)?;
-        let deferred = defer_constants(&mut exe, &mut subgraphs, &slots, &library);
+        // The key the VM's pool holds in place of each constant left in the file.
+        let keys: Vec<Option<Arc<str>>> = exe
+            .in_payload
+            .iter()
+            .enumerate()
+            .map(|(c, p)| {
+                p.as_ref()
+                    .map(|_| Arc::from(format!("mote: constant {c}, read from the model file")))
+            })
+            .collect();
+        let (mut subgraphs, slots) = subgraph_sites(&exe, &callees, &library, &keys)?;
+        let deferred = defer_constants(&mut exe, &mut subgraphs, &slots, &library, &keys)?;
         Ok(Program {
             id,
             library,
@@ -159,22 +169,24 @@ impl Program {
     }
 }
 
-/// Leave in the model file the tensor constants that only offloaded regions read
-/// (docs/footprint.md, "Memory"): the VM's pool holds a key in place of each (the call sites
-/// recognise their calls by it) and the sites read them from the file when a backend prepares
-/// them. Only for a library whose blob stays mapped while the model lives; a file read as data
-/// keeps every constant in memory. `slots[i]`: the pool index of each constant of site `i`.
-/// Returns how many constants were left in the file and their bytes.
+/// Settle the tensor constants the parser left in the model file (`Executable::in_payload`,
+/// for a library that stays mapped; docs/footprint.md, "Memory"). One that only offloaded
+/// regions read as a constant stays there: the VM's pool holds a key in its place (the call
+/// sites recognise their calls by it) and the sites read it from the file when a backend
+/// prepares them. Any other (the parser's rule is coarser than a region's constant slots) is
+/// copied now, as every constant of a file read as data is. `slots[i]`: the pool index of
+/// each constant of site `i`. Returns how many constants stay in the file and their bytes.
 fn defer_constants(
     exe: &mut Executable,
     sites: &mut [Site],
     slots: &[Vec<u32>],
     library: &Arc<Library>,
-) -> (usize, usize) {
-    if sites.is_empty() || !matches!(library.module_tree(), Ok(Some(_))) {
-        return (0, 0);
-    }
+    keys: &[Option<Arc<str>>],
+) -> Result<(usize, usize)> {
     let n = exe.constants.len();
+    if exe.in_payload.iter().all(Option::is_none) {
+        return Ok((0, 0));
+    }
     // Every use of each constant as an argument, each instruction counted once ...
     let mut uses = vec![0usize; n];
     let mut count = |a: &Arg| {
@@ -194,7 +206,7 @@ fn defer_constants(
             Instr::Goto { .. } => {}
         }
     }
-    // ... against its uses as a region's constant: a constant is left in the file only when
+    // ... against its uses as a region's constant: a constant stays in the file only when
     // the two agree, so no instruction but a `mote.subgraph` call ever sees the key.
     let mut as_region_constant = vec![0usize; n];
     for &c in slots.iter().flatten() {
@@ -202,32 +214,35 @@ fn defer_constants(
             *u += 1;
         }
     }
+    let tree = library.module_tree()?;
+    let payload = tree.as_ref().and_then(|t| t.payloads.first().copied());
     let mut deferred = (0, 0);
     for c in 0..n {
-        if uses[c] == 0 || uses[c] != as_region_constant[c] {
-            continue;
-        }
-        let (Some(Value::Tensor(t)), Some(Some(range))) =
-            (exe.constants.get(c), exe.constant_data.get(c))
-        else {
+        let Some(p) = exe.in_payload[c].clone() else {
             continue;
         };
-        let key: Arc<str> = Arc::from(format!("mote: constant {c}, read from the model file"));
-        for (site, pool) in sites.iter_mut().zip(slots) {
-            for (k, _) in pool.iter().enumerate().filter(|(_, &p)| p as usize == c) {
-                site.constants[k] = Constant::InFile(InFile {
-                    library: library.clone(),
-                    range: range.clone(),
-                    shape: t.shape().to_vec(),
-                    dtype: t.dtype(),
-                    key: key.clone(),
-                });
+        if uses[c] == 0 || uses[c] != as_region_constant[c] {
+            let payload = payload.ok_or_else(|| {
+                Error::Format("the model's module blob is no longer readable".into())
+            })?;
+            let t = p.copy_from(payload, true)?;
+            for (site, pool) in sites.iter_mut().zip(slots) {
+                for (k, _) in pool.iter().enumerate().filter(|(_, &q)| q as usize == c) {
+                    site.constants[k] = Constant::Held(t.clone());
+                }
             }
+            exe.constants[c] = Value::Tensor(t);
+            exe.in_payload[c] = None;
+            continue;
         }
-        deferred = (deferred.0 + 1, deferred.1 + t.byte_len());
+        // The sites already hold it as an `InFile` with this key (`subgraph_sites`).
+        let Some(key) = keys.get(c).cloned().flatten() else {
+            return Err(Error::Format(format!("constant {c} has no key (internal)")));
+        };
+        deferred = (deferred.0 + 1, deferred.1 + p.range.len());
         exe.constants[c] = Value::Str(key);
     }
-    deferred
+    Ok(deferred)
 }
 
 /// The packed function name of offloaded regions (docs/subgraph-format.md).
@@ -236,7 +251,13 @@ pub(crate) const SUBGRAPH_FUNCTION: &str = "mote.subgraph";
 /// Find, parse and check every `mote.subgraph` call: `(desc, inputs..., constants...,
 /// outputs...)` with the description and the constants taken from the VM's constant pool.
 /// Returns the sites and, for each, the constant pool index of each of its constants.
-fn subgraph_sites(exe: &Executable, callees: &[Callee]) -> Result<(Vec<Site>, Vec<Vec<u32>>)> {
+/// A constant the parser left in the file becomes an `InFile` with its key from `keys`.
+fn subgraph_sites(
+    exe: &Executable,
+    callees: &[Callee],
+    library: &Arc<Library>,
+    keys: &[Option<Arc<str>>],
+) -> Result<(Vec<Site>, Vec<Vec<u32>>)> {
     let mut sites = Vec::new();
     let mut slots = Vec::new();
     for f in exe.funcs.iter().filter(|f| f.kind == FuncKind::Vm) {
@@ -255,6 +276,21 @@ fn subgraph_sites(exe: &Executable, callees: &[Callee]) -> Result<(Vec<Site>, Ve
             let konst = |a: Option<&Arg>| match a {
                 Some(Arg::Const(c)) => exe.constants.get(*c as usize),
                 _ => None,
+            };
+            let in_payload = |a: Option<&Arg>| match a {
+                Some(Arg::Const(c)) => exe.in_payload.get(*c as usize).and_then(Option::as_ref),
+                _ => None,
+            };
+            let in_file = |a: Option<&Arg>| {
+                let Some(Arg::Const(c)) = a else { return None };
+                let p = exe.in_payload.get(*c as usize)?.as_ref()?;
+                Some(InFile {
+                    library: library.clone(),
+                    range: p.range.clone(),
+                    shape: p.shape.clone(),
+                    dtype: p.dtype,
+                    key: keys.get(*c as usize)?.clone()?,
+                })
             };
             let desc: Arc<str> = match konst(args.first()) {
                 Some(Value::Str(s)) => s.clone(),
@@ -282,23 +318,36 @@ fn subgraph_sites(exe: &Executable, callees: &[Callee]) -> Result<(Vec<Site>, Ve
                 if let Some(Arg::Const(c)) = args.get(1 + ni + k) {
                     pool.push(*c);
                 }
-                let Some(Value::Tensor(c)) = konst(args.get(1 + ni + k)) else {
-                    return Err(bad(format!(
-                        "argument {} (constant {k}) is not a tensor constant of the model",
-                        1 + ni + k
-                    )));
+                // A tensor in the pool, or one the parser left in the file (a placeholder until
+                // `defer_constants` settles it).
+                let (shape, dtype, held) = match (
+                    konst(args.get(1 + ni + k)),
+                    in_payload(args.get(1 + ni + k)),
+                ) {
+                    (Some(Value::Tensor(c)), _) => (c.shape(), c.dtype(), Some(c)),
+                    (_, Some(p)) => (p.shape.as_slice(), p.dtype, None),
+                    _ => {
+                        return Err(bad(format!(
+                            "argument {} (constant {k}) is not a tensor constant of the model",
+                            1 + ni + k
+                        )))
+                    }
                 };
                 let d = &graph.tensors[t];
-                if c.shape() != d.shape.as_slice() || c.dtype() != d.dtype {
+                if shape != d.shape.as_slice() || dtype != d.dtype {
                     return Err(bad(format!(
-                        "constant {k} is a {} tensor of shape {:?}, the description says {} {:?}",
-                        c.dtype(),
-                        c.shape(),
+                        "constant {k} is a {dtype} tensor of shape {shape:?}, the description says {} {:?}",
                         d.dtype,
                         d.shape
                     )));
                 }
-                constants.push(Constant::Held(c.clone()));
+                constants.push(match (held, in_file(args.get(1 + ni + k))) {
+                    (Some(c), _) => Constant::Held(c.clone()),
+                    (None, Some(f)) => Constant::InFile(f),
+                    (None, None) => {
+                        return Err(bad(format!("constant {k} has no bytes (internal)")))
+                    }
+                });
             }
             sites.push(Site {
                 function: f.name.clone(),
