@@ -339,9 +339,12 @@ unsafe fn tile<V: Vector, const NV: usize>(t: &TileArgs) {
         // `finish` must unroll completely (it does at these sizes): indexing `acc` by a
         // run-time value makes the compiler keep the whole tile on the stack, stored to on
         // every step of `k` above (measured 3x slower; spilling `acc` to a buffer first avoids
-        // that whatever the sizes, but cost 2-4% on ResNet-50 and MobileNetV2).
+        // that whatever the sizes, but cost 2-4% on ResNet-50 and MobileNetV2). It takes `acc`
+        // by value: given its address, LLVM kept the tile in memory in a build with one
+        // codegen unit (all 24 AVX-512 accumulators stored on every step of `k`, the whole
+        // `cpu` backend 1.7-2.6x slower), although not in the default build.
         if t.rows == MR && t.cols == NV * V::W {
-            finish(&acc, t, t.c, t.ldc);
+            finish(acc, t, t.c, t.ldc);
         } else {
             // An edge tile: finished in a scratch tile (row stride `nr`) holding `C`'s current
             // values where they are added to, then its valid part copied out.
@@ -353,7 +356,7 @@ unsafe fn tile<V: Vector, const NV: usize>(t: &TileArgs) {
                     std::ptr::copy_nonoverlapping(src, edge.as_mut_ptr().add(i * nr), t.cols);
                 }
             }
-            finish(&acc, t, edge.as_mut_ptr(), nr);
+            finish(acc, t, edge.as_mut_ptr(), nr);
             for i in 0..t.rows {
                 let dst = t.c.add(i * t.ldc);
                 std::ptr::copy_nonoverlapping(edge.as_ptr().add(i * nr), dst, t.cols);
@@ -369,7 +372,7 @@ unsafe fn tile<V: Vector, const NV: usize>(t: &TileArgs) {
 /// `dst` addresses `MR` rows of `NV * V::W` floats `ld` apart; [`tile`]'s contract for `t`.
 #[inline(always)]
 unsafe fn finish<V: Vector, const NV: usize>(
-    acc: &[[V; NV]; MR],
+    acc: [[V; NV]; MR],
     t: &TileArgs,
     dst: *mut f32,
     ld: usize,
@@ -386,8 +389,8 @@ unsafe fn finish<V: Vector, const NV: usize>(
                 *v = V::load(padded.as_ptr().add(j * V::W));
             }
         }
-        for (i, row) in acc.iter().enumerate() {
-            for (j, &r) in row.iter().enumerate() {
+        for (i, row) in acc.into_iter().enumerate() {
+            for (j, r) in row.into_iter().enumerate() {
                 let p = dst.add(i * ld + j * V::W);
                 let mut v = r;
                 if t.accumulate {
