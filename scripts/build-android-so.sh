@@ -31,7 +31,7 @@
 #   ANDROID_NDK_HOME            an Android NDK (r23 or newer); unset = the stub route
 #   MOTE_ANDROID_API            API level for the NDK's clang (default 30)
 #   MOTE_ANDROID_UPDATE_STUBS=1 rewrite bindings-java/android/stubs/*.txt from this build
-#   MOTE_ANDROID_PROFILE        cargo profile (default release)
+#   MOTE_ANDROID_PROFILE        cargo profile (default mobile: release with one codegen unit)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -39,7 +39,7 @@ ROOT=$(git -C "$HERE" rev-parse --show-toplevel 2>/dev/null || (cd "$HERE/.." &&
 cd "$ROOT"
 
 TARGET=aarch64-linux-android
-PROFILE=${MOTE_ANDROID_PROFILE:-release}
+PROFILE=${MOTE_ANDROID_PROFILE:-mobile}
 API=${MOTE_ANDROID_API:-30}
 OUT="$ROOT/target/android"
 LISTS="$ROOT/bindings-java/android/stubs"

@@ -5,7 +5,8 @@
 #
 # 1. In the trixie chroot (scripts/in-trixie.sh), with trixie's Rust 1.85 and -Zbuild-std
 #    (RUSTC_BOOTSTRAP=1), builds the static library of $CRATE (mote-swift with its c-abi
-#    feature: the uniffi bridge and the C ABI in one library) in release for
+#    feature: the uniffi bridge and the C ABI in one library) in the `mobile` profile (release
+#    with one codegen unit) for
 #    aarch64-apple-ios, aarch64-apple-ios-sim and aarch64-apple-darwin. The cargo target folder
 #    is $MOTE_CACHE/target-apple, kept between runs (cargo decides what is stale), because
 #    building the standard library three times is the expensive part.
@@ -76,7 +77,7 @@ if [ "${1:-}" != "--check-only" ]; then
       IPHONEOS_DEPLOYMENT_TARGET=$IOS_MIN MACOSX_DEPLOYMENT_TARGET=$MACOS_MIN \
       cargo rustc --locked -Zbuild-std=std,panic_abort \
       -Zbuild-std-features=panic-unwind,std_detect_file_io,std_detect_dlsym_getauxval \
-      --release --target "$triple" \
+      --profile mobile --target "$triple" \
       -p "$CRATE" --features "$FEATURES" --lib --crate-type staticlib >&2
     echo "build-xcframework: $triple built in $(( $(date +%s) - start )) s" >&2
   done
@@ -86,7 +87,7 @@ if [ "${1:-}" != "--check-only" ]; then
   for s in "${SLICES[@]}"; do
     IFS='|' read -r id triple _platform _min <<<"$s"
     mkdir -p "$FW/$id/Headers"
-    cp "$TARGET_DIR/$triple/release/$LIBFILE" "$FW/$id/libmote.a"
+    cp "$TARGET_DIR/$triple/mobile/$LIBFILE" "$FW/$id/libmote.a"
     cp ffi/include/mote.h "$FW/$id/Headers/mote.h"
     cp bindings-swift/Sources/MoteFFI/include/moteFFI.h "$FW/$id/Headers/moteFFI.h"
     # Two modules: the C ABI for C/Objective-C/Swift callers, and the uniffi bridge that

@@ -12,7 +12,8 @@
 #    from the x86_64 wheels of the venv and from the aarch64 wheels of the same versions
 #    (downloaded once from PyPI into ${MOTE_CACHE:-$HOME/.cache/mote}/wheels-aarch64-<hash>).
 #    Each artifact is built as it ships (docs/footprint.md): the `release` profile, and for the
-#    Android and iOS libraries the standard library rebuilt without its `backtrace` feature.
+#    Android and iOS libraries the `mobile` profile (one codegen unit) with the standard library
+#    rebuilt without its `backtrace` feature.
 # 2. Unless --sizes-only: load + first-run time and peak resident memory of three real
 #    architectures (default mobilenet_v2,resnet50,transformer_encoder, built by
 #    scripts/bench-archs.sh into its cache) with TVM's runtime, Mote and ONNX Runtime
@@ -71,7 +72,7 @@ printf '#include <stdio.h>\nint main(void) { puts("y[0] = 0"); return 0; }\n' >"
 std_features=panic-unwind,std_detect_file_io,std_detect_dlsym_getauxval
 scripts/in-trixie.sh env RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$root/target/trixie-build-std" \
     cargo rustc --locked -Zbuild-std=std,panic_unwind -Zbuild-std-features=$std_features \
-    --release --target aarch64-unknown-linux-gnu -p mote-ffi --lib --crate-type staticlib >&2
+    --profile mobile --target aarch64-unknown-linux-gnu -p mote-ffi --lib --crate-type staticlib >&2
 link_pair() { # TAG LIBDIR CC... (the strip command is STRIP)
     local tag="$1" lib="$2"; shift 2
     "$@" -O2 -Iffi/include ffi/examples/c/run.c "$lib/libmote_ffi.a" -Wl,--gc-sections \
@@ -82,7 +83,7 @@ link_pair() { # TAG LIBDIR CC... (the strip command is STRIP)
 }
 size[static_x86_64]=$(STRIP=host_strip link_pair x86_64 "$root/target/release" cc)
 size[static_aarch64]=$(STRIP=a64_strip link_pair aarch64 \
-    "$root/target/trixie-build-std/aarch64-unknown-linux-gnu/release" scripts/in-trixie.sh aarch64-linux-gnu-gcc)
+    "$root/target/trixie-build-std/aarch64-unknown-linux-gnu/mobile" scripts/in-trixie.sh aarch64-linux-gnu-gcc)
 
 log "Android arm64 JNI library (scripts/build-android-so.sh)"
 jni="$(scripts/build-android-so.sh | tail -n 1)"
