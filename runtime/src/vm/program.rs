@@ -277,10 +277,7 @@ fn subgraph_sites(
                 Some(Arg::Const(c)) => exe.constants.get(*c as usize),
                 _ => None,
             };
-            let in_payload = |a: Option<&Arg>| match a {
-                Some(Arg::Const(c)) => exe.in_payload.get(*c as usize).and_then(Option::as_ref),
-                _ => None,
-            };
+            // A tensor the parser left in the file, with the key that stands for it.
             let in_file = |a: Option<&Arg>| {
                 let Some(Arg::Const(c)) = a else { return None };
                 let p = exe.in_payload.get(*c as usize)?.as_ref()?;
@@ -318,20 +315,21 @@ fn subgraph_sites(
                 if let Some(Arg::Const(c)) = args.get(1 + ni + k) {
                     pool.push(*c);
                 }
-                // A tensor in the pool, or one the parser left in the file (a placeholder until
-                // `defer_constants` settles it).
-                let (shape, dtype, held) = match (
-                    konst(args.get(1 + ni + k)),
-                    in_payload(args.get(1 + ni + k)),
-                ) {
-                    (Some(Value::Tensor(c)), _) => (c.shape(), c.dtype(), Some(c)),
-                    (_, Some(p)) => (p.shape.as_slice(), p.dtype, None),
+                // A tensor in the pool, or one the parser left in the file (`defer_constants`
+                // settles those).
+                let constant = match (konst(args.get(1 + ni + k)), in_file(args.get(1 + ni + k))) {
+                    (Some(Value::Tensor(c)), _) => Constant::Held(c.clone()),
+                    (_, Some(f)) => Constant::InFile(f),
                     _ => {
                         return Err(bad(format!(
                             "argument {} (constant {k}) is not a tensor constant of the model",
                             1 + ni + k
                         )))
                     }
+                };
+                let (shape, dtype) = match &constant {
+                    Constant::Held(c) => (c.shape(), c.dtype()),
+                    Constant::InFile(f) => (f.shape.as_slice(), f.dtype),
                 };
                 let d = &graph.tensors[t];
                 if shape != d.shape.as_slice() || dtype != d.dtype {
@@ -341,13 +339,7 @@ fn subgraph_sites(
                         d.shape
                     )));
                 }
-                constants.push(match (held, in_file(args.get(1 + ni + k))) {
-                    (Some(c), _) => Constant::Held(c.clone()),
-                    (None, Some(f)) => Constant::InFile(f),
-                    (None, None) => {
-                        return Err(bad(format!("constant {k} has no bytes (internal)")))
-                    }
-                });
+                constants.push(constant);
             }
             sites.push(Site {
                 function: f.name.clone(),
