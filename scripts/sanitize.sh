@@ -18,13 +18,11 @@ cache="${MOTE_CACHE:-$HOME/.cache/mote}"
 host="$(rustc -vV | sed -n 's/^host: //p')"
 [ "$host" = x86_64-unknown-linux-gnu ] || { echo "sanitize.sh: runs on x86_64 Linux (host is $host)" >&2; exit 1; }
 
-MOTE_ZOO_DIR="$(scripts/zoo.sh --target x86_64 | tail -n 1)"
-MOTE_OFFLOAD_ZOO_DIR="$(scripts/offload-zoo.sh --target x86_64 | tail -n 1)"
-scripts/trixie.sh >/dev/null
-MOTE_CODE_FREE_FOREIGN_ZOO_DIR="$(MOTE_AARCH64_LINK="$root/scripts/in-trixie.sh aarch64-linux-gnu-gcc" \
-    scripts/offload-zoo.sh --target aarch64 | tail -n 1)"
+# shellcheck source=scripts/lib/host-zoos.sh
+. scripts/lib/host-zoos.sh
+host_zoos
 MOTE_PYTHON="$(scripts/venv.sh | tail -n 1)/bin/python"
-export MOTE_ZOO_DIR MOTE_OFFLOAD_ZOO_DIR MOTE_CODE_FREE_FOREIGN_ZOO_DIR MOTE_PYTHON
+export MOTE_PYTHON
 
 log="$cache/sanitize-asan.log"
 set +e

@@ -31,11 +31,9 @@ die() { echo "tsan.sh: $*" >&2; exit 1; }
 
 if [ "${1:-}" != --inside ]; then
     [ "$(uname -m)" = x86_64 ] || die "runs on x86_64 Linux"
-    MOTE_ZOO_DIR="$(scripts/zoo.sh --target x86_64 | tail -n 1)"
-    MOTE_OFFLOAD_ZOO_DIR="$(scripts/offload-zoo.sh --target x86_64 | tail -n 1)"
-    scripts/trixie.sh >/dev/null
-    MOTE_CODE_FREE_FOREIGN_ZOO_DIR="$(MOTE_AARCH64_LINK="$root/scripts/in-trixie.sh aarch64-linux-gnu-gcc" \
-        scripts/offload-zoo.sh --target aarch64 | tail -n 1)"
+    # shellcheck source=scripts/lib/host-zoos.sh
+    . scripts/lib/host-zoos.sh
+    host_zoos
     # The C tests' inputs are written on the host (the venv's Python does not run in the chroot).
     venv="$(scripts/venv.sh | tail -n 1)"
     MOTE_TSAN_OUT="$cache/tsan-target/c-tests"
@@ -45,7 +43,7 @@ if [ "${1:-}" != --inside ]; then
         || die "zoo_cases.py failed"
     "$venv/bin/python" ffi/tests/callback_models.py "$MOTE_TSAN_OUT/models" >/dev/null 2>&1 \
         || die "callback_models.py failed"
-    export MOTE_ZOO_DIR MOTE_OFFLOAD_ZOO_DIR MOTE_CODE_FREE_FOREIGN_ZOO_DIR MOTE_TSAN_OUT
+    export MOTE_TSAN_OUT
     exec scripts/in-trixie.sh bash "$root/scripts/tsan.sh" --inside
 fi
 
