@@ -298,14 +298,22 @@ impl Executable {
     /// For each constant, whether every use of it is an argument, other than the first, of a
     /// call to the packed function `name` (and there is one).
     fn args_only_of(&self, name: &str) -> Vec<bool> {
-        let n = self.constants.len();
-        let Some(f) = self
+        let f = self
             .funcs
             .iter()
-            .position(|f| f.kind == FuncKind::Packed && f.name == name)
-        else {
-            return vec![false; n];
-        };
+            .position(|f| f.kind == FuncKind::Packed && f.name == name);
+        let (uses, as_arg) = self.constant_uses(f);
+        uses.iter()
+            .zip(&as_arg)
+            .map(|(&u, &a)| u > 0 && u == a)
+            .collect()
+    }
+
+    /// How often each constant is an argument anywhere (a call's, a return's, a branch's),
+    /// each instruction counted once; and how many of those are arguments after the first of
+    /// calls to function `f`.
+    pub(crate) fn constant_uses(&self, f: Option<usize>) -> (Vec<usize>, Vec<usize>) {
+        let n = self.constants.len();
         let (mut uses, mut as_arg) = (vec![0usize; n], vec![0usize; n]);
         let mut count = |a: &Arg, of_f: bool| {
             if let Arg::Const(c) = *a {
@@ -321,7 +329,7 @@ impl Executable {
                     func, args, nargs, ..
                 } => {
                     for (k, a) in self.call_args(args, nargs).iter().enumerate() {
-                        count(a, func as usize == f && k > 0);
+                        count(a, Some(func as usize) == f && k > 0);
                     }
                 }
                 Instr::Ret { reg } => count(&reg, false),
@@ -329,10 +337,7 @@ impl Executable {
                 Instr::Goto { .. } => {}
             }
         }
-        uses.iter()
-            .zip(&as_arg)
-            .map(|(&u, &a)| u > 0 && u == a)
-            .collect()
+        (uses, as_arg)
     }
 
     fn decode(&mut self, offsets: &[i64], data: &[i64]) -> Result<()> {

@@ -56,6 +56,10 @@ enum Backing {
         lib: std::mem::ManuallyDrop<libloading::os::unix::Library>,
         /// The memory file a library loaded from bytes lives in (see `open_memory`).
         _memfd: Option<std::os::fd::OwnedFd>,
+        /// Where the blob symbol is and how many mapped bytes follow it, found on the first
+        /// `module_blob` (a symbol lookup and a walk of the loaded segments): a model's weights
+        /// left in the file are read through it each time a backend prepares one.
+        blob: OnceLock<Option<(usize, usize)>>,
     },
     /// Objects linked into the program, whose symbols were registered under `prefix`
     /// (docs/system-lib.md). Never unloaded.
@@ -279,6 +283,7 @@ impl Library {
             backing: Backing::Mapped {
                 lib: std::mem::ManuallyDrop::new(lib),
                 _memfd: memfd,
+                blob: OnceLock::new(),
             },
             path: path.into(),
             env_cache: Mutex::new(HashMap::new()),
@@ -435,19 +440,32 @@ impl Library {
     /// backs it; `None` when the library has no blob.
     fn module_blob(&self) -> Result<Option<&[u8]>> {
         match &self.backing {
-            Backing::Mapped { .. } => {
-                let Some(p) = self.symbol(BLOB_SYMBOL) else {
+            Backing::Mapped { blob, .. } => {
+                let found = match blob.get() {
+                    Some(&found) => found,
+                    None => {
+                        let found = match self.symbol(BLOB_SYMBOL) {
+                            None => None,
+                            Some(p) => {
+                                let p = p.cast::<u8>().cast_const();
+                                let bound = mapped_bytes_after(p).ok_or_else(|| {
+                                    Error::Format(format!(
+                                        "{BLOB_SYMBOL} does not point into the library's mapped data"
+                                    ))
+                                })?;
+                                Some((p as usize, bound))
+                            }
+                        };
+                        *blob.get_or_init(|| found)
+                    }
+                };
+                let Some((p, bound)) = found else {
                     return Ok(None);
                 };
-                let p = p.cast::<u8>().cast_const();
-                let bound = mapped_bytes_after(p).ok_or_else(|| {
-                    Error::Format(format!(
-                        "{BLOB_SYMBOL} does not point into the library's mapped data"
-                    ))
-                })?;
-                // SAFETY: `bound` bytes from `p` lie inside a loaded segment of this library,
-                // which stays mapped while `self` lives, and the blob is read-only data.
-                let mapped = unsafe { std::slice::from_raw_parts(p, bound) };
+                // SAFETY: `bound` bytes from `p` lie inside a loaded segment of this library
+                // (`mapped_bytes_after`), which stays mapped while `self` lives, and the blob is
+                // read-only data.
+                let mapped = unsafe { std::slice::from_raw_parts(p as *const u8, bound) };
                 blob_payload(mapped).map(Some)
             }
             Backing::SystemLib { .. } => {

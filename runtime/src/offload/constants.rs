@@ -6,11 +6,10 @@
 //! drops the copy before reading the next. Only the packed forms stay, so a model's weights are
 //! resident once, not twice.
 
-use std::ops::Range;
 use std::sync::Arc;
 
-use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::loader::executable::InPayload;
 use crate::loader::library::Library;
 use crate::tensor::Tensor;
 use crate::value::Value;
@@ -26,10 +25,8 @@ pub(crate) enum Constant {
 /// Where a deferred constant's bytes are, and what they are.
 pub(crate) struct InFile {
     pub library: Arc<Library>,
-    /// The bytes' range in the VM executable's payload (`Executable::in_payload`).
-    pub range: Range<usize>,
-    pub shape: Vec<i64>,
-    pub dtype: DType,
+    /// Its range in the VM executable's payload, shape and dtype (`Executable::in_payload`).
+    pub data: InPayload,
     /// What the VM's constant pool holds in the tensor's place, passed by the call: the call
     /// site is recognised by it.
     pub key: Arc<str>,
@@ -41,24 +38,7 @@ impl Constant {
     pub(crate) fn tensor(&self) -> Result<Tensor> {
         match self {
             Constant::Held(t) => Ok(t.clone()),
-            Constant::InFile(f) => {
-                let tree = f.library.module_tree()?.ok_or_else(|| {
-                    Error::Format("the model's module blob is no longer readable".into())
-                })?;
-                let bytes = tree
-                    .payloads
-                    .first()
-                    .and_then(|p| p.get(f.range.clone()))
-                    .ok_or_else(|| {
-                        Error::Format(format!(
-                            "constant bytes {:?} lie outside the model's VM executable",
-                            f.range
-                        ))
-                    })?;
-                let t = Tensor::from_bytes(&f.shape, f.dtype, bytes)?;
-                crate::host::pages::page_out(bytes);
-                Ok(t)
-            }
+            Constant::InFile(f) => read(&f.library, &f.data),
         }
     }
 
@@ -70,6 +50,15 @@ impl Constant {
             _ => false,
         }
     }
+}
+
+/// A tensor left in `library`'s VM executable, copied out (its pages then handed back to the
+/// system, `host::pages`).
+pub(crate) fn read(library: &Library, data: &InPayload) -> Result<Tensor> {
+    let tree = library
+        .module_tree()?
+        .ok_or_else(|| Error::Format("the model's module blob is no longer readable".into()))?;
+    data.copy_from(tree.payloads.first().copied().unwrap_or_default(), true)
 }
 
 /// The constants of a region, in the order of its description's `constants`, as a backend

@@ -26,7 +26,7 @@ pub mod registry;
 
 pub use backend::{Backend, Buffers, Constants, Prepared, CPU};
 pub use backends::plugin::load_plugin;
-pub(crate) use constants::{Constant, InFile};
+pub(crate) use constants::{read as read_constant, Constant, InFile};
 pub(crate) use executor::Site;
 pub use executor::SubgraphRunner;
 pub use planner::{segment_io, NodePlan, SubgraphPlan};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::builtins::Builtin;
 use crate::error::{Error, Result};
 use crate::host::abi::SafeCallFn;
-use crate::loader::executable::{Arg, Executable, FuncKind, Instr};
+use crate::loader::executable::{Arg, Executable, FuncKind};
 use crate::loader::library::Library;
 use crate::offload::{Constant, InFile, Site};
 use crate::registry::PackedFunc;
@@ -36,8 +36,6 @@ pub(crate) struct Program {
     callees: Vec<Callee>,
     /// Every `mote.subgraph` call site, parsed and checked at load.
     subgraphs: Vec<Site>,
-    /// Tensor constants left in the model file (`defer_constants`): how many, how many bytes.
-    deferred: (usize, usize),
     /// A kernel-only library: every entry of `exe.funcs` is a packed entry resolved to a
     /// kernel, and those are the functions callable from outside.
     kernel_library: bool,
@@ -85,14 +83,13 @@ impl Program {
             })
             .collect();
         let (mut subgraphs, slots) = subgraph_sites(&exe, &callees, &library, &keys)?;
-        let deferred = defer_constants(&mut exe, &mut subgraphs, &slots, &library, &keys)?;
+        defer_constants(&mut exe, &mut subgraphs, &slots, &library, &keys)?;
         Ok(Program {
             id,
             library,
             exe,
             callees,
             subgraphs,
-            deferred,
             kernel_library: false,
         })
     }
@@ -121,7 +118,6 @@ impl Program {
             exe: Executable::packed_only(kernels),
             callees,
             subgraphs: Vec::new(),
-            deferred: (0, 0),
             kernel_library: true,
         })
     }
@@ -160,12 +156,14 @@ impl Program {
     pub(crate) fn constant_bytes(&self) -> (usize, usize) {
         let held = self.exe.constants.iter().filter_map(Value::as_tensor);
         let (n, bytes) = held.fold((0, 0), |(n, b), t| (n + 1, b + t.byte_len()));
-        (n + self.deferred.0, bytes + self.deferred.1)
+        let (in_file, in_file_bytes) = self.constants_in_file();
+        (n + in_file, bytes + in_file_bytes)
     }
 
     /// The part of [`Program::constant_bytes`] left in the model file (`defer_constants`).
     pub(crate) fn constants_in_file(&self) -> (usize, usize) {
-        self.deferred
+        let in_file = self.exe.in_payload.iter().flatten();
+        in_file.fold((0, 0), |(n, b), p| (n + 1, b + p.range.len()))
     }
 }
 
@@ -175,37 +173,20 @@ impl Program {
 /// sites recognise their calls by it) and the sites read it from the file when a backend
 /// prepares them. Any other (the parser's rule is coarser than a region's constant slots) is
 /// copied now, as every constant of a file read as data is. `slots[i]`: the pool index of
-/// each constant of site `i`. Returns how many constants stay in the file and their bytes.
+/// each constant of site `i`. Those that stay keep their `in_payload` entry; the others lose it.
 fn defer_constants(
     exe: &mut Executable,
     sites: &mut [Site],
     slots: &[Vec<u32>],
     library: &Arc<Library>,
     keys: &[Option<Arc<str>>],
-) -> Result<(usize, usize)> {
+) -> Result<()> {
     let n = exe.constants.len();
     if exe.in_payload.iter().all(Option::is_none) {
-        return Ok((0, 0));
+        return Ok(());
     }
-    // Every use of each constant as an argument, each instruction counted once ...
-    let mut uses = vec![0usize; n];
-    let mut count = |a: &Arg| {
-        if let Arg::Const(c) = *a {
-            if let Some(u) = uses.get_mut(c as usize) {
-                *u += 1;
-            }
-        }
-    };
-    for instr in &exe.instrs {
-        match *instr {
-            Instr::Call { args, nargs, .. } => {
-                exe.call_args(args, nargs).iter().for_each(&mut count)
-            }
-            Instr::Ret { reg } => count(&reg),
-            Instr::If { cond, .. } => count(&cond),
-            Instr::Goto { .. } => {}
-        }
-    }
+    // Every use of each constant as an argument ...
+    let (uses, _) = exe.constant_uses(None);
     // ... against its uses as a region's constant: a constant stays in the file only when
     // the two agree, so no instruction but a `mote.subgraph` call ever sees the key.
     let mut as_region_constant = vec![0usize; n];
@@ -214,18 +195,12 @@ fn defer_constants(
             *u += 1;
         }
     }
-    let tree = library.module_tree()?;
-    let payload = tree.as_ref().and_then(|t| t.payloads.first().copied());
-    let mut deferred = (0, 0);
     for c in 0..n {
         let Some(p) = exe.in_payload[c].clone() else {
             continue;
         };
         if uses[c] == 0 || uses[c] != as_region_constant[c] {
-            let payload = payload.ok_or_else(|| {
-                Error::Format("the model's module blob is no longer readable".into())
-            })?;
-            let t = p.copy_from(payload, true)?;
+            let t = crate::offload::read_constant(library, &p)?;
             for (site, pool) in sites.iter_mut().zip(slots) {
                 for (k, _) in pool.iter().enumerate().filter(|(_, &q)| q as usize == c) {
                     site.constants[k] = Constant::Held(t.clone());
@@ -239,10 +214,9 @@ fn defer_constants(
         let Some(key) = keys.get(c).cloned().flatten() else {
             return Err(Error::Format(format!("constant {c} has no key (internal)")));
         };
-        deferred = (deferred.0 + 1, deferred.1 + p.range.len());
         exe.constants[c] = Value::Str(key);
     }
-    Ok(deferred)
+    Ok(())
 }
 
 /// The packed function name of offloaded regions (docs/subgraph-format.md).
@@ -283,9 +257,7 @@ fn subgraph_sites(
                 let p = exe.in_payload.get(*c as usize)?.as_ref()?;
                 Some(InFile {
                     library: library.clone(),
-                    range: p.range.clone(),
-                    shape: p.shape.clone(),
-                    dtype: p.dtype,
+                    data: p.clone(),
                     key: keys.get(*c as usize)?.clone()?,
                 })
             };
@@ -329,7 +301,7 @@ fn subgraph_sites(
                 };
                 let (shape, dtype) = match &constant {
                     Constant::Held(c) => (c.shape(), c.dtype()),
-                    Constant::InFile(f) => (f.shape.as_slice(), f.dtype),
+                    Constant::InFile(f) => (f.data.shape.as_slice(), f.data.dtype),
                 };
                 let d = &graph.tensors[t];
                 if shape != d.shape.as_slice() || dtype != d.dtype {
