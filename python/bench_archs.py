@@ -485,10 +485,12 @@ def mote(argv: list[str], timeout: int = 1800) -> tuple[dict | None, str]:
     return None, f"no JSON in its output: {res.stdout.strip()[-300:]}"
 
 
-def mote_output(mote_bin: str, so: str, npz: str, threads: int, tmpdir: str) -> tuple[np.ndarray | None, str]:
+def mote_output(mote_bin: str, so: str, npz: str, threads: int, tmpdir: str,
+                extra: tuple[str, ...] = ()) -> tuple[np.ndarray | None, str]:
     out = os.path.join(tmpdir, f".mote-out-{os.getpid()}.npz")
     try:
-        res = subprocess.run([mote_bin, "run", so, "--inputs", npz, "--output", out, "--threads", str(threads)],
+        res = subprocess.run([mote_bin, "run", so, *extra, "--inputs", npz, "--output", out,
+                              "--threads", str(threads)],
                              capture_output=True, text=True, timeout=1800)
         if res.returncode != 0:
             return None, f"exit {res.returncode}: {res.stderr.strip()[-600:]}"

@@ -4,13 +4,16 @@
     python footprint.py run --dir DIR --mote MOTE [--models a,b] [--reps N] [--threads T]
                             [--json-out FILE]
 
-DIR is a folder built by bench_archs.py (NAME.onnx, NAME.inputs.npz, NAME.tvm.so, NAME.acl.so).
+DIR is a folder built by bench_archs.py (NAME.onnx, NAME.inputs.npz, NAME.tvm.so, NAME.acl.so,
+NAME.bnns.so).
 Each measurement is a fresh process that reads its inputs, then loads the model and runs it once:
 
 - TVM: `tvm.runtime.load_module` + `relax.VirtualMachine` on NAME.tvm.so, then `main` once;
 - Mote on the same NAME.tvm.so (TVM's kernels: the same work, so the difference is the
   runtime's), and on NAME.acl.so (partition_for_acl, subgraphs on Mote's cpu backend: what a
-  Mote user ships), both through `mote bench --runs 1 --warmup 0 --json`;
+  Mote user ships), and on NAME.bnns.so loaded code-free (`--code-free`: mapped as data, as
+  every load is on iOS; its regions run on the cpu backend here), all through
+  `mote bench --runs 1 --warmup 0 --json`;
 - ONNX Runtime: `InferenceSession` on NAME.onnx (ORT_ENABLE_ALL, sequential), then `run` once.
 
 "load" is model and session/VM creation, "first run" the first call; their sum is the figure
@@ -100,8 +103,8 @@ def child(kind: str, path: str, npz: str, threads: int, out: str | None = None) 
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def mote_child(mote: str, path: str, npz: str, threads: int) -> dict:
-    cmd = [mote, "bench", path, "--inputs", npz, "--runs", "1", "--warmup", "0",
+def mote_child(mote: str, path: str, npz: str, threads: int, extra: tuple[str, ...] = ()) -> dict:
+    cmd = [mote, "bench", path, *extra, "--inputs", npz, "--runs", "1", "--warmup", "0",
            "--threads", str(threads), "--json"]
     j, err = bench_archs.mote(cmd)
     if j is None:
@@ -124,8 +127,12 @@ def summarize(rows: list[dict]) -> dict:
     }
 
 
-RUNNERS = ("tvm", "mote_tvm", "mote_acl", "ort")
-LABELS = {"tvm": "TVM (tvm.so)", "mote_tvm": "Mote (tvm.so)", "mote_acl": "Mote (acl.so)", "ort": "ORT (onnx)"}
+RUNNERS = ("tvm", "mote_tvm", "mote_acl", "mote_bnns", "ort")
+LABELS = {"tvm": "TVM (tvm.so)", "mote_tvm": "Mote (tvm.so)", "mote_acl": "Mote (acl.so)",
+          "mote_bnns": "Mote (bnns.so, code-free)", "ort": "ORT (onnx)"}
+# Extra `mote` flags of each Mote runner: the BNNS-partitioned file is loaded code-free (mapped
+# as data), as every load is on iOS; its regions run on the cpu backend here.
+MOTE_FLAGS = {"mote_tvm": (), "mote_acl": (), "mote_bnns": ("--code-free",)}
 
 
 def run(d: str, mote: str, models: list[str], reps: int, threads: int) -> tuple[dict, bool]:
@@ -134,7 +141,7 @@ def run(d: str, mote: str, models: list[str], reps: int, threads: int) -> tuple[
     with tempfile.TemporaryDirectory() as tmp:
         for name in models:
             files = {"tvm": f"{name}.tvm.so", "mote_tvm": f"{name}.tvm.so", "mote_acl": f"{name}.acl.so",
-                     "ort": f"{name}.onnx"}
+                     "mote_bnns": f"{name}.bnns.so", "ort": f"{name}.onnx"}
             npz = os.path.join(d, f"{name}.inputs.npz")
             missing = [f for f in set(files.values()) | {f"{name}.inputs.npz"} if not os.path.exists(os.path.join(d, f))]
             if missing:
@@ -150,8 +157,9 @@ def run(d: str, mote: str, models: list[str], reps: int, threads: int) -> tuple[
             tvm_path = os.path.join(tmp, "tvm.npz")
             child("tvm", os.path.join(d, files["tvm"]), npz, threads, tvm_path)
             checks["tvm"] = bench_archs.close(np.load(tvm_path)["out0"], ref)
-            for r in ("mote_tvm", "mote_acl"):
-                y, err = bench_archs.mote_output(mote, os.path.join(d, files[r]), npz, threads, tmp)
+            for r in MOTE_FLAGS:
+                y, err = bench_archs.mote_output(mote, os.path.join(d, files[r]), npz, threads, tmp,
+                                                 MOTE_FLAGS[r])
                 checks[r] = bench_archs.close(y, ref) if y is not None else (False, float("nan"))
                 if err:
                     log(f"{name} {r}: {err}")
@@ -166,7 +174,7 @@ def run(d: str, mote: str, models: list[str], reps: int, threads: int) -> tuple[
                     if r == "tvm" or r == "ort":
                         rows[r].append(child(r, path, npz, threads))
                     else:
-                        rows[r].append(mote_child(mote, path, npz, threads))
+                        rows[r].append(mote_child(mote, path, npz, threads, MOTE_FLAGS[r]))
                 log(f"{name}: round {rep + 1}/{reps}: " + ", ".join(
                     f"{r} {rows[r][-1]['load_ms'] + rows[r][-1]['first_run_ms']:.1f} ms "
                     f"+{(rows[r][-1]['peak_rss_kib'] - rows[r][-1]['rss_before_load_kib']) / 1024:.1f} MiB"

@@ -7,8 +7,10 @@
 #
 #   scripts/test-corrupt.sh            (MOTE_ZOO_DIR / MOTE_OFFLOAD_ZOO_DIR reused when set)
 #
-# - CLI: `mote run -f FUNCTION` on every copy (mapped for a `.so`, read as data for a `.tar`)
-#   and `mote inspect --code-free` on every copy, 20 s each: exit status 0, or 1/2 with an
+# - CLI: `mote run -f FUNCTION` on every copy (mapped for a `.so`, read as data for a `.tar`),
+#   `mote run --code-free` on every `.so` copy too (mapped as data, its region-only weights read
+#   from the file when the backends prepare) and `mote inspect --code-free` on every copy, 20 s
+#   each: exit status 0, or 1/2 with an
 #   `error:` line. A signal, a panic (101), a timeout or any other status fails.
 # - C ABI: ffi/tests/c/corrupt_sweep.c loads every copy mapped (`.so`) and as data, three
 #   passes in one process (typed errors only; descriptors, mappings and resident memory flat
@@ -48,7 +50,7 @@ one() {
     local copy="$1" fn="$2" dir="$3" mote="$4" rc err
     local runs=()
     case "$copy" in
-        *.so) runs+=("run -f ${fn/#-/main} $dir/$copy") ;;
+        *.so) runs+=("run -f ${fn/#-/main} $dir/$copy" "run --code-free -f ${fn/#-/main} $dir/$copy") ;;
         *) runs+=("run --code-free -f ${fn/#-/main} $dir/$copy") ;;
     esac
     runs+=("inspect --code-free $dir/$copy")

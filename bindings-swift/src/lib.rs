@@ -104,7 +104,7 @@ impl NativeModel {
         self.inner.is_code_free()
     }
 
-    /// Whether this model was loaded code-free (read as data, nothing mapped).
+    /// Whether this model was loaded code-free (read as data, nothing mapped as code).
     pub fn is_loaded_code_free(&self) -> bool {
         self.inner.is_loaded_code_free()
     }

@@ -368,7 +368,7 @@ fn load(path: &std::path::Path, code_free: bool) -> mote::Result<Model> {
 /// The `code-free:` line of `inspect`.
 fn code_free_text(model: &Model) -> String {
     if model.is_loaded_code_free() {
-        "yes (read as data, nothing mapped)".into()
+        "yes (read as data, nothing mapped as code)".into()
     } else if model.is_code_free() {
         "yes (calls no compiled kernel; loadable with --code-free)".into()
     } else if model.is_kernel_library() {

@@ -774,7 +774,7 @@ fn code_free_models_say_so_and_run_from_the_tar() {
     let (ok, out, err) = mote(&["inspect", "--code-free", &path("mlp_bnns.tar")]);
     assert!(ok, "{err}");
     assert!(
-        out.contains("code-free: yes (read as data, nothing mapped)"),
+        out.contains("code-free: yes (read as data, nothing mapped as code)"),
         "{out}"
     );
     let (ok, out, err) = mote(&["inspect", "--json", &path("cnn_acl.so")]);

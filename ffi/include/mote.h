@@ -68,7 +68,9 @@
 // as code (docs/code-free.md). Only its module blob is used, nothing in the file runs, and a
 // library whose program calls compiled kernels fails with `MOTE_ERROR_CODE_UNSUPPORTED`
 // naming them. Accepts an ELF `.so`, a Mach-O `.dylib`, an ELF or Mach-O `.o`, or the `.tar`
-// `export_library` writes.
+// `export_library` writes. A file is mapped read-only (never executable) while the model
+// lives, holding the weights only offloaded regions read: replace it by renaming, never
+// rewrite it in place.
 #define MOTE_LOAD_CODE_FREE 1
 
 // Values of `MoteDtype::code` (DLPack's `DLDataTypeCode`).

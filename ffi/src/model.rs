@@ -164,7 +164,9 @@ pub unsafe extern "C" fn mote_model_from_system_lib(
 /// as code (docs/code-free.md). Only its module blob is used, nothing in the file runs, and a
 /// library whose program calls compiled kernels fails with `MOTE_ERROR_CODE_UNSUPPORTED`
 /// naming them. Accepts an ELF `.so`, a Mach-O `.dylib`, an ELF or Mach-O `.o`, or the `.tar`
-/// `export_library` writes.
+/// `export_library` writes. A file is mapped read-only (never executable) while the model
+/// lives, holding the weights only offloaded regions read: replace it by renaming, never
+/// rewrite it in place.
 pub const MOTE_LOAD_CODE_FREE: u32 = 1;
 
 fn load_options(flags: u32) -> Result<mote::LoadOptions> {

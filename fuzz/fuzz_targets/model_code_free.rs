@@ -1,16 +1,43 @@
 //! A whole model file read code-free: container, blob, executable, subgraph descriptions,
-//! linking (`mote::fuzzing::model_code_free`). A file that loads is also asked what it holds.
+//! linking (`mote::fuzzing::model_code_free`). A file that loads is also asked what it holds,
+//! and loaded again from a file (`model_code_free_file`: mapped as data, region-only weights
+//! left in it), which must load the same constants.
 #![no_main]
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
 
 #[global_allocator]
 static ALLOC: mote_fuzz::Budget = mote_fuzz::Budget;
 
+/// Where this process writes a file that loaded from memory, to load it from a path.
+fn scratch() -> &'static PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        std::env::temp_dir().join(format!("mote-fuzz-model-{}.so", std::process::id()))
+    })
+}
+
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     mote_fuzz::with_budget(data, |d| {
-        if let Ok(model) = mote::fuzzing::model_code_free(d) {
-            for f in model.function_names() {
-                let _ = model.function_info(&f);
+        let Ok(model) = mote::fuzzing::model_code_free(d) else {
+            return;
+        };
+        for f in model.function_names() {
+            let _ = model.function_info(&f);
+        }
+        if std::fs::write(scratch(), d).is_err() {
+            return;
+        }
+        match mote::fuzzing::model_code_free_file(scratch()) {
+            Ok(from_file) => {
+                assert_eq!(from_file.constant_bytes(), model.constant_bytes());
+                let (left, left_bytes) = from_file.constants_in_file();
+                let (all, all_bytes) = model.constant_bytes();
+                assert!(left <= all && left_bytes <= all_bytes);
+                assert_eq!(from_file.function_names(), model.function_names());
             }
+            Err(e) => panic!("loads from memory but not from a file: {e}"),
         }
     });
 });

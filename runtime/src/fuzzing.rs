@@ -29,6 +29,12 @@ pub fn model_code_free(bytes: &[u8]) -> Result<Model> {
     Model::load_from_memory_with(bytes, LoadOptions::default().code_free(true))
 }
 
+/// The same model file loaded code-free from `path` (where the target wrote it): mapped as
+/// data, with the weights only offloaded regions read left in the file.
+pub fn model_code_free_file(path: &std::path::Path) -> Result<Model> {
+    Model::load_with(path, LoadOptions::default().code_free(true))
+}
+
 /// What a model file holds for the other targets: `("blob", ...)` (the length-prefixed
 /// module blob), `("executable", ...)` for each VM executable, `("subgraph", ...)` for each
 /// offloaded region's description. Empty when the file does not load code-free.

@@ -103,6 +103,10 @@ impl LoadOptions {
     /// only its module blob is used, and a program that calls any compiled kernel is refused
     /// with [`Error::Unsupported`] naming them. Accepts an ELF `.so`, a Mach-O `.dylib`, an
     /// ELF or Mach-O object, or the `.tar` that `export_library("m.tar")` writes.
+    ///
+    /// A file is mapped read-only (never executable) and stays mapped while the model lives,
+    /// holding the weights only offloaded regions read: it must not be rewritten or truncated
+    /// in place meanwhile (replacing it with a rename is fine), as for any mapped library.
     pub fn code_free(mut self, yes: bool) -> Self {
         self.code_free = yes;
         self
@@ -128,16 +132,17 @@ impl Model {
     }
 
     /// Load with options: [`LoadOptions::code_free`] reads the file as data instead of
-    /// mapping it. A code-free load runs nothing from the file, so the trust rule of
+    /// mapping it as code. A code-free load runs nothing from the file, so the trust rule of
     /// [`Model::load`] does not apply to it: every byte Mote uses is validated.
     pub fn load_with(path: impl AsRef<Path>, options: LoadOptions) -> Result<Model> {
         let path = path.as_ref();
         if options.code_free {
-            let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-            let (library, blob) = Library::open_code_free(&bytes, path)?;
-            // The file's bytes go before the constants are copied out of the blob.
-            drop(bytes);
-            return Self::from_code_free(library, blob);
+            // Mapped read-only as data: a blob the file holds verbatim is read in place, like a
+            // mapped library's; a decoded one (compressed tar, C array) is copied out of.
+            return match Library::open_code_free_file(path)? {
+                (library, None) => Self::from_library(library),
+                (library, Some(blob)) => Self::from_code_free(library, blob),
+            };
         }
         Self::from_library(Library::open(path)?)
     }
@@ -176,6 +181,8 @@ impl Model {
         crate::loader::system_lib::prefixes()
     }
 
+    /// A library whose blob lies in a mapped file: loaded by the system loader, linked into
+    /// the program, or mapped as data by a code-free load.
     fn from_library(library: Arc<Library>) -> Result<Model> {
         let Some(tree) = library.module_tree()? else {
             return Self::from_kernel_library(library);
@@ -185,8 +192,8 @@ impl Model {
         Self::from_parts(library, exe)
     }
 
-    /// A library read as data and its module blob (`Library::open_code_free`), which is
-    /// dropped once the executable has copied what it needs.
+    /// A library read as data and its module blob (`Library::open_code_free(_file)`), which
+    /// is dropped once the executable has copied what it needs.
     fn from_code_free(library: Arc<Library>, blob: Vec<u8>) -> Result<Model> {
         let exe = {
             let tree = parse_module_tree(blob_payload(&blob)?)?;
@@ -331,7 +338,7 @@ impl Model {
         !self.is_kernel_library() && self.kernels().is_empty()
     }
 
-    /// Whether this model was loaded code-free (read as data, never mapped).
+    /// Whether this model was loaded code-free (read as data, never mapped as code).
     pub fn is_loaded_code_free(&self) -> bool {
         self.inner.library().code_free_kernels().is_some()
     }
@@ -370,7 +377,9 @@ impl Model {
     /// Number and total bytes of the tensor constants that only offloaded subgraphs read and
     /// that Mote left in the mapped model file rather than copying them at load: each backend
     /// reads them when it prepares a subgraph, and keeps only its own form of them
-    /// (docs/footprint.md, "Memory"). `(0, 0)` for a file read as data (`code_free`).
+    /// (docs/footprint.md, "Memory"). A code-free load from a file leaves them in the file
+    /// too when it holds the module blob verbatim (docs/code-free.md §4); one from memory, or
+    /// of a compressed `.tar`, copies every constant: `(0, 0)`.
     pub fn constants_in_file(&self) -> (usize, usize) {
         self.inner.constants_in_file()
     }

@@ -40,7 +40,8 @@ fn offload_zoo_matches_tvm_with_the_test_plugin_preferred() {
 /// Weights only offloaded regions read stay in the mapped file (docs/footprint.md, "Memory"):
 /// every backend order a model is prepared for reads them again from there. One model, two
 /// orders (the test plug-in first, then `cpu` alone: two executors per call site), each
-/// checked against TVM; and a file read as data keeps every constant in memory.
+/// checked against TVM. A code-free load of the file maps it as data and leaves the same weights
+/// in it (both orders again); one from memory keeps every constant in memory.
 #[test]
 fn weights_left_in_the_file_are_read_again_for_each_backend_order() {
     let path = env!("MOTE_TEST_PLUGIN");
@@ -62,11 +63,31 @@ fn weights_left_in_the_file_are_read_again_for_each_backend_order() {
         checked += check_model(&model, entry, &["testplug", "cpu"]);
         checked += check_model(&model, entry, &["cpu"]);
         checked += check_model(&model, entry, &["testplug", "cpu"]);
-        // Models that call compiled kernels cannot be read as data (refused, typed).
+        // Read as data from the file, a model leaves the same weights in it; from memory,
+        // none. Models that call compiled kernels cannot be read as data (refused, typed).
         match Model::load_with(&file, LoadOptions::default().code_free(true)) {
             Ok(data) => {
-                assert_eq!(data.constants_in_file(), (0, 0), "{name}: read as data");
+                assert_eq!(
+                    data.constants_in_file(),
+                    (in_file, in_file_bytes),
+                    "{name}: read as data from the file"
+                );
                 assert_eq!(data.constant_bytes(), (n, bytes), "{name}: read as data");
+                checked += check_model(&data, entry, &["testplug", "cpu"]);
+                checked += check_model(&data, entry, &["cpu"]);
+                drop(data);
+                let bytes_of_file = std::fs::read(&file).expect("read the model file");
+                let data = Model::load_from_memory_with(
+                    &bytes_of_file,
+                    LoadOptions::default().code_free(true),
+                )
+                .unwrap_or_else(|e| panic!("{name}: code-free load from memory: {e}"));
+                assert_eq!(data.constants_in_file(), (0, 0), "{name}: read from memory");
+                assert_eq!(
+                    data.constant_bytes(),
+                    (n, bytes),
+                    "{name}: read from memory"
+                );
                 checked += check_model(&data, entry, &["cpu"]);
                 read_as_data += 1;
             }

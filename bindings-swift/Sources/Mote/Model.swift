@@ -29,8 +29,10 @@ public final class Model: Sendable {
     }
 
     /// Load the library at `path`, as data when `codeFree` is true: nothing in the file is
-    /// mapped or run, only its module blob is read, so this works where a process may not load
-    /// code (on iOS every load is code-free). A library whose program calls compiled kernels
+    /// mapped as code or run, only its module blob is read, so this works where a process may
+    /// not load code (on iOS every load is code-free). The file is mapped read-only while the
+    /// model lives (weights only offloaded regions read stay in it): replace it by renaming,
+    /// never rewrite it in place. A library whose program calls compiled kernels
     /// throws ``MoteError/unsupported(_:)`` naming them. See `docs/code-free.md`.
     public init(path: String, codeFree: Bool) throws {
         Logging.installDefault()
@@ -55,7 +57,7 @@ public final class Model: Sendable {
     /// Whether the program calls no compiled kernel, so it can be loaded code-free.
     public var isCodeFree: Bool { raw.isCodeFree() }
 
-    /// Whether this model was loaded code-free (read as data, nothing mapped).
+    /// Whether this model was loaded code-free (read as data, nothing mapped as code).
     public var isLoadedCodeFree: Bool { raw.isLoadedCodeFree() }
 
     /// Load the library at `url` (a file URL).

@@ -985,7 +985,7 @@ public protocol NativeModelProtocol: AnyObject, Sendable {
     func isKernelLibrary()  -> Bool
     
     /**
-     * Whether this model was loaded code-free (read as data, nothing mapped).
+     * Whether this model was loaded code-free (read as data, nothing mapped as code).
      */
     func isLoadedCodeFree()  -> Bool
     
@@ -1130,7 +1130,7 @@ open func isKernelLibrary() -> Bool  {
 }
     
     /**
-     * Whether this model was loaded code-free (read as data, nothing mapped).
+     * Whether this model was loaded code-free (read as data, nothing mapped as code).
      */
 open func isLoadedCodeFree() -> Bool  {
     return try!  FfiConverterBool.lift(try! rustCall() {

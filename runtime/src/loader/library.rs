@@ -13,6 +13,8 @@ use crate::host::abi::SafeCallFn;
 use crate::host::error_slot;
 use crate::host::services::{self, EnvFunction};
 use crate::loader::executable::Reader;
+use crate::loader::file_map::FileMap;
+use crate::loader::object_file::Image;
 
 /// The module blob: a length-prefixed payload (docs/tvm-format.md §1.3, §2).
 const BLOB_SYMBOL: &str = "__tvm_ffi__library_bin";
@@ -47,7 +49,7 @@ pub(crate) struct Library {
 }
 
 /// How a library's code and data reach the process. Every way of getting a model in
-/// (a mapped file, objects linked into the program, bytes read without mapping) is one
+/// (a mapped file, objects linked into the program, a file or bytes read as data) is one
 /// variant; `symbol` and `module_blob` are the only places that look inside.
 enum Backing {
     /// A file opened by the system loader.
@@ -64,12 +66,23 @@ enum Backing {
     /// Objects linked into the program, whose symbols were registered under `prefix`
     /// (docs/system-lib.md). Never unloaded.
     SystemLib { prefix: String },
-    /// A file read as data and never mapped (docs/code-free.md). No symbols, no context
-    /// slots, no kernels; its module blob was handed to the loader (`open_code_free`), not kept.
+    /// A file read as data, never mapped as code (docs/code-free.md). No symbols, no context
+    /// slots, no kernels.
     CodeFree {
         /// The kernels the file defines, which the program must not call.
         kernels: Vec<String>,
+        /// The file mapped read-only and where the blob lies in it, when the file holds the
+        /// blob verbatim (`open_code_free_file`): the model's weights that only offloaded
+        /// regions read stay there. `None` when the blob was handed to the loader instead
+        /// (`open_code_free`), which copies what it needs and drops it.
+        file: Option<BlobInFile>,
     },
+}
+
+/// A file mapped as data and its module blob's place in it (length field and payload).
+struct BlobInFile {
+    map: FileMap,
+    blob: std::ops::Range<usize>,
 }
 
 /// What the file says about the kernels it exports (docs/tvm-format.md §1.4).
@@ -153,39 +166,60 @@ impl Library {
         Self::open_checked(&path, &image, None)
     }
 
-    /// Read a library as data, without mapping it (docs/code-free.md): an ELF or Mach-O
-    /// library or object, or the tar `export_library` writes. `label` names it in messages.
-    /// Returns the module blob (length field and payload) beside the library, which does not
-    /// keep it: the model copies what it needs while loading, then holds no copy of the file.
+    /// Read a library as data, without mapping it as code (docs/code-free.md): an ELF or
+    /// Mach-O library or object, or the tar `export_library` writes. `label` names it in
+    /// messages. Returns the module blob (length field and payload) beside the library, which
+    /// does not keep it: the model copies what it needs while loading, then holds no copy of
+    /// the file.
     pub fn open_code_free(bytes: &[u8], label: &Path) -> Result<(Arc<Library>, Vec<u8>)> {
-        let image = crate::loader::object_file::read(bytes).map_err(|e| match e {
-            Error::Format(m) => Error::Format(format!("{}: {m}", label.display())),
-            Error::Unsupported(m) => Error::Unsupported(format!("{}: {m}", label.display())),
-            e => e,
-        })?;
-        if !image.prefix.is_empty() {
-            log::debug!(
-                "{}: module blob of system-lib prefix `{}`",
-                label.display(),
-                image.prefix
-            );
+        let image = read_image(bytes, label)?;
+        let blob = image.blob.into_owned();
+        Ok((Self::code_free(image.kernels, None, label), blob))
+    }
+
+    /// [`Library::open_code_free`] for a file, mapped read-only as data (docs/code-free.md
+    /// §4). When the file holds the blob verbatim (an ELF or Mach-O file, an uncompressed tar)
+    /// the library keeps the mapping and the blob is read from it (`module_tree`), so no copy
+    /// of the file is made and the weights only offloaded regions read can stay in it; the
+    /// second value is then `None`. Otherwise (a compressed tar, TVM's C array, a file that
+    /// cannot be mapped) it is the decoded blob, as [`Library::open_code_free`] returns it.
+    pub fn open_code_free_file(path: &Path) -> Result<(Arc<Library>, Option<Vec<u8>>)> {
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let Some(map) = FileMap::new(&file).map_err(|e| Error::io(path, e))? else {
+            let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+            let (library, blob) = Self::open_code_free(&bytes, path)?;
+            return Ok((library, Some(blob)));
+        };
+        drop(file);
+        let image = read_image(map.bytes(), path)?;
+        let base = map.bytes().as_ptr() as usize;
+        let in_file = match &image.blob {
+            std::borrow::Cow::Borrowed(b) => (b.as_ptr() as usize)
+                .checked_sub(base)
+                .map(|at| at..at + b.len())
+                .filter(|r| r.end <= map.bytes().len()),
+            std::borrow::Cow::Owned(_) => None,
+        };
+        match in_file {
+            Some(blob) => {
+                let kernels = image.kernels;
+                let file = BlobInFile { map, blob };
+                Ok((Self::code_free(kernels, Some(file), path), None))
+            }
+            None => {
+                let blob = image.blob.into_owned();
+                Ok((Self::code_free(image.kernels, None, path), Some(blob)))
+            }
         }
-        log::debug!(
-            "{}: read as data ({}), {} blob bytes, {} kernel symbols",
-            label.display(),
-            image.container,
-            image.blob.len(),
-            image.kernels.len()
-        );
-        let library = Arc::new(Library {
-            exported: KernelListing::Listed(image.kernels.clone()),
-            backing: Backing::CodeFree {
-                kernels: image.kernels,
-            },
+    }
+
+    fn code_free(kernels: Vec<String>, file: Option<BlobInFile>, label: &Path) -> Arc<Library> {
+        Arc::new(Library {
+            exported: KernelListing::Listed(kernels.clone()),
+            backing: Backing::CodeFree { kernels, file },
             path: label.into(),
             env_cache: Mutex::new(HashMap::new()),
-        });
-        Ok((library, image.blob))
+        })
     }
 
     /// For a library read as data, the kernels its file defines; `None` for a mapped one.
@@ -431,7 +465,7 @@ impl Library {
     }
 
     /// Decode `__tvm_ffi__library_bin`; `None` for a library without one (a bare TIR export)
-    /// and for one read as data (whose blob `open_code_free` returned).
+    /// and for one read as data whose blob was returned by `open_code_free(_file)`.
     pub(crate) fn module_tree(&self) -> Result<Option<ModuleTree<'_>>> {
         self.module_blob()?.map(parse_module_tree).transpose()
     }
@@ -476,10 +510,47 @@ impl Library {
                 // the program, which stay for its whole life.
                 unsafe { crate::loader::system_lib::linked_blob(p.cast::<u8>()) }.map(Some)
             }
-            // Handed to the loader by `open_code_free`.
-            Backing::CodeFree { .. } => Ok(None),
+            Backing::CodeFree {
+                file: Some(BlobInFile { map, blob }),
+                ..
+            } => {
+                let bytes = map.bytes().get(blob.clone()).ok_or_else(|| {
+                    Error::Format(format!("{BLOB_SYMBOL} lies outside the mapped file"))
+                })?;
+                blob_payload(bytes).map(Some)
+            }
+            // Handed to the loader by `open_code_free(_file)`.
+            Backing::CodeFree { file: None, .. } => Ok(None),
         }
     }
+}
+
+/// What `bytes`, a library read as data, holds (`object_file::read`), its errors naming `label`.
+fn read_image<'a>(bytes: &'a [u8], label: &Path) -> Result<Image<'a>> {
+    let image = crate::loader::object_file::read(bytes).map_err(|e| match e {
+        Error::Format(m) => Error::Format(format!("{}: {m}", label.display())),
+        Error::Unsupported(m) => Error::Unsupported(format!("{}: {m}", label.display())),
+        e => e,
+    })?;
+    if !image.prefix.is_empty() {
+        log::debug!(
+            "{}: module blob of system-lib prefix `{}`",
+            label.display(),
+            image.prefix
+        );
+    }
+    log::debug!(
+        "{}: read as data ({}), {} blob bytes{}, {} kernel symbols",
+        label.display(),
+        image.container,
+        image.blob.len(),
+        match image.blob {
+            std::borrow::Cow::Borrowed(_) => " in the file",
+            std::borrow::Cow::Owned(_) => " decoded",
+        },
+        image.kernels.len()
+    );
+    Ok(image)
 }
 
 /// The payload of a length-prefixed blob whose bytes (and maybe more after them) are `bytes`

@@ -5,6 +5,7 @@
 
 pub(crate) mod elf;
 pub(crate) mod executable;
+pub(crate) mod file_map;
 pub(crate) mod library;
 pub(crate) mod object_file;
 pub(crate) mod system_lib;

@@ -5,6 +5,8 @@
 //! `export_library("m.tar")` writes: the ustar container and, for a model without kernels, the
 //! C array TVM writes the blob as (docs/code-free.md §2).
 
+use std::borrow::Cow;
+
 use object::{Object, ObjectSection, ObjectSymbol, SymbolSection};
 
 use crate::error::{Error, Result};
@@ -26,9 +28,12 @@ const MAX_TAR_BYTES: u64 = 1 << 32;
 
 /// What a library file holds, read as data.
 #[derive(Debug)]
-pub(crate) struct Image {
+pub(crate) struct Image<'a> {
     /// The blob symbol's bytes: the `u64` length and the payload it claims (nothing after).
-    pub blob: Vec<u8>,
+    /// Borrowed when the file holds them verbatim (an ELF or Mach-O file, an uncompressed tar
+    /// of objects), so a caller that keeps the file can leave the weights in it; owned when
+    /// they had to be decoded (a gzip-compressed tar, TVM's C array).
+    pub blob: Cow<'a, [u8]>,
     /// The blob symbol's prefix (`""` for a library made without `system_lib_prefix`).
     pub prefix: String,
     /// Every `__tvm_ffi_<name>` code symbol the file defines: `<name>`, without the prefix,
@@ -41,7 +46,7 @@ pub(crate) struct Image {
 /// Read `bytes` (an ELF or Mach-O library or object, or a tar of objects / TVM's C sources).
 /// Every malformed input is [`Error::Format`]; a container Mote does not read is
 /// [`Error::Unsupported`].
-pub(crate) fn read(bytes: &[u8]) -> Result<Image> {
+pub(crate) fn read(bytes: &[u8]) -> Result<Image<'_>> {
     if bytes.starts_with(&GZIP_MAGIC) {
         let tar = gunzip(bytes)?;
         if !is_tar(&tar) {
@@ -49,7 +54,11 @@ pub(crate) fn read(bytes: &[u8]) -> Result<Image> {
                 "a gzip file that does not hold a tar archive".into(),
             ));
         }
-        return read_tar(&tar);
+        let image = read_tar(&tar)?;
+        return Ok(Image {
+            blob: Cow::Owned(image.blob.into_owned()),
+            ..image
+        });
     }
     if is_tar(bytes) {
         return read_tar(bytes);
@@ -57,7 +66,7 @@ pub(crate) fn read(bytes: &[u8]) -> Result<Image> {
     let file = parse_object(bytes, "the file")?;
     let (blob, prefix) = find_blob(&file, "the file")?.ok_or_else(|| no_blob("the file", &file))?;
     Ok(Image {
-        blob,
+        blob: Cow::Borrowed(blob),
         prefix,
         kernels: kernels_of(&file),
         container: describe(&file),
@@ -124,7 +133,7 @@ fn defined_symbols<'a, 'f>(
 
 /// The blob symbol's bytes and prefix; `None` if the file has none. Several different blob
 /// symbols are an error naming them.
-fn find_blob(file: &object::File<'_>, what: &str) -> Result<Option<(Vec<u8>, String)>> {
+fn find_blob<'a>(file: &object::File<'a>, what: &str) -> Result<Option<(&'a [u8], String)>> {
     let mut found: Vec<(String, object::Symbol<'_, '_>)> = Vec::new();
     for sym in defined_symbols(file) {
         let Ok(raw) = sym.name() else { continue };
@@ -181,7 +190,7 @@ fn find_blob(file: &object::File<'_>, what: &str) -> Result<Option<(Vec<u8>, Str
     let total = blob_extent(avail).map_err(bad)?;
     let blob = &avail[..total];
     check_no_relocations(file, &section, sym.address(), start, total).map_err(bad)?;
-    Ok(Some((blob.to_vec(), prefix)))
+    Ok(Some((blob, prefix)))
 }
 
 /// The blob's extent (length field plus payload) within `avail`, or why it does not fit.
@@ -361,13 +370,13 @@ fn octal(f: &[u8]) -> Option<u64> {
     u64::from_str_radix(digits, 8).ok()
 }
 
-fn read_tar(bytes: &[u8]) -> Result<Image> {
+fn read_tar<'a>(bytes: &'a [u8]) -> Result<Image<'a>> {
     let members = tar_members(bytes)?;
     let names: Vec<&str> = members.iter().map(|(n, _)| n.as_str()).collect();
-    let mut blob: Option<(Vec<u8>, String)> = None;
+    let mut blob: Option<(Cow<'a, [u8]>, String)> = None;
     let mut kernels = Vec::new();
     let mut kinds = Vec::new();
-    let mut set_blob = |found: (Vec<u8>, String), member: &str| {
+    let mut set_blob = |found: (Cow<'a, [u8]>, String), member: &str| {
         if blob.is_some() {
             return Err(Error::Unsupported(format!(
                 "the tar archive holds more than one module blob (again in {member}); load one model per file"
@@ -381,14 +390,14 @@ fn read_tar(bytes: &[u8]) -> Result<Image> {
         let what = format!("{base} in the tar archive");
         if base.ends_with(".o") {
             let file = parse_object(data, &what)?;
-            if let Some(found) = find_blob(&file, &what)? {
-                set_blob(found, base)?;
+            if let Some((found, prefix)) = find_blob(&file, &what)? {
+                set_blob((Cow::Borrowed(found), prefix), base)?;
             }
             kernels.extend(kernels_of(&file));
             kinds.push(base.to_string());
         } else if base.ends_with(".c") || base.ends_with(".cc") {
             match c_array_blob(data, &what)? {
-                Some(found) => set_blob(found, base)?,
+                Some((found, prefix)) => set_blob((Cow::Owned(found), prefix), base)?,
                 // TVM's unit for an empty host module is a lone `;`; anything else is code
                 // Mote cannot inspect (C-source kernels).
                 None if data.iter().all(|b| b.is_ascii_whitespace() || *b == b';') => {}
@@ -713,7 +722,8 @@ mod tests {
             (object::BinaryFormat::MachO, "Mach-O relocatable object"),
         ] {
             for prefix in ["", "m1_"] {
-                let image = read(&object_file(format, prefix, &b, None)).unwrap();
+                let file = object_file(format, prefix, &b, None);
+                let image = read(&file).unwrap();
                 assert_eq!(image.blob, b, "{container}");
                 assert_eq!(image.prefix, prefix, "{container}");
                 assert_eq!(image.kernels, ["fused_add"], "{container}");

@@ -37,7 +37,9 @@ public final class Model extends NativeObject {
 
     /**
      * Loads a model library, as data when {@code codeFree} is true: nothing in the file is
-     * mapped or run, only its module blob is read and validated (see {@code docs/code-free.md}).
+     * mapped as code or run, only its module blob is read and validated (see
+     * {@code docs/code-free.md}). The file is mapped read-only while the model lives (weights
+     * only offloaded regions read stay in it): replace it by renaming, never rewrite it in place.
      * Besides a {@code .so}, a code-free load takes the {@code .tar} that
      * {@code export_library("m.tar")} writes. With {@code codeFree} false this is
      * {@link #load(String)}.
