@@ -37,13 +37,18 @@ impl FileMap {
         if len == 0 {
             return Ok(None);
         }
-        // SAFETY: a fresh private read-only mapping of an open descriptor at an address the
-        // system chooses; it aliases no Rust object. The result is checked below.
+        // Mapped inaccessible, then made readable: the same pages either way, but a memory
+        // checker that reads debug information from every readable mapping of an ELF file
+        // (valgrind 3.19 does, and aborts on some malformed ones, which is what a code-free
+        // load may be given) looks only at `mmap`, and at `mprotect` only when it adds
+        // `PROT_EXEC`, so the model file stays out of its symbol reader.
+        // SAFETY: a fresh private mapping of an open descriptor at an address the system
+        // chooses; it aliases no Rust object. The result is checked below.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ,
+                libc::PROT_NONE,
                 libc::MAP_PRIVATE,
                 file.as_raw_fd(),
                 0,
@@ -52,7 +57,16 @@ impl FileMap {
         if ptr == libc::MAP_FAILED {
             return Ok(None);
         }
-        Ok(NonNull::new(ptr.cast::<u8>()).map(|ptr| FileMap { ptr, len }))
+        let Some(ptr) = NonNull::new(ptr.cast::<u8>()) else {
+            return Ok(None);
+        };
+        // From here `Drop` unmaps it, whatever happens next.
+        let map = FileMap { ptr, len };
+        // SAFETY: the range is exactly the mapping just made, which nothing else refers to.
+        if unsafe { libc::mprotect(map.ptr.as_ptr().cast(), len, libc::PROT_READ) } != 0 {
+            return Ok(None);
+        }
+        Ok(Some(map))
     }
 
     /// The file's bytes. The mapping is private and read-only, so they change only if another
