@@ -3551,7 +3551,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mote_swift_checksum_method_nativemodel_is_kernel_library() != 24922) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativemodel_is_loaded_code_free() != 65220) {
+    if (uniffi_mote_swift_checksum_method_nativemodel_is_loaded_code_free() != 22189) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_method_nativemodel_kernel_parameter_names() != 30471) {
