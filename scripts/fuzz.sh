@@ -17,6 +17,11 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+# model_code_free writes each input that loads to a scratch file (to load it again from a
+# path): keep those in a folder of this run, removed at exit.
+TMPDIR="$(mktemp -d)"
+export TMPDIR
+trap 'rm -rf "$TMPDIR"' EXIT
 cache="${MOTE_CACHE:-$HOME/.cache/mote}"
 all=(elf module_blob executable model_code_free subgraph npy rpc_wire)
 time="${MOTE_FUZZ_SECONDS:-20}"
