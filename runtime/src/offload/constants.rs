@@ -76,7 +76,15 @@ pub struct Constants<'a> {
 enum Slots<'a> {
     Tensors(&'a [Tensor]),
     Site(&'a [Constant]),
+    /// Another accessor's constants, each passed through `f` (with its index) as it is got.
+    Mapped {
+        inner: &'a Constants<'a>,
+        f: &'a Relayout<'a>,
+    },
 }
+
+/// What [`Constants::mapped`] applies to each constant it gives out.
+pub(crate) type Relayout<'a> = dyn Fn(usize, Tensor) -> Result<Tensor> + Sync + 'a;
 
 impl<'a> From<&'a [Tensor]> for Constants<'a> {
     fn from(t: &'a [Tensor]) -> Self {
@@ -99,11 +107,21 @@ impl<'a> Constants<'a> {
         }
     }
 
+    /// These constants as `f(i, constant)` gives them: a rewrite of the region that changes a
+    /// constant's layout transforms each one only when a backend gets it, so no more than one
+    /// is held in both forms at a time.
+    pub(crate) fn mapped(&'a self, f: &'a Relayout<'a>) -> Constants<'a> {
+        Constants {
+            slots: Slots::Mapped { inner: self, f },
+        }
+    }
+
     /// How many constants the region has.
     pub fn len(&self) -> usize {
         match self.slots {
             Slots::Tensors(t) => t.len(),
             Slots::Site(c) => c.len(),
+            Slots::Mapped { inner, .. } => inner.len(),
         }
     }
 
@@ -117,6 +135,7 @@ impl<'a> Constants<'a> {
         match self.slots {
             Slots::Tensors(t) => Ok(t.get(i).cloned()),
             Slots::Site(c) => c.get(i).map(Constant::tensor).transpose(),
+            Slots::Mapped { inner, f } => inner.get(i)?.map(|t| f(i, t)).transpose(),
         }
     }
 }

@@ -139,7 +139,7 @@ impl Executor {
         let (mut which, mut plan) = plan(&graph, constants, backends);
         let cpu_index = backends.iter().position(|b| b.name() == CPU);
         let mut graph = graph;
-        let mut own: Option<Vec<Tensor>> = None;
+        let mut converted = None;
         if let Some(ci) = cpu_index.filter(|&ci| nhwc && which.iter().all(|&b| b == ci)) {
             match super::backends::cpu::to_nhwc(&graph, constants) {
                 Ok(Some(c)) => {
@@ -148,9 +148,9 @@ impl Executor {
                         graph.name,
                         c.transposes
                     );
-                    graph = Arc::new(c.graph);
+                    graph = Arc::clone(&c.graph);
                     which = vec![ci; graph.nodes.len()];
-                    own = Some(c.constants);
+                    converted = Some(c);
                 }
                 Ok(None) => {}
                 Err(e) => log::warn!(
@@ -159,7 +159,12 @@ impl Executor {
                 ),
             }
         }
-        let constants = own.as_ref().map(Constants::from).unwrap_or(constants);
+        // A rewritten region reads its 4-D constants transposed, each as a backend gets it.
+        let relayout = |k: usize, t: Tensor| match &converted {
+            Some(c) => c.constant(k, t),
+            None => Ok(t),
+        };
+        let constants = constants.mapped(&relayout);
         let mut segments = Vec::new();
         let mut pending = segments_of(&which);
         let mut i = 0;

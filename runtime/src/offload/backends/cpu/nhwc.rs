@@ -9,6 +9,8 @@
 //! region's edge converts each 4-D input and output; the VM's tensors stay NCHW. This is the
 //! rewrite the partitioner does for ACL regions (docs/subgraph-format.md), done at run time.
 
+use std::sync::Arc;
+
 use crate::error::{Error, Result};
 use crate::offload::format::{Graph, Layout, Node, Op, Role, TensorDesc};
 use crate::offload::Constants;
@@ -21,9 +23,11 @@ const TO_NCHW: [usize; 4] = [0, 3, 1, 2];
 
 /// A region rewritten to NHWC.
 pub(crate) struct Converted {
-    pub graph: Graph,
-    /// The region's constants in the order of `graph.constants`, 4-D ones transposed.
-    pub constants: Vec<Tensor>,
+    pub graph: Arc<Graph>,
+    /// For each of the region's constants (in the order of `graph.constants`), whether it is
+    /// 4-D and so held in NHWC by the rewritten region: [`Converted::constant`] transposes it
+    /// when a backend gets it.
+    pub transposed: Vec<bool>,
     /// Transposes the rewrite added (at the edge and around order-dependent reshapes).
     pub transposes: usize,
 }
@@ -270,23 +274,20 @@ pub(crate) fn to_nhwc(g: &Graph, constants: Constants<'_>) -> Result<Option<Conv
             transpose(&mut nodes, name, &TO_NCHW, inner[t], t);
         }
     }
-    let constants = g
-        .constants
-        .iter()
-        .enumerate()
-        .map(|(k, &t)| {
-            let c = constants.get(k)?.ok_or_else(|| Error::Subgraph {
-                subgraph: g.name.clone(),
-                node: None,
-                message: format!("constant {k} missing"),
-            })?;
-            if is_4d(g, t) {
-                transpose_tensor(&c, &TO_NHWC)
-            } else {
-                Ok(c)
-            }
-        })
-        .collect::<Result<Vec<_>>>()?;
+    if constants.len() != g.constants.len() {
+        return Err(Error::Subgraph {
+            subgraph: g.name.clone(),
+            node: None,
+            message: format!(
+                "{} constants given for {} in the description",
+                constants.len(),
+                g.constants.len()
+            ),
+        });
+    }
+    // Transposed as each is got (`Converted::constant`), not all here: a region's weights are
+    // never all held twice, and weights left in the model file stay there until then.
+    let transposed = g.constants.iter().map(|&t| is_4d(g, t)).collect();
     let graph = Graph {
         // `transpose` came with format version 2.
         version: g.version.max(2),
@@ -300,12 +301,24 @@ pub(crate) fn to_nhwc(g: &Graph, constants: Constants<'_>) -> Result<Option<Conv
     };
     // Checked as a description from a file is: a rewrite that got something wrong is an error
     // (and the region runs as described), never a kernel reading out of bounds.
-    let graph = Graph::from_json(&graph.to_json(), &g.name)?;
+    let graph = Arc::new(Graph::from_json(&graph.to_json(), &g.name)?);
     Ok(Some(Converted {
         graph,
-        constants,
+        transposed,
         transposes,
     }))
+}
+
+impl Converted {
+    /// Constant `k` of the region, `t` as the original region holds it, in the layout the
+    /// rewritten region reads.
+    pub(crate) fn constant(&self, k: usize, t: Tensor) -> Result<Tensor> {
+        if self.transposed.get(k).copied().unwrap_or(false) {
+            transpose_tensor(&t, &TO_NHWC)
+        } else {
+            Ok(t)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -493,6 +506,83 @@ mod tests {
                 g.name
             );
         }
+    }
+
+    /// A rewritten region transposes each 4-D weight only when the backend gets it: while a
+    /// chain of eight NCHW convolutions is prepared, the bytes held at once never exceed what
+    /// the executor keeps (the packed weights) plus a few weights in flight. Transposing every
+    /// weight first, as the rewrite once did, holds all of them twice (about 18 weights' worth
+    /// at the peak against the 12 allowed here).
+    #[test]
+    fn weights_are_transposed_one_at_a_time_while_preparing() {
+        const CONVS: usize = 8;
+        let act = r#"{"shape":[1,64,8,8],"dtype":"float32"}"#;
+        let weight = r#"{"shape":[64,64,3,3],"dtype":"float32"}"#;
+        let mut tensors = vec![act.to_string()];
+        tensors.extend((0..CONVS).map(|_| weight.to_string()));
+        tensors.extend((0..CONVS).map(|_| act.to_string()));
+        let nodes: Vec<String> = (0..CONVS)
+            .map(|i| {
+                let x = if i == 0 { 0 } else { CONVS + i };
+                format!(
+                    r#"{{"op":"conv2d","name":"c{i}","inputs":[{x},{}],"outputs":[{}],
+                        "attrs":{{"layout":"NCHW","padding":[1,1,1,1],"groups":1}}}}"#,
+                    1 + i,
+                    CONVS + 1 + i
+                )
+            })
+            .collect();
+        let constants: Vec<String> = (1..=CONVS).map(|t| t.to_string()).collect();
+        let text = format!(
+            r#"{{"format":"mote.subgraph","version":2,"name":"chain","tensors":[{}],
+                "inputs":[0],"constants":[{}],"outputs":[{}],"nodes":[{}]}}"#,
+            tensors.join(","),
+            constants.join(","),
+            2 * CONVS,
+            nodes.join(",")
+        );
+        let g = Arc::new(Graph::parse(&text, "t").expect("parses"));
+        let consts = tensors_for(&g, &g.constants, 3);
+        let inputs = tensors_for(&g, &g.inputs, 300);
+        let weight_bytes = 64 * 64 * 9 * 4;
+        // One thread: every allocation and free of the preparation is this thread's.
+        ThreadPool::new(1).install(|| {
+            let before = crate::test_alloc::live();
+            crate::test_alloc::peak_since_reset();
+            let exec = Executor::with_layout(
+                g.clone(),
+                Constants::from(&consts),
+                &resolve(&["cpu".into()]),
+                true,
+            )
+            .expect("prepares");
+            let peak = crate::test_alloc::peak_since_reset() - before;
+            let kept = crate::test_alloc::live() - before;
+            assert!(
+                kept >= (CONVS * weight_bytes) as isize,
+                "the executor keeps {kept} bytes, less than the packed weights"
+            );
+            assert!(
+                peak <= kept + (4 * weight_bytes) as isize,
+                "preparing held {peak} bytes at once: {} weights of {weight_bytes} bytes beyond \
+                 the {kept} kept",
+                (peak - kept) as f64 / weight_bytes as f64
+            );
+            // And it computes what the region run in NCHW does.
+            let want = run(&g, &consts, &inputs, false);
+            let outs = [Tensor::zeros(&[1, 64, 8, 8], DType::F32).expect("out")];
+            exec.run(&inputs, &outs, true).expect("runs");
+            let got = outs[0].as_slice::<f32>().expect("f32");
+            // Eight layers without normalization grow the values to about 1e6: the two
+            // summation orders agree relative to the output's scale.
+            let scale = want[0].iter().fold(1f32, |m, v| m.max(v.abs()));
+            for (i, (a, b)) in want[0].iter().zip(got).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-5 * scale,
+                    "element {i}: NHWC {b}, NCHW {a} (scale {scale})"
+                );
+            }
+        });
     }
 
     /// The rewritten region holds its transposed weights only until the convolutions and
