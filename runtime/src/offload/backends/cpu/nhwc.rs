@@ -417,14 +417,19 @@ mod tests {
             .collect()
     }
 
-    fn run(g: &Arc<Graph>, consts: &[Tensor], inputs: &[Tensor], nhwc: bool) -> Vec<Vec<f32>> {
-        let exec = Executor::with_layout(
+    /// The region prepared on `cpu` alone, rewritten to NHWC when `nhwc` (and it can be).
+    fn prepare(g: &Arc<Graph>, consts: &[Tensor], nhwc: bool) -> Executor {
+        Executor::with_layout(
             g.clone(),
             Constants::from(consts),
             &resolve(&["cpu".into()]),
             nhwc,
         )
-        .expect("prepares");
+        .expect("prepares")
+    }
+
+    fn run(g: &Arc<Graph>, consts: &[Tensor], inputs: &[Tensor], nhwc: bool) -> Vec<Vec<f32>> {
+        let exec = prepare(g, consts, nhwc);
         (0..3)
             .map(|_| {
                 let outs: Vec<Tensor> = g
@@ -549,13 +554,7 @@ mod tests {
         ThreadPool::new(1).install(|| {
             let before = crate::test_alloc::live();
             crate::test_alloc::peak_since_reset();
-            let exec = Executor::with_layout(
-                g.clone(),
-                Constants::from(&consts),
-                &resolve(&["cpu".into()]),
-                true,
-            )
-            .expect("prepares");
+            let exec = prepare(&g, &consts, true);
             let peak = crate::test_alloc::peak_since_reset() - before;
             let kept = crate::test_alloc::live() - before;
             assert!(
@@ -591,13 +590,7 @@ mod tests {
     fn packed_weights_are_released_after_preparation() {
         let g = Arc::new(Graph::parse(REGION, "t").expect("parses"));
         let consts = tensors_for(&g, &g.constants, 1);
-        let exec = Executor::with_layout(
-            g.clone(),
-            Constants::from(&consts),
-            &resolve(&["cpu".into()]),
-            true,
-        )
-        .expect("ok");
+        let exec = prepare(&g, &consts, true);
         let released = exec.released_constants();
         // The three conv weights, the conv bias and the two dense weights; the 4-D add
         // constant is read at run time.
