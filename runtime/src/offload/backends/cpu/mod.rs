@@ -200,8 +200,8 @@ fn prepare_node(g: &Graph, k: usize, constants: Constants<'_>) -> Result<Step> {
     match &node.op {
         Op::Conv2d(c) => {
             let plan = conv_plan(g, k, c);
-            let (wt, bias_t) = weight_and_bias(g, k, constants)?;
-            let wt = wt.as_ref();
+            let (mut weight_tensor, bias_t) = weight_and_bias(g, k, constants)?;
+            let wt = weight_tensor.as_ref();
             let bias_t = bias_t.as_ref().map(|(b, t)| (*b, t.as_ref()));
             if data.is_quantized_8bit() {
                 let wdesc = &g.tensors[node.inputs[1]];
@@ -233,9 +233,11 @@ fn prepare_node(g: &Graph, k: usize, constants: Constants<'_>) -> Result<Step> {
                     requant,
                 });
             }
-            let weight = match wt {
+            // The weight as given goes once it is repacked: at most two forms of it at a time.
+            let weight = match weight_tensor.take() {
                 Some(t) => {
                     let w = plan.pack(&load_f32(t.data(), &g.tensors[node.inputs[1]])?);
+                    drop(t);
                     match plan.pack_gemm(&w) {
                         Some(gemm) => ConvWeight::Gemm(gemm),
                         None => ConvWeight::Packed(w),
@@ -258,8 +260,8 @@ fn prepare_node(g: &Graph, k: usize, constants: Constants<'_>) -> Result<Step> {
         Op::Dense { .. } => {
             let wdesc = &g.tensors[node.inputs[1]];
             let (nn, kk) = (wdesc.shape[0] as usize, wdesc.shape[1] as usize);
-            let (wt, bias_t) = weight_and_bias(g, k, constants)?;
-            let wt = wt.as_ref();
+            let (mut weight_tensor, bias_t) = weight_and_bias(g, k, constants)?;
+            let wt = weight_tensor.as_ref();
             let bias_t = bias_t.as_ref().map(|(b, t)| (*b, t.as_ref()));
             if matches!(bias_t, Some((_, None))) {
                 return Ok(Step::Generic { node: k });
@@ -297,29 +299,31 @@ fn prepare_node(g: &Graph, k: usize, constants: Constants<'_>) -> Result<Step> {
                     requant,
                 });
             }
-            let weight = match wt {
-                Some(t) => Weight::Packed(transpose(&load_f32(t.data(), wdesc)?, nn, kk)),
-                None => Weight::Runtime,
-            };
             let bias = match bias_t {
                 Some((b, Some(t))) => Some(load_f32(t.data(), &g.tensors[b])?.into_owned()),
                 _ => None,
             };
-            let mut gemm = match &weight {
-                Weight::Packed(w) => packed::PackedB::new(isa::current(), w, kk, nn, nn),
-                Weight::Runtime => None,
-            };
-            // One copy of the weight is kept, for the path this session's thread count takes
-            // (see `Step::Dense` in `run`): a model's dense weights are often most of it.
-            let mut weight = weight;
-            if gemm.is_some() {
-                let m = g.tensors[node.inputs[0]].num_elements() / kk.max(1);
-                if m >= 4 * crate::host::threadpool::current_parallelism() {
-                    weight = Weight::Runtime;
-                } else {
-                    gemm = None;
+            // One form of the weight is kept, for the path this session's thread count takes
+            // (see `Step::Dense` in `run`): packed for the GEMM when the rows are enough to
+            // split it, else transposed for the column split. A model's dense weights are
+            // often most of it, so the weight as given goes once transposed, and the packed
+            // form is only built when kept: at most two forms of it at a time.
+            let rows = g.tensors[node.inputs[0]].num_elements() / kk.max(1);
+            let want_gemm = rows >= 4 * crate::host::threadpool::current_parallelism();
+            let (weight, gemm) = match weight_tensor.take() {
+                Some(t) => {
+                    let w = transpose(&load_f32(t.data(), wdesc)?, nn, kk);
+                    drop(t);
+                    let gemm = want_gemm
+                        .then(|| packed::PackedB::new(isa::current(), &w, kk, nn, nn))
+                        .flatten();
+                    match gemm {
+                        Some(gemm) => (Weight::Runtime, Some(gemm)),
+                        None => (Weight::Packed(w), None),
+                    }
                 }
-            }
+                None => (Weight::Runtime, None),
+            };
             Ok(Step::Dense {
                 node: k,
                 weight,

@@ -584,6 +584,57 @@ mod tests {
         });
     }
 
+    /// A dense layer's weight is held in at most two forms at once while it is prepared: the
+    /// weight as read (a fresh copy per get, as from a model file) goes once transposed, and
+    /// the packed form is built only for the path kept (one row: the transposed weight; 64
+    /// rows: the packed one). Keeping the copy and building both forms, as preparation once
+    /// did, held three. Not NHWC-specific: this module has the preparation helpers.
+    #[test]
+    fn a_dense_weight_is_held_in_at_most_two_forms_while_preparing() {
+        let (n, k) = (1024usize, 1024usize);
+        let weight_bytes = (n * k * 4) as isize;
+        for rows in [1usize, 64] {
+            let text = format!(
+                r#"{{"format":"mote.subgraph","version":2,"name":"fc","tensors":[
+                    {{"shape":[{rows},{k}],"dtype":"float32"}},
+                    {{"shape":[{n},{k}],"dtype":"float32"}},
+                    {{"shape":[{rows},{n}],"dtype":"float32"}}],
+                  "inputs":[0],"constants":[1],"outputs":[2],
+                  "nodes":[{{"op":"dense","name":"fc","inputs":[0,1],"outputs":[2]}}]}}"#
+            );
+            let g = Arc::new(Graph::parse(&text, "t").expect("parses"));
+            let consts = tensors_for(&g, &g.constants, 5);
+            // Each get copies, as a weight read from the model file is.
+            let read = |_: usize, t: Tensor| Tensor::from_bytes(t.shape(), t.dtype(), t.data());
+            let held = Constants::from(&consts);
+            // One thread: every allocation and free of the preparation is this thread's.
+            ThreadPool::new(1).install(|| {
+                let before = crate::test_alloc::live();
+                crate::test_alloc::peak_since_reset();
+                let exec = Executor::with_layout(
+                    g.clone(),
+                    held.mapped(&read),
+                    &resolve(&["cpu".into()]),
+                    true,
+                )
+                .expect("prepares");
+                let peak = crate::test_alloc::peak_since_reset() - before;
+                let kept = crate::test_alloc::live() - before;
+                assert!(
+                    kept >= weight_bytes,
+                    "{rows} rows: the executor keeps {kept} bytes, less than the weight"
+                );
+                assert!(
+                    peak - kept <= weight_bytes + weight_bytes / 2,
+                    "{rows} rows: preparing held {:.2} weights beyond the {:.2} kept",
+                    (peak - kept) as f64 / weight_bytes as f64,
+                    kept as f64 / weight_bytes as f64
+                );
+                drop(exec);
+            });
+        }
+    }
+
     /// The rewritten region holds its transposed weights only until the convolutions and
     /// dense layers have packed them: the executor releases them, and runs still match.
     #[test]
