@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # Generate the natives classes of the Java bindings from the mote-java crate's JNI entries:
-# bindings-java/java/src/main/java/org/mote/NativeBridge.java (from bindings-java/src/natives.rs)
-# and bindings-java/java/src/main/java/org/mote/rpc/RpcBridge.java (from bindings-java/src/rpc.rs).
+# bindings-java/java/src/main/java/org/mote/NativeBridge.java (from bindings-java/src/natives.rs),
+# bindings-java/java/src/main/java/org/mote/rpc/RpcBridge.java (from bindings-java/src/rpc.rs)
+# and the test-only bindings-java/java/src/test/java/org/mote/TestHooks.java (from
+# bindings-java/src/test_hooks.rs, compiled only with mote-java's `test-hooks` feature).
 #
 #   scripts/java-natives.sh            write the files
 #   scripts/java-natives.sh --check    fail if a checked-in file differs from a fresh one
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-java="$root/bindings-java/java/src/main/java"
+main="$root/bindings-java/java/src/main/java"
+test="$root/bindings-java/java/src/test/java"
 fresh="$(mktemp)"
 trap 'rm -f "$fresh"' EXIT
 (cd "$root" && cargo build -q --locked -p mote-java --bin java-natives)
 status=0
-for class in org.mote.NativeBridge org.mote.rpc.RpcBridge; do
-    out="$java/$(echo "$class" | tr . /).java"
+for entry in "org.mote.NativeBridge:$main" "org.mote.rpc.RpcBridge:$main" "org.mote.TestHooks:$test"; do
+    class=${entry%%:*}
+    out="${entry#*:}/$(echo "$class" | tr . /).java"
     (cd "$root" && cargo run -q --locked -p mote-java --bin java-natives -- "$class") >"$fresh"
     if [ "${1:-}" = "--check" ]; then
         if ! diff -u "$out" "$fresh"; then

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The Java bindings on the desktop JVM: builds libmote_java (cargo build -p mote-java), checks
-# that NativeBridge.java and rpc/RpcBridge.java match the Rust entries, lists the zoo's cases for
-# the tests, and runs the JUnit 5 suite through Maven (surefire pinned in
-# bindings-java/java/pom.xml; the local repository is $MOTE_CACHE/m2, so only the first run
-# needs the network).
+# The Java bindings on the desktop JVM: checks that NativeBridge.java, rpc/RpcBridge.java and the
+# test-only TestHooks.java match the Rust entries, that the library without features (what
+# releases and Android ship) exports exactly the natives of NativeBridge and RpcBridge (no test
+# hook), builds libmote_java with the `test-hooks` feature (cargo build -p mote-java --features
+# test-hooks; copied to target/java-test/libmote_java.so), lists the zoo's cases for the tests,
+# and runs the JUnit 5 suite through Maven (surefire pinned in bindings-java/java/pom.xml; the
+# main classes are first checked against Android API level 24 by animal-sniffer; the local
+# repository is $MOTE_CACHE/m2, so only the first run needs the network).
 #
 #   scripts/test-java.sh            (MOTE_ZOO_DIR: the x86_64 zoo; default: scripts/zoo.sh's;
 #                                    MOTE_PYTHON: the TVM 0.27 venv's python, for the zoo's
@@ -39,7 +42,7 @@ fi
 [ -x "$python" ] || die "no Python at $python (set MOTE_PYTHON)"
 
 mkdir -p "$ROOT/target/java-test"
-"$HERE/java-natives.sh" --check || die "NativeBridge.java or RpcBridge.java drifted from bindings-java/src/{natives,rpc}.rs"
+"$HERE/java-natives.sh" --check || die "NativeBridge.java, RpcBridge.java or TestHooks.java drifted from bindings-java/src/{natives,rpc,test_hooks}.rs"
 
 # Javadoc on every public and protected member (doclint fails on a missing comment).
 javadoc -Xdoclint:all -quiet -d "$ROOT/target/java-test/javadoc" \
@@ -50,10 +53,34 @@ if grep -q 'warning' "$ROOT/target/java-test/javadoc.log"; then
     die "javadoc -Xdoclint:all warns (a public member without a comment?)"
 fi
 
-log "building libmote_java"
-cargo build -q --locked -p mote-java || die "cargo build -p mote-java failed"
-lib="$ROOT/target/debug/libmote_java.so"
-[ -f "$lib" ] || die "no $lib"
+# The library without features, as releases and Android build it: its JNI exports must be
+# exactly the natives NativeBridge.java and rpc/RpcBridge.java declare, none of TestHooks.java's.
+# (java-natives.sh built it already; this only makes sure.)
+command -v nm >/dev/null || die "nm is not installed (apt-get install binutils)"
+log "checking the exports of libmote_java without features"
+cargo build -q --locked -p mote-java --lib || die "cargo build -p mote-java failed"
+declared() {
+    for f in "$@"; do
+        prefix=Java_$(sed -e 's|^bindings-java/java/src/[a-z]*/java/||' -e 's/\.java$//' -e 's|/|_|g' <<<"$f")
+        grep -oE 'native +[][A-Za-z0-9_.<> ]+ +[A-Za-z0-9_]+ *\(' "$f" | sed -E "s/.* ([A-Za-z0-9_]+) *\($/${prefix}_\1/"
+    done | sort
+}
+jexports() { nm -D --defined-only "$1" | awk '$3 ~ /^Java_/ { print $3 }' | sort; }
+want=$(declared bindings-java/java/src/main/java/org/mote/NativeBridge.java bindings-java/java/src/main/java/org/mote/rpc/RpcBridge.java)
+hooks=$(declared bindings-java/java/src/test/java/org/mote/TestHooks.java)
+have=$(jexports "$ROOT/target/debug/libmote_java.so")
+[ "$have" = "$want" ] || die "libmote_java.so without features exports other JNI entries than NativeBridge and RpcBridge declare: $(diff <(echo "$want") <(echo "$have") | grep '^[<>]' | tr '\n' ' ')"
+log "$(wc -l <<<"$have") JNI exports without features, none of TestHooks' $(wc -l <<<"$hooks")"
+
+log "building libmote_java with the test-hooks feature"
+cargo build -q --locked -p mote-java --features test-hooks || die "cargo build -p mote-java --features test-hooks failed"
+# A copy, so a build without features in the same target/ (scripts/test-android-app.sh, the
+# Android scripts' host steps) cannot swap the file under the tests.
+mkdir -p "$ROOT/target/java-test"
+lib="$ROOT/target/java-test/libmote_java.so"
+cp "$ROOT/target/debug/libmote_java.so" "$lib.tmp" && mv "$lib.tmp" "$lib" || die "cannot copy libmote_java.so"
+missing=$(comm -23 <(echo "$hooks") <(jexports "$lib"))
+[ -z "$missing" ] || die "the test-hooks build lacks: $missing"
 
 # The C test plug-in (tests/plugins/test_plugin.c), with the right ABI version and a wrong one.
 command -v cc >/dev/null || die "no C compiler (cc) for the test plug-in"
@@ -130,7 +157,10 @@ log "$(wc -l <"$MOTE_CORRUPT_DIR/corpus.tsv") corrupted copies in $MOTE_CORRUPT_
 
 m2="$MOTE_CACHE/m2"
 offline=()
-[ -d "$m2/org/apache/maven/surefire/surefire-junit-platform" ] && offline=(-o)
+# Offline once every plug-in is there (animal-sniffer and its Android API 24 signature too).
+[ -d "$m2/org/apache/maven/surefire/surefire-junit-platform" ] \
+    && [ -d "$m2/net/sf/androidscents/signature/android-api-level-24" ] \
+    && [ -d "$m2/org/codehaus/mojo/animal-sniffer-maven-plugin" ] && offline=(-o)
 rm -rf bindings-java/java/target/surefire-reports
 status=0
 (cd bindings-java/java && mvn -q -B -Dstyle.color=never "${offline[@]}" -Dmaven.repo.local="$m2" \

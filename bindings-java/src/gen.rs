@@ -1,5 +1,5 @@
-//! The generator of the natives classes `org.mote.NativeBridge` and `org.mote.rpc.RpcBridge`
-//! (see `src/bin/java-natives.rs`).
+//! The generator of the natives classes `org.mote.NativeBridge` and `org.mote.rpc.RpcBridge`,
+//! and of the test-only `org.mote.TestHooks` (see `src/bin/java-natives.rs`).
 
 /// One generated class: where its JNI entries live and what else it holds.
 pub struct Bridge {
@@ -47,6 +47,19 @@ impl Bridge {
                 .into_iter()
                 .map(|(name, v)| (name.to_string(), v))
                 .collect(),
+        }
+    }
+
+    /// `org.mote.TestHooks`: the test-only entries of `src/test_hooks.rs` (the `test-hooks`
+    /// feature), generated into the Maven project's test sources.
+    pub fn test_hooks() -> Bridge {
+        Bridge {
+            package: "org.mote",
+            class: "TestHooks",
+            doc: "Test-only native methods of libmote_java, built with mote-java's test-hooks feature.",
+            load: "NativeLoader.load();",
+            source: "test_hooks.rs",
+            constants: Vec::new(),
         }
     }
 
@@ -132,7 +145,9 @@ pub fn java_source(bridge: &Bridge, rust: &str) -> Result<String, String> {
     for (name, v) in &bridge.constants {
         out.push_str(&format!("    static final int {name} = {v};\n"));
     }
-    out.push('\n');
+    if !bridge.constants.is_empty() {
+        out.push('\n');
+    }
     for d in &decls {
         out.push_str("    ");
         out.push_str(d);
@@ -169,5 +184,12 @@ mod tests {
         let rpc = java_source(&Bridge::rpc(), include_str!("rpc.rs")).unwrap();
         assert!(rpc.starts_with("// GENERATED") && rpc.contains("package org.mote.rpc;"));
         assert!(rpc.matches("static native").count() >= 4);
+        let hooks = java_source(&Bridge::test_hooks(), include_str!("test_hooks.rs")).unwrap();
+        assert!(hooks.contains("final class TestHooks {"));
+        assert!(hooks.contains("    static native void panicForTest(String message);\n"));
+        assert!(
+            !java.contains("panicForTest"),
+            "a test hook in NativeBridge"
+        );
     }
 }

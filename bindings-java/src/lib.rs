@@ -3,7 +3,9 @@
 //! Every `Java_org_mote_NativeBridge_*` function in [`natives`] is one `static native` method of
 //! the package-private class `org.mote.NativeBridge`, whose Java source is generated from the
 //! `/// java:` line above each function (`scripts/java-natives.sh`, drift-checked in CI); the
-//! RPC server's entries in [`rpc`] are likewise `org.mote.rpc.RpcBridge`'s.
+//! RPC server's entries in [`rpc`] are likewise `org.mote.rpc.RpcBridge`'s. Entries that only
+//! the Java tests call are `org.mote.TestHooks`'s, in `test_hooks`, compiled only with the
+//! `test-hooks` feature (`scripts/test-java.sh`), so no library an app ships has them.
 //!
 //! Rules every entry follows (bindings-java/README.md states them for Java users):
 //! - It runs inside [`entry`]: panics are caught, Mote errors become the Java exception of
@@ -30,6 +32,9 @@ pub mod gen;
 mod logging;
 pub mod natives;
 pub mod rpc;
+mod session_pool;
+#[cfg(feature = "test-hooks")]
+pub mod test_hooks;
 
 /// Why a native entry failed; each variant becomes a different Java exception.
 #[derive(Debug)]

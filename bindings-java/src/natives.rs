@@ -16,6 +16,7 @@ use jni::sys::{jboolean, jint, jlong};
 use jni::{Env, EnvUnowned};
 use mote::{Arg, DType, Model, Session, SessionOptions, Tensor, Value};
 
+use crate::session_pool::SessionPool;
 use crate::{entry, free_handle, handle_ref, into_handle, JErr};
 
 /// The kind of one argument or value, shared with `org.mote.NativeBridge`'s constants.
@@ -54,19 +55,25 @@ pub const TAGS: [(&str, Tag); 11] = [
 /// A session, used by one thread at a time (see the crate docs).
 pub struct SessionH(Mutex<Session>);
 
-/// A tvm4j `Module`: a model and the sessions its functions run in (one per concurrent call,
-/// kept for reuse).
+/// A tvm4j `Module`: a model and the bounded pool of sessions its functions run in
+/// ([`SessionPool`]).
 pub struct ModuleH {
-    model: Model,
-    idle: Mutex<Vec<Session>>,
+    pub(crate) sessions: SessionPool,
 }
 
 /// A tensor owned by one Java object. `None` while a kernel call has moved it out to hold it
 /// exclusively.
 pub struct TensorH(pub(crate) Mutex<Option<Tensor>>);
 
-/// How many [`TensorH`] exist (for the tests of `close()` and the Cleaner).
+/// How many [`TensorH`] exist (for the tests of `close()` and the backstop, through the
+/// `test-hooks` feature's `TestHooks.liveTensors`).
 static LIVE_TENSORS: AtomicI64 = AtomicI64::new(0);
+
+/// The number of [`TensorH`] alive now.
+#[cfg(feature = "test-hooks")]
+pub(crate) fn live_tensors() -> i64 {
+    LIVE_TENSORS.load(Ordering::Relaxed)
+}
 
 impl Drop for TensorH {
     fn drop(&mut self) {
@@ -91,7 +98,7 @@ impl TensorH {
     }
 }
 
-fn string(env: &Env<'_>, s: &JString<'_>, what: &str) -> Result<String, JErr> {
+pub(crate) fn string(env: &Env<'_>, s: &JString<'_>, what: &str) -> Result<String, JErr> {
     if s.is_null() {
         return Err(JErr::Arg(format!("{what} is null")));
     }
@@ -288,20 +295,6 @@ fn lock_session(s: &SessionH) -> Result<std::sync::MutexGuard<'_, Session>, JErr
     }
 }
 
-/// Run `f` with a session of the module: an idle one, or a new one when all are busy.
-fn with_module_session<R>(m: &ModuleH, f: impl FnOnce(&mut Session) -> R) -> Result<R, JErr> {
-    let idle = m.idle.lock().ok().and_then(|mut v| v.pop());
-    let mut s = match idle {
-        Some(s) => s,
-        None => m.model.session()?,
-    };
-    let r = f(&mut s);
-    if let Ok(mut v) = m.idle.lock() {
-        v.push(s);
-    }
-    Ok(r)
-}
-
 fn call_any(s: &mut Session, name: &str, args: &[JArg]) -> Result<jlong, JErr> {
     if s.model().is_kernel_library() {
         let (mut values, taken) = exclusive_values(args)?;
@@ -375,21 +368,6 @@ pub extern "system" fn Java_org_mote_NativeBridge_backendNames<'l>(
     entry(&mut env, |env| {
         let names = mote::backend::backend_names().join("\n");
         new_string(env, &names)
-    })
-}
-
-/// Panic inside an entry, for the test that a Rust panic becomes a Java exception
-/// (`IllegalStateException`) and the JVM goes on.
-/// java: static native void panicForTest(String message);
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_org_mote_NativeBridge_panicForTest<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    message: JString<'l>,
-) {
-    entry(&mut env, |env| -> Result<(), JErr> {
-        let m = string(env, &message, "message")?;
-        panic!("{m}")
     })
 }
 
@@ -684,19 +662,23 @@ pub extern "system" fn Java_org_mote_NativeBridge_sessionProfile<'l>(
 // ---------------------------------------------------------------------------------------------
 // Module (tvm4j)
 
-/// java: static native long moduleLoad(String path);
+/// java: static native long moduleLoad(String path, int maxSessions);
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_org_mote_NativeBridge_moduleLoad<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     path: JString<'l>,
+    max_sessions: jint,
 ) -> jlong {
     entry(&mut env, |env| {
         let path = string(env, &path, "module path")?;
+        let max = usize::try_from(max_sessions)
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| JErr::Arg(format!("maxSessions {max_sessions} is not at least 1")))?;
         let model = Model::load(path)?;
         Ok(into_handle(ModuleH {
-            model,
-            idle: Mutex::new(Vec::new()),
+            sessions: SessionPool::new(model, max),
         }))
     })
 }
@@ -725,7 +707,7 @@ pub extern "system" fn Java_org_mote_NativeBridge_moduleFunctionNames<'l>(
     entry(&mut env, |env| {
         // SAFETY: a live module handle (see `handle_ref`).
         let m = unsafe { handle_ref::<ModuleH>(module, "Module")? };
-        new_string(env, &m.model.function_names().join("\n"))
+        new_string(env, &m.sessions.model().function_names().join("\n"))
     })
 }
 
@@ -747,7 +729,7 @@ pub extern "system" fn Java_org_mote_NativeBridge_moduleCall<'l>(
         let m = unsafe { handle_ref::<ModuleH>(module, "Module")? };
         let name = string(env, &function, "function name")?;
         let args = read_args(env, &tags, &longs, &doubles, &strs)?;
-        with_module_session(m, |s| call_any(s, &name, &args))?
+        m.sessions.with_session(|s| call_any(s, &name, &args))?
     })
 }
 
@@ -820,44 +802,8 @@ pub extern "system" fn Java_org_mote_NativeBridge_globalCall<'l>(
     })
 }
 
-/// Call the global function `name` with one integer on a new native thread the JVM has never
-/// seen (as a session's worker thread would), and return its integer result: the test of
-/// callback attachment (`CallbackTest`).
-/// java: static native long globalCallOnNewThread(String name, long arg);
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_org_mote_NativeBridge_globalCallOnNewThread<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    name: JString<'l>,
-    arg: jlong,
-) -> jlong {
-    entry(&mut env, |env| {
-        let name = string(env, &name, "function name")?;
-        let f = mote::lookup_function(&name).ok_or_else(|| {
-            JErr::Mote(mote::Error::UnknownFunction {
-                name: name.clone(),
-                available: Vec::new(),
-            })
-        })?;
-        let r = std::thread::spawn(move || f(&[Arg::Int(arg)]))
-            .join()
-            .map_err(|_| JErr::State("the native thread panicked".into()))??;
-        r.as_int()
-            .ok_or_else(|| JErr::Arg(format!("the function returned a {}", r.kind())))
-    })
-}
-
 // ---------------------------------------------------------------------------------------------
 // Tensor
-
-/// java: static native long liveTensors();
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_org_mote_NativeBridge_liveTensors<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-) -> jlong {
-    entry(&mut env, |_| Ok(LIVE_TENSORS.load(Ordering::Relaxed)))
-}
 
 /// java: static native long tensorEmpty(long[] shape, String dtype);
 #[unsafe(no_mangle)]
@@ -895,12 +841,14 @@ pub extern "system" fn Java_org_mote_NativeBridge_tensorFromBuffer<'l>(
             return Err(JErr::Arg("not a direct ByteBuffer".into()));
         };
         if (addr as usize) % mote::ALIGNMENT != 0 {
-            return Err(JErr::Mote(mote::Error::InvalidArgument(format!(
-                "the buffer's address {addr:p} is not {}-byte aligned (Mote's kernels need it); \
-                 allocate it with Tensor.allocateBuffer or ByteBuffer.alignedSlice({})",
-                mote::ALIGNMENT,
-                mote::ALIGNMENT
-            ))));
+            // Mote's kernels need aligned data: copy the bytes into a tensor of Mote's own
+            // (documented: kernel writes then reach the tensor, not the buffer).
+            // SAFETY: a direct buffer's memory is valid for `cap` bytes while the buffer lives;
+            // the local reference `buffer` keeps it alive during this call, and the storage and
+            // its view are dropped before the call returns (only the copy survives).
+            let storage = unsafe { mote::Storage::borrowed(ptr, cap, None) };
+            let view = Tensor::view(storage, 0, shape, dt)?;
+            return Ok(into_handle(TensorH::new(view.deep_copy()?)));
         }
         // The storage keeps a global reference to the buffer, so Java cannot collect (and
         // free) its memory while any tensor views it.
@@ -912,6 +860,25 @@ pub extern "system" fn Java_org_mote_NativeBridge_tensorFromBuffer<'l>(
         Ok(into_handle(TensorH::new(Tensor::view(
             storage, 0, shape, dt,
         )?)))
+    })
+}
+
+/// The address of a direct buffer's first byte (0 for a buffer that is not direct), for
+/// `Tensor.allocateBuffer`'s alignment (Android has `ByteBuffer.alignedSlice` only from API 33).
+/// java: static native long bufferAddress(java.nio.ByteBuffer buffer);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_bufferAddress<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    buffer: JByteBuffer<'l>,
+) -> jlong {
+    entry(&mut env, |env| {
+        if buffer.is_null() {
+            return Err(JErr::Arg("buffer is null".into()));
+        }
+        Ok(env
+            .get_direct_buffer_address(&buffer)
+            .map_or(0, |p| p as jlong))
     })
 }
 

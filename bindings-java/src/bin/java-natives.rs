@@ -1,6 +1,6 @@
 //! Print the Java source of one generated natives class, `org.mote.NativeBridge` (from
-//! `src/natives.rs`) or `org.mote.rpc.RpcBridge` (from `src/rpc.rs`), named by the one
-//! argument; `scripts/java-natives.sh` writes them into the Maven project or checks them there.
+//! `src/natives.rs`), `org.mote.rpc.RpcBridge` (from `src/rpc.rs`) or the test-only
+//! `org.mote.TestHooks` (from `src/test_hooks.rs`), named by the one argument; `scripts/java-natives.sh` writes them into the Maven project or checks them there.
 
 use mote_java::gen::{java_source, Bridge};
 
@@ -9,9 +9,10 @@ fn main() {
     let (bridge, src) = match which.as_str() {
         "org.mote.NativeBridge" => (Bridge::core(), include_str!("../natives.rs")),
         "org.mote.rpc.RpcBridge" => (Bridge::rpc(), include_str!("../rpc.rs")),
+        "org.mote.TestHooks" => (Bridge::test_hooks(), include_str!("../test_hooks.rs")),
         other => {
             eprintln!(
-                "java-natives: usage: java-natives org.mote.NativeBridge|org.mote.rpc.RpcBridge (not {other:?})"
+                "java-natives: usage: java-natives org.mote.NativeBridge|org.mote.rpc.RpcBridge|org.mote.TestHooks (not {other:?})"
             );
             std::process::exit(2);
         }

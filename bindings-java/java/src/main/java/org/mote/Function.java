@@ -41,6 +41,7 @@ public final class Function implements AutoCloseable {
     private static final Map<Long, Callback> CALLBACKS = new ConcurrentHashMap<>();
     private static final Map<String, Long> IDS = new ConcurrentHashMap<>();
     private static final AtomicLong NEXT_ID = new AtomicLong(1);
+    private static final Object REGISTRY = new Object();
 
     private final Module module;
     private final String name;
@@ -75,12 +76,27 @@ public final class Function implements AutoCloseable {
      */
     public static void register(String name, Callback callback) {
         java.util.Objects.requireNonNull(callback, "callback");
-        long id = NEXT_ID.getAndIncrement();
-        CALLBACKS.put(id, callback);
-        NativeBridge.registerFunction(name, id);
-        Long old = IDS.put(name, id);
-        if (old != null) {
-            CALLBACKS.remove(old);
+        registerAs(name, NEXT_ID.getAndIncrement(), callback);
+    }
+
+    /**
+     * Registers {@code callback} under {@code name} with the callback id {@code id}. One lock
+     * around the Java maps and the native registry, so two threads registering one name
+     * cannot leave the native function pointing at an id whose callback was removed.
+     */
+    private static void registerAs(String name, long id, Callback callback) {
+        synchronized (REGISTRY) {
+            CALLBACKS.put(id, callback);
+            try {
+                NativeBridge.registerFunction(name, id);
+            } catch (RuntimeException | Error e) {
+                CALLBACKS.remove(id);
+                throw e;
+            }
+            Long old = IDS.put(name, id);
+            if (old != null) {
+                CALLBACKS.remove(old);
+            }
         }
     }
 
@@ -91,23 +107,28 @@ public final class Function implements AutoCloseable {
      * @return whether it was registered
      */
     public static boolean unregister(String name) {
-        Long old = IDS.remove(name);
-        if (old != null) {
-            CALLBACKS.remove(old);
+        synchronized (REGISTRY) {
+            Long old = IDS.remove(name);
+            if (old != null) {
+                CALLBACKS.remove(old);
+            }
+            return NativeBridge.unregisterFunction(name);
         }
-        return NativeBridge.unregisterFunction(name);
     }
 
     /**
      * Makes {@code callback} a Mote function under a fresh global name ({@link #name()});
-     * {@link #release()} unregisters it.
+     * {@link #release()} unregisters it. The name is made from the callback's own id, so it
+     * is unique even when many threads convert functions at once.
      *
      * @param callback the Java code
      * @return the function
      */
     public static Function convertFunc(Callback callback) {
-        String name = "org.mote.callback." + NEXT_ID.get();
-        register(name, callback);
+        java.util.Objects.requireNonNull(callback, "callback");
+        long id = NEXT_ID.getAndIncrement();
+        String name = "org.mote.callback." + id;
+        registerAs(name, id, callback);
         return new Function(null, name, true);
     }
 

@@ -1,17 +1,14 @@
 package org.mote;
 
-import java.lang.ref.Cleaner;
 import java.util.function.LongConsumer;
 
 /**
  * The one owner of a native handle. Calls {@link #acquire()} the handle before using it and
- * {@link #release()} it after; {@link #run()} (from {@code close()} or the {@link Cleaner})
+ * {@link #release()} it after; {@link #run()} (from {@code close()} or the {@link Backstop})
  * marks it closed and frees it once no call is using it, so a handle is freed exactly once and
  * never while a native call on another thread still reads it.
  */
 final class Handle implements Runnable {
-    static final Cleaner CLEANER = Cleaner.create();
-
     private final String what;
     private final LongConsumer free;
     private long handle;

@@ -126,6 +126,20 @@ public final class Model extends NativeObject {
         return Collections.unmodifiableList(new ArrayList<>(Arrays.asList(s.split("\n", -1))));
     }
 
+    /** {@code String.join}, which Android has only from API 26. */
+    static String join(String sep, Iterable<String> parts) {
+        StringBuilder b = new StringBuilder();
+        boolean first = true;
+        for (String p : parts) {
+            if (!first) {
+                b.append(sep);
+            }
+            first = false;
+            b.append(p);
+        }
+        return b.toString();
+    }
+
     /**
      * A session with default options.
      *
@@ -149,7 +163,7 @@ public final class Model extends NativeObject {
         }
         long h = handle.acquire();
         try {
-            String backends = String.join(",", options.backends);
+            String backends = join(",", options.backends);
             return new Session(this, NativeBridge.sessionNew(h, options.threads, backends,
                     options.poisonMemory, options.profiling), NativeBridge.modelIsKernelLibrary(h));
         } finally {

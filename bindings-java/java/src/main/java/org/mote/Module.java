@@ -7,16 +7,28 @@ import java.util.List;
  * {@link Function}. {@code Module.load("add_cpu.so").entryFunc().pushArg(a).pushArg(b)
  * .pushArg(res).invoke()} runs a kernel of a kernel-only library the way tvm4j does.
  *
- * <p><b>Threads.</b> A module may be shared by threads: each concurrent call runs in a
- * session of its own (sessions are kept and reused), so calls never wait for each other.
+ * <p><b>Threads.</b> A module may be shared by threads. Each call runs in a session of the
+ * module's own, from a bounded pool: at most {@code maxSessions} sessions (default
+ * {@link #DEFAULT_MAX_SESSIONS}) exist at once, each with its own worker threads and buffers.
+ * A call takes an idle session or, while fewer than the bound exist, makes one; when all are
+ * busy, <b>the caller waits</b> until another call returns one. Sessions are kept for reuse
+ * until the module is closed. Two exceptions: a call from a thread that is already inside a
+ * call of this module (a Java callback calling the module again) gets a session beyond the
+ * bound, dropped after that call, instead of waiting for itself; and a callback running on one
+ * of a session's worker threads that calls the same module may wait for a session like any
+ * other caller, so such nested calls should use a {@link Session} of their own.
  */
 public final class Module extends NativeObject {
+    /** How many sessions a module has at most unless {@link #load(String, int)} says. */
+    public static final int DEFAULT_MAX_SESSIONS = 4;
+
     private Module(long h) {
         super("Module", h, NativeBridge::moduleFree);
     }
 
     /**
-     * Loads a library exported by TVM (a Relax model or a kernel-only library).
+     * Loads a library exported by TVM (a Relax model or a kernel-only library), with at most
+     * {@link #DEFAULT_MAX_SESSIONS} sessions.
      *
      * @param path the library's path
      * @return the module
@@ -24,7 +36,25 @@ public final class Module extends NativeObject {
      * @throws MoteIoException when the file cannot be read
      */
     public static Module load(String path) {
-        return new Module(NativeBridge.moduleLoad(path));
+        return load(path, DEFAULT_MAX_SESSIONS);
+    }
+
+    /**
+     * Loads a library exported by TVM whose calls run in at most {@code maxSessions}
+     * sessions at once (more concurrent callers wait; see the class comment).
+     *
+     * @param path the library's path
+     * @param maxSessions the bound, at least 1
+     * @return the module
+     * @throws IllegalArgumentException when {@code maxSessions} is under 1
+     * @throws LoadException when the file is not a loadable library
+     * @throws MoteIoException when the file cannot be read
+     */
+    public static Module load(String path, int maxSessions) {
+        if (maxSessions < 1) {
+            throw new IllegalArgumentException("maxSessions " + maxSessions + " is not at least 1");
+        }
+        return new Module(NativeBridge.moduleLoad(path, maxSessions));
     }
 
     /**
@@ -52,7 +82,7 @@ public final class Module extends NativeObject {
         List<String> names = functionNames();
         if (!names.contains(name)) {
             throw new UnknownFunctionException("no function named `" + name + "` in the module (available: "
-                    + String.join(", ", names) + ")");
+                    + Model.join(", ", names) + ")");
         }
         return new Function(this, name);
     }
@@ -73,7 +103,7 @@ public final class Module extends NativeObject {
             return new Function(this, names.get(0));
         }
         throw new UnknownFunctionException("the module has no entry function (no `main`, and "
-                + names.size() + " functions: " + String.join(", ", names) + ")");
+                + names.size() + " functions: " + Model.join(", ", names) + ")");
     }
 
     /** Frees the module (tvm4j's name for {@link #close()}). */

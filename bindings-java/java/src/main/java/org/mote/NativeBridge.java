@@ -26,7 +26,6 @@ final class NativeBridge {
     static native void setLogLevel(int maxLogLevel);
     static native void loadPlugin(String path);
     static native String backendNames();
-    static native void panicForTest(String message);
     static native long modelLoad(String path);
     static native long modelLoadWith(String path, boolean codeFree);
     static native long modelFromSystemLib(String prefix);
@@ -42,7 +41,7 @@ final class NativeBridge {
     static native void sessionInvokeStateful(long session, String function);
     static native long sessionGetOutput(long session, String function);
     static native String sessionProfile(long session);
-    static native long moduleLoad(String path);
+    static native long moduleLoad(String path, int maxSessions);
     static native void moduleFree(long module);
     static native String moduleFunctionNames(long module);
     static native long moduleCall(long module, String function, int[] tags, long[] longs, double[] doubles, String[] strs);
@@ -50,10 +49,9 @@ final class NativeBridge {
     static native boolean unregisterFunction(String name);
     static native boolean functionExists(String name);
     static native long globalCall(String name, int[] tags, long[] longs, double[] doubles, String[] strs);
-    static native long globalCallOnNewThread(String name, long arg);
-    static native long liveTensors();
     static native long tensorEmpty(long[] shape, String dtype);
     static native long tensorFromBuffer(java.nio.ByteBuffer buffer, long[] shape, String dtype);
+    static native long bufferAddress(java.nio.ByteBuffer buffer);
     static native void tensorFree(long tensor);
     static native long[] tensorShape(long tensor);
     static native String tensorDType(long tensor);

@@ -1,5 +1,6 @@
 package org.mote;
 
+import java.nio.Buffer;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 
@@ -12,9 +13,11 @@ import java.nio.ByteOrder;
  * into it), and {@link #asByteBuffer()} shows a tensor's memory as a buffer.
  *
  * <p><b>Alignment rule.</b> Mote's kernels need data aligned to {@link #ALIGNMENT} (64) bytes.
- * {@link #fromBuffer} refuses a buffer whose address is not aligned with
- * {@link InvalidArgumentException} (it never copies silently, since a copy would hide a
- * kernel's writes from the buffer); {@link #allocateBuffer} returns aligned buffers.
+ * {@link #fromBuffer} takes a direct buffer of any alignment: an aligned one is wrapped without
+ * a copy, an unaligned one (such as most plain {@code ByteBuffer.allocateDirect} buffers) is
+ * <b>copied</b> into a tensor of Mote's own, so later writes to the buffer are not seen by
+ * Mote and a kernel's writes reach the tensor, not the buffer. {@link #allocateBuffer} returns
+ * aligned buffers, for zero copy.
  *
  * <p><b>Threads.</b> A tensor may be read from several threads, and passed to sessions on
  * several threads, as long as nobody writes it meanwhile: writing (copyFrom, a kernel output,
@@ -41,14 +44,16 @@ public class Tensor extends NativeObject {
     }
 
     /**
-     * A tensor over a direct buffer's memory, without a copy (see the alignment rule above).
-     * The tensor keeps the buffer reachable; the buffer's position and limit are ignored.
+     * A tensor over a direct buffer's memory: without a copy when the buffer's address is
+     * 64-byte aligned (the tensor then keeps the buffer reachable, Mote reads the buffer's
+     * current bytes at each call and kernels write into it), else a copy of the buffer's
+     * first bytes made now (see the alignment rule above). The buffer's position and limit
+     * are ignored: the tensor starts at the buffer's first byte.
      *
-     * @param buffer a direct buffer, 64-byte aligned, of at least the tensor's byte size
+     * @param buffer a direct buffer of at least the tensor's byte size
      * @param shape the shape
      * @param dtype the element type
      * @return the tensor
-     * @throws InvalidArgumentException when the buffer is not aligned
      * @throws MismatchException when the buffer is too small
      */
     public static Tensor fromBuffer(ByteBuffer buffer, long[] shape, String dtype) {
@@ -60,18 +65,24 @@ public class Tensor extends NativeObject {
 
     /**
      * A direct buffer of {@code bytes} bytes, 64-byte aligned, in native byte order: what
-     * {@link #fromBuffer} accepts.
+     * {@link #fromBuffer} wraps without a copy.
      *
      * @param bytes the capacity
      * @return the buffer
      */
     public static ByteBuffer allocateBuffer(int bytes) {
-        // alignedSlice rounds the start up and the end down to multiples of ALIGNMENT.
-        int rounded = (bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
-        ByteBuffer raw = ByteBuffer.allocateDirect(rounded + ALIGNMENT);
-        ByteBuffer aligned = raw.alignedSlice(ALIGNMENT);
-        aligned.limit(bytes);
-        return aligned.slice().order(ByteOrder.nativeOrder());
+        if (bytes < 0) {
+            throw new IllegalArgumentException("allocateBuffer(" + bytes + ")");
+        }
+        // Skip to the first aligned address (ByteBuffer.alignedSlice would do it, but Android
+        // has it only from API 33). Through Buffer: ByteBuffer's covariant position(int) and
+        // limit(int), which javac picks for release 11, are missing on API 24.
+        ByteBuffer raw = ByteBuffer.allocateDirect(bytes + ALIGNMENT);
+        long address = NativeBridge.bufferAddress(raw);
+        int skip = (int) (-address & (ALIGNMENT - 1));
+        ((Buffer) raw).position(skip);
+        ((Buffer) raw).limit(skip + bytes);
+        return raw.slice().order(ByteOrder.nativeOrder());
     }
 
     /**
@@ -380,7 +391,7 @@ public class Tensor extends NativeObject {
                 NativeBridge.retainedFree(retained);
                 throw e;
             }
-            Handle.CLEANER.register(b, () -> NativeBridge.retainedFree(retained));
+            Backstop.register(b, () -> NativeBridge.retainedFree(retained));
             return b.order(ByteOrder.nativeOrder());
         } finally {
             handle.release();

@@ -114,7 +114,7 @@ class CallbackTest {
             return ((Long) args[0]) + 1;
         });
         for (int i = 0; i < 5; i++) {
-            assertEquals(8L + i, NativeBridge.globalCallOnNewThread(f.name(), 7L + i));
+            assertEquals(8L + i, TestHooks.globalCallOnNewThread(f.name(), 7L + i));
         }
         assertEquals(5, seen.size(), "five new threads");
         assertTrue(!seen.contains(Thread.currentThread()));
@@ -122,7 +122,7 @@ class CallbackTest {
             throw new UnsupportedOperationException("not on this thread");
         });
         CallbackException e = assertThrows(CallbackException.class,
-                () -> NativeBridge.globalCallOnNewThread(boom.name(), 1L));
+                () -> TestHooks.globalCallOnNewThread(boom.name(), 1L));
         assertTrue(e.getMessage().contains("not on this thread"), e.getMessage());
         f.release();
         boom.release();

@@ -136,7 +136,7 @@ class CorruptFilesTest {
         Path dir = corpus();
         List<String> copies = copies(dir);
         assertFalse(copies.isEmpty(), "no copies listed in " + dir.resolve("corpus.tsv"));
-        long tensorsBefore = NativeBridge.liveTensors();
+        long tensorsBefore = TestHooks.liveTensors();
         Tally tally = new Tally();
         List<List<String>> fds = new ArrayList<>();
         long start = System.nanoTime();
@@ -165,7 +165,7 @@ class CorruptFilesTest {
         closed.removeAll(fds.get(PASSES - 1));
         assertEquals(fds.get(0).size(), fds.get(PASSES - 1).size(),
                 "open descriptors after pass 1 and pass " + PASSES + ": new " + opened + ", gone " + closed);
-        assertEquals(tensorsBefore, NativeBridge.liveTensors(), "native tensors before and after the sweep");
+        assertEquals(tensorsBefore, TestHooks.liveTensors(), "native tensors before and after the sweep");
         assertTrue(tally.loaded > 0, "no copy loaded at all: " + tally.outcomes);
         // Per pass: every outcome count divides evenly, since the passes are the same loads.
         Map<String, Integer> perPass = new TreeMap<>();

@@ -7,7 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import org.junit.jupiter.api.Test;
 
-/** close() frees once; a closed object throws; the Cleaner frees what was never closed. */
+/** close() frees once; a closed object throws; the backstop frees what was never closed. */
 class LifecycleTest {
     @Test
     void closeTwiceAndUseAfterClose() {
@@ -50,36 +50,67 @@ class LifecycleTest {
     /** close() frees the native tensor exactly once. */
     @Test
     void closeFreesOnce() {
-        long before = NativeBridge.liveTensors();
+        long before = TestHooks.liveTensors();
         Tensor t = Tensor.empty(new long[] {4}, "float32");
         Tensor u = Tensor.empty(new long[] {4}, "float32");
-        assertEquals(before + 2, NativeBridge.liveTensors());
+        assertEquals(before + 2, TestHooks.liveTensors());
         t.close();
         t.close();
-        assertEquals(before + 1, NativeBridge.liveTensors());
+        assertEquals(before + 1, TestHooks.liveTensors());
         u.close();
-        assertEquals(before, NativeBridge.liveTensors());
+        assertEquals(before, TestHooks.liveTensors());
     }
 
-    /** Tensors nobody closed are freed by the Cleaner once unreachable. */
+    /** close() from many threads at once frees each tensor exactly once, and never throws. */
     @Test
-    void cleanerIsTheBackstop() throws Exception {
+    void concurrentCloseFreesOnce() throws Exception {
+        long before = TestHooks.liveTensors();
+        java.util.List<Tensor> ts = new java.util.ArrayList<>();
+        for (int i = 0; i < 200; i++) {
+            ts.add(Tensor.empty(new long[] {16}, "float32"));
+        }
+        assertEquals(before + 200, TestHooks.liveTensors());
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(8);
+        java.util.concurrent.CyclicBarrier start = new java.util.concurrent.CyclicBarrier(8);
+        java.util.List<java.util.concurrent.Future<?>> done = new java.util.ArrayList<>();
+        for (int t = 0; t < 8; t++) {
+            done.add(pool.submit(() -> {
+                start.await();
+                for (Tensor x : ts) {
+                    x.close();
+                }
+                return null;
+            }));
+        }
+        for (java.util.concurrent.Future<?> f : done) {
+            f.get(60, java.util.concurrent.TimeUnit.SECONDS);
+        }
+        pool.shutdown();
+        assertEquals(before, TestHooks.liveTensors());
+        for (Tensor x : ts) {
+            assertTrue(x.isClosed());
+        }
+    }
+
+    /** Tensors nobody closed are freed by the backstop (a phantom reference, not Cleaner) once unreachable. */
+    @Test
+    void unclosedTensorsAreFreedByTheBackstop() throws Exception {
         // Let earlier tests' unreachable tensors go first, so only this test's are counted.
         for (int i = 0; i < 10; i++) {
             System.gc();
             Thread.sleep(20);
         }
-        long before = NativeBridge.liveTensors();
+        long before = TestHooks.liveTensors();
         for (int i = 0; i < 200; i++) {
             Tensor.empty(new long[] {1 << 16}, "float32");
         }
-        assertTrue(NativeBridge.liveTensors() >= before + 1, "some are alive before a GC");
+        assertTrue(TestHooks.liveTensors() >= before + 1, "some are alive before a GC");
         long deadline = System.nanoTime() + 20_000_000_000L;
-        while (NativeBridge.liveTensors() > before && System.nanoTime() < deadline) {
+        while (TestHooks.liveTensors() > before && System.nanoTime() < deadline) {
             System.gc();
             Thread.sleep(20);
         }
-        assertTrue(NativeBridge.liveTensors() <= before, "the Cleaner freed every unclosed tensor: "
-                + NativeBridge.liveTensors() + " live, " + before + " before");
+        assertTrue(TestHooks.liveTensors() <= before, "the backstop freed every unclosed tensor: "
+                + TestHooks.liveTensors() + " live, " + before + " before");
     }
 }

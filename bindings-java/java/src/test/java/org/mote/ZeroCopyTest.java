@@ -3,8 +3,10 @@ package org.mote;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -20,6 +22,109 @@ class ZeroCopyTest {
                 assertEquals(0, t.address() % Tensor.ALIGNMENT);
             }
         }
+    }
+
+    /** A direct buffer of {@code bytes} bytes whose address is {@code misalignment} past a multiple of 64. */
+    static ByteBuffer misaligned(int misalignment, int bytes) {
+        ByteBuffer base = Tensor.allocateBuffer(bytes + Tensor.ALIGNMENT);
+        base.position(misalignment);
+        ByteBuffer s = base.slice();
+        s.limit(bytes);
+        return s.slice().order(ByteOrder.LITTLE_ENDIAN);
+    }
+
+    /**
+     * A direct buffer at any misalignment (1..63 bytes past a multiple of 64) is accepted and
+     * copied: gemm on tensors made from such buffers gives TVM's result in the output tensor,
+     * the copies are aligned, and the buffer given for the output is left as it was (its
+     * tensor is a copy, README "Zero copy and alignment").
+     */
+    @Test
+    void unalignedBuffersAreCopied() throws Exception {
+        List<Zoo.Npy> in = Zoo.npz("gemm.gemm.inputs.npz", "arg");
+        Zoo.Npy want = Zoo.npz("gemm.gemm.expected.npz", "out").get(0);
+        try (Model m = Model.load(Zoo.path("gemm.so")); Session s = m.newSession()) {
+            for (int k = 1; k < Tensor.ALIGNMENT; k++) {
+                ByteBuffer a = misaligned(k, in.get(0).data.length);
+                ByteBuffer b = misaligned(k, in.get(1).data.length);
+                ByteBuffer c = misaligned(k, want.data.length);
+                a.put(in.get(0).data).rewind();
+                b.put(in.get(1).data).rewind();
+                for (int i = 0; i < c.capacity(); i++) {
+                    c.put(i, (byte) 0xFF);
+                }
+                try (Tensor ta = Tensor.fromBuffer(a, in.get(0).shape, "float32");
+                     Tensor tb = Tensor.fromBuffer(b, in.get(1).shape, "float32");
+                     Tensor tc = Tensor.fromBuffer(c, want.shape, "float32")) {
+                    assertEquals(0, ta.address() % Tensor.ALIGNMENT, "the copy is aligned");
+                    s.call("gemm", ta, tb, tc);
+                    Zoo.assertClose("gemm from buffers misaligned by " + k, tc, want, 1e-5, 1e-5);
+                }
+                for (int i = 0; i < c.capacity(); i++) {
+                    assertEquals((byte) 0xFF, c.get(i), "the output buffer (copied) is untouched at " + i);
+                }
+            }
+        }
+    }
+
+    /** A model input from misaligned buffers gives TVM's output. */
+    @Test
+    void unalignedModelInput() throws Exception {
+        Zoo.Npy x = Zoo.npz("cnn.forward.inputs.npz", "arg").get(0);
+        Zoo.Npy want = Zoo.npz("cnn.forward.expected.npz", "out").get(0);
+        try (Model m = Model.load(Zoo.path("cnn.so")); Session s = m.newSession()) {
+            for (int k : new int[] {1, 4, 17, 32, 63}) {
+                ByteBuffer buf = misaligned(k, x.data.length);
+                buf.put(x.data).rewind();
+                try (Tensor t = Tensor.fromBuffer(buf, x.shape, "float32"); Tensor out = s.run("forward", t)[0]) {
+                    Zoo.assertClose("cnn from a buffer misaligned by " + k, out, want, 1e-5, 1e-5);
+                }
+            }
+        }
+    }
+
+    /** Plain ByteBuffer.allocateDirect buffers (whatever their alignment) are all accepted, with their bytes. */
+    @Test
+    void plainDirectBuffers() {
+        for (int i = 0; i < 200; i++) {
+            ByteBuffer b = ByteBuffer.allocateDirect(4 * 16).order(ByteOrder.LITTLE_ENDIAN);
+            for (int j = 0; j < 16; j++) {
+                b.putFloat(4 * j, i + j);
+            }
+            try (Tensor t = Tensor.fromBuffer(b, new long[] {16}, "float32")) {
+                float[] got = t.asFloatArray();
+                for (int j = 0; j < 16; j++) {
+                    assertEquals(i + j, got[j], 0f);
+                }
+            }
+        }
+    }
+
+    /**
+     * An aligned part of a plain direct buffer is still wrapped without a copy: the tensor's
+     * address is the buffer's, and a kernel's output lands in the buffer.
+     */
+    @Test
+    void alignedSliceOfAPlainBufferIsZeroCopy() throws Exception {
+        List<Zoo.Npy> in = Zoo.npz("gemm.gemm.inputs.npz", "arg");
+        Zoo.Npy want = Zoo.npz("gemm.gemm.expected.npz", "out").get(0);
+        ByteBuffer raw = ByteBuffer.allocateDirect(want.data.length + Tensor.ALIGNMENT);
+        long addr = NativeBridge.bufferAddress(raw);
+        int skip = (int) (-addr & (Tensor.ALIGNMENT - 1));
+        raw.position(skip);
+        ByteBuffer c = raw.slice();
+        c.limit(want.data.length);
+        c = c.slice();
+        try (Model m = Model.load(Zoo.path("gemm.so")); Session s = m.newSession();
+             Tensor ta = in.get(0).toTensor(); Tensor tb = in.get(1).toTensor();
+             Tensor tc = Tensor.fromBuffer(c, want.shape, "float32")) {
+            assertEquals(addr + skip, tc.address(), "the tensor is the buffer's memory");
+            s.call("gemm", ta, tb, tc);
+            byte[] got = new byte[c.capacity()];
+            c.get(got).rewind();
+            Zoo.assertClose("gemm into a plain buffer's aligned part", Zoo.values("float32", got), Zoo.values("float32", want.data), 1e-5, 1e-5);
+        }
+        assertTrue(skip >= 0 && skip < Tensor.ALIGNMENT);
     }
 
     /** Java writes the buffer, Mote reads it (inputs); a kernel writes, Java reads (outputs). */

@@ -12,6 +12,7 @@ import java.util.Optional;
 import java.util.OptionalInt;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import java.util.logging.Level;
 import java.util.logging.Logger;
@@ -339,8 +340,8 @@ public final class Server implements AutoCloseable {
         private String modeAddress;
         private String customAddress;
         private int sessionThreads = 0;
-        private Duration idleTimeout = Duration.ZERO;
-        private Duration pollInterval = Duration.ofMillis(100);
+        private long idleTimeoutMs = 0;
+        private long pollIntervalMs = 100;
 
         private Builder() {}
 
@@ -444,11 +445,12 @@ public final class Server implements AutoCloseable {
         }
 
         /**
-         * As {@link #sandbox(File)}.
+         * As {@link #sandbox(File)} (Android API 26 and later, which have {@code Path}).
          *
          * @param dir the folder
          * @return this builder
          */
+        @Api26
         public Builder sandbox(Path dir) {
             return sandbox(Objects.requireNonNull(dir, "dir").toFile());
         }
@@ -535,18 +537,40 @@ public final class Server implements AutoCloseable {
 
         /**
          * End sessions idle this long (default zero: never). A client's own
-         * {@code session_timeout} also applies.
+         * {@code session_timeout} also applies. A positive timeout under one millisecond is
+         * one millisecond.
+         *
+         * @param timeout the timeout, or zero for none
+         * @param unit its unit
+         * @return this builder
+         * @throws IllegalArgumentException when negative
+         */
+        public Builder idleTimeout(long timeout, TimeUnit unit) {
+            Objects.requireNonNull(unit, "unit");
+            if (timeout < 0) {
+                throw new IllegalArgumentException("idleTimeout " + timeout + " " + unit + " is negative");
+            }
+            long ms = unit.toMillis(timeout);
+            this.idleTimeoutMs = timeout > 0 && ms == 0 ? 1 : ms;
+            return this;
+        }
+
+        /**
+         * As {@link #idleTimeout(long, TimeUnit)} (Android API 26 and later, which have
+         * {@code Duration}).
          *
          * @param timeout the timeout, at least one millisecond, or zero for none
          * @return this builder
          * @throws IllegalArgumentException when negative
          */
+        @Api26
         public Builder idleTimeout(Duration timeout) {
             Objects.requireNonNull(timeout, "timeout");
             if (timeout.isNegative()) {
                 throw new IllegalArgumentException("idleTimeout " + timeout + " is negative");
             }
-            this.idleTimeout = timeout;
+            long ms = timeout.toMillis();
+            this.idleTimeoutMs = !timeout.isZero() && ms == 0 ? 1 : ms;
             return this;
         }
 
@@ -555,15 +579,35 @@ public final class Server implements AutoCloseable {
          * 100 ms).
          *
          * @param interval at least one millisecond
+         * @param unit its unit
          * @return this builder
          * @throws IllegalArgumentException when shorter
          */
+        public Builder statePollInterval(long interval, TimeUnit unit) {
+            Objects.requireNonNull(unit, "unit");
+            long ms = unit.toMillis(interval);
+            if (ms < 1) {
+                throw new IllegalArgumentException("statePollInterval " + interval + " " + unit + " is under 1 ms");
+            }
+            this.pollIntervalMs = ms;
+            return this;
+        }
+
+        /**
+         * As {@link #statePollInterval(long, TimeUnit)} (Android API 26 and later, which have
+         * {@code Duration}).
+         *
+         * @param interval at least one millisecond
+         * @return this builder
+         * @throws IllegalArgumentException when shorter
+         */
+        @Api26
         public Builder statePollInterval(Duration interval) {
             Objects.requireNonNull(interval, "interval");
             if (interval.toMillis() < 1) {
                 throw new IllegalArgumentException("statePollInterval " + interval + " is under 1 ms");
             }
-            this.pollInterval = interval;
+            this.pollIntervalMs = interval.toMillis();
             return this;
         }
 
@@ -580,10 +624,7 @@ public final class Server implements AutoCloseable {
          * @throws IllegalArgumentException when an allowed address is not an IP literal
          */
         public Server start() {
-            long ms = idleTimeout.toMillis();
-            if (!idleTimeout.isZero() && ms == 0) {
-                ms = 1;
-            }
+            long ms = idleTimeoutMs;
             int m;
             switch (mode) {
                 case TRACKER:
@@ -597,7 +638,7 @@ public final class Server implements AutoCloseable {
             }
             long h = RpcBridge.serverStart(host, port, key, allow.toArray(new String[0]),
                     maxSessions, sandbox, m, modeAddress, customAddress, sessionThreads, ms);
-            return new Server(h, mode, Math.max(1, pollInterval.toMillis()));
+            return new Server(h, mode, Math.max(1, pollIntervalMs));
         }
     }
 }
