@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# Audit an Android arm64 JNI library (the output of scripts/build-android-so.sh):
+# Audit an Android JNI library (the output of scripts/build-android-so.sh):
 #
-#   scripts/audit-android-so.sh LIB [NATIVEBRIDGE_JAVA]
+#   scripts/audit-android-so.sh [--abi arm64-v8a|x86_64] LIB [BRIDGE.java ...]
 #
 # Reads LIB with readelf (GNU binutils reads ELF files of every machine; llvm-readelf works
 # too) and checks, one line each:
-#   ELF64 shared object for AArch64; NEEDED only libc.so/libdl.so/libm.so/liblog.so (system
+#   ELF64 shared object for the ABI's machine (AArch64 or X86-64; default arm64-v8a);
+#   NEEDED only libc.so/libdl.so/libm.so/liblog.so (system
 #   libraries every Android has; anything else would have to ship in the APK); SONAME set;
 #   no text relocations (DT_TEXTREL or the TEXTREL flag: refused by Android since API 23);
 #   no RPATH/RUNPATH; every LOAD segment aligned to at least 16384 bytes (Google Play's
 #   requirement for 16 KB page devices, Android 15+) with its file offset congruent to its
-#   address modulo that alignment; a non-executable stack; dynamic exports
-#   only JNI_OnLoad and Java_* (nothing of Rust's or the unwinder's leaks); JNI_OnLoad
-#   exported; and every `native` method of the bridge classes (default: the Maven project's
+#   address modulo that alignment; a non-executable stack; DT_FLAGS_1 has DF_1_GLOBAL (bionic
+#   then puts the library in its namespace's global group, so model libraries dlopen'ed later
+#   resolve the TVM symbols against it: docs/android.md section 4); a PT_GNU_EH_FRAME header
+#   (the built-in unwinder finds unwind tables through it); no `_Unwind_*` imported (libc.so
+#   has them only from API 30); dynamic exports exactly JNI_OnLoad, the Java_* natives and the
+#   six TVM symbols models and system-library objects import (TVMFFIErrorSetRaisedFromCStrParts,
+#   TVMFFIEnvModRegisterSystemLibSymbol, TVMBackendAllocWorkspace, TVMBackendFreeWorkspace,
+#   TVMBackendParallelLaunch, TVMBackendParallelBarrier), nothing of Rust's or the unwinder's;
+#   and every `native` method of the bridge classes (default: the Maven project's
 #   org/mote/NativeBridge.java and org/mote/rpc/RpcBridge.java) has its
 #   Java_<package>_<Class>_<name> export, and no export lacks its declaration.
 # Prints "android so checks: N passed, M failed"; exits non-zero if any failed.
@@ -21,6 +28,15 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 ROOT=$(cd "$HERE/.." && pwd -P)
 
+ABI=arm64-v8a
+if [ "${1:-}" = --abi ]; then ABI=${2:-}; shift 2 || true; fi
+case "$ABI" in
+  arm64-v8a) WANT_MACHINE=AArch64 ;;
+  x86_64) WANT_MACHINE="Advanced Micro Devices X86-64" ;;
+  *) echo "audit-android-so: unknown ABI '$ABI'" >&2; echo "android so checks: 0 passed, 1 failed"; exit 1 ;;
+esac
+# What model libraries import from the process (docs/android.md section 4).
+TVM_EXPORTS="TVMBackendAllocWorkspace TVMBackendFreeWorkspace TVMBackendParallelBarrier TVMBackendParallelLaunch TVMFFIEnvModRegisterSystemLibSymbol TVMFFIErrorSetRaisedFromCStrParts"
 LIB=${1:-}
 JAVA_SRC=$ROOT/bindings-java/java/src/main/java
 shift || true
@@ -61,7 +77,7 @@ class=$(awk -F: '/^ *Class:/ { gsub(/ /, "", $2); print $2 }' <<<"$hdr")
 machine=$(awk -F: '/^ *Machine:/ { sub(/^ +/, "", $2); print $2 }' <<<"$hdr")
 type=$(awk -F: '/^ *Type:/ { sub(/^ +/, "", $2); print $2 }' <<<"$hdr")
 check "ELF64" "$(ok test "$class" = ELF64)" "$class"
-check "AArch64" "$(ok test "$machine" = AArch64)" "$machine"
+check "$WANT_MACHINE ($ABI)" "$(ok test "$machine" = "$WANT_MACHINE")" "$machine"
 check "shared object" "$(ok grep -q '^DYN' <<<"$type")" "$type"
 
 needed=$(sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' <<<"$dyn" | sort | tr '\n' ' ')
@@ -102,12 +118,25 @@ stack=$(awk '$1 == "GNU_STACK"' <<<"$phdrs")
 check "non-executable stack" "$(ok test -n "$stack" -a -z "$(grep -E 'RWE|E$' <<<"$stack" || true)")" \
   "$(tr -s ' ' <<<"${stack:-no GNU_STACK}")"
 
+flags1=$(grep -E '\(FLAGS_1\)' <<<"$dyn" || true)
+check "DF_1_GLOBAL set (in bionic's global group: models resolve the TVM symbols against it)" \
+  "$(ok grep -qw GLOBAL <<<"$flags1")" "$(tr -s ' ' <<<"${flags1:-no DT_FLAGS_1}")"
+check "PT_GNU_EH_FRAME present (the built-in unwinder reads it)" "$(ok grep -q GNU_EH_FRAME <<<"$phdrs")"
+unwind_imports=$(awk '$1 ~ /^[0-9]+:$/ && $7 == "UND" && $8 ~ /^_Unwind_/ { print $8 }' <<<"$syms")
+check "no _Unwind_* imported (libc.so has them only from API 30)" "$(ok test -z "$unwind_imports")" \
+  "$(head -n 3 <<<"$unwind_imports" | tr '\n' ' ')"
+
 # Defined dynamic symbols: Num: Value Size Type Bind Vis Ndx Name
 exports=$(awk '$1 ~ /^[0-9]+:$/ && $7 != "UND" && ($5 == "GLOBAL" || $5 == "WEAK") && $8 != "" {
                  sub(/@.*/, "", $8); print $8 }' <<<"$syms" | sort -u)
-others=$(grep -v -E '^(JNI_OnLoad|Java_.+)$' <<<"$exports" || true)
-check "exports only JNI_OnLoad and Java_*" "$(ok test -z "$others")" \
+tvm_re="^($(tr ' ' '|' <<<"$TVM_EXPORTS"))\$"
+others=$(grep -v -E '^(JNI_OnLoad|Java_.+)$' <<<"$exports" | grep -v -E "$tvm_re" || true)
+check "exports only JNI_OnLoad, Java_* and the TVM symbols models import" "$(ok test -z "$others")" \
   "$(wc -l <<<"$exports") exports${others:+; others: $(head -n 5 <<<"$others" | tr '\n' ' ')}"
+missing_tvm=""
+for t in $TVM_EXPORTS; do grep -qx "$t" <<<"$exports" || missing_tvm="$missing_tvm $t"; done
+check "exports every TVM symbol models and system-library objects import" "$(ok test -z "$missing_tvm")" \
+  "${missing_tvm:+missing:$missing_tvm}"
 check "JNI_OnLoad exported" "$(ok grep -qx JNI_OnLoad <<<"$exports")"
 
 declared=""

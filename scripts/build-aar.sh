@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Package the Java bindings as an Android library (AAR) in a Maven repository folder:
 #
-#   scripts/build-aar.sh [LIB]   -> last stdout line: the repository folder (target/android-repo)
+#   scripts/build-aar.sh [ARM64_LIB [X86_64_LIB]]   -> last stdout line: the repository folder
+#                                                    (target/android-repo)
 #
-# LIB is the arm64 JNI library (default: built by scripts/build-android-so.sh). The AAR is a
-# zip holding:
+# ARM64_LIB and X86_64_LIB are the JNI libraries of the two ABIs (default: built by
+# scripts/build-android-so.sh). armeabi-v7a is not built (docs/android.md, section 6). The AAR
+# is a zip holding:
 #   AndroidManifest.xml         bindings-java/android/AndroidManifest.xml (package org.mote, minSdk)
 #   classes.jar                 the Maven project's main classes, compiled by javac --release 11
 #   jni/arm64-v8a/libmote_java.so
+#   jni/x86_64/libmote_java.so  (the emulator's ABI)
 #   proguard.txt                consumer shrinker rules (bindings-java/android/proguard.txt)
 #   R.txt                       empty: the library has no Android resources
 # and is laid out with its POM as org/mote/mote-android/0.1.0/ under the repository folder, so
@@ -33,12 +36,17 @@ done
 
 LIB=${1:-}
 if [ -z "$LIB" ]; then
-  LIB=$("$HERE/build-android-so.sh" | tail -n 1)
+  LIB=$("$HERE/build-android-so.sh" arm64-v8a | tail -n 1)
 fi
-[ -f "$LIB" ] || die "no JNI library at '$LIB'"
+[ -f "$LIB" ] || die "no arm64-v8a JNI library at '$LIB'"
+LIB_X86_64=${2:-}
+if [ -z "$LIB_X86_64" ]; then
+  LIB_X86_64=$("$HERE/build-android-so.sh" x86_64 | tail -n 1)
+fi
+[ -f "$LIB_X86_64" ] || die "no x86_64 JNI library at '$LIB_X86_64'"
 
 rm -rf "$WORK"
-mkdir -p "$WORK/classes" "$WORK/aar/jni/arm64-v8a"
+mkdir -p "$WORK/classes" "$WORK/aar/jni/arm64-v8a" "$WORK/aar/jni/x86_64"
 
 # classes.jar: the same sources and flags as the Maven build (release 11, all lints as errors),
 # without the network or Maven's cache.
@@ -52,6 +60,7 @@ cp bindings-java/android/AndroidManifest.xml "$WORK/aar/AndroidManifest.xml"
 cp bindings-java/android/proguard.txt "$WORK/aar/proguard.txt"
 : >"$WORK/aar/R.txt"
 cp "$LIB" "$WORK/aar/jni/arm64-v8a/libmote_java.so"
+cp "$LIB_X86_64" "$WORK/aar/jni/x86_64/libmote_java.so"
 
 dest="$REPO/${GROUP//.//}/$ARTIFACT/$VERSION"
 rm -rf "$REPO/${GROUP//.//}/$ARTIFACT"
@@ -72,7 +81,7 @@ cat >"$dest/$ARTIFACT-$VERSION.pom" <<EOF
   <version>$VERSION</version>
   <packaging>aar</packaging>
   <name>Mote for Android</name>
-  <description>Java bindings of Mote with the arm64-v8a JNI library, for Android apps</description>
+  <description>Java bindings of Mote with the arm64-v8a and x86_64 JNI libraries, for Android apps</description>
   <licenses>
     <license><name>MIT</name></license>
   </licenses>

@@ -1,10 +1,25 @@
 #!/usr/bin/env bash
-# Build the Java bindings' JNI library for Android arm64 (aarch64-linux-android):
+# Build the Java bindings' JNI library for Android:
 #
-#   scripts/build-android-so.sh          -> last stdout line: path of target/android/libmote_java.so
+#   scripts/build-android-so.sh [ABI]    ABI: arm64-v8a (default) or x86_64
+#                                        -> last stdout line: path of target/android/ABI/libmote_java.so
 #
 # Compiles `mote-java` in the trixie chroot (scripts/in-trixie.sh) with trixie's Rust 1.85,
-# building the standard library from source (-Zbuild-std; no rustup target is downloadable here).
+# building the standard library from source (-Zbuild-std; no rustup target is downloadable here)
+# for aarch64-linux-android or x86_64-linux-android.
+#
+# What the library must be for a phone to load models with it (docs/android.md):
+# - it exports the TVM symbols model libraries import (TVMFFIErrorSetRaisedFromCStrParts,
+#   TVMFFIEnvModRegisterSystemLibSymbol, TVMBackendAllocWorkspace/FreeWorkspace/
+#   ParallelLaunch/ParallelBarrier) beside the JNI entry points: rustc's version script for a
+#   cdylib already lists exactly those and hides the rest, so no --exclude-libs (which would
+#   hide the runtime's symbols, which come from an archive, the `mote` rlib);
+# - it is linked with `-z global` (DF_1_GLOBAL), so bionic puts it in its namespace's global
+#   group and a model dlopen'ed later resolves those symbols against it;
+# - it carries its own unwinder (bindings-java/android/unwind, the `unwinding` crate, linked
+#   as `-lunwind`), so it imports nothing from bionic above API 21 (libc.so exports
+#   `_Unwind_*` only from API 30). Its symbols stay local: the static library is not a Rust
+#   dependency of the cdylib, so rustc's export list does not name them.
 #
 # Linking, two routes:
 # - ANDROID_NDK_HOME set: the NDK's clang for API $MOTE_ANDROID_API links, against the NDK's
@@ -25,12 +40,13 @@
 #   bindings-java/README.md ("Android") for the API level this route needs and why.
 #
 # Either way: SONAME libmote_java.so, LOAD segments aligned to 16 KB (-z max-page-size=16384),
-# text relocations refused (-z text). scripts/audit-android-so.sh checks the result.
+# text relocations refused (-z text). scripts/audit-android-so.sh checks the result, and
+# scripts/bionic-resolve.py resolves its imports and a model's against bionic's rules.
 #
 # Environment:
 #   ANDROID_NDK_HOME            an Android NDK (r23 or newer); unset = the stub route
-#   MOTE_ANDROID_API            API level for the NDK's clang (default 30)
-#   MOTE_ANDROID_UPDATE_STUBS=1 rewrite bindings-java/android/stubs/*.txt from this build
+#   MOTE_ANDROID_API            API level for the NDK's clang (default 24, the AAR's minSdk)
+#   MOTE_ANDROID_UPDATE_STUBS=1 rewrite bindings-java/android/stubs/[ABI/]*.txt from this build
 #   MOTE_ANDROID_PROFILE        cargo profile (default mobile: release with one codegen unit)
 set -euo pipefail
 
@@ -38,15 +54,23 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 ROOT=$(git -C "$HERE" rev-parse --show-toplevel 2>/dev/null || (cd "$HERE/.." && pwd -P))
 cd "$ROOT"
 
-TARGET=aarch64-linux-android
-PROFILE=${MOTE_ANDROID_PROFILE:-mobile}
-API=${MOTE_ANDROID_API:-30}
-OUT="$ROOT/target/android"
-LISTS="$ROOT/bindings-java/android/stubs"
-LIBS="c m dl log"
-
+ABI=${1:-arm64-v8a}
+FEATURES=()
 log() { echo "build-android-so: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
+case "$ABI" in
+  arm64-v8a) TARGET=aarch64-linux-android GNU=aarch64-linux-gnu LISTS="$ROOT/bindings-java/android/stubs"
+             ARCH_LD=(--fix-cortex-a53-843419) ;;
+  # x86_64 (the emulator's ABI): without the cpu backend's AVX-512 level, which needs Rust 1.89
+  # (the AVX2 and scalar levels remain, picked at run time).
+  x86_64) TARGET=x86_64-linux-android GNU=x86_64-linux-gnu LISTS="$ROOT/bindings-java/android/stubs/x86_64"
+          ARCH_LD=() FEATURES=(--no-default-features) ;;
+  *) die "unknown ABI '$ABI' (arm64-v8a or x86_64; armeabi-v7a is not built: docs/android.md, section 6)" ;;
+esac
+PROFILE=${MOTE_ANDROID_PROFILE:-mobile}
+API=${MOTE_ANDROID_API:-24}
+OUT="$ROOT/target/android/$ABI"
+LIBS="c m dl log"
 
 mkdir -p "$OUT"
 rm -f "$OUT/libmote_java.so"
@@ -57,17 +81,30 @@ rm -f "$OUT/libmote_java.so"
 # so a crash report still names functions).
 # Passed to rustc for the final crate only (`cargo rustc -- ...`), so changing them relinks
 # without rebuilding the standard library.
-COMMON_LD=(-soname libmote_java.so -z max-page-size=16384 -z text -z noexecstack
-           --hash-style=both --build-id=sha1 --exclude-libs=ALL --fix-cortex-a53-843419 --strip-debug)
+# -z global: DF_1_GLOBAL (see above). --eh-frame-hdr: the unwinder finds the tables through it.
+COMMON_LD=(-soname libmote_java.so -z global -z max-page-size=16384 -z text -z noexecstack
+           --hash-style=both --build-id=sha1 --eh-frame-hdr "${ARCH_LD[@]}" --strip-debug)
 LINK_ARG="-C link-arg=-Wl,$(IFS=,; echo "${COMMON_LD[*]}" | tr ' ' ',')"
 
+TRIPLE_ENV=$(tr 'a-z-' 'A-Z_' <<<"$TARGET")
 ENVS=(RUSTC_BOOTSTRAP=1)
+
+# The unwinder (see above): a static library built for the same target, linked as -lunwind.
+UNWIND_DIR="$ROOT/bindings-java/android/unwind"
+log "the unwinder (bindings-java/android/unwind) for $TARGET"
+(cd "$UNWIND_DIR" && "$HERE/in-trixie.sh" env RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$ROOT/target/trixie-unwind" \
+  cargo build --locked --release -Zbuild-std=core,compiler_builtins --target "$TARGET") \
+  || die "building the unwinder for $TARGET failed"
+UNWIND_LIB="$ROOT/target/trixie-unwind/$TARGET/release/libmote_android_unwind.a"
+[ -f "$UNWIND_LIB" ] || die "no $UNWIND_LIB"
+
 if [ -n "${ANDROID_NDK_HOME:-}" ]; then
   NDK=$(cd "$ANDROID_NDK_HOME" && pwd -P) || die "ANDROID_NDK_HOME=$ANDROID_NDK_HOME is not a folder"
   CLANG="$NDK/toolchains/llvm/prebuilt/linux-x86_64/bin/$TARGET$API-clang"
   [ -x "$CLANG" ] || die "no $CLANG (ANDROID_NDK_HOME should be an NDK r23+ for Linux x86_64)"
   log "linking with the NDK's clang for API $API ($NDK)"
-  ENVS+=("CARGO_TARGET_AARCH64_LINUX_ANDROID_LINKER=$CLANG")
+  # The NDK's clang links its own static libunwind.a: ours is not needed on this route.
+  ENVS+=("CARGO_TARGET_${TRIPLE_ENV}_LINKER=$CLANG")
   export MOTE_TRIXIE_BINDS="${MOTE_TRIXIE_BINDS:-} $NDK"
 else
   log "no ANDROID_NDK_HOME: linking with ld.lld against generated bionic stubs"
@@ -78,6 +115,9 @@ else
 # Generated by scripts/build-android-so.sh: links libmote_java.so against generated bionic stubs.
 # rustc calls it as it would call the NDK's clang (the target's default, "gcc" flavor); the
 # arguments are turned into ld.lld's: -Wl, lists are split, driver-only flags dropped.
+# Environment (set by the script): MOTE_ANDROID_WORK (scratch folder), MOTE_ANDROID_GNU (the
+# binutils prefix of the ABI), MOTE_ANDROID_UNWIND (the unwinder archive), MOTE_ANDROID_TABLE
+# (bindings-java/android/bionic-api.tsv), MOTE_ANDROID_COLUMN (the ABI's column in it).
 set -euo pipefail
 args=() out=""
 while [ $# -gt 0 ]; do
@@ -89,8 +129,7 @@ while [ $# -gt 0 ]; do
     -l*)
       case "${a#-l}" in
         c | m | dl | log) args+=("$a") ;;
-        # bionic's libc.so exports the unwinder (API 30+): the NDK's static libunwind is not
-        # needed, and an empty archive satisfies -lunwind.
+        # std's unwind crate asks for libunwind: the unwinder archive, as libunwind.a.
         unwind) args+=("$a") ;;
         *) echo "ld-wrapper: unexpected library $a (only bionic's libc, libm, libdl, liblog)" >&2; exit 1 ;;
       esac ;;
@@ -103,12 +142,13 @@ case "$out" in
   */libmote_java.so) ;;
   *) echo "ld-wrapper: unexpected link of '$out'" >&2; exit 1 ;;
 esac
-printf '%s\n' "${args[@]}" >"$MOTE_ANDROID_WORK.args"
 W=$MOTE_ANDROID_WORK
+G=$MOTE_ANDROID_GNU
 rm -rf "$W"; mkdir -p "$W/empty" "$W/stubs"
-: | aarch64-linux-gnu-as -o "$W/empty.o"
-aarch64-linux-gnu-ar rc "$W/empty/libunwind.a"
-cp "$W/empty/libunwind.a" "$W/stubs/libunwind.a"
+printf '%s\n' "${args[@]}" >"$W.args"
+: | "$G-as" -o "$W/empty.o"
+cp "$MOTE_ANDROID_UNWIND" "$W/empty/libunwind.a"
+cp "$MOTE_ANDROID_UNWIND" "$W/stubs/libunwind.a"
 # Pass 1: empty stubs (SONAME only) satisfy -lc -lm -ldl -llog; a shared object may keep
 # undefined symbols, so this shows everything the library imports.
 for l in c m dl log; do
@@ -116,46 +156,46 @@ for l in c m dl log; do
 done
 ld.lld "${args[@]}" -L "$W/empty" -o "$W/pass1.so"
 # name, binding (GLOBAL/WEAK) of every undefined dynamic symbol
-aarch64-linux-gnu-readelf --dyn-syms -W "$W/pass1.so" |
+"$G-readelf" --dyn-syms -W "$W/pass1.so" |
   awk '$1 ~ /^[0-9]+:$/ && $7 == "UND" && $8 != "" { sub(/@.*/, "", $8); print $8, $5 }' | sort -u >"$W/imports.txt"
-# Which bionic library defines each import: dl* is libdl.so, __android_log_* is liblog.so,
-# what glibc's libm exports is libm.so (bionic's libm has the same C99/POSIX math names), and
-# everything else, the unwinder included, is libc.so.
-aarch64-linux-gnu-readelf --dyn-syms -W /usr/aarch64-linux-gnu/lib/libm.so.6 |
-  awk '$1 ~ /^[0-9]+:$/ && $7 != "UND" && $8 != "" { sub(/@.*/, "", $8); print $8 }' | sort -u >"$W/glibc-libm.txt"
+# Which bionic library defines each import, from bionic's own symbol maps (the table); an
+# import bionic does not offer apps fails the link here.
 for l in c m dl log; do : >"$W/lib$l.txt"; done
+unknown=""
 while read -r sym bind; do
-  case "$sym" in
-    __android_log_*) l=log ;;
-    dlopen | dlclose | dlsym | dlvsym | dlerror | dladdr | android_dlopen_ext) l=dl ;;
-    *) if grep -qx -- "$sym" "$W/glibc-libm.txt"; then l=m; else l=c; fi ;;
-  esac
+  l=$(awk -F'\t' -v s="$sym" -v c="$MOTE_ANDROID_COLUMN" '$2 == s && $c != "-" { sub(/^lib/, "", $1); sub(/\.so$/, "", $1); print $1; exit }' "$MOTE_ANDROID_TABLE")
+  if [ -z "$l" ]; then unknown="$unknown $sym"; continue; fi
   echo "$sym $bind" >>"$W/lib$l.txt"
 done <"$W/imports.txt"
-# Pass 2: stubs defining exactly those symbols (as functions, except the few data symbols
-# bionic exports as objects), then the real link with nothing left undefined.
-data_re='^(environ|__progname|__sF|stdin|stdout|stderr|optarg|optind|opterr|optopt|timezone|daylight|tzname)$'
+if [ -n "$unknown" ]; then
+  echo "ld-wrapper: imports that no Android system library offers apps (bionic-api.tsv):$unknown" >&2
+  exit 1
+fi
+# Pass 2: stubs defining exactly those symbols (functions, or objects for the table's `var`
+# rows), then the real link with nothing left undefined.
 for l in c m dl log; do
   {
     echo ".text"
     while read -r sym bind; do
-      [[ $sym =~ $data_re ]] && continue
+      awk -F'\t' -v s="$sym" '$2 == s && $4 == "var" { f = 1 } END { exit !f }' "$MOTE_ANDROID_TABLE" && continue
       printf '.globl %s\n.type %s, %%function\n%s:\n  ret\n' "$sym" "$sym" "$sym"
     done <"$W/lib$l.txt"
     echo ".data"
     while read -r sym bind; do
-      [[ $sym =~ $data_re ]] || continue
+      awk -F'\t' -v s="$sym" '$2 == s && $4 == "var" { f = 1 } END { exit !f }' "$MOTE_ANDROID_TABLE" || continue
       printf '.globl %s\n.type %s, %%object\n.size %s, 8\n.balign 8\n%s:\n  .quad 0\n' "$sym" "$sym" "$sym" "$sym"
     done <"$W/lib$l.txt"
   } >"$W/stubs/lib$l.s"
-  aarch64-linux-gnu-as -o "$W/stubs/lib$l.o" "$W/stubs/lib$l.s"
+  "$G-as" -o "$W/stubs/lib$l.o" "$W/stubs/lib$l.s"
   ld.lld -shared -soname "lib$l.so" -o "$W/stubs/lib$l.so" "$W/stubs/lib$l.o"
 done
 ld.lld "${args[@]}" -L "$W/stubs" --no-undefined
 WRAPPER
   chmod +x "$WRAP"
-  ENVS+=("CARGO_TARGET_AARCH64_LINUX_ANDROID_LINKER=$WRAP"
-         "MOTE_ANDROID_WORK=$OUT/link")
+  case "$ABI" in arm64-v8a) column=5 ;; x86_64) column=6 ;; esac
+  ENVS+=("CARGO_TARGET_${TRIPLE_ENV}_LINKER=$WRAP"
+         "MOTE_ANDROID_WORK=$OUT/link" "MOTE_ANDROID_GNU=$GNU" "MOTE_ANDROID_UNWIND=$UNWIND_LIB"
+         "MOTE_ANDROID_TABLE=$ROOT/bindings-java/android/bionic-api.tsv" "MOTE_ANDROID_COLUMN=$column")
 fi
 
 dir=$PROFILE; [ "$PROFILE" = dev ] && dir=debug
@@ -176,7 +216,7 @@ STD_FEATURES=panic-unwind,std_detect_file_io,std_detect_dlsym_getauxval
 "$HERE/in-trixie.sh" env "${ENVS[@]}" \
   cargo rustc --locked -Zbuild-std=std,panic_unwind -Zbuild-std-features=$STD_FEATURES \
     --target "$TARGET" --profile "$PROFILE" \
-    -p mote-java --lib --crate-type cdylib -- $LINK_ARG \
+    -p mote-java "${FEATURES[@]}" --lib --crate-type cdylib -- $LINK_ARG \
   || die "cargo build for $TARGET failed"
 [ -f "$built" ] || die "no $built after the build"
 cp "$built" "$OUT/libmote_java.so"

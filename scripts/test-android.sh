@@ -4,14 +4,19 @@
 #
 #   scripts/test-android.sh
 #
-# 1. scripts/build-android-so.sh: the arm64 JNI library, in the trixie chroot (its import lists
-#    must match bindings-java/android/stubs/).
-# 2. scripts/audit-android-so.sh on it (each of its checks counts here).
-# 3. scripts/build-aar.sh: the AAR and POM in target/android-repo.
-# 4. The AAR: its entries (unzip -l), the library inside is the audited one, classes.jar holds
-#    a Java 11 class for every source file, the manifest's package and minSdk, the shrinker
-#    rules name classes and members that exist with those signatures, the POM's coordinates,
-#    the checksums, and Maven resolves org.mote:mote-android:0.1.0:aar from the folder.
+# 1. scripts/build-android-so.sh for arm64-v8a and x86_64: the JNI libraries, in the trixie
+#    chroot (their import lists must match bindings-java/android/stubs/ and stubs/x86_64/).
+# 2. scripts/audit-android-so.sh on each (each of its checks counts here).
+# 3. scripts/test-android-unwind.sh: the unwinder those libraries carry unwinds Rust panics
+#    (its checks count here).
+# 4. scripts/build-aar.sh: the AAR and POM in target/android-repo.
+# 5. The AAR: its entries (unzip -l), the libraries inside are the audited ones, classes.jar
+#    holds a Java 11 class for every source file, the manifest's package and minSdk, the
+#    shrinker rules name classes and members that exist with those signatures, the POM's
+#    coordinates, the checksums, and Maven resolves org.mote:mote-android:0.1.0:aar from the
+#    folder.
+# Whether a phone would resolve models' symbols against these libraries is
+# scripts/test-android-bionic.sh.
 # Prints "android checks: N passed, M failed"; exits non-zero if any failed.
 set -uo pipefail
 
@@ -20,7 +25,7 @@ ROOT=$(cd "$HERE/.." && pwd -P)
 cd "$ROOT"
 export MOTE_CACHE="${MOTE_CACHE:-$HOME/.cache/mote}"
 
-MIN_SDK=33
+MIN_SDK=24
 passed=0 failed=0
 check() {  # check NAME OK(0/1) [DETAIL]
   if [ "$2" = 0 ]; then
@@ -37,24 +42,38 @@ finish() {
 }
 
 start=$(date +%s)
-lib=$("$HERE/build-android-so.sh" | tail -n 1)
-if [ -z "$lib" ] || [ ! -f "$lib" ]; then
-  check "arm64 library built (scripts/build-android-so.sh)" 1
-  finish
-fi
-check "arm64 library built (scripts/build-android-so.sh)" 0 "$lib, $(( $(date +%s) - start )) s"
+# sum_suite OUTPUT LABEL: add a sub-suite's "LABEL checks: N passed, M failed" to the totals.
+sum_suite() {
+  local p f
+  p=$(sed -n "s/^$2 checks: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p" <<<"$1")
+  f=$(sed -n "s/^$2 checks: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p" <<<"$1")
+  if [ -z "$p" ] || [ -z "$f" ]; then
+    check "$2 printed its summary" 1
+  else
+    passed=$((passed + p)); failed=$((failed + f))
+  fi
+}
+declare -A libs
+for abi in arm64-v8a x86_64; do
+  t=$(date +%s)
+  lib=$("$HERE/build-android-so.sh" "$abi" | tail -n 1)
+  if [ -z "$lib" ] || [ ! -f "$lib" ]; then
+    check "$abi library built (scripts/build-android-so.sh $abi)" 1
+    finish
+  fi
+  libs[$abi]=$lib
+  check "$abi library built (scripts/build-android-so.sh $abi)" 0 "$lib, $(( $(date +%s) - t )) s"
+  audit=$("$HERE/audit-android-so.sh" --abi "$abi" "$lib")
+  echo "$audit"
+  sum_suite "$audit" "android so"
+done
+lib=${libs[arm64-v8a]}
 
-audit=$("$HERE/audit-android-so.sh" "$lib")
-echo "$audit"
-p=$(sed -n 's/^android so checks: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' <<<"$audit")
-f=$(sed -n 's/^android so checks: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' <<<"$audit")
-if [ -z "$p" ] || [ -z "$f" ]; then
-  check "audit-android-so.sh printed its summary" 1
-else
-  passed=$((passed + p)); failed=$((failed + f))
-fi
+unwind=$("$HERE/test-android-unwind.sh")
+echo "$unwind"
+sum_suite "$unwind" "android unwind"
 
-repo=$("$HERE/build-aar.sh" "$lib" | tail -n 1)
+repo=$("$HERE/build-aar.sh" "${libs[arm64-v8a]}" "${libs[x86_64]}" | tail -n 1)
 dir="$repo/org/mote/mote-android/0.1.0"
 aar="$dir/mote-android-0.1.0.aar"
 pom="$dir/mote-android-0.1.0.pom"
@@ -71,13 +90,14 @@ if command -v unzip >/dev/null; then
 else
   entries=$(python3 -c 'import sys, zipfile; [print(n) for n in zipfile.ZipFile(sys.argv[1]).namelist() if not n.endswith("/")]' "$aar" | sort)
 fi
-want=$(printf '%s\n' AndroidManifest.xml R.txt classes.jar jni/arm64-v8a/libmote_java.so proguard.txt | sort)
-check "AAR entries are exactly the five of an AAR" "$(ok test "$entries" = "$want")" "$(tr '\n' ' ' <<<"$entries")"
+want=$(printf '%s\n' AndroidManifest.xml R.txt classes.jar jni/arm64-v8a/libmote_java.so jni/x86_64/libmote_java.so proguard.txt | sort)
+check "AAR entries are exactly those of an AAR with two ABIs" "$(ok test "$entries" = "$want")" "$(tr '\n' ' ' <<<"$entries")"
 
 x="$ROOT/target/aar-check"
 rm -rf "$x"; mkdir -p "$x"
 python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$aar" "$x/aar"
-check "jni/arm64-v8a/libmote_java.so is the audited library" "$(ok cmp "$lib" "$x/aar/jni/arm64-v8a/libmote_java.so")"
+check "jni/arm64-v8a/libmote_java.so is the audited library" "$(ok cmp "${libs[arm64-v8a]}" "$x/aar/jni/arm64-v8a/libmote_java.so")"
+check "jni/x86_64/libmote_java.so is the audited library" "$(ok cmp "${libs[x86_64]}" "$x/aar/jni/x86_64/libmote_java.so")"
 check "R.txt is empty (no resources)" "$(ok test -f "$x/aar/R.txt" -a ! -s "$x/aar/R.txt")"
 
 man="$x/aar/AndroidManifest.xml"

@@ -120,11 +120,14 @@ check_suite scripts/test-corrupt.sh corrupt-tests "corrupt" "corrupted-file chec
 step "Java bindings (desktop JVM: natives drift, Javadoc, JUnit 5 through Maven)"
 check_suite scripts/test-java.sh java-tests "java" "Java binding tests"
 
-step "Android: arm64 JNI library (no NDK), its audit, the AAR"
+step "Android: arm64-v8a and x86_64 JNI libraries (no NDK), their audit and unwinder, the AAR"
 check_suite scripts/test-android.sh android-tests "android" "Android library/AAR checks"
 
 step "Android RPC app: the APK (javac, d8, aapt2, zipalign, apksigner; no Gradle)"
 check_suite scripts/build-apk.sh apk-checks "apk" "APK build/checks"
+
+step "Android: bionic's symbol resolution for the AAR's and the APK's libraries with models exported for Android (docs/android.md)"
+check_suite scripts/test-android-bionic.sh android-bionic-tests "android bionic" "Android bionic resolution checks"
 
 step "Android RPC app under Robolectric (host JNI library, TVM's client through the app's server; offline after the first fetch)"
 check_suite scripts/test-android-app.sh android-app-tests "android app" "Android app Robolectric tests"

@@ -695,51 +695,68 @@ fn ensure_error_symbol_visible() -> Result<()> {
         .get_or_init(|| {
             let ours = error_slot::TVMFFIErrorSetRaisedFromCStrParts as *const c_void;
             let name = CString::new(ERROR_SYMBOL).map_err(|e| e.to_string())?;
-            // What model libraries see is the global scope, which is what a lookup through the
-            // main program's handle searches. (`RTLD_DEFAULT` would not do: called from inside
-            // a library loaded with RTLD_LOCAL, it also searches that library itself.)
-            let global = || {
-                // SAFETY: dlopen(NULL) returns the main program's handle; dlsym gets a valid C
-                // string; the handle is closed again (it only drops a reference count).
-                unsafe {
-                    let main = libc::dlopen(std::ptr::null(), libc::RTLD_LAZY);
-                    if main.is_null() {
-                        return std::ptr::null_mut();
-                    }
-                    let p = libc::dlsym(main, name.as_ptr());
-                    libc::dlclose(main);
-                    p
-                }
-            };
-            let found = global();
-            if !found.is_null() {
-                if found.cast_const() != ours {
-                    log::warn!("{ERROR_SYMBOL} resolves to another runtime's copy; kernel error messages may be lost");
-                }
-                return Ok(());
-            }
-            // SAFETY: Dl_info is plain C data (pointers and integers); all-zero is valid.
-            let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-            // SAFETY: dladdr only reads loader data for an address in our own image and
-            // writes `info`.
-            if unsafe { libc::dladdr(ours, &mut info) } != 0 && !info.dli_fname.is_null() {
-                // SAFETY: dli_fname is the path of the object containing Mote; NOLOAD only
-                // changes the flags of an already-loaded object.
-                let h = unsafe { libc::dlopen(info.dli_fname, libc::RTLD_NOLOAD | libc::RTLD_GLOBAL | libc::RTLD_LAZY) };
-                if !h.is_null() && !global().is_null() {
-                    return Ok(());
-                }
-            }
-            Err(format!(
-                "{ERROR_SYMBOL} is not visible to model libraries: link your executable with \
-                 -Wl,--export-dynamic-symbol={ERROR_SYMBOL} (or -rdynamic), or use Mote as a shared library"
-            ))
+            // bionic resolves a dlopen'ed model against its namespace's global group, which
+            // neither dlopen(NULL) nor RTLD_GLOBAL reflects (docs/android.md §4).
+            #[cfg(target_os = "android")]
+            let checked = crate::loader::symbol_scope::check_bionic(ours, &name);
+            #[cfg(not(target_os = "android"))]
+            let checked = check_global_scope(ours, &name);
+            checked
         })
         .clone()
         .map_err(|message| Error::Load {
             path: PathBuf::new(),
             message,
         })
+}
+
+/// glibc's and Apple's rule: model libraries see the global scope, which is what a lookup
+/// through the main program's handle searches.
+#[cfg(not(target_os = "android"))]
+fn check_global_scope(ours: *const c_void, name: &std::ffi::CStr) -> Result<(), String> {
+    // (`RTLD_DEFAULT` would not do: called from inside a library loaded with RTLD_LOCAL, it
+    // also searches that library itself.)
+    let global = || {
+        // SAFETY: dlopen(NULL) returns the main program's handle; dlsym gets a valid C
+        // string; the handle is closed again (it only drops a reference count).
+        unsafe {
+            let main = libc::dlopen(std::ptr::null(), libc::RTLD_LAZY);
+            if main.is_null() {
+                return std::ptr::null_mut();
+            }
+            let p = libc::dlsym(main, name.as_ptr());
+            libc::dlclose(main);
+            p
+        }
+    };
+    let found = global();
+    if !found.is_null() {
+        if found.cast_const() != ours {
+            log::warn!("{ERROR_SYMBOL} resolves to another runtime's copy; kernel error messages may be lost");
+        }
+        return Ok(());
+    }
+    // SAFETY: Dl_info is plain C data (pointers and integers); all-zero is valid.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads loader data for an address in our own image and
+    // writes `info`.
+    if unsafe { libc::dladdr(ours, &mut info) } != 0 && !info.dli_fname.is_null() {
+        // SAFETY: dli_fname is the path of the object containing Mote; NOLOAD only
+        // changes the flags of an already-loaded object.
+        let h = unsafe {
+            libc::dlopen(
+                info.dli_fname,
+                libc::RTLD_NOLOAD | libc::RTLD_GLOBAL | libc::RTLD_LAZY,
+            )
+        };
+        if !h.is_null() && !global().is_null() {
+            return Ok(());
+        }
+    }
+    Err(format!(
+        "{ERROR_SYMBOL} is not visible to model libraries: link your executable with \
+         -Wl,--export-dynamic-symbol={ERROR_SYMBOL} (or -rdynamic), or use Mote as a shared library"
+    ))
 }
 
 #[cfg(test)]

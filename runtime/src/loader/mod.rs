@@ -8,4 +8,6 @@ pub(crate) mod executable;
 pub(crate) mod file_map;
 pub(crate) mod library;
 pub(crate) mod object_file;
+#[cfg(all(unix, not(target_vendor = "apple")))]
+pub(crate) mod symbol_scope;
 pub(crate) mod system_lib;
