@@ -34,16 +34,10 @@ for t in javac jar sha1sum md5sum; do
   command -v "$t" >/dev/null || die "$t is not installed (javac/jar: apt-get install openjdk-17-jdk-headless)"
 done
 
-LIB=${1:-}
-if [ -z "$LIB" ]; then
-  LIB=$("$HERE/build-android-so.sh" arm64-v8a | tail -n 1)
-fi
-[ -f "$LIB" ] || die "no arm64-v8a JNI library at '$LIB'"
-LIB_X86_64=${2:-}
-if [ -z "$LIB_X86_64" ]; then
-  LIB_X86_64=$("$HERE/build-android-so.sh" x86_64 | tail -n 1)
-fi
-[ -f "$LIB_X86_64" ] || die "no x86_64 JNI library at '$LIB_X86_64'"
+# shellcheck source=lib/android-libs.sh
+. "$HERE/lib/android-libs.sh"
+LIB=$(android_lib arm64-v8a "${1:-}") || die "no arm64-v8a JNI library"
+LIB_X86_64=$(android_lib x86_64 "${2:-}") || die "no x86_64 JNI library"
 
 rm -rf "$WORK"
 mkdir -p "$WORK/classes" "$WORK/aar/jni/arm64-v8a" "$WORK/aar/jni/x86_64"

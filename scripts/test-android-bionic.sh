@@ -33,17 +33,10 @@ export MOTE_CACHE="${MOTE_CACHE:-$HOME/.cache/mote}"
 
 MIN_SDK=24
 TVM_SYMS="TVMFFIErrorSetRaisedFromCStrParts TVMFFIEnvModRegisterSystemLibSymbol TVMBackendAllocWorkspace TVMBackendFreeWorkspace TVMBackendParallelLaunch TVMBackendParallelBarrier"
-passed=0 failed=0
-check() {  # check NAME OK(0/1) [DETAIL]
-  if [ "$2" = 0 ]; then
-    passed=$((passed + 1)); echo "PASS $1${3:+: $3}"
-  else
-    failed=$((failed + 1)); echo "FAIL $1${3:+: $3}"
-  fi
-}
+# shellcheck source=lib/checks.sh
+. "$HERE/lib/checks.sh"
 finish() {
-  echo "android bionic checks: $passed passed, $failed failed"
-  [ "$failed" = 0 ] && [ "$passed" -gt 0 ]
+  checks_summary "android bionic"
   exit
 }
 log() { echo "test-android-bionic: $*" >&2; }

@@ -18,14 +18,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 ROOT=$(cd "$HERE/.." && pwd -P)
 cd "$ROOT"
 
-passed=0 failed=0
-check() {  # check NAME OK(0/1) [DETAIL]
-  if [ "$2" = 0 ]; then
-    passed=$((passed + 1)); echo "PASS $1${3:+: $3}"
-  else
-    failed=$((failed + 1)); echo "FAIL $1${3:+: $3}"
-  fi
-}
+# shellcheck source=lib/checks.sh
+. "$HERE/lib/checks.sh"
 
 OUT="$ROOT/target/android-unwind"
 mkdir -p "$OUT"
@@ -77,5 +71,4 @@ EOF
   check "$arch: 2001 panics unwound and caught" "$( [ $rc = 0 ] && grep -qx 'unwind check: 2001 panics caught' <<<"$res"; echo $?)" "exit $rc"
 done
 
-echo "android unwind checks: $passed passed, $failed failed"
-[ "$failed" = 0 ] && [ "$passed" -gt 0 ]
+checks_summary "android unwind"

@@ -26,18 +26,11 @@ cd "$ROOT"
 export MOTE_CACHE="${MOTE_CACHE:-$HOME/.cache/mote}"
 
 MIN_SDK=24
-passed=0 failed=0
-check() {  # check NAME OK(0/1) [DETAIL]
-  if [ "$2" = 0 ]; then
-    passed=$((passed + 1)); echo "PASS $1${3:+: $3}"
-  else
-    failed=$((failed + 1)); echo "FAIL $1${3:+: $3}"
-  fi
-}
+# shellcheck source=lib/checks.sh
+. "$HERE/lib/checks.sh"
 ok() { if "$@" >/dev/null 2>&1; then echo 0; else echo 1; fi; }
 finish() {
-  echo "android checks: $passed passed, $failed failed"
-  [ "$failed" = 0 ]
+  checks_summary android
   exit
 }
 

@@ -1,10 +1,12 @@
 package org.mote.rpcapp;
 
 import android.Manifest;
+import android.annotation.TargetApi;
 import android.app.Activity;
 import android.content.Intent;
 import android.content.pm.PackageManager;
 import android.graphics.Typeface;
+import android.os.Build;
 import android.os.Bundle;
 import android.text.InputType;
 import android.view.View;
@@ -19,7 +21,8 @@ import android.widget.TextView;
 
 /**
  * Host, port, key and mode; Start and Stop; the service's live status and log. Plain views
- * built in code, so the app needs no layout resources.
+ * built in code, so the app needs no layout resources. minSdk is 24: newer calls sit in
+ * {@code @TargetApi} methods behind a {@code Build.VERSION.SDK_INT} test.
  */
 public final class MainActivity extends Activity implements StatusHub.Observer {
     static final String PREFS = "rpc";
@@ -137,13 +140,27 @@ public final class MainActivity extends Activity implements StatusHub.Observer {
             return;
         }
         c.save(getSharedPreferences(PREFS, MODE_PRIVATE).edit());
-        if (checkSelfPermission(Manifest.permission.POST_NOTIFICATIONS)
-                != PackageManager.PERMISSION_GRANTED) {
-            // Android 13+: without it the service still runs, but its notification is hidden.
+        // Android 13+ (API 33) asks the user before showing notifications; without the
+        // permission the service still runs, but its notification is hidden. Earlier versions
+        // show it without asking.
+        if (Build.VERSION.SDK_INT >= 33 && checkSelfPermission(
+                Manifest.permission.POST_NOTIFICATIONS) != PackageManager.PERMISSION_GRANTED) {
             requestPermissions(new String[] {Manifest.permission.POST_NOTIFICATIONS}, 1);
         }
-        startForegroundService(RpcService.startIntent(this, c));
+        Intent service = RpcService.startIntent(this, c);
+        if (Build.VERSION.SDK_INT >= 26) {
+            startForegroundServiceApi26(service);
+        } else {
+            // Before Android 8 any started service may call startForeground.
+            startService(service);
+        }
         stop.setEnabled(true);
+    }
+
+    /** Android 8+ (API 26): a service started from here must call startForeground soon. */
+    @TargetApi(26)
+    private void startForegroundServiceApi26(Intent service) {
+        startForegroundService(service);
     }
 
     private RpcConfig.Mode selectedMode() {

@@ -1,5 +1,6 @@
 package org.mote.rpcapp;
 
+import android.annotation.TargetApi;
 import android.app.Notification;
 import android.app.NotificationChannel;
 import android.app.NotificationManager;
@@ -8,18 +9,20 @@ import android.app.Service;
 import android.content.Context;
 import android.content.Intent;
 import android.content.pm.ServiceInfo;
+import android.os.Build;
 import android.os.IBinder;
 import android.os.PowerManager;
+import android.os.SystemClock;
 import java.io.File;
 import java.net.Inet4Address;
 import java.net.InetAddress;
 import java.net.NetworkInterface;
 import java.net.SocketException;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.TimeUnit;
 import org.mote.rpc.Server;
 import org.mote.rpc.ServerState;
 
@@ -27,16 +30,28 @@ import org.mote.rpc.ServerState;
  * Foreground service that owns Mote's RPC server ({@link Server}, bindings-java/README.md "RPC
  * server") and keeps it running: a watchdog thread starts it, restarts it when it has stopped
  * without being asked to (and retries a failed start with a growing pause), and stops it when
- * the service is destroyed. Android 14+ requires a type for a foreground service: this one is
- * {@code dataSync} (declared in the manifest with its permission; the manifest says why not
- * {@code specialUse}). Android 15 lets a dataSync service run 6 hours in 24: then it calls
- * {@link #onTimeout(int, int)}, which stops the service (start it again from the app).
+ * the service is destroyed. Its foreground service type is {@code specialUse} (the manifest
+ * declares it with its permission and reason; README.md, "Foreground service type", says why).
+ * A partial wake lock with a timeout keeps the CPU awake while the watchdog runs, which renews
+ * it ({@link KeepAwake}).
+ *
+ * <p>minSdk is 24: calls to newer APIs sit in {@code @TargetApi} methods, each called behind a
+ * {@code Build.VERSION.SDK_INT} test (scripts/build-apk.sh checks the rest against API 24).
  */
 public final class RpcService extends Service {
     static final String ACTION_STOP = "org.mote.rpcapp.STOP";
 
     private static final String CHANNEL = "rpc";
     private static final int NOTIFICATION_ID = 1;
+
+    /**
+     * The wake lock's timeout: if the watchdog stops renewing it (stuck, or gone without
+     * {@code onDestroy}), Android releases it after this long.
+     */
+    static final long WAKE_LOCK_TIMEOUT_MS = 10 * 60_000L;
+
+    /** How often the watchdog renews the wake lock (well within the timeout). */
+    static final long WAKE_LOCK_RENEW_MS = 60_000L;
 
     /**
      * The port the server listens on in tracker mode ({@link RpcConfig#LISTEN_PORT_IN_TRACKER_MODE});
@@ -47,14 +62,21 @@ public final class RpcService extends Service {
 
     private final StatusHub hub = StatusHub.get();
     private Watchdog watchdog; // main thread only
-    private PowerManager.WakeLock wakeLock; // main thread only
+    private KeepAwake keepAwake; // main thread only (the object itself is thread-safe)
 
     @Override
     public void onCreate() {
         super.onCreate();
-        NotificationManager nm = getSystemService(NotificationManager.class);
-        nm.createNotificationChannel(new NotificationChannel(CHANNEL,
-                getString(R.string.channel_name), NotificationManager.IMPORTANCE_LOW));
+        if (Build.VERSION.SDK_INT >= 26) {
+            createChannel();
+        }
+    }
+
+    /** Android 8+ (API 26) posts a notification only on a channel. */
+    @TargetApi(26)
+    private void createChannel() {
+        getSystemService(NotificationManager.class).createNotificationChannel(new NotificationChannel(
+                CHANNEL, getString(R.string.channel_name), NotificationManager.IMPORTANCE_LOW));
     }
 
     @Override
@@ -70,8 +92,14 @@ public final class RpcService extends Service {
             config = RpcConfig.load(getSharedPreferences(MainActivity.PREFS, MODE_PRIVATE));
         }
         try {
-            startForeground(NOTIFICATION_ID, notification("starting: " + config),
-                    ServiceInfo.FOREGROUND_SERVICE_TYPE_DATA_SYNC);
+            Notification n = notification("starting: " + config);
+            if (Build.VERSION.SDK_INT >= 34) {
+                startForegroundSpecialUse(n);
+            } else {
+                // Before Android 14 the type needs no permission; from Android 10 this overload
+                // means "the manifest's type".
+                startForeground(NOTIFICATION_ID, n);
+            }
         } catch (IllegalStateException | SecurityException e) {
             // ForegroundServiceStartNotAllowedException (an IllegalStateException) when
             // started from the background.
@@ -79,12 +107,10 @@ public final class RpcService extends Service {
             stopSelf();
             return START_NOT_STICKY;
         }
-        if (wakeLock == null) {
-            PowerManager pm = getSystemService(PowerManager.class);
-            wakeLock = pm.newWakeLock(PowerManager.PARTIAL_WAKE_LOCK, "mote:rpc");
-            wakeLock.setReferenceCounted(false);
-            wakeLock.acquire();
+        if (keepAwake == null) {
+            keepAwake = new KeepAwake(getSystemService(PowerManager.class));
         }
+        keepAwake.renew();
         // A new start replaces the running server: the new watchdog waits for the old one to
         // have stopped its server (and freed the port) before starting its own.
         Watchdog previous = watchdog;
@@ -92,7 +118,7 @@ public final class RpcService extends Service {
             previous.shutdown();
         }
         hub.log("start: " + config);
-        watchdog = new Watchdog(config, previous);
+        watchdog = new Watchdog(config, previous, keepAwake);
         watchdog.start();
         return START_STICKY;
     }
@@ -109,19 +135,18 @@ public final class RpcService extends Service {
             }
             watchdog = null;
         }
-        if (wakeLock != null) {
-            wakeLock.release();
-            wakeLock = null;
+        if (keepAwake != null) {
+            keepAwake.release();
+            keepAwake = null;
         }
         hub.log("service destroyed");
         super.onDestroy();
     }
 
-    /** Android 15+: the daily time of a dataSync service is used up; stop within seconds. */
-    @Override
-    public void onTimeout(int startId, int fgsType) {
-        hub.log("Android ended the foreground time of a dataSync service (6 h a day): stopping");
-        stopSelf();
+    /** Android 14+ (API 34): the type, with its permission FOREGROUND_SERVICE_SPECIAL_USE. */
+    @TargetApi(34)
+    private void startForegroundSpecialUse(Notification n) {
+        startForeground(NOTIFICATION_ID, n, ServiceInfo.FOREGROUND_SERVICE_TYPE_SPECIAL_USE);
     }
 
     /**
@@ -139,6 +164,11 @@ public final class RpcService extends Service {
         return w == null ? 0 : w.restarts;
     }
 
+    /** The wake lock's holder while the service runs (null before and after): for the tests. */
+    KeepAwake keepAwake() {
+        return keepAwake;
+    }
+
     @Override
     public IBinder onBind(Intent intent) {
         return null;
@@ -151,7 +181,7 @@ public final class RpcService extends Service {
         PendingIntent stop = PendingIntent.getService(this, 1,
                 new Intent(this, RpcService.class).setAction(ACTION_STOP),
                 PendingIntent.FLAG_IMMUTABLE);
-        return new Notification.Builder(this, CHANNEL)
+        return builder()
                 .setSmallIcon(android.R.drawable.stat_sys_upload)
                 .setContentTitle(getString(R.string.app_name))
                 .setContentText(text)
@@ -160,6 +190,27 @@ public final class RpcService extends Service {
                 .setContentIntent(open)
                 .addAction(new Notification.Action.Builder(null, "Stop", stop).build())
                 .build();
+    }
+
+    private Notification.Builder builder() {
+        if (Build.VERSION.SDK_INT >= 26) {
+            return channelBuilder();
+        }
+        return legacyBuilder();
+    }
+
+    @TargetApi(26)
+    private Notification.Builder channelBuilder() {
+        return new Notification.Builder(this, CHANNEL);
+    }
+
+    /**
+     * Before Android 8 (API 26) there are no channels: the priority says what the channel's
+     * importance says later.
+     */
+    @SuppressWarnings("deprecation")
+    private Notification.Builder legacyBuilder() {
+        return new Notification.Builder(this).setPriority(Notification.PRIORITY_LOW);
     }
 
     private void updateNotification(String text) {
@@ -187,25 +238,67 @@ public final class RpcService extends Service {
     }
 
     /**
+     * A partial wake lock that is always held with a timeout ({@link #WAKE_LOCK_TIMEOUT_MS}),
+     * so that the CPU cannot be kept awake forever by a service that is stuck or gone. The
+     * service acquires it when started; the watchdog renews it every
+     * {@link #WAKE_LOCK_RENEW_MS} (and at once if it has run out); {@code onDestroy} releases it
+     * for good. Thread-safe: the watchdog and the main thread both use it.
+     */
+    static final class KeepAwake {
+        private final PowerManager.WakeLock lock;
+        private long renewedAt; // SystemClock.elapsedRealtime() of the last acquire
+        private boolean released;
+
+        KeepAwake(PowerManager pm) {
+            lock = pm.newWakeLock(PowerManager.PARTIAL_WAKE_LOCK, "mote:rpc");
+            // Not counted: a renewal is an acquire that only moves the timeout.
+            lock.setReferenceCounted(false);
+        }
+
+        /** Acquires the lock again, with a new timeout; nothing once released. */
+        synchronized void renew() {
+            if (!released) {
+                lock.acquire(WAKE_LOCK_TIMEOUT_MS);
+                renewedAt = SystemClock.elapsedRealtime();
+            }
+        }
+
+        /** Renews the lock when {@link #WAKE_LOCK_RENEW_MS} have passed or it has run out. */
+        synchronized void renewIfDue() {
+            if (!lock.isHeld() || SystemClock.elapsedRealtime() - renewedAt >= WAKE_LOCK_RENEW_MS) {
+                renew();
+            }
+        }
+
+        synchronized void release() {
+            released = true;
+            lock.release();
+        }
+    }
+
+    /**
      * Owns one {@link Server} for one configuration. All of its fields but {@code stopping} and
      * {@code lastError} are touched by its own thread only.
      */
     private final class Watchdog extends Thread {
         private static final long CHECK_MS = 2000;
         private static final long MAX_BACKOFF_MS = 30_000;
+        private static final long IDLE_TIMEOUT_MINUTES = 10;
 
         private final RpcConfig config;
         private final Watchdog previous;
+        private final KeepAwake keepAwake;
         private volatile boolean stopping;
         private volatile String lastError = "-";
         private volatile int restarts;
         private volatile Server current; // what currentServer() shows; written here only
         private String lastSummary = "";
 
-        Watchdog(RpcConfig config, Watchdog previous) {
+        Watchdog(RpcConfig config, Watchdog previous, KeepAwake keepAwake) {
             super("mote-rpc-watchdog");
             this.config = config;
             this.previous = previous;
+            this.keepAwake = keepAwake;
         }
 
         void shutdown() {
@@ -222,6 +315,7 @@ public final class RpcService extends Service {
                 }
                 long backoff = 1000;
                 while (!stopping) {
+                    keepAwake.renewIfDue();
                     if (server == null || server.isStopped()) {
                         if (server != null) {
                             restarts++;
@@ -266,8 +360,9 @@ public final class RpcService extends Service {
             if (!sandbox.isDirectory() && !sandbox.mkdirs()) {
                 throw new IllegalStateException("cannot create " + sandbox);
             }
+            // The TimeUnit overload: the Duration one needs java.time (API 26).
             Server.Builder b = Server.builder().key(config.key).sandbox(sandbox)
-                    .idleTimeout(Duration.ofMinutes(10));
+                    .idleTimeout(IDLE_TIMEOUT_MINUTES, TimeUnit.MINUTES);
             switch (config.mode) {
                 case STANDALONE:
                     b.host(config.host).port(config.port);

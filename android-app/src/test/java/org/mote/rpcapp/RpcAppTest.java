@@ -15,6 +15,7 @@ import android.app.NotificationChannel;
 import android.app.NotificationManager;
 import android.content.Context;
 import android.content.Intent;
+import android.content.pm.ServiceInfo;
 import android.os.PowerManager;
 import android.view.View;
 import android.view.ViewGroup;
@@ -53,6 +54,7 @@ import org.robolectric.annotation.Config;
 import org.robolectric.shadows.ShadowActivity;
 import org.robolectric.shadows.ShadowPowerManager;
 import org.robolectric.shadows.ShadowService;
+import org.robolectric.shadows.ShadowSystemClock;
 
 /**
  * The RPC app in Robolectric's Android (API 35) with the host build of libmote_java (system
@@ -163,6 +165,9 @@ public class RpcAppTest {
         assertEquals(0, s.served());
         assertTrue("nothing listens on " + port, accepts(port));
 
+        // In the foreground as type specialUse (API 34+: the overload with the type).
+        assertEquals(ServiceInfo.FOREGROUND_SERVICE_TYPE_SPECIAL_USE,
+                service.getForegroundServiceType());
         // The foreground notification Android requires, on the channel the service made.
         ShadowService shadow = shadowOf(service);
         Notification n = shadow.getLastForegroundNotification();
@@ -181,10 +186,11 @@ public class RpcAppTest {
         until("the status shows the address", 10,
                 () -> StatusHub.get().status().contains("address: /127.0.0.1:" + port));
         assertTrue(StatusHub.get().running());
-        // A partial wake lock is held while the server runs.
+        // A partial wake lock is held while the server runs (its timeout: the next test).
         PowerManager.WakeLock lock = ShadowPowerManager.getLatestWakeLock();
         assertNotNull(lock);
         assertTrue(lock.isHeld());
+        assertEquals("mote:rpc", shadowOf(lock).getTag());
 
         controller.destroy();
         assertTrue(server.isStopped());
@@ -192,11 +198,58 @@ public class RpcAppTest {
         assertFalse("something still listens on " + port + " after the service ended",
                 accepts(port));
         assertFalse(lock.isHeld());
+        assertNull(service.keepAwake());
         assertFalse(StatusHub.get().running());
         assertTrue(StatusHub.get().status(), StatusHub.get().status().startsWith("stopped ("));
         String log = StatusHub.get().logText();
         assertTrue(log, log.contains("server stopped"));
         assertTrue(log, log.endsWith("service destroyed"));
+    }
+
+    @Test
+    public void wakeLockHasATimeoutThatTheWatchdogRenewsAndIsReleasedOnStop() throws Exception {
+        ServiceController<RpcService> controller = startService();
+        RpcService service = controller.get();
+        runningServer(service);
+        PowerManager.WakeLock lock = ShadowPowerManager.getLatestWakeLock();
+        assertNotNull(lock);
+        ShadowPowerManager.ShadowWakeLock shadow = shadowOf(lock);
+        assertTrue(lock.isHeld());
+        assertFalse("a renewal must not count as one more hold", shadow.isReferenceCounted());
+        RpcService.KeepAwake keepAwake = service.keepAwake();
+        assertNotNull(keepAwake);
+
+        // Robolectric's clock (SystemClock) moves only when told to. The lock has a timeout:
+        // with the watchdog kept from renewing it (it renews holding the KeepAwake's monitor),
+        // the lock runs out when the clock passes the timeout.
+        synchronized (keepAwake) {
+            ShadowSystemClock.advanceBy(RpcService.WAKE_LOCK_TIMEOUT_MS - 1, TimeUnit.MILLISECONDS);
+            assertTrue("the wake lock ran out before its timeout", lock.isHeld());
+            ShadowSystemClock.advanceBy(2, TimeUnit.MILLISECONDS);
+            assertFalse("the wake lock has no timeout", lock.isHeld());
+        }
+        // The watchdog acquires it again at its next check.
+        until("the watchdog acquires the wake lock again", 10, lock::isHeld);
+
+        // And renews it every WAKE_LOCK_RENEW_MS, not at every check.
+        int held = shadow.getTimesHeld();
+        Thread.sleep(2500); // longer than the watchdog's check period
+        assertEquals("renewed before WAKE_LOCK_RENEW_MS", held, shadow.getTimesHeld());
+        ShadowSystemClock.advanceBy(RpcService.WAKE_LOCK_RENEW_MS, TimeUnit.MILLISECONDS);
+        until("the watchdog renews the wake lock", 10, () -> shadow.getTimesHeld() == held + 1);
+        // Past the timeout of the acquire before the renewal: still held.
+        ShadowSystemClock.advanceBy(RpcService.WAKE_LOCK_TIMEOUT_MS - RpcService.WAKE_LOCK_RENEW_MS
+                + 1, TimeUnit.MILLISECONDS);
+        assertTrue(lock.isHeld());
+
+        // Released when the service ends, and not acquired again.
+        controller.destroy();
+        assertFalse(lock.isHeld());
+        int last = shadow.getTimesHeld();
+        keepAwake.renewIfDue(); // what a late watchdog check would do
+        Thread.sleep(2500);
+        assertFalse(lock.isHeld());
+        assertEquals(last, shadow.getTimesHeld());
     }
 
     @Test
