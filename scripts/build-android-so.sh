@@ -89,15 +89,6 @@ LINK_ARG="-C link-arg=-Wl,$(IFS=,; echo "${COMMON_LD[*]}" | tr ' ' ',')"
 TRIPLE_ENV=$(tr 'a-z-' 'A-Z_' <<<"$TARGET")
 ENVS=(RUSTC_BOOTSTRAP=1)
 
-# The unwinder (see above): a static library built for the same target, linked as -lunwind.
-UNWIND_DIR="$ROOT/bindings-java/android/unwind"
-log "the unwinder (bindings-java/android/unwind) for $TARGET"
-(cd "$UNWIND_DIR" && "$HERE/in-trixie.sh" env RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$ROOT/target/trixie-unwind" \
-  cargo build --locked --release -Zbuild-std=core,compiler_builtins --target "$TARGET") \
-  || die "building the unwinder for $TARGET failed"
-UNWIND_LIB="$ROOT/target/trixie-unwind/$TARGET/release/libmote_android_unwind.a"
-[ -f "$UNWIND_LIB" ] || die "no $UNWIND_LIB"
-
 if [ -n "${ANDROID_NDK_HOME:-}" ]; then
   NDK=$(cd "$ANDROID_NDK_HOME" && pwd -P) || die "ANDROID_NDK_HOME=$ANDROID_NDK_HOME is not a folder"
   CLANG="$NDK/toolchains/llvm/prebuilt/linux-x86_64/bin/$TARGET$API-clang"
@@ -108,6 +99,14 @@ if [ -n "${ANDROID_NDK_HOME:-}" ]; then
   export MOTE_TRIXIE_BINDS="${MOTE_TRIXIE_BINDS:-} $NDK"
 else
   log "no ANDROID_NDK_HOME: linking with ld.lld against generated bionic stubs"
+  # The unwinder (see above): a static library built for the same target, linked as -lunwind.
+  log "the unwinder (bindings-java/android/unwind) for $TARGET"
+  (cd "$ROOT/bindings-java/android/unwind" && "$HERE/in-trixie.sh" env RUSTC_BOOTSTRAP=1 \
+    CARGO_TARGET_DIR="$ROOT/target/trixie-unwind" \
+    cargo build --locked --release -Zbuild-std=core,compiler_builtins --target "$TARGET") \
+    || die "building the unwinder for $TARGET failed"
+  UNWIND_LIB="$ROOT/target/trixie-unwind/$TARGET/release/libmote_android_unwind.a"
+  [ -f "$UNWIND_LIB" ] || die "no $UNWIND_LIB"
   WRAP="$OUT/ld-wrapper.sh"
   # The linker rustc calls; runs in the chroot.
   cat >"$WRAP" <<'WRAPPER'
