@@ -892,6 +892,9 @@ impl Graph {
                 .ok_or_else(|| en("`op` is missing".into()))?;
             let ins = index_list(rn.get("inputs"), "inputs", n).map_err(en)?;
             let outs = index_list(rn.get("outputs"), "outputs", n).map_err(en)?;
+            for &t in ins.iter().chain(&outs) {
+                zero_sized(t, &tensors[t]).map_err(en)?;
+            }
             for &t in &ins {
                 if !defined[t] {
                     return Err(en(format!(
@@ -948,6 +951,10 @@ impl Graph {
             if !defined[t] {
                 return Err(e0(format!("output tensor {t} is never produced")));
             }
+        }
+        // Tensors no node touches (an unused input or constant) follow the same rule.
+        for (t, d) in tensors.iter().enumerate() {
+            zero_sized(t, d).map_err(e0)?;
         }
         if let Some(t) = defined.iter().position(|d| !d) {
             return Err(e0(format!(
@@ -1007,6 +1014,20 @@ impl Graph {
             Role::Produced
         }
     }
+}
+
+/// No op of the format is defined on an empty tensor here: TVM's partitioners never offload
+/// one, and several ops have no sound empty result (a K = 0 dense, the mean of an empty plane,
+/// a softmax or layer_norm over an empty axis), so every zero-sized dimension is refused before
+/// any kernel sees it (docs/subgraph-format.md, "Shapes").
+fn zero_sized(t: usize, d: &TensorDesc) -> Res<()> {
+    if let Some(i) = d.shape.iter().position(|&x| x == 0) {
+        return Err(format!(
+            "tensor {t} has shape {:?}: dimension {i} is 0, and zero-sized tensors are not supported",
+            d.shape
+        ));
+    }
+    Ok(())
 }
 
 fn dt_is(t: &TensorDesc, allowed: &[DType], what: &str) -> Res<()> {
@@ -2468,6 +2489,405 @@ pub(crate) mod tests {
             let s = String::from_utf8_lossy(&b).into_owned();
             let r = std::panic::catch_unwind(|| Graph::parse(&s, "t").map(|_| ()));
             assert!(r.is_ok(), "panic on {s}");
+        }
+    }
+
+    /// Every op refuses a tensor with a zero-sized dimension at parse time, naming the node and
+    /// the tensor (issue 27: the kernels once panicked or answered wrongly on such shapes); a
+    /// zero-sized tensor no node touches is refused naming the tensor.
+    #[test]
+    fn zero_sized_dimensions_are_refused_for_every_op() {
+        let q = |zp: i64| json!({"scale": [0.5], "zero_point": [zp]});
+        // (label, op, attrs, tensors, node inputs, constants, quantized tensors)
+        type Case<'a> = (
+            &'a str,
+            &'a str,
+            Json,
+            Vec<(&'a [i64], &'a str)>,
+            Vec<usize>,
+            Vec<usize>,
+            Vec<usize>,
+        );
+        let nhwc = json!({"layout": "NHWC"});
+        let nchw = json!({"layout": "NCHW"});
+        let (u8_, i8_) = ("uint8", "int8");
+        let cases: Vec<Case> = vec![
+            (
+                "conv2d batch 0",
+                "conv2d",
+                nhwc.clone(),
+                vec![(&[0, 4, 4, 2], F), (&[3, 1, 1, 2], F), (&[0, 4, 4, 3], F)],
+                vec![0, 1],
+                vec![1],
+                vec![],
+            ),
+            (
+                "conv2d NCHW batch 0",
+                "conv2d",
+                nchw.clone(),
+                vec![(&[0, 2, 4, 4], F), (&[3, 2, 3, 3], F), (&[0, 3, 2, 2], F)],
+                vec![0, 1],
+                vec![1],
+                vec![],
+            ),
+            (
+                "conv2d 0 input channels",
+                "conv2d",
+                nhwc.clone(),
+                vec![(&[1, 4, 4, 0], F), (&[3, 1, 1, 0], F), (&[1, 4, 4, 3], F)],
+                vec![0, 1],
+                vec![1],
+                vec![],
+            ),
+            (
+                "conv2d 0 output channels",
+                "conv2d",
+                nhwc.clone(),
+                vec![(&[1, 4, 4, 2], F), (&[0, 1, 1, 2], F), (&[1, 4, 4, 0], F)],
+                vec![0, 1],
+                vec![1],
+                vec![],
+            ),
+            (
+                "conv2d height 0 inside padding",
+                "conv2d",
+                json!({"layout": "NHWC", "padding": [1, 0, 1, 0]}),
+                vec![(&[1, 0, 4, 2], F), (&[3, 1, 1, 2], F), (&[1, 2, 4, 3], F)],
+                vec![0, 1],
+                vec![1],
+                vec![],
+            ),
+            (
+                "quantized conv2d 0 input channels",
+                "conv2d",
+                nhwc.clone(),
+                vec![
+                    (&[1, 4, 4, 0], u8_),
+                    (&[3, 1, 1, 0], i8_),
+                    (&[1, 4, 4, 3], u8_),
+                ],
+                vec![0, 1],
+                vec![1],
+                vec![0, 1, 2],
+            ),
+            (
+                "quantized conv2d batch 0",
+                "conv2d",
+                nhwc.clone(),
+                vec![
+                    (&[0, 4, 4, 2], u8_),
+                    (&[3, 3, 3, 2], i8_),
+                    (&[0, 2, 2, 3], u8_),
+                ],
+                vec![0, 1],
+                vec![1],
+                vec![0, 1, 2],
+            ),
+            (
+                "max_pool2d height 0 inside padding",
+                "max_pool2d",
+                json!({"layout": "NCHW", "pool_size": [1, 1], "padding": [1, 0, 1, 0]}),
+                vec![(&[1, 2, 0, 3], F), (&[1, 2, 2, 3], F)],
+                vec![0],
+                vec![],
+                vec![],
+            ),
+            (
+                "avg_pool2d 0 channels",
+                "avg_pool2d",
+                json!({"layout": "NCHW", "pool_size": [1, 1]}),
+                vec![(&[1, 0, 3, 3], F), (&[1, 0, 3, 3], F)],
+                vec![0],
+                vec![],
+                vec![],
+            ),
+            (
+                "global_avg_pool2d empty plane",
+                "global_avg_pool2d",
+                nchw.clone(),
+                vec![(&[1, 2, 0, 0], F), (&[1, 2, 1, 1], F)],
+                vec![0],
+                vec![],
+                vec![],
+            ),
+            (
+                "global_max_pool2d batch 0",
+                "global_max_pool2d",
+                nhwc.clone(),
+                vec![(&[0, 3, 3, 2], F), (&[0, 1, 1, 2], F)],
+                vec![0],
+                vec![],
+                vec![],
+            ),
+            (
+                "dense N = 0",
+                "dense",
+                json!({}),
+                vec![(&[2, 4], F), (&[0, 4], F), (&[2, 0], F)],
+                vec![0, 1],
+                vec![1],
+                vec![],
+            ),
+            (
+                "dense K = 0",
+                "dense",
+                json!({}),
+                vec![(&[2, 0], F), (&[3, 0], F), (&[2, 3], F)],
+                vec![0, 1],
+                vec![1],
+                vec![],
+            ),
+            (
+                "dense M = 0",
+                "dense",
+                json!({}),
+                vec![(&[0, 4], F), (&[3, 4], F), (&[0, 3], F)],
+                vec![0, 1],
+                vec![1],
+                vec![],
+            ),
+            (
+                "quantized dense N = 0",
+                "dense",
+                json!({}),
+                vec![(&[2, 4], u8_), (&[0, 4], i8_), (&[2, 0], u8_)],
+                vec![0, 1],
+                vec![1],
+                vec![0, 1, 2],
+            ),
+            (
+                "quantized dense K = 0",
+                "dense",
+                json!({}),
+                vec![(&[2, 0], u8_), (&[3, 0], i8_), (&[2, 3], u8_)],
+                vec![0, 1],
+                vec![1],
+                vec![0, 1, 2],
+            ),
+            (
+                "matmul K = 0",
+                "matmul",
+                json!({}),
+                vec![(&[2, 0], F), (&[0, 3], F), (&[2, 3], F)],
+                vec![0, 1],
+                vec![1],
+                vec![],
+            ),
+            (
+                "add",
+                "add",
+                json!({}),
+                vec![(&[0, 3], F), (&[3], F), (&[0, 3], F)],
+                vec![0, 1],
+                vec![1],
+                vec![],
+            ),
+            (
+                "multiply broadcast against 0",
+                "multiply",
+                json!({}),
+                vec![(&[2, 1], F), (&[0], F), (&[2, 0], F)],
+                vec![0, 1],
+                vec![1],
+                vec![],
+            ),
+            (
+                "quantized add",
+                "add",
+                json!({}),
+                vec![(&[0, 3], u8_), (&[3], u8_), (&[0, 3], u8_)],
+                vec![0, 1],
+                vec![1],
+                vec![0, 1, 2],
+            ),
+            (
+                "relu",
+                "relu",
+                json!({}),
+                vec![(&[0], F), (&[0], F)],
+                vec![0],
+                vec![],
+                vec![],
+            ),
+            (
+                "relu6",
+                "relu6",
+                json!({}),
+                vec![(&[3, 0], F), (&[3, 0], F)],
+                vec![0],
+                vec![],
+                vec![],
+            ),
+            (
+                "clip",
+                "clip",
+                json!({"min": 0.0, "max": 1.0}),
+                vec![(&[0, 2], F), (&[0, 2], F)],
+                vec![0],
+                vec![],
+                vec![],
+            ),
+            (
+                "softmax over an empty axis",
+                "softmax",
+                json!({"axis": -1}),
+                vec![(&[2, 0], F), (&[2, 0], F)],
+                vec![0],
+                vec![],
+                vec![],
+            ),
+            (
+                "reshape",
+                "reshape",
+                json!({}),
+                vec![(&[0, 2], F), (&[0], F)],
+                vec![0],
+                vec![],
+                vec![],
+            ),
+            (
+                "concatenate with an empty piece",
+                "concatenate",
+                json!({"axis": 1}),
+                vec![(&[2, 0], F), (&[2, 3], F), (&[2, 3], F)],
+                vec![0, 1],
+                vec![1],
+                vec![],
+            ),
+            (
+                "activation",
+                "activation",
+                json!({"activation": "gelu"}),
+                vec![(&[0, 5], F), (&[0, 5], F)],
+                vec![0],
+                vec![],
+                vec![],
+            ),
+            (
+                "subtract",
+                "subtract",
+                json!({}),
+                vec![(&[4, 0], F), (&[1], F), (&[4, 0], F)],
+                vec![0, 1],
+                vec![1],
+                vec![],
+            ),
+            (
+                "divide",
+                "divide",
+                json!({}),
+                vec![(&[4, 0], F), (&[4, 0], F), (&[4, 0], F)],
+                vec![0, 1],
+                vec![1],
+                vec![],
+            ),
+            (
+                "scale_shift 0 channels",
+                "scale_shift",
+                json!({"axis": 1}),
+                vec![(&[1, 0, 2, 2], F), (&[0], F), (&[0], F), (&[1, 0, 2, 2], F)],
+                vec![0, 1, 2],
+                vec![1, 2],
+                vec![],
+            ),
+            (
+                "lrn 0 channels",
+                "lrn",
+                json!({"layout": "NCHW", "size": 3}),
+                vec![(&[1, 0, 2, 2], F), (&[1, 0, 2, 2], F)],
+                vec![0],
+                vec![],
+                vec![],
+            ),
+            (
+                "transpose",
+                "transpose",
+                json!({"axes": [1, 0]}),
+                vec![(&[0, 3], F), (&[3, 0], F)],
+                vec![0],
+                vec![],
+                vec![],
+            ),
+            (
+                "channel_shuffle 0 channels",
+                "channel_shuffle",
+                json!({"layout": "NCHW", "groups": 2}),
+                vec![(&[1, 0, 2, 2], F), (&[1, 0, 2, 2], F)],
+                vec![0],
+                vec![],
+                vec![],
+            ),
+            (
+                "layer_norm D = 0",
+                "layer_norm",
+                json!({"axis": -1}),
+                vec![(&[2, 0], F), (&[0], F), (&[0], F), (&[2, 0], F)],
+                vec![0, 1, 2],
+                vec![1, 2],
+                vec![],
+            ),
+        ];
+        let mut wrong = Vec::new();
+        for (label, op, attrs, tensors, ins, consts, quant) in cases {
+            let out = tensors.len() - 1;
+            let text = one(2, op, attrs, &tensors, &ins, &[out], &consts);
+            let mut j: Json = serde_json::from_str(&text).expect("json");
+            for t in quant {
+                // int32 quantization is not needed: no case has a bias.
+                j["tensors"][t]["quant"] = q(if tensors[t].1 == u8_ { 128 } else { 0 });
+            }
+            match Graph::parse(&j.to_string(), "t") {
+                Err(Error::Subgraph {
+                    node: Some(node),
+                    message,
+                    ..
+                }) if node == "the_node" && message.contains("zero-sized") => {}
+                other => wrong.push(format!("{label}: {other:?}")),
+            }
+        }
+        // split: one empty piece.
+        let split = one(
+            2,
+            "split",
+            json!({"axis": 1}),
+            &[(&[2, 4], F), (&[2, 0], F), (&[2, 4], F)],
+            &[0],
+            &[1, 2],
+            &[],
+        );
+        match Graph::parse(&split, "t") {
+            Err(Error::Subgraph {
+                node: Some(node),
+                message,
+                ..
+            }) if node == "the_node" && message.contains("tensor 1") => {}
+            other => wrong.push(format!("split with an empty piece: {other:?}")),
+        }
+        assert!(
+            wrong.is_empty(),
+            "accepted or refused otherwise:\n{}",
+            wrong.join("\n")
+        );
+        // A zero-sized input no node reads: refused naming the tensor.
+        let mut j: Json =
+            serde_json::from_str(&unary(2, "relu", json!({}), &[2], &[2])).expect("json");
+        j["tensors"]
+            .as_array_mut()
+            .expect("array")
+            .push(json!({"shape": [3, 0], "dtype": F}));
+        j["inputs"] = json!([0, 2]);
+        match Graph::parse(&j.to_string(), "t") {
+            Err(Error::Subgraph {
+                node: None,
+                message,
+                ..
+            }) => {
+                assert!(
+                    message.contains("tensor 2") && message.contains("zero-sized"),
+                    "{message}"
+                )
+            }
+            other => panic!("an unused empty input: {other:?}"),
         }
     }
 

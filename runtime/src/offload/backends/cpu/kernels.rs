@@ -454,7 +454,7 @@ impl ConvPlan {
         }
         (self.n * pix)
             .div_ceil(threads)
-            .div_ceil(self.n)
+            .div_ceil(self.n.max(1))
             .clamp(16, BLOCK)
     }
 
@@ -2083,6 +2083,58 @@ mod tests {
                                 a as f64, r,
                                 "{level:?} {g:?} u{unsigned} {threads}t: [{i}]"
                             );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A plan with batch 0 (the parser refuses one; this guards the kernels themselves) runs to
+    /// an empty output on every path and ISA level, on 1 to 3 threads, f32, packed and 8-bit:
+    /// splitting the pixels once divided by the batch (issue 27).
+    #[test]
+    fn batch_0_plans_run_empty_on_every_isa_and_thread_count() {
+        // (c, h, w, o, k, stride, pad, groups, dilation): GEMM, pointwise, grouped, depthwise.
+        let cases = [
+            [3, 5, 5, 4, 3, 1, 1, 1, 1],
+            [8, 4, 4, 16, 1, 1, 0, 1, 1],
+            [4, 6, 6, 8, 3, 2, 1, 2, 1],
+            [8, 6, 6, 8, 3, 1, 1, 8, 1],
+        ];
+        for &isa in isa::supported() {
+            for [c, h, wd, o, k, s, pad, groups, d] in cases {
+                for layout in [Layout::Nchw, Layout::Nhwc] {
+                    let plan = square_plan(layout, [0, c, h, wd, o, k, s, pad, groups, d], isa);
+                    let w = data(o * (c / groups) * k * k, 2);
+                    let packed = plan.pack(&w);
+                    let what = format!("{} {layout:?} {c}->{o} k{k} g{groups}", isa.name());
+                    for threads in [1, 2, 3] {
+                        let pool = ThreadPool::new(threads);
+                        let mut y: Vec<f32> = Vec::new();
+                        pool.install(|| plan.run(&[], &packed, &mut y, None))
+                            .unwrap_or_else(|e| panic!("{what}, {threads} threads: {e}"));
+                        if let Some(gemm) = plan.pack_gemm(&packed) {
+                            let epi = Epilogue {
+                                bias: None,
+                                lo: f32::MIN,
+                                hi: f32::MAX,
+                            };
+                            pool.install(|| plan.run_packed(&[], &gemm, &mut y, epi, None))
+                                .unwrap_or_else(|e| {
+                                    panic!("packed {what}, {threads} threads: {e}")
+                                });
+                        }
+                        let wq = vec![1u8; w.len()];
+                        for level in qgemm::levels() {
+                            let Some(q) = plan.qpack(level, &wq, true, |_| 0) else {
+                                continue;
+                            };
+                            let mut acc: Vec<i32> = Vec::new();
+                            pool.install(|| plan.run_q(&[], 0, &q, &mut acc))
+                                .unwrap_or_else(|e| {
+                                    panic!("{level:?} {what}, {threads} threads: {e}")
+                                });
                         }
                     }
                 }

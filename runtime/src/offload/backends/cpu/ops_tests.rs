@@ -800,19 +800,81 @@ fn json_desc(shapes: &[&[usize]], node: &str) -> String {
     )
 }
 
-/// Descriptions that differ from a valid version-2 one in a digit (other shapes, axes, sizes,
-/// groups, attributes) either fail to parse or run on the `cpu` backend without a panic: the
-/// kernels trust only what the parser checked.
+/// Version-1 regions with conv2d (float NCHW grouped, quantized NHWC), pools and dense (float
+/// and quantized), the mutation test's other seeds.
+const V1_SEEDS: [&str; 2] = [
+    r#"{"format":"mote.subgraph","version":1,"name":"q",
+      "tensors":[{"shape":[1,5,5,3],"dtype":"uint8","quant":{"scale":[0.5],"zero_point":[128]}},
+        {"shape":[4,3,3,3],"dtype":"int8","quant":{"scale":[0.25],"zero_point":[3]}},
+        {"shape":[4],"dtype":"int32","quant":{"scale":[0.125],"zero_point":[0]}},
+        {"shape":[1,5,5,4],"dtype":"uint8","quant":{"scale":[0.5],"zero_point":[120]}},
+        {"shape":[1,2,2,4],"dtype":"uint8","quant":{"scale":[0.5],"zero_point":[120]}},
+        {"shape":[1,16],"dtype":"uint8","quant":{"scale":[0.5],"zero_point":[120]}},
+        {"shape":[5,16],"dtype":"int8","quant":{"scale":[0.25],"zero_point":[0]}},
+        {"shape":[1,5],"dtype":"uint8","quant":{"scale":[0.75],"zero_point":[130]}}],
+      "inputs":[0],"constants":[1,2,6],"outputs":[7],
+      "nodes":[{"op":"conv2d","name":"c","inputs":[0,1,2],"outputs":[3],
+         "attrs":{"layout":"NHWC","strides":[1,1],"padding":[1,1,1,1],"dilation":[1,1],"groups":1,
+                  "activation":"relu"}},
+        {"op":"max_pool2d","name":"p","inputs":[3],"outputs":[4],
+         "attrs":{"layout":"NHWC","pool_size":[2,2],"strides":[2,2]}},
+        {"op":"reshape","name":"r","inputs":[4],"outputs":[5]},
+        {"op":"dense","name":"d","inputs":[5,6],"outputs":[7]}]}"#,
+    r#"{"format":"mote.subgraph","version":1,"name":"f",
+      "tensors":[{"shape":[2,4,6,6],"dtype":"float32"},{"shape":[6,2,3,3],"dtype":"float32"},
+        {"shape":[6],"dtype":"float32"},{"shape":[2,6,6,6],"dtype":"float32"},
+        {"shape":[2,6,3,3],"dtype":"float32"},{"shape":[2,6,1,1],"dtype":"float32"},
+        {"shape":[2,6],"dtype":"float32"},{"shape":[3,6],"dtype":"float32"},
+        {"shape":[2,3],"dtype":"float32"},{"shape":[2,3],"dtype":"float32"}],
+      "inputs":[0],"constants":[1,2,7],"outputs":[9],
+      "nodes":[{"op":"conv2d","name":"c","inputs":[0,1,2],"outputs":[3],
+         "attrs":{"layout":"NCHW","strides":[1,1],"padding":[1,1,1,1],"dilation":[1,1],"groups":2}},
+        {"op":"avg_pool2d","name":"p","inputs":[3],"outputs":[4],
+         "attrs":{"layout":"NCHW","pool_size":[3,3],"strides":[2,2],"padding":[1,1,0,0],
+                  "count_include_pad":false}},
+        {"op":"global_avg_pool2d","name":"g","inputs":[4],"outputs":[5],"attrs":{"layout":"NCHW"}},
+        {"op":"reshape","name":"r","inputs":[5],"outputs":[6]},
+        {"op":"dense","name":"d","inputs":[6,7],"outputs":[8],"attrs":{"activation":"relu6"}},
+        {"op":"softmax","name":"s","inputs":[8],"outputs":[9],"attrs":{"axis":-1}}]}"#,
+];
+
+/// The byte ranges of every dimension written in a `"shape":[...]` of `text`.
+fn shape_dims(text: &str) -> Vec<(usize, usize)> {
+    let b = text.as_bytes();
+    let mut dims = Vec::new();
+    let mut from = 0;
+    while let Some(at) = text[from..].find(r#""shape":["#) {
+        let mut i = from + at + r#""shape":["#.len();
+        while i < b.len() && b[i] != b']' {
+            if b[i].is_ascii_digit() {
+                let j = i + b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+                dims.push((i, j));
+                i = j;
+            } else {
+                i += 1;
+            }
+        }
+        from = i;
+    }
+    dims
+}
+
+/// Descriptions that differ from a valid one (the version-2 example, and [`V1_SEEDS`] with
+/// conv2d, pools and dense, float and quantized) in a digit (other shapes, axes, sizes, groups,
+/// attributes) either fail to parse or run on the `cpu` backend without a panic: the kernels
+/// trust only what the parser checked. One mutation in three sets a dimension of a tensor's
+/// shape to 0, which must be refused (issue 27).
 #[test]
 fn mutated_version_2_regions_parse_or_run_without_panicking() {
     use crate::tensor::Tensor;
-    let text = crate::offload::format::tests::V2_EXAMPLE;
-    let digits: Vec<usize> = text
-        .bytes()
-        .enumerate()
-        .filter(|(_, b)| b.is_ascii_digit())
-        .map(|(i, _)| i)
-        .collect();
+    let seeds = [
+        crate::offload::format::tests::V2_EXAMPLE,
+        V1_SEEDS[0],
+        V1_SEEDS[1],
+    ];
+    for text in seeds {
+        crate::offload::format::Graph::parse(text, "t").expect("the seed parses");
+    }
     let mut state = 99u64;
     let mut next = || {
         state ^= state << 13;
@@ -820,18 +882,42 @@ fn mutated_version_2_regions_parse_or_run_without_panicking() {
         state ^= state << 17;
         state
     };
-    let (mut ran, mut refused) = (0, 0);
+    let (mut ran, mut refused, mut zeroed) = (0, 0, 0);
     for _ in 0..1500 {
-        let mut b = text.as_bytes().to_vec();
-        for _ in 0..1 + next() % 2 {
-            let i = digits[next() as usize % digits.len()];
-            b[i] = b'0' + (next() % 10) as u8;
-        }
-        let s = String::from_utf8_lossy(&b).into_owned();
+        let text = seeds[next() as usize % seeds.len()];
+        let s = if next() % 3 == 0 {
+            let dims = shape_dims(text);
+            let (i, j) = dims[next() as usize % dims.len()];
+            let s = format!("{}0{}", &text[..i], &text[j..]);
+            match crate::offload::format::Graph::parse(&s, "t") {
+                Err(crate::Error::Subgraph { message, .. }) if message.contains("zero-sized") => {
+                    zeroed += 1;
+                    continue;
+                }
+                other => panic!("a zero-sized dimension gave {other:?}\n{s}"),
+            }
+        } else {
+            let digits: Vec<usize> = text
+                .bytes()
+                .enumerate()
+                .filter(|(_, b)| b.is_ascii_digit())
+                .map(|(i, _)| i)
+                .collect();
+            let mut b = text.as_bytes().to_vec();
+            for _ in 0..1 + next() % 2 {
+                let i = digits[next() as usize % digits.len()];
+                b[i] = b'0' + (next() % 10) as u8;
+            }
+            String::from_utf8_lossy(&b).into_owned()
+        };
         let Ok(g) = crate::offload::format::Graph::parse(&s, "t") else {
             refused += 1;
             continue;
         };
+        assert!(
+            g.tensors.iter().all(|t| !t.shape.contains(&0)),
+            "a zero-sized tensor parsed: {s}"
+        );
         let zeros = |t: &usize| {
             let d = &g.tensors[*t];
             Tensor::zeros(&d.shape, d.dtype).expect("tensor")
@@ -848,5 +934,156 @@ fn mutated_version_2_regions_parse_or_run_without_panicking() {
             Err(_) => panic!("panic on {s}"),
         }
     }
-    assert!(ran > 100 && refused > 100, "ran {ran}, refused {refused}");
+    assert!(
+        ran > 100 && refused > 100 && zeroed > 300,
+        "ran {ran}, refused {refused}, zeroed {zeroed}"
+    );
+}
+
+/// The crafted descriptions of issue 27 that once reached a kernel with a zero-sized dimension
+/// (the 8-bit GEMM with `N` or `K` = 0, a quantized convolution without input channels, a
+/// batch-0 convolution on 2 threads: panics; an f64-path dense with `K` = 0: 0 instead of the
+/// zero point) are refused when the runner is built, on 1 and 2 threads, whatever ISA level
+/// the process runs (`MOTE_CPU_ISA`); a description that parsed would be run, so a regression
+/// shows up as the panic or result it causes.
+#[test]
+fn zero_sized_regions_are_refused_before_any_kernel() {
+    use crate::tensor::Tensor;
+    use serde_json::json;
+    let q = |zp: i64| json!({"scale": [0.5], "zero_point": [zp]});
+    let t = |shape: &[i64], dtype: &str, quant: Option<serde_json::Value>| match quant {
+        Some(qq) => json!({"shape": shape, "dtype": dtype, "quant": qq}),
+        None => json!({"shape": shape, "dtype": dtype}),
+    };
+    let region = |op: &str, attrs: serde_json::Value, ts: Vec<serde_json::Value>| {
+        json!({"format": "mote.subgraph", "version": 1, "name": "z", "tensors": ts,
+               "inputs": [0], "constants": [1], "outputs": [2],
+               "nodes": [{"op": op, "name": "n", "inputs": [0, 1], "outputs": [2],
+                          "attrs": attrs}]})
+        .to_string()
+    };
+    let (u, i) = (Some(q(128)), Some(q(3)));
+    let cases = [
+        (
+            "quantized dense N = 0",
+            region(
+                "dense",
+                json!({}),
+                vec![
+                    t(&[2, 4], "uint8", u.clone()),
+                    t(&[0, 4], "int8", i.clone()),
+                    t(&[2, 0], "uint8", u.clone()),
+                ],
+            ),
+        ),
+        (
+            "quantized dense K = 0",
+            region(
+                "dense",
+                json!({}),
+                vec![
+                    t(&[2, 0], "uint8", u.clone()),
+                    t(&[3, 0], "int8", i.clone()),
+                    t(&[2, 3], "uint8", u.clone()),
+                ],
+            ),
+        ),
+        (
+            "quantized conv2d without input channels",
+            region(
+                "conv2d",
+                json!({"layout": "NHWC"}),
+                vec![
+                    t(&[1, 4, 4, 0], "uint8", u.clone()),
+                    t(&[3, 1, 1, 0], "int8", i.clone()),
+                    t(&[1, 4, 4, 3], "uint8", u.clone()),
+                ],
+            ),
+        ),
+        (
+            "conv2d NHWC batch 0",
+            region(
+                "conv2d",
+                json!({"layout": "NHWC", "padding": [1, 1, 1, 1]}),
+                vec![
+                    t(&[0, 5, 5, 3], "float32", None),
+                    t(&[4, 3, 3, 3], "float32", None),
+                    t(&[0, 5, 5, 4], "float32", None),
+                ],
+            ),
+        ),
+        (
+            "conv2d NCHW batch 0",
+            region(
+                "conv2d",
+                json!({"layout": "NCHW", "padding": [1, 1, 1, 1]}),
+                vec![
+                    t(&[0, 3, 5, 5], "float32", None),
+                    t(&[4, 3, 3, 3], "float32", None),
+                    t(&[0, 4, 5, 5], "float32", None),
+                ],
+            ),
+        ),
+        (
+            "quantized conv2d batch 0",
+            region(
+                "conv2d",
+                json!({"layout": "NHWC", "padding": [1, 1, 1, 1]}),
+                vec![
+                    t(&[0, 5, 5, 3], "uint8", u.clone()),
+                    t(&[4, 3, 3, 3], "int8", i.clone()),
+                    t(&[0, 5, 5, 4], "uint8", u.clone()),
+                ],
+            ),
+        ),
+        (
+            "dense K = 0",
+            region(
+                "dense",
+                json!({}),
+                vec![
+                    t(&[2, 0], "float32", None),
+                    t(&[3, 0], "float32", None),
+                    t(&[2, 3], "float32", None),
+                ],
+            ),
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (label, text) in &cases {
+        for threads in [1, 2] {
+            let g = match crate::offload::format::Graph::parse(text, "t") {
+                Err(crate::Error::Subgraph {
+                    node: Some(node),
+                    message,
+                    ..
+                }) if node == "n" && message.contains("zero-sized") => continue,
+                Err(e) => {
+                    wrong.push(format!("{label}: refused otherwise: {e}"));
+                    continue;
+                }
+                Ok(g) => g,
+            };
+            let zeros = |t: &usize| {
+                let d = &g.tensors[*t];
+                Tensor::zeros(&d.shape, d.dtype).expect("tensor")
+            };
+            let consts: Vec<Tensor> = g.constants.iter().map(zeros).collect();
+            let inputs: Vec<Tensor> = g.inputs.iter().map(zeros).collect();
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let runner = crate::offload::SubgraphRunner::new(text, consts).expect("parsed");
+                ThreadPool::new(threads).install(|| runner.run(&["cpu".to_string()], &inputs))
+            }));
+            let outcome = match r {
+                Err(_) => "panicked".to_string(),
+                Ok(Err(e)) => format!("failed: {e}"),
+                Ok(Ok(outs)) => format!("ran, output bytes {:?}", outs[0].data()),
+            };
+            wrong.push(format!(
+                "{label}, {threads} threads, ISA {}: parsed, then {outcome}",
+                crate::offload::backends::cpu::isa()
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
