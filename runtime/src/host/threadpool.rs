@@ -9,6 +9,11 @@
 //! belong to the kernel's stack frame, so they are only called for a claimed task, and the
 //! launching thread returns only once every claimed task has finished.
 //!
+//! A task that fails (returns non-zero, which is also what a lambda's own panic boundary
+//! returns) marks its launch failed before it finishes. The launch's barrier watches that flag:
+//! tasks waiting at it, or reaching it later, leave with -1 instead of waiting for a task that
+//! will never arrive, and the launch returns the first task's error (issue 27, item 4).
+//!
 //! Workers spin briefly before sleeping, because inference issues launches back to back and a
 //! sleeping worker costs tens of microseconds to wake.
 //!
@@ -40,7 +45,7 @@ struct Launch {
     pending: AtomicUsize,
     /// The first error a task raised, re-raised on the launching thread.
     error: Mutex<Option<(String, String)>>,
-    failed: AtomicBool,
+    /// Also holds the launch's `failed` flag, which the barrier needs to see.
     barrier: Barrier,
 }
 
@@ -51,6 +56,10 @@ struct Barrier {
     total: usize,
     /// How many tasks run at once; a barrier over more tasks than that would deadlock.
     capacity: usize,
+    /// Set once a task of this launch has failed, after its error is recorded: from then on
+    /// the barrier releases its waiters with -1 (and never completes a generation), since the
+    /// failed task will not arrive.
+    failed: AtomicBool,
 }
 
 impl Barrier {
@@ -60,6 +69,7 @@ impl Barrier {
             generation: AtomicU64::new(0),
             total,
             capacity,
+            failed: AtomicBool::new(false),
         }
     }
 }
@@ -83,13 +93,18 @@ impl Launch {
             // kernel's frame, are alive. `env` outlives the call, and its barrier lives in this
             // launch, which this thread holds.
             let rc = unsafe { (self.f)(task as i32, &mut env, self.cdata as *mut c_void) };
+            // Taken even on success, so that an error a task set but did not return (the
+            // barrier's, ignored) cannot stay on this thread for a later task to report.
+            let error = take_error();
             if rc != 0 {
-                if let Some(e) = take_error() {
+                if let Some(e) = error {
                     if let Ok(mut slot) = self.error.lock() {
                         slot.get_or_insert(e);
                     }
                 }
-                self.failed.store(true, Ordering::Release);
+                // After the error is in the slot: tasks the barrier releases because of this
+                // failure fail in turn, and their (secondary) errors must not come first.
+                self.barrier.failed.store(true, Ordering::Release);
             }
             // Release: the task's writes are visible to whoever sees `pending` reach zero.
             self.pending.fetch_sub(1, Ordering::AcqRel);
@@ -190,7 +205,6 @@ impl PoolInner {
             next_task: AtomicUsize::new(0),
             pending: AtomicUsize::new(num_task),
             error: Mutex::new(None),
-            failed: AtomicBool::new(false),
             barrier: Barrier::new(num_task, self.threads),
         });
         let s = &self.shared;
@@ -216,7 +230,7 @@ impl PoolInner {
         if let Ok(mut c) = s.current.lock() {
             *c = None;
         }
-        if launch.failed.load(Ordering::Acquire) {
+        if launch.barrier.failed.load(Ordering::Acquire) {
             if let Some((kind, msg)) = launch.error.lock().ok().and_then(|mut e| e.take()) {
                 set_error(&kind, &msg);
             }
@@ -349,14 +363,15 @@ unsafe extern "C" fn chunk_task(task: i32, _env: *mut ParallelGroupEnv, cdata: *
     let chunks = unsafe { &*(cdata as *const Chunks<'_>) };
     let range = chunks.range(task.max(0) as usize);
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (chunks.f)(range))) {
-        Ok(Ok(())) => {}
+        Ok(Ok(())) => return 0,
         Ok(Err(e)) => chunks.fail(e),
         Err(_) => chunks.fail(crate::error::Error::Backend {
             backend: "cpu".into(),
             message: "a parallel task panicked".into(),
         }),
     }
-    0
+    // The error itself is in `chunks`; the launch only needs to know the task failed.
+    -1
 }
 
 /// Run `f` over `0..n`, split into contiguous chunks, one per thread of the session pool
@@ -453,14 +468,26 @@ fn barrier_wait(b: &Barrier) -> i32 {
         );
         return -1;
     }
+    if b.failed.load(Ordering::Acquire) {
+        return released_by_failure();
+    }
     // The generation cannot advance before this task arrives, so reading it first is safe.
     let gen = b.generation.load(Ordering::Acquire);
     if b.arrived.fetch_add(1, Ordering::AcqRel) + 1 == b.total {
+        if b.failed.load(Ordering::Acquire) {
+            // A task that left this barrier early still counted as arrived: completing the
+            // generation would let the others through without it.
+            return released_by_failure();
+        }
         b.arrived.store(0, Ordering::Relaxed);
         b.generation.fetch_add(1, Ordering::Release);
     } else {
         let start = Instant::now();
         while b.generation.load(Ordering::Acquire) == gen {
+            // A failed task never arrives: waiting for it would hang the launch.
+            if b.failed.load(Ordering::Acquire) {
+                return released_by_failure();
+            }
             if start.elapsed() < SPIN {
                 std::hint::spin_loop();
             } else {
@@ -469,6 +496,18 @@ fn barrier_wait(b: &Barrier) -> i32 {
         }
     }
     0
+}
+
+/// The barrier's answer once its launch has failed: -1, so a task that checks it unwinds. TVM's
+/// generated code ignores it and runs on unsynchronised, harmless in a launch whose outputs are
+/// not used. The launch reports the failed task's own error, recorded before the flag was set;
+/// this one only shows if that task recorded none.
+fn released_by_failure() -> i32 {
+    set_error(
+        "RuntimeError",
+        "TVMBackendParallelBarrier: another task of this parallel launch failed",
+    );
+    -1
 }
 
 #[cfg(test)]
@@ -557,6 +596,172 @@ mod tests {
             assert_eq!(
                 pool.install(|| launch(body, &hits as *const _ as *const c_void, 0)),
                 0
+            );
+        }
+    }
+
+    /// What `fail_at_barrier` does in one launch: which tasks fail, and where.
+    struct Failing {
+        /// Bit `t` set: task `t` fails.
+        fail: u32,
+        /// Fail after the first barrier instead of before it.
+        after_first: bool,
+        /// Fail by panicking inside the lambda's own panic boundary, not by returning -1.
+        panic: bool,
+        /// The others ignore what the barrier returns, as TVM's generated code does.
+        ignore: bool,
+    }
+
+    /// Two barriers; the chosen tasks fail before the first (or between the two). The others
+    /// hand back a failing barrier's result, or ignore it.
+    unsafe extern "C" fn fail_at_barrier(
+        task: i32,
+        penv: *mut ParallelGroupEnv,
+        cdata: *mut c_void,
+    ) -> i32 {
+        // SAFETY: the test passes a `Failing` that outlives the launch.
+        let how = unsafe { &*(cdata as *const Failing) };
+        let fails = how.fail & (1 << task) != 0;
+        let fail = || -> i32 {
+            if how.panic {
+                // A panic stopped at the lambda's boundary, as a Rust lambda must
+                // (`resume_unwind` unwinds without printing a message for every launch).
+                std::panic::catch_unwind(|| -> i32 { std::panic::resume_unwind(Box::new(task)) })
+                    .unwrap_or_else(|_| {
+                        set_error("RuntimeError", &format!("task {task} panicked"));
+                        -1
+                    })
+            } else {
+                set_error("ValueError", &format!("task {task} says no"));
+                -1
+            }
+        };
+        if fails && !how.after_first {
+            return fail();
+        }
+        // SAFETY: `penv` is the env Mote passed to this task.
+        let rc = unsafe { parallel_barrier(task, penv) };
+        if rc != 0 && !how.ignore {
+            return rc;
+        }
+        if fails {
+            return fail();
+        }
+        // SAFETY: as above.
+        let rc = unsafe { parallel_barrier(task, penv) };
+        if how.ignore {
+            0
+        } else {
+            rc
+        }
+    }
+
+    /// Issue 27, item 4: a task that fails before (or between) barriers must not leave the
+    /// others waiting for it. At every pool size from 1 to 8, many launches with one failing
+    /// task (before the first barrier, after it, by panic) and with several, each followed by
+    /// a normal launch on the same pool. The launches run on a helper thread, and each must
+    /// answer within a generous deadline; before the fix the first one hung at the barrier.
+    #[test]
+    fn stress_a_failing_task_releases_the_barrier_at_1_to_8_threads() {
+        use std::sync::mpsc;
+        let rounds: u32 = if cfg!(debug_assertions) { 100 } else { 1_000 };
+        let deadline = Duration::from_secs(20);
+        for threads in 1..=8u32 {
+            let (tx, rx) = mpsc::channel::<std::result::Result<(), String>>();
+            let helper = std::thread::spawn(move || {
+                let pool = ThreadPool::new(threads as usize);
+                assert_eq!(pool.threads(), threads as usize, "the pool has its threads");
+                for i in 0..rounds {
+                    let chosen = i % threads;
+                    let one = |after_first, panic, ignore| Failing {
+                        fail: 1 << chosen,
+                        after_first,
+                        panic,
+                        ignore,
+                    };
+                    // Every other task, starting at `chosen`.
+                    let several = Failing {
+                        fail: (0..threads)
+                            .filter(|t| (t + chosen) % 2 == 0)
+                            .fold(0, |m, t| m | 1 << t),
+                        after_first: false,
+                        panic: false,
+                        ignore: false,
+                    };
+                    let variants = [
+                        (
+                            "one task fails before the barrier",
+                            one(false, false, false),
+                        ),
+                        (
+                            "one task fails after the first barrier",
+                            one(true, false, false),
+                        ),
+                        (
+                            "one task panics before the barrier",
+                            one(false, true, false),
+                        ),
+                        (
+                            "one fails, the others ignore the barrier",
+                            one(false, false, true),
+                        ),
+                        ("several tasks fail before the barrier", several),
+                    ];
+                    for (what, how) in variants {
+                        let panic = how.panic;
+                        let rc = pool.install(|| {
+                            launch(fail_at_barrier, &how as *const _ as *const c_void, 0)
+                        });
+                        let err = take_error();
+                        let expected_kind = if panic { "RuntimeError" } else { "ValueError" };
+                        let verdict = match (rc, &err) {
+                            (-1, Some((kind, msg)))
+                                if kind == expected_kind
+                                    && msg.starts_with("task ")
+                                    && !msg.contains("barrier") =>
+                            {
+                                Ok(())
+                            }
+                            _ => Err(format!(
+                                "{threads} threads, round {i}, {what}: rc {rc}, error {err:?} \
+                                 (expected -1 and a failing task's own error)"
+                            )),
+                        };
+                        // The pool still works.
+                        let hits: [AtomicU32; 8] = Default::default();
+                        let next =
+                            pool.install(|| launch(body, &hits as *const _ as *const c_void, 0));
+                        let counts: Vec<u32> =
+                            hits.iter().map(|h| h.load(Ordering::SeqCst)).collect();
+                        let verdict = verdict.and_then(|()| {
+                            if next == 0 && counts[..threads as usize].iter().all(|&c| c == 1) {
+                                Ok(())
+                            } else {
+                                Err(format!(
+                                    "{threads} threads, round {i}, after {what}: the next launch \
+                                     gave rc {next}, task counts {counts:?}"
+                                ))
+                            }
+                        });
+                        if tx.send(verdict).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+            for _ in 0..rounds * 5 {
+                match rx.recv_timeout(deadline) {
+                    Ok(Ok(())) => {}
+                    Ok(Err(m)) => panic!("{m}"),
+                    Err(_) => panic!(
+                        "{threads} threads: a launch with a failing task gave no answer within \
+                         {deadline:?}; the other tasks are still waiting at the barrier"
+                    ),
+                }
+            }
+            assert!(
+                helper.join().is_ok(),
+                "{threads} threads: the helper panicked"
             );
         }
     }

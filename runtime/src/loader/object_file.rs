@@ -25,6 +25,22 @@ const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 const MAX_INFLATION: usize = 1032;
 /// And whatever the ratio, no archive over 4 GiB is taken apart in memory.
 const MAX_TAR_BYTES: u64 = 1 << 32;
+/// Names a message lists before "and N more", and the characters kept of each: a file with
+/// many (or very long) symbol or member names must not make a message of megabytes.
+const MAX_LISTED: usize = 3;
+const MAX_NAME_CHARS: usize = 80;
+
+#[cfg(test)]
+thread_local! {
+    /// `find_blob`'s work on this thread: symbols looked at plus prefixes compared (the
+    /// linear-time test reads it).
+    static BLOB_WORK: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn count_blob_work() {
+    #[cfg(test)]
+    BLOB_WORK.with(|w| w.set(w.get() + 1));
+}
 
 /// What a library file holds, read as data.
 #[derive(Debug)]
@@ -131,34 +147,61 @@ fn defined_symbols<'a, 'f>(
         .filter(|s| s.is_definition())
 }
 
-/// The blob symbol's bytes and prefix; `None` if the file has none. Several different blob
-/// symbols are an error naming them.
+/// `name`, or its first `MAX_NAME_CHARS` characters and an ellipsis.
+fn clip(name: &str) -> Cow<'_, str> {
+    match name.char_indices().nth(MAX_NAME_CHARS) {
+        Some((at, _)) => Cow::Owned(format!("{}…", &name[..at])),
+        None => Cow::Borrowed(name),
+    }
+}
+
+/// The first `MAX_LISTED` of `names`, clipped, joined with `sep`, then how many were left out.
+fn list_names(names: &[&str], sep: &str) -> String {
+    let mut out = names
+        .iter()
+        .take(MAX_LISTED)
+        .map(|n| clip(n))
+        .collect::<Vec<_>>()
+        .join(sep);
+    if names.len() > MAX_LISTED {
+        out.push_str(&format!("{sep}and {} more", names.len() - MAX_LISTED));
+    }
+    out
+}
+
+/// The blob symbol's bytes and prefix; `None` if the file has none. A second, different blob
+/// symbol is an error naming the two.
+///
+/// One pass that keeps the first prefix and stops at the first that differs: work linear in
+/// the symbol table, and a message of two names however many blobs there are. (Comparing
+/// every new prefix with all earlier ones took 39 s and gave a 4.8 MB message on an 8.5 MB
+/// library; issue 27, item 5.)
 fn find_blob<'a>(file: &object::File<'a>, what: &str) -> Result<Option<(&'a [u8], String)>> {
-    let mut found: Vec<(String, object::Symbol<'_, '_>)> = Vec::new();
+    let mut first: Option<(&'a str, object::Symbol<'a, '_>)> = None;
     for sym in defined_symbols(file) {
+        count_blob_work();
         let Ok(raw) = sym.name() else { continue };
-        let name = c_name(file, raw);
-        if let Some(prefix) = name.strip_suffix(BLOB_SUFFIX) {
-            if !found.iter().any(|(p, _)| p == prefix) {
-                found.push((prefix.to_string(), sym));
+        let Some(prefix) = c_name(file, raw).strip_suffix(BLOB_SUFFIX) else {
+            continue;
+        };
+        match &first {
+            None => first = Some((prefix, sym)),
+            Some((p, _)) if *p == prefix => {}
+            Some((p, _)) => {
+                return Err(Error::Unsupported(format!(
+                    "{what} holds more than one module blob ({}{BLOB_SUFFIX}, {}{BLOB_SUFFIX}); \
+                     load one model per file",
+                    clip(p),
+                    clip(prefix)
+                )));
             }
         }
     }
-    let (prefix, sym) = match found.len() {
-        0 => return Ok(None),
-        1 => found.remove(0),
-        _ => {
-            let names: Vec<String> = found
-                .iter()
-                .map(|(p, _)| format!("{p}{BLOB_SUFFIX}"))
-                .collect();
-            return Err(Error::Unsupported(format!(
-                "{what} holds several module blobs ({}); load one model per file",
-                names.join(", ")
-            )));
-        }
+    let Some((prefix, sym)) = first else {
+        return Ok(None);
     };
-    let bad = |m: String| Error::Format(format!("{what}: {prefix}{BLOB_SUFFIX} {m}"));
+    let prefix = prefix.to_string();
+    let bad = |m: String| Error::Format(format!("{what}: {}{BLOB_SUFFIX} {m}", clip(&prefix)));
     let SymbolSection::Section(index) = sym.section() else {
         return Err(bad("is not defined in a section".into()));
     };
@@ -415,7 +458,7 @@ fn read_tar<'a>(bytes: &'a [u8]) -> Result<Image<'a>> {
         Error::Unsupported(format!(
             "the tar archive (members {}) holds no {BLOB_SUFFIX}: not a Relax model exported \
              by export_library",
-            names.join(", ")
+            list_names(&names, ", ")
         ))
     })?;
     kernels.sort();
@@ -424,7 +467,10 @@ fn read_tar<'a>(bytes: &'a [u8]) -> Result<Image<'a>> {
         blob,
         prefix,
         kernels,
-        container: format!("tar of {}", kinds.join(" + ")),
+        container: format!(
+            "tar of {}",
+            list_names(&kinds.iter().map(String::as_str).collect::<Vec<_>>(), " + ")
+        ),
     })
 }
 
@@ -772,6 +818,135 @@ mod tests {
             long[..8].copy_from_slice(&((b.len() - 8 + 16 + 1) as u64).to_le_bytes());
             let o = object_file(format, "", &long, None);
             assert!(matches!(read(&o), Err(Error::Format(_))), "{format:?}");
+        }
+    }
+
+    /// An ELF object whose symbols are, in order, `names` (each `(name, is_blob)`): blob
+    /// symbols point at one blob in read-only data, the others at a 4-byte function.
+    fn elf_with_symbols(names: impl Iterator<Item = (String, bool)>) -> Vec<u8> {
+        use object::write::{Object as Writer, StandardSection, Symbol, SymbolSection};
+        use object::{Architecture, Endianness, SymbolFlags, SymbolKind, SymbolScope};
+        let mut w = Writer::new(
+            object::BinaryFormat::Elf,
+            Architecture::X86_64,
+            Endianness::Little,
+        );
+        let b = blob(b"one blob");
+        let data = w.section_id(StandardSection::ReadOnlyData);
+        let at = w.append_section_data(data, &b, 8);
+        let text = w.section_id(StandardSection::Text);
+        let code = w.append_section_data(text, &[0xc3; 4], 4);
+        for (name, is_blob) in names {
+            let (value, size, kind, section) = if is_blob {
+                (at, b.len() as u64, SymbolKind::Data, data)
+            } else {
+                (code, 4, SymbolKind::Text, text)
+            };
+            w.add_symbol(Symbol {
+                name: name.into_bytes(),
+                value,
+                size,
+                kind,
+                scope: SymbolScope::Dynamic,
+                weak: false,
+                section: SymbolSection::Section(section),
+                flags: SymbolFlags::None,
+            });
+        }
+        w.write().expect("write object")
+    }
+
+    /// `find_blob`'s counted work (symbols looked at plus prefixes compared) for one `read`.
+    fn blob_work_of(bytes: &[u8]) -> (u64, Result<Image<'_>>) {
+        BLOB_WORK.with(|w| w.set(0));
+        let r = read(bytes);
+        (BLOB_WORK.with(|w| w.get()), r)
+    }
+
+    /// Issue 27, item 5: an 8.5 MB library with many blob symbols took 39 s to refuse (every
+    /// new prefix was compared with every earlier one) and gave a 4.8 MB message. The work is
+    /// counted, not timed: at most one unit per symbol plus a constant, at 2,000 symbols and at
+    /// 200,000; every message stays short.
+    #[test]
+    fn many_symbols_are_read_in_linear_work_with_short_messages() {
+        const MAX_MESSAGE: usize = 600;
+        for n in [2_000usize, 200_000] {
+            // Every symbol a blob with a prefix of its own.
+            let file = elf_with_symbols((0..n).map(|i| (format!("m{i}_{BLOB_SUFFIX}"), true)));
+            let (work, r) = blob_work_of(&file);
+            assert!(
+                work <= n as u64 + 16,
+                "{n} blob symbols: {work} units of work, more than one per symbol"
+            );
+            match r {
+                Err(Error::Unsupported(m)) => {
+                    assert!(
+                        m.len() <= MAX_MESSAGE,
+                        "{n} blob symbols: a {}-byte message",
+                        m.len()
+                    );
+                    assert!(m.contains(&format!("m0_{BLOB_SUFFIX}")), "{m}");
+                    assert!(m.contains(&format!("m1_{BLOB_SUFFIX}")), "{m}");
+                }
+                other => panic!("{n} blob symbols: {other:?}"),
+            }
+            // One blob, then kernels, then a second blob at the very end: a whole pass.
+            let names = std::iter::once((format!("p_{BLOB_SUFFIX}"), true))
+                .chain((0..n).map(|i| (format!("p___tvm_ffi_k{i}"), false)))
+                .chain(std::iter::once((format!("q_{BLOB_SUFFIX}"), true)));
+            let file = elf_with_symbols(names);
+            let (work, r) = blob_work_of(&file);
+            assert!(
+                work <= 2 * (n as u64 + 2) + 16,
+                "{n} kernels between two blobs: {work} units of work"
+            );
+            match r {
+                Err(Error::Unsupported(m)) => {
+                    assert!(
+                        m.len() <= MAX_MESSAGE,
+                        "{n} kernels: a {}-byte message",
+                        m.len()
+                    );
+                    assert!(m.contains(&format!("q_{BLOB_SUFFIX}")), "{m}");
+                }
+                other => panic!("{n} kernels between two blobs: {other:?}"),
+            }
+            // And with the one blob only, every kernel is listed.
+            let names = std::iter::once((format!("p_{BLOB_SUFFIX}"), true))
+                .chain((0..n).map(|i| (format!("p___tvm_ffi_k{i}"), false)));
+            let file = elf_with_symbols(names);
+            let (work, r) = blob_work_of(&file);
+            assert!(
+                work <= 2 * (n as u64 + 1) + 16,
+                "{n} kernels: {work} units of work"
+            );
+            let image = r.expect("one blob and many kernels");
+            assert_eq!((image.prefix.as_str(), image.kernels.len()), ("p_", n));
+        }
+        // A blob name of a megabyte is cut short in the message.
+        let long = "x".repeat(1 << 20);
+        let file = elf_with_symbols(
+            [
+                (format!("{long}{BLOB_SUFFIX}"), true),
+                (format!("y{long}{BLOB_SUFFIX}"), true),
+            ]
+            .into_iter(),
+        );
+        match read(&file) {
+            Err(Error::Unsupported(m)) => assert!(m.len() <= MAX_MESSAGE, "{} bytes", m.len()),
+            other => panic!("{other:?}"),
+        }
+        // A tar of 5,000 members and no blob: the message names a few members, not all.
+        let members: Vec<(String, &[u8])> = (0..5_000)
+            .map(|i| (format!("lib{i}.c"), &b";"[..]))
+            .collect();
+        let refs: Vec<(&str, &[u8])> = members.iter().map(|(n, d)| (n.as_str(), *d)).collect();
+        match read(&tar(&refs)) {
+            Err(Error::Unsupported(m)) => {
+                assert!(m.len() <= MAX_MESSAGE, "{} bytes: {:.200}", m.len(), m);
+                assert!(m.contains("lib0.c") && m.contains("4997 more"), "{m}");
+            }
+            other => panic!("{other:?}"),
         }
     }
 
