@@ -73,6 +73,14 @@
 // rewrite it in place.
 #define MOTE_LOAD_CODE_FREE 1
 
+// Load flag, with `MOTE_LOAD_CODE_FREE` and a path: read the whole file into memory instead
+// of mapping it, so that a later truncation or rewrite of the file in place cannot fault the
+// process (`SIGBUS`); every weight is then copied (docs/code-free.md §4). For files the
+// program does not control. Without `MOTE_LOAD_CODE_FREE` it is
+// `MOTE_ERROR_CODE_INVALID_ARGUMENT` (a library that runs code is mapped by the system
+// loader); loads from memory ignore it.
+#define MOTE_LOAD_READ_FILE 2
+
 // Values of `MoteDtype::code` (DLPack's `DLDataTypeCode`).
 enum MoteDtypeCode
 #ifdef __cplusplus

@@ -169,15 +169,25 @@ pub unsafe extern "C" fn mote_model_from_system_lib(
 /// rewrite it in place.
 pub const MOTE_LOAD_CODE_FREE: u32 = 1;
 
+/// Load flag, with `MOTE_LOAD_CODE_FREE` and a path: read the whole file into memory instead
+/// of mapping it, so that a later truncation or rewrite of the file in place cannot fault the
+/// process (`SIGBUS`); every weight is then copied (docs/code-free.md §4). For files the
+/// program does not control. Without `MOTE_LOAD_CODE_FREE` it is
+/// `MOTE_ERROR_CODE_INVALID_ARGUMENT` (a library that runs code is mapped by the system
+/// loader); loads from memory ignore it.
+pub const MOTE_LOAD_READ_FILE: u32 = 2;
+
 fn load_options(flags: u32) -> Result<mote::LoadOptions> {
-    let known = MOTE_LOAD_CODE_FREE;
+    let known = MOTE_LOAD_CODE_FREE | MOTE_LOAD_READ_FILE;
     if flags & !known != 0 {
         return Err(MoteError::new(
             crate::error::MoteErrorCode::InvalidArgument,
             format!("unknown load flags {:#x}", flags & !known),
         ));
     }
-    Ok(mote::LoadOptions::default().code_free(flags & MOTE_LOAD_CODE_FREE != 0))
+    Ok(mote::LoadOptions::default()
+        .code_free(flags & MOTE_LOAD_CODE_FREE != 0)
+        .read_into_memory(flags & MOTE_LOAD_READ_FILE != 0))
 }
 
 /// `mote_model_load` with `flags`, a bit set of `MOTE_LOAD_*` values (0: as

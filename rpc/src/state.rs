@@ -1082,8 +1082,10 @@ impl<'c> State<'c> {
                 self.module_room()?;
                 let path = self.sandbox.existing(name)?;
                 let options = mote::LoadOptions::default();
+                // Code-free uploads are read, not mapped: nothing done to the file afterwards
+                // can fault the server (docs/code-free.md §4).
                 let options = if self.config.code_free {
-                    options.code_free(true)
+                    options.code_free(true).read_into_memory(true)
                 } else {
                     options
                 };

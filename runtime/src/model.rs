@@ -78,6 +78,7 @@ static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
 #[non_exhaustive]
 pub struct LoadOptions {
     code_free: bool,
+    read_into_memory: bool,
 }
 
 /// Platforms where a process may not map downloaded code: there, every load is code-free.
@@ -94,6 +95,7 @@ impl Default for LoadOptions {
     fn default() -> Self {
         LoadOptions {
             code_free: CODE_FREE_ONLY,
+            read_into_memory: false,
         }
     }
 }
@@ -116,6 +118,26 @@ impl LoadOptions {
     pub fn is_code_free(&self) -> bool {
         self.code_free
     }
+
+    /// For a code-free load from a path: read the whole file into memory instead of mapping
+    /// it, so that nothing of the file stays mapped and a later truncation or rewrite in place
+    /// (by another process, or whoever controls the file) cannot fault the process with
+    /// `SIGBUS` (docs/code-free.md §4). The cost: the file's bytes are held while loading and
+    /// every weight is copied (none is left in the file). Use it for files the app does not
+    /// control; the RPC server does for its uploads in code-free mode.
+    ///
+    /// Only code-free loads can do without a mapping: a library that runs code is mapped by
+    /// the system loader, so [`Model::load_with`] refuses this option without
+    /// [`LoadOptions::code_free`] (`Error::InvalidArgument`).
+    pub fn read_into_memory(mut self, yes: bool) -> Self {
+        self.read_into_memory = yes;
+        self
+    }
+
+    /// Whether code-free loads from a path read the file instead of mapping it.
+    pub fn is_read_into_memory(&self) -> bool {
+        self.read_into_memory
+    }
 }
 
 impl Model {
@@ -136,6 +158,20 @@ impl Model {
     /// [`Model::load`] does not apply to it: every byte Mote uses is validated.
     pub fn load_with(path: impl AsRef<Path>, options: LoadOptions) -> Result<Model> {
         let path = path.as_ref();
+        if options.read_into_memory && !options.code_free {
+            return Err(Error::InvalidArgument(format!(
+                "{}: reading the file into memory needs a code-free load (a library that runs \
+                 code is mapped by the system loader)",
+                path.display()
+            )));
+        }
+        if options.code_free && options.read_into_memory {
+            // Read, never mapped: the model keeps copies of what it needs and no mapping of
+            // the file, so nothing done to the file later can fault a read.
+            let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+            let (library, blob) = Library::open_code_free(&bytes, path)?;
+            return Self::from_code_free(library, blob);
+        }
         if options.code_free {
             // Mapped read-only as data: a blob the file holds verbatim is read in place, like a
             // mapped library's; a decoded one (compressed tar, C array) is copied out of.

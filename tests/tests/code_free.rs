@@ -121,6 +121,15 @@ fn run_code_free_models(dir: &Path, compare_with_mapped: bool) -> usize {
         });
         let tar = dir.join(archive);
         let bytes = std::fs::read(&so).unwrap_or_else(|e| panic!("{}: {e}", so.display()));
+        // A copy read into memory, then truncated before its model runs: nothing of the file
+        // may still be in use (a mapping would fault with SIGBUS).
+        static SCRATCH: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = SCRATCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let scratch =
+            std::env::temp_dir().join(format!("mote-code-free-read-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&scratch).expect("scratch folder");
+        let copy = scratch.join(format!("{name}.so"));
+        std::fs::copy(&so, &copy).unwrap_or_else(|e| panic!("{}: {e}", copy.display()));
         let loads = [
             ("code-free .so", Model::load_with(&so, code_free())),
             ("code-free .tar", Model::load_with(&tar, code_free())),
@@ -128,7 +137,14 @@ fn run_code_free_models(dir: &Path, compare_with_mapped: bool) -> usize {
                 "code-free from memory",
                 Model::load_from_memory_with(&bytes, code_free()),
             ),
+            (
+                "code-free .so read into memory, then truncated",
+                Model::load_with(&copy, code_free().read_into_memory(true)),
+            ),
         ];
+        std::fs::File::create(&copy)
+            .unwrap_or_else(|e| panic!("truncating {}: {e}", copy.display()));
+        let _ = std::fs::remove_dir_all(&scratch);
         let mut outs = Vec::new();
         let mut so_in_file = (0, 0);
         let mut constants = None;
@@ -228,6 +244,23 @@ fn code_free_files_of_the_other_architecture_run_the_same() {
     );
     let n = run_code_free_models(&dir, false);
     eprintln!("code_free: {n} models of the {target} zoo ran code-free on {here}");
+}
+
+#[test]
+fn reading_into_memory_needs_a_code_free_load() {
+    let dir = offload_zoo::dir();
+    let entry = entries(&dir)
+        .into_iter()
+        .find(is_code_free)
+        .expect("a code-free model");
+    let so = dir.join(entry["file"].as_str().expect("file"));
+    let err = Model::load_with(&so, LoadOptions::default().read_into_memory(true))
+        .map(|_| ())
+        .expect_err("a mapped load cannot read the file into memory");
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.contains("code-free")),
+        "{err:?}"
+    );
 }
 
 #[test]

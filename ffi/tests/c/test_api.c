@@ -93,6 +93,12 @@ static void test_code_free(void) {
     FAILS(mote_model_load_with_options(zoo_file("mlp.so"), 0x80, &model), MOTE_ERROR_CODE_INVALID_ARGUMENT,
           "unknown load flags 0x80");
     FAILS(mote_model_load_with_options(NULL, MOTE_LOAD_CODE_FREE, &model), MOTE_ERROR_CODE_NULL_ARGUMENT, "path");
+    /* Reading the file instead of mapping it: only for code-free loads; the read file is
+     * checked like a mapped one. */
+    FAILS(mote_model_load_with_options(zoo_file("mlp.so"), MOTE_LOAD_READ_FILE, &model),
+          MOTE_ERROR_CODE_INVALID_ARGUMENT, "needs a code-free load");
+    FAILS(mote_model_load_with_options(zoo_file("mlp.so"), MOTE_LOAD_CODE_FREE | MOTE_LOAD_READ_FILE, &model),
+          MOTE_ERROR_CODE_UNSUPPORTED, "mlp.so is not code-free: its program calls compiled kernels");
     FILE *src = fopen(zoo_file("mlp.so"), "rb");
     CHECK(src != NULL);
     static unsigned char bytes[1 << 20];
