@@ -65,11 +65,6 @@ pub(crate) struct Image<'a> {
 pub(crate) fn read(bytes: &[u8]) -> Result<Image<'_>> {
     if bytes.starts_with(&GZIP_MAGIC) {
         let tar = gunzip(bytes)?;
-        if !is_tar(&tar) {
-            return Err(Error::Format(
-                "a gzip file that does not hold a tar archive".into(),
-            ));
-        }
         let image = read_tar(&tar)?;
         return Ok(Image {
             blob: Cow::Owned(image.blob.into_owned()),
@@ -313,17 +308,29 @@ fn kernels_of(file: &object::File<'_>) -> Vec<String> {
 // The tar that export_library("m.tar") writes
 // ---------------------------------------------------------------------------------------------
 
-/// The decompressed bytes of a gzip file, bounded (see `MAX_INFLATION`).
+/// The decompressed bytes of a gzip file that holds a tar archive, bounded (see
+/// `MAX_INFLATION`). The first tar block is inflated and checked alone: a gzip file that does
+/// not hold a tar is refused before the rest is inflated (a 1 MB file of zeros would
+/// otherwise expand to a gigabyte first).
 pub(crate) fn gunzip(bytes: &[u8]) -> Result<Vec<u8>> {
     use std::io::Read;
     let limit = (bytes.len() as u64)
         .saturating_mul(MAX_INFLATION as u64)
         .min(MAX_TAR_BYTES);
+    let corrupt =
+        |e: std::io::Error| Error::Format(format!("the gzip-compressed archive is corrupt: {e}"));
+    let mut stream = flate2::read::GzDecoder::new(bytes).take(limit.saturating_add(1));
     let mut out = Vec::new();
-    flate2::read::GzDecoder::new(bytes)
-        .take(limit.saturating_add(1))
+    (&mut stream)
+        .take(TAR_BLOCK as u64)
         .read_to_end(&mut out)
-        .map_err(|e| Error::Format(format!("the gzip-compressed archive is corrupt: {e}")))?;
+        .map_err(corrupt)?;
+    if !is_tar(&out) {
+        return Err(Error::Format(
+            "a gzip file that does not hold a tar archive".into(),
+        ));
+    }
+    stream.read_to_end(&mut out).map_err(corrupt)?;
     if out.len() as u64 > limit {
         return Err(Error::Format(format!(
             "the gzip-compressed archive expands past {limit} bytes"
@@ -587,6 +594,39 @@ mod tests {
         }
         out.resize(out.len() + 2 * TAR_BLOCK, 0);
         out
+    }
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        e.write_all(data).expect("gzip");
+        e.finish().expect("gzip")
+    }
+
+    /// A gzip file that holds no tar is refused after its first tar block is inflated, not
+    /// after the whole stream (issue 27: 1 MB of compressed zeros expanded to a gigabyte
+    /// before "not a tar"); a gzip tar still reads.
+    #[test]
+    fn a_gzip_without_a_tar_is_refused_before_inflating_the_rest() {
+        let zeros = gzip(&vec![0u8; 64 << 20]);
+        crate::test_alloc::largest_since_reset();
+        let err = read(&zeros).map(|_| ()).expect_err("not a tar");
+        let largest = crate::test_alloc::largest_since_reset();
+        assert!(
+            matches!(&err, Error::Format(m) if m.contains("does not hold a tar")),
+            "{err:?}"
+        );
+        assert!(
+            largest < 1 << 20,
+            "inflating a non-tar allocated {largest} bytes at once"
+        );
+        let b = blob(b"payload");
+        let archive = gzip(&tar(&[
+            ("lib0.c", b";"),
+            ("devc.c", c_source("", &b).as_bytes()),
+        ]));
+        let image = read(&archive).expect("a gzip tar reads");
+        assert_eq!(&image.blob[..], &b[..]);
     }
 
     #[test]
