@@ -21,7 +21,9 @@
 #    to Mote.xcframework.zip.sha256.
 # 4. Checks every slice with scripts/lib/macho_check.py: every object is arm64 Mach-O with the
 #    slice's platform and minimum OS in LC_BUILD_VERSION; the C ABI, the uniffi scaffolding,
-#    the error symbol, the kernel services and the system-library registration are exported; BNNS is referenced (so the Accelerate framework
+#    the error symbol, the kernel services and the system-library registration are exported,
+#    and the exported mote_/TVMFFI/TVMBackend symbols are exactly ffi/abi/symbols.txt (the
+#    C ABI baseline scripts/test-ffi.sh checks libmote.so against); BNNS is referenced (so the Accelerate framework
 #    must be linked: Package.swift says so). The Info.plist is read back and compared.
 #
 # --check-only: skip steps 1-3 and check an existing target/apple.
@@ -176,7 +178,8 @@ for s in "${SLICES[@]}"; do
       --require TVMBackendParallelLaunch --require mote_model_from_system_lib --require mote_model_load_with_options \
       --require uniffi_mote_swift_fn_constructor_nativemodel_load --require uniffi_mote_swift_fn_constructor_nativemodel_from_system_lib \
       --require-prefix uniffi_mote_swift_fn_ --require ffi_mote_swift_uniffi_contract_version \
-      --require-undefined BNNSFilterCreateLayerConvolution >"$log" 2>&1; then
+      --require-undefined BNNSFilterCreateLayerConvolution \
+      --exports-exactly ffi/abi/symbols.txt >"$log" 2>&1; then
     ok "$id: $(grep -c '^ok' "$log") Mach-O checks ($(grep -o '[0-9]* Mach-O objects' "$log"))"
   else
     bad "$id: $(grep '^FAIL' "$log" | head -3 | tr '\n' ' ')"

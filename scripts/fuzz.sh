@@ -9,7 +9,9 @@
 # ${MOTE_CACHE:-$HOME/.cache/mote}/fuzz-corpus/TARGET and seeded from the model zoos (built or
 # reused through scripts/zoo.sh and scripts/offload-zoo.sh). A crash, leak, timeout (10 s per
 # input) or out-of-memory (2 GiB) stops the run with its input saved under
-# .../fuzz-artifacts/ and fails the script. Prints one line per target with its execution count.
+# .../fuzz-artifacts/ and fails the script, and so does a target whose libFuzzer reports no
+# executions. Also builds mote-rpc's cargo-fuzz targets (rpc/fuzz, --locked) with the same flags.
+# Prints one line per target with its execution count.
 #
 # The toolchain is the host's stable Rust: the sanitizer-coverage and AddressSanitizer flags
 # are nightly-only, so they are allowed with RUSTC_BOOTSTRAP=1 (as cargo-fuzz would pass them).
@@ -31,7 +33,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --time) time="$2"; shift 2 ;;
         --runs) runs="$2"; shift 2 ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
         -*) echo "fuzz.sh: unknown flag $1" >&2; exit 2 ;;
         *)
             if [[ " ${all[*]} " != *" $1 "* ]]; then
@@ -72,6 +74,11 @@ flags+=" -Cllvm-args=-sanitizer-coverage-trace-compares -Zsanitizer=address"
 RUSTC_BOOTSTRAP=1 RUSTFLAGS="$flags" RUSTC_WRAPPER="$root/scripts/lib/fuzz-rustc.sh" cargo build --release --locked --manifest-path fuzz/Cargo.toml \
     --target "$host" --target-dir "$cache/fuzz-target/asan" \
     $(printf -- '--bin %s ' "${targets[@]}") >&2
+# mote-rpc's cargo-fuzz targets (rpc/fuzz, run by hand: rpc/fuzz/README.md) are built here, with
+# the same flags and from their own lock file, so neither can go stale unnoticed.
+echo "fuzz.sh: building rpc/fuzz (mote-rpc's cargo-fuzz targets)" >&2
+RUSTC_BOOTSTRAP=1 RUSTFLAGS="$flags" cargo build --release --locked --manifest-path rpc/fuzz/Cargo.toml \
+    --target "$host" --target-dir "$cache/fuzz-target/rpc-asan" --bins >&2
 
 artifacts="$cache/fuzz-artifacts"
 mkdir -p "$artifacts"
@@ -98,6 +105,11 @@ for t in "${targets[@]}"; do
         status=1
         tail -n 40 "$log" >&2
         summary+=("$t: FAILED after ${execs:-?} executions (exit $rc; log $log; inputs in $artifacts)")
+    elif ! [ "${execs:-0}" -gt 0 ] 2>/dev/null; then
+        # A target that ran nothing checked nothing (libFuzzer's final stats are the evidence).
+        status=1
+        tail -n 20 "$log" >&2
+        summary+=("$t: FAILED: ${execs:-no} executions reported (stat::number_of_executed_units; log $log)")
     else
         summary+=("$t: ${execs:-?} executions, no crash")
     fi

@@ -36,6 +36,7 @@ corpus="$out/corpus"
 . "$root/scripts/lib/corrupt-corpus.sh"
 write_corrupt_corpus "$corpus" "$zoo" "$ozoo" || die "cannot write the corpus"
 copies=$(wc -l <"$corpus/corpus.tsv")
+[ "$copies" -gt 0 ] || die "the corpus has no copies ($corpus/corpus.tsv): nothing would be checked"
 
 passed=0; failed=0
 result() { # NAME STATUS
@@ -69,10 +70,14 @@ export -f one
 echo "test-corrupt.sh: $copies copies through the CLI" >&2
 cut -f1,4 "$corpus/corpus.tsv" | tr '\t' ' ' \
     | xargs -P 2 -L 1 bash -c 'one "$0" "$1" "'"$corpus"'" "'"$mote"'"' >"$out/cli.log" 2>&1
+# xargs's own status too (pipefail): a copy whose `one` could not run (the function not found,
+# bash killed, xargs stopping early) leaves no BAD line but was never checked.
+xargs_rc=$?
 bad=$(grep -c '^BAD' "$out/cli.log")
 [ "$bad" = 0 ] || head -n 20 "$out/cli.log"
-echo "cli: $copies copies, $bad broke the rules"
-result cli "$bad"
+[ "$xargs_rc" = 0 ] || { echo "cli: cut | xargs exited $xargs_rc (copies not all checked):"; tail -n 5 "$out/cli.log"; }
+echo "cli: $copies copies, $bad broke the rules, xargs exit $xargs_rc"
+result cli "$((bad + xargs_rc))"
 
 prefix="$(scripts/ffi-install.sh "$out/prefix" | tail -n 1)" || die "ffi-install.sh failed"
 gcc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g ffi/tests/c/corrupt_sweep.c -o "$out/corrupt_sweep" \

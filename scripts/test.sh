@@ -48,6 +48,47 @@ trap on_exit EXIT
 
 record() { results+=("$1"); }
 
+# cargo_counts LOG: "P passed, F failed, I ignored", summed over cargo's "test result:" lines.
+cargo_counts() {
+    grep -E '^test result:' "$1" | awk '{p+=$4; f+=$6; i+=$8} END {print p+0 " passed, " f+0 " failed, " i+0 " ignored"}'
+}
+# require_tests LOG MIN WHAT [NAME...]: a step that selects tests by name passes only if at least
+# MIN passed and each NAME passed ("test ...::NAME ... ok"): cargo exits 0 with "0 passed" for a
+# filter that matches nothing.
+require_tests() {
+    local log=$1 min=$2 what=$3 n name
+    shift 3
+    n=$(grep -E '^test result:' "$log" | awk '{p+=$4} END {print p+0}')
+    [ "$n" -ge "$min" ] || fail "$what: $n tests passed, at least $min expected (does the filter still match?)"
+    for name in "$@"; do
+        grep -qE "^test (.*::)?$name \.\.\. ok\$" "$log" || fail "$what: test $name did not run (or did not pass)"
+    done
+}
+# check_levels LOG AVX512_FEATURE WHAT: the cpu kernel tests print the ISA levels they ran
+# ("cpu kernel levels covered: ...", "cpu qgemm levels covered: ..."; gemm.rs and qgemm.rs,
+# run with --nocapture); fail if this CPU (/proc/cpuinfo's flags) has a level they did not run.
+# AVX512_FEATURE is 1 for a build with the `avx512` feature, 0 without (no avx512 levels then).
+check_levels() {
+    local log=$1 avx512=$2 what=$3 flags f32="sse2 scalar" q="scalar" kind want line covered l missing=""
+    [ "$(uname -m)" = x86_64 ] || fail "$what: the ISA level check reads x86_64 flags only"
+    flags=" $(grep -m 1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+    has() { local f; for f in "$@"; do [[ "$flags" == *" $f "* ]] || return 1; done; }
+    if has avx2 fma; then f32="avx2 $f32"; q="avx2 $q"; fi
+    if [ "$avx512" = 1 ] && has avx2 fma avx512f avx512vl avx512bw avx512dq; then
+        f32="avx512 $f32"
+        if has avx512_vnni; then q="avx512vnni $q"; fi
+    fi
+    for kind in kernel qgemm; do
+        want=$f32; [ "$kind" = qgemm ] && want=$q
+        line="$(grep -oE "cpu $kind levels covered:[a-z0-9 ]*" "$log" | tail -n 1)"
+        [ -n "$line" ] || fail "$what: no \"cpu $kind levels covered:\" line (the test that iterates the levels did not run)"
+        covered=" ${line#*covered:} "
+        for l in $want; do [[ "$covered" == *" $l "* ]] || missing+=" $kind:$l"; done
+        echo "test.sh: $what: $kind levels covered:${line#*covered:} (this CPU: $want)" >&2
+    done
+    [ -z "$missing" ] || fail "$what: this CPU has levels the tests did not run:$missing"
+}
+
 # check_suite SCRIPT LOGNAME LABEL WHAT: run a script that ends with "<LABEL> checks: N passed,
 # M failed", keep its log, fail the run with WHAT if it fails, and record its summary line.
 check_lines=()
@@ -90,7 +131,7 @@ export MOTE_PYTHON
 [ -x "$MOTE_PYTHON" ] || fail "no venv python for the RPC tests"
 cargo test --workspace --locked 2>&1 | tee "$MOTE_CACHE/last-host-tests.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "host tests"
-record "host tests: $(grep -E '^test result:' "$MOTE_CACHE/last-host-tests.log" | awk '{p+=$4; f+=$6} END {print p " passed, " f " failed"}')"
+record "host tests: $(cargo_counts "$MOTE_CACHE/last-host-tests.log")"
 
 step "AddressSanitizer + LeakSanitizer: mote, mote-tests, mote-ffi, mote-rpc (docs/fuzzing.md)"
 check_suite scripts/sanitize.sh asan-tests "asan" "tests under AddressSanitizer"
@@ -101,15 +142,32 @@ check_suite scripts/tsan.sh tsan-tests "tsan" "tests under ThreadSanitizer"
 step "thread-pool stress test (release: 3 sessions x 4 threads x 200,000 launches)"
 cargo test -p mote --release --locked --lib stress_ 2>&1 | tee "$MOTE_CACHE/last-stress-tests.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "thread-pool stress test"
-record "stress: $(grep -E '^test result:' "$MOTE_CACHE/last-stress-tests.log" | awk '{p+=$4; f+=$6} END {print p " passed, " f " failed"}')"
+require_tests "$MOTE_CACHE/last-stress-tests.log" 2 "thread-pool stress test" \
+    stress_every_task_runs_exactly_once_for_its_own_launch \
+    stress_a_failing_task_releases_the_barrier_at_1_to_8_threads
+record "stress: $(cargo_counts "$MOTE_CACHE/last-stress-tests.log")"
+
+step "cpu backend kernels in release (default features): every ISA level this CPU has ran"
+# The same release test binary as the stress step; the level lists are compared with
+# /proc/cpuinfo (check_levels).
+cargo test -p mote --release --locked --lib offload::backends::cpu -- --nocapture 2>&1 \
+    | tee "$MOTE_CACHE/last-cpu-levels-tests.log"
+[ "${PIPESTATUS[0]}" = 0 ] || fail "cpu kernel tests (release)"
+require_tests "$MOTE_CACHE/last-cpu-levels-tests.log" 25 "cpu kernel tests (release)" \
+    every_level_matches_an_f64_reference_on_odd_shapes qgemm_matches_an_exact_reference
+check_levels "$MOTE_CACHE/last-cpu-levels-tests.log" 1 "cpu kernel tests (release)"
+record "cpu kernels (release): $(cargo_counts "$MOTE_CACHE/last-cpu-levels-tests.log")"
 
 step "cpu backend kernels built without the avx512 feature (the gemm crate's AVX2 GEMM on an AVX-512 CPU)"
 # The gemm crate picks its widest kernels itself: on an AVX-512 machine only a build without
 # the feature runs its AVX2 ones (docs/cpu-kernels.md).
-cargo test -p mote --release --locked --lib --no-default-features offload::backends::cpu 2>&1 \
+cargo test -p mote --release --locked --lib --no-default-features offload::backends::cpu -- --nocapture 2>&1 \
     | tee "$MOTE_CACHE/last-no-avx512-tests.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "cpu kernel tests without avx512"
-record "cpu kernels without avx512: $(grep -E '^test result:' "$MOTE_CACHE/last-no-avx512-tests.log" | awk '{p+=$4; f+=$6} END {print p " passed, " f " failed"}')"
+require_tests "$MOTE_CACHE/last-no-avx512-tests.log" 25 "cpu kernel tests without avx512" \
+    every_level_matches_an_f64_reference_on_odd_shapes qgemm_matches_an_exact_reference
+check_levels "$MOTE_CACHE/last-no-avx512-tests.log" 0 "cpu kernel tests without avx512"
+record "cpu kernels without avx512: $(cargo_counts "$MOTE_CACHE/last-no-avx512-tests.log")"
 
 step "C ABI (header, ABI baseline, C tests under valgrind, CMake)"
 check_suite scripts/test-ffi.sh ffi-tests "ffi" "C ABI tests"
@@ -141,7 +199,7 @@ check_suite scripts/test-ios-app.sh ios-app-tests "ios app" "iOS app core tests"
 step "aarch64 tests under qemu (trixie Rust 1.85)"
 MOTE_OFFLOAD_ZOO_DIR_X86_64="$MOTE_OFFLOAD_ZOO_DIR" scripts/test-aarch64.sh 2>&1 | tee "$MOTE_CACHE/last-aarch64-tests.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "aarch64 tests"
-record "aarch64 tests: $(grep -E '^test result:' "$MOTE_CACHE/last-aarch64-tests.log" | awk '{p+=$4; f+=$6} END {print p " passed, " f " failed"}')"
+record "aarch64 tests: $(cargo_counts "$MOTE_CACHE/last-aarch64-tests.log")"
 
 step "ACL backend shim (aarch64, real ACL 24.11, qemu)"
 check_suite scripts/test-acl.sh acl-tests "acl" "ACL shim tests"
@@ -161,10 +219,10 @@ check_suite scripts/fuzz.sh fuzz "fuzz" "fuzzing"
 
 step "summary"
 printf '%s\n' "${results[@]}"
-total_p=0; total_f=0
-for log in "$MOTE_CACHE/last-host-tests.log" "$MOTE_CACHE/last-stress-tests.log" "$MOTE_CACHE/last-aarch64-tests.log"; do
-    read -r p f < <(grep -E '^test result:' "$log" | awk '{p+=$4; f+=$6} END {print p+0, f+0}')
-    total_p=$((total_p + p)); total_f=$((total_f + f))
+total_p=0; total_f=0; total_i=0
+for log in host-tests stress-tests cpu-levels-tests no-avx512-tests aarch64-tests; do
+    read -r p f i < <(grep -E '^test result:' "$MOTE_CACHE/last-$log.log" | awk '{p+=$4; f+=$6; i+=$8} END {print p+0, f+0, i+0}')
+    total_p=$((total_p + p)); total_f=$((total_f + f)); total_i=$((total_i + i))
 done
 for line in "${check_lines[@]}"; do
     # "<name> checks: N passed, M failed": the numbers before "passed" and "failed".
@@ -172,4 +230,4 @@ for line in "${check_lines[@]}"; do
     total_p=$((total_p + p)); total_f=$((total_f + f))
 done
 echo "all suites passed in ${SECONDS}s"
-echo "$total_p passed, $total_f failed"
+echo "$total_p passed, $total_f failed, $total_i ignored (cargo's ignored tests; the script suites count none)"

@@ -17,7 +17,9 @@ The expected outputs are TVM's (the zoo's oracle); the C test never sees Mote's 
 A kernel case calls a kernel of a kernel-only library: the `in` tensors are every argument,
 output buffers included, and output k is what the kernel leaves in argument `written[k]`.
 Kernel cases with scalar arguments are left out: mote_session_run passes tensors only (the
-Rust zoo test runs them).
+Rust zoo test runs them). They are named, with the reason, one a line in OUT_DIR/excluded.txt
+(`<model>.<case> <reason>`): scripts/test-ffi.sh compares that list with the cases it expects
+to be excluded, so no case drops out silently.
 """
 
 import json
@@ -47,7 +49,7 @@ def main() -> None:
     os.makedirs(out, exist_ok=True)
     manifest = json.load(open(os.path.join(zoo, "manifest.json")))
     lines = []
-    skipped = 0
+    excluded = []
     for model in manifest["models"]:
         if system_lib and "system_lib" not in model:
             continue
@@ -55,7 +57,7 @@ def main() -> None:
         for case in model["cases"]:
             stem = f"{model['name']}.{case['case']}"
             if case.get("scalars"):
-                skipped += 1
+                excluded.append(f"{stem} scalar kernel argument(s) {case['scalars']}: mote_session_run passes tensors only")
                 continue
             ins = np.load(os.path.join(zoo, case["inputs"]))
             ins = [ins[f"arg{i}"] for i in range(len(ins.files))]
@@ -80,9 +82,11 @@ def main() -> None:
                 lines.append(" ".join(["written", str(len(written))] + [str(i) for i in written]))
     with open(os.path.join(out, "cases.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
+    with open(os.path.join(out, "excluded.txt"), "w") as f:
+        f.write("".join(e + "\n" for e in excluded))
     print(
-        f"zoo_cases: {sum(1 for l in lines if l.startswith('case'))} cases -> {out} "
-        f"({skipped} kernel cases with scalar arguments left out)",
+        f"zoo_cases: {sum(1 for l in lines if l.startswith('case'))} cases -> {out}, "
+        f"{len(excluded)} excluded: " + ("; ".join(excluded) or "none"),
         file=sys.stderr,
     )
 

@@ -3,6 +3,7 @@
 
     macho_check.py LIB.a --platform ios|ios-simulator|macos --minos X.Y [--require SYM ...]
                    [--require-prefix PREFIX ...] [--require-undefined SYM ...]
+                   [--exports-exactly SYMBOLS.txt [--exact-prefix PREFIX ...]]
 
 Reads the `ar` archive (BSD or GNU member names), and for every Mach-O member checks that it is a
 64-bit arm64 object whose LC_BUILD_VERSION load command names the platform and the minimum OS
@@ -10,6 +11,10 @@ version asked for. Then checks that every --require symbol is defined and export
 in a section) by some member, that at least one exported symbol starts with each
 --require-prefix, and that each --require-undefined symbol is referenced (undefined external)
 by some member: that is how a framework the library calls into shows (BNNS in Accelerate).
+With --exports-exactly, the exported symbols starting with an --exact-prefix (default: mote_,
+TVMFFI, TVMBackend, as scripts/test-ffi.sh lists libmote.so's) must be exactly the file's
+names, one a line (ffi/abi/symbols.txt): a C ABI function missing from the library, or one the
+baseline does not list, fails, and each is named.
 
 The layouts are Apple's public <mach-o/loader.h> and <mach-o/nlist.h>, written down in
 docs/apple.md. Prints one line per check and "macho checks: N passed, M failed"; exit 1 on a
@@ -111,6 +116,8 @@ def main() -> int:
     ap.add_argument("--require", action="append", default=[])
     ap.add_argument("--require-prefix", action="append", default=[])
     ap.add_argument("--require-undefined", action="append", default=[])
+    ap.add_argument("--exports-exactly")
+    ap.add_argument("--exact-prefix", action="append", default=[])
     args = ap.parse_args()
     want_platform = PLATFORMS[args.platform]
     major, minor = (int(x) for x in args.minos.split("."))
@@ -154,6 +161,19 @@ def main() -> int:
         check(n > 0, f"exports {n} symbols starting with {prefix}")
     for sym in args.require_undefined:
         check(sym in undefined, f"references {sym}")
+    if args.exports_exactly:
+        prefixes = tuple(args.exact_prefix or ["mote_", "TVMFFI", "TVMBackend"])
+        with open(args.exports_exactly) as f:
+            want = {line.strip() for line in f if line.strip()}
+        got = {s for s in defined if s.startswith(prefixes)}
+        missing, extra = sorted(want - got), sorted(got - want)
+        check(
+            bool(want) and not missing and not extra,
+            f"exports exactly the {len(want)} symbols of {args.exports_exactly} "
+            f"(prefixes {', '.join(prefixes)}; {len(got)} exported)"
+            + (f"; missing: {' '.join(missing)}" if missing else "")
+            + (f"; not in the list: {' '.join(extra)}" if extra else ""),
+        )
     print(f"macho checks: {passed} passed, {failed} failed")
     return 1 if failed else 0
 

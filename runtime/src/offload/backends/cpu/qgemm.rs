@@ -549,7 +549,18 @@ mod tests {
                 }
             }
         }
-        eprintln!("qgemm levels checked: {:?}", levels());
+        // scripts/test.sh reads this line (with --nocapture) and compares it with the CPU's
+        // flags, as it does the f32 levels (gemm.rs); a panic above never prints it.
+        let names: Vec<&str> = levels()
+            .into_iter()
+            .map(|l| match l {
+                Level::Scalar => "scalar",
+                Level::Avx2 => "avx2",
+                Level::Avx512Vnni => "avx512vnni",
+                Level::Dotprod => "dotprod",
+            })
+            .collect();
+        println!("cpu qgemm levels covered: {}", names.join(" "));
         assert!(QPacked::new(Level::Scalar, MAX_K + 1, 1, |_, _| 0, vec![0]).is_none());
     }
 }
