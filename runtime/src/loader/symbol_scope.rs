@@ -177,12 +177,31 @@ mod tests {
     use std::path::Path;
     use std::process::Command;
 
-    /// Builds a shared library exporting `probe` with `cc`, with and without `-z global`.
+    /// A C compiler for the architecture the tests run on: `MOTE_TEST_CC`, else Debian's
+    /// `<arch>-linux-gnu-gcc` (the cross compiler when the tests run under qemu, the native
+    /// one otherwise), else `cc`.
+    fn compiler() -> String {
+        if let Ok(cc) = std::env::var("MOTE_TEST_CC") {
+            return cc;
+        }
+        let gcc = format!("{}-linux-gnu-gcc", std::env::consts::ARCH);
+        let found = Command::new(&gcc)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if found {
+            gcc
+        } else {
+            "cc".into()
+        }
+    }
+
+    /// Builds a shared library exporting `probe`, with and without `-z global`.
     fn build(dir: &Path, name: &str, global: bool) -> std::path::PathBuf {
         let src = dir.join("probe.c");
         std::fs::write(&src, "int probe(void) { return 7; }\n").expect("write probe.c");
         let out = dir.join(name);
-        let mut cmd = Command::new("cc");
+        let mut cmd = Command::new(compiler());
         cmd.args(["-shared", "-fPIC", "-o"]).arg(&out).arg(&src);
         if global {
             cmd.arg("-Wl,-z,global");
