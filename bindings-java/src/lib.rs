@@ -96,11 +96,13 @@ pub fn exception_class(code: ErrorCode) -> &'static str {
         ErrorCode::Subgraph => "org/mote/SubgraphException",
         ErrorCode::Backend => "org/mote/BackendException",
         ErrorCode::Busy => "org/mote/BusyException",
+        ErrorCode::ResourceExhausted => "org/mote/ResourceExhaustedException",
+        ErrorCode::Cancelled => "org/mote/CancelledException",
     }
 }
 
 /// Every code, for the table test.
-pub const ALL_CODES: [ErrorCode; 17] = ErrorCode::ALL;
+pub const ALL_CODES: [ErrorCode; 19] = ErrorCode::ALL;
 
 /// Throw `class` with `msg` unless a Java exception is already pending (which then wins).
 fn throw(env: &mut Env<'_>, class: &str, msg: &str) -> jni::errors::Result<()> {

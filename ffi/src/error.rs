@@ -49,6 +49,11 @@ pub enum MoteErrorCode {
     /// calling a session another thread is running (waiting could deadlock). The session
     /// itself is fine: call it again once the running call has returned.
     Busy = 17,
+    /// A budget of the load or session options (memory, registers, stack, instructions) would
+    /// be exceeded; the message names it (docs/untrusted-models.md).
+    ResourceExhausted = 18,
+    /// The call was stopped by `mote_session_interrupt`.
+    Cancelled = 19,
     /// A handle is not a live handle of the expected type (already freed, or of another type).
     InvalidHandle = 64,
     /// A required pointer argument is NULL.
@@ -152,7 +157,8 @@ macro_rules! error_code_table {
 
 error_code_table!(
     Io, Load, Format, Unsupported, MissingFunctions, UnknownFunction, ArgumentCount, Mismatch,
-    Kernel, Callback, InvalidArgument, Npy, Vm, OutOfMemory, Subgraph, Backend, Busy;
+    Kernel, Callback, InvalidArgument, Npy, Vm, OutOfMemory, Subgraph, Backend, Busy,
+    ResourceExhausted, Cancelled;
     c_only: InvalidHandle, NullArgument, InvalidUtf8, Internal
 );
 

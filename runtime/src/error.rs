@@ -87,6 +87,20 @@ pub enum Error {
     /// A backend (built-in or plug-in) failed to load, prepare or run.
     #[error("backend `{backend}`: {message}")]
     Backend { backend: String, message: String },
+    /// A budget set in [`LoadOptions`](crate::LoadOptions) or
+    /// [`SessionOptions`](crate::SessionOptions) (or its default) would be exceeded: memory,
+    /// registers, stack, or executed instructions (docs/untrusted-models.md §3). `budget` names
+    /// the option; nothing was left half-done.
+    #[error("{budget} exceeded: {message}")]
+    ResourceExhausted {
+        budget: &'static str,
+        message: String,
+    },
+    /// The call was stopped through the session's
+    /// [`InterruptHandle`](crate::InterruptHandle) (or a binding's cancellation: a Java
+    /// `Thread.interrupt`, a cancelled Swift `Task`, an RPC timeout).
+    #[error("the call was cancelled")]
+    Cancelled,
 }
 
 /// Stable numeric error codes, shared by every binding. Values are never reused.
@@ -119,12 +133,16 @@ pub enum ErrorCode {
     /// the session. Reported by bindings that share a session between callers (the C ABI);
     /// no [`Error`] of this crate has it, since `Session` methods take `&mut self`.
     Busy = 17,
+    /// [`Error::ResourceExhausted`]: a memory, register, stack or execution budget.
+    ResourceExhausted = 18,
+    /// [`Error::Cancelled`]: the call was interrupted.
+    Cancelled = 19,
 }
 
 impl ErrorCode {
     /// Every code, in numeric order: the table each binding maps one to one (a binding's test
     /// walks it, so a new code fails there until the binding names it).
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 19] = [
         ErrorCode::Io,
         ErrorCode::Load,
         ErrorCode::Format,
@@ -142,6 +160,8 @@ impl ErrorCode {
         ErrorCode::Subgraph,
         ErrorCode::Backend,
         ErrorCode::Busy,
+        ErrorCode::ResourceExhausted,
+        ErrorCode::Cancelled,
     ];
 }
 
@@ -165,6 +185,8 @@ impl Error {
             Error::OutOfMemory(_) => ErrorCode::OutOfMemory,
             Error::Subgraph { .. } => ErrorCode::Subgraph,
             Error::Backend { .. } => ErrorCode::Backend,
+            Error::ResourceExhausted { .. } => ErrorCode::ResourceExhausted,
+            Error::Cancelled => ErrorCode::Cancelled,
         }
     }
 

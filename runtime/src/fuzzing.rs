@@ -3,8 +3,10 @@
 //! part of the API: hidden from the docs and free to change.
 
 use crate::error::Result;
+
 use crate::loader::{elf, executable::Executable, library};
 use crate::model::{LoadOptions, Model};
+pub use crate::vm::craft;
 
 /// The ELF pre-check and the dynamic-symbol listing of a library file.
 pub fn elf(bytes: &[u8]) -> Result<usize> {
@@ -98,7 +100,8 @@ pub fn regions(file: &[u8]) -> Vec<(&'static str, std::ops::Range<usize>)> {
 
 /// The module blob (length field and payload) of a model file read as data.
 fn blob_of(file: &[u8]) -> Option<Vec<u8>> {
-    let (_, blob) = library::Library::open_code_free(file, std::path::Path::new("<file>")).ok()?;
+    let (_, blob) =
+        library::Library::open_code_free(file, std::path::Path::new("<file>"), None).ok()?;
     Some(blob)
 }
 
@@ -142,6 +145,6 @@ pub fn entry_function(file: &[u8]) -> Option<String> {
 /// coverage instrumentation dominates the target's time (docs/fuzzing.md).
 pub fn gunzipped(file: &[u8]) -> Option<Vec<u8>> {
     file.starts_with(&[0x1f, 0x8b])
-        .then(|| crate::loader::object_file::gunzip(file).ok())
+        .then(|| crate::loader::object_file::gunzip(file, u64::MAX).ok())
         .flatten()
 }

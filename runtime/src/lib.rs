@@ -43,13 +43,19 @@ pub use offload::format as subgraph;
 
 pub use dtype::DType;
 pub use error::{Error, ErrorCode, Result};
-pub use model::{Dim, FunctionInfo, KernelSignature, LoadOptions, Model, ParamInfo};
+pub use model::{
+    default_load_budget, Dim, FunctionInfo, KernelSignature, LoadOptions, Model, ParamInfo,
+};
 pub use offload::{NodePlan, SubgraphPlan};
 pub use registry::{lookup_function, register_function, unregister_function, PackedFunc};
 pub use tensor::{Element, Pool, Storage, Tensor, ALIGNMENT};
 pub use value::{Arg, Function, TensorRef, Value};
 pub use vm::builtins::BUILTIN_NAMES;
-pub use vm::{default_threads, CallKind, ProfileEntry, Session, SessionOptions, TraceEvent};
+pub use vm::{
+    default_memory_budget, default_threads, CallKind, InterruptHandle, ProfileEntry, Session,
+    SessionOptions, TraceEvent, DEFAULT_MAX_INSTRUCTIONS, DEFAULT_MAX_REGISTERS,
+    DEFAULT_STACK_BUDGET,
+};
 
 /// Mote's version.
 pub fn version() -> &'static str {

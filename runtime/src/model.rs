@@ -79,6 +79,18 @@ static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
 pub struct LoadOptions {
     code_free: bool,
     read_into_memory: bool,
+    memory_budget: Option<u64>,
+}
+
+/// The default [`LoadOptions::memory_budget`] for a file of `file_bytes`: 16 times its size
+/// plus 64 MiB, at most 4 GiB. A gzip-compressed archive of TVM output inflates about 1.1x
+/// (weights) to 4x (object code), so real files stay far below; a file built to inflate (deflate
+/// reaches 1032:1) is stopped at this multiple of its own size (docs/untrusted-models.md §3).
+pub fn default_load_budget(file_bytes: usize) -> u64 {
+    (file_bytes as u64)
+        .saturating_mul(16)
+        .saturating_add(64 << 20)
+        .min(4 << 30)
 }
 
 /// Platforms where a process may not map downloaded code: there, every load is code-free.
@@ -96,6 +108,7 @@ impl Default for LoadOptions {
         LoadOptions {
             code_free: CODE_FREE_ONLY,
             read_into_memory: false,
+            memory_budget: None,
         }
     }
 }
@@ -138,6 +151,23 @@ impl LoadOptions {
     pub fn is_read_into_memory(&self) -> bool {
         self.read_into_memory
     }
+
+    /// The most memory a code-free load may allocate to decode the file, in bytes: a
+    /// gzip-compressed `.tar` is inflated only up to it, and one that would inflate further is
+    /// [`Error::ResourceExhausted`] (having held at most this much). Everything else a load
+    /// allocates is bounded by the file's own size: the executable's constants are copies of
+    /// bytes in the file. Default ([`default_load_budget`]): 16 times the file's size plus
+    /// 64 MiB, at most 4 GiB. A load that maps the library as code runs the file's code, so no
+    /// budget applies to it.
+    pub fn memory_budget(mut self, bytes: u64) -> Self {
+        self.memory_budget = Some(bytes);
+        self
+    }
+
+    /// The budget set with [`LoadOptions::memory_budget`], or `None` for the default.
+    pub fn memory_budget_bytes(&self) -> Option<u64> {
+        self.memory_budget
+    }
 }
 
 impl Model {
@@ -169,13 +199,13 @@ impl Model {
             // Read, never mapped: the model keeps copies of what it needs and no mapping of
             // the file, so nothing done to the file later can fault a read.
             let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-            let (library, blob) = Library::open_code_free(&bytes, path)?;
+            let (library, blob) = Library::open_code_free(&bytes, path, options.memory_budget)?;
             return Self::from_code_free(library, blob);
         }
         if options.code_free {
             // Mapped read-only as data: a blob the file holds verbatim is read in place, like a
             // mapped library's; a decoded one (compressed tar, C array) is copied out of.
-            return match Library::open_code_free_file(path)? {
+            return match Library::open_code_free_file(path, options.memory_budget)? {
                 (library, None) => Self::from_library(library),
                 (library, Some(blob)) => Self::from_code_free(library, blob),
             };
@@ -187,7 +217,8 @@ impl Model {
     /// platform (nothing is mapped).
     pub fn load_from_memory_with(bytes: &[u8], options: LoadOptions) -> Result<Model> {
         if options.code_free {
-            let (library, blob) = Library::open_code_free(bytes, Path::new("<memory>"))?;
+            let (library, blob) =
+                Library::open_code_free(bytes, Path::new("<memory>"), options.memory_budget)?;
             return Self::from_code_free(library, blob);
         }
         Self::from_library(Library::open_memory(bytes)?)

@@ -9,6 +9,7 @@ use std::alloc::Layout;
 use std::any::Any;
 use std::fmt;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::dtype::DType;
@@ -53,8 +54,14 @@ struct AlignedBuf {
 /// overcommitting kernel might grant and then kill the process for (AddressSanitizer, which
 /// reports such requests, found one in the corrupted-executable sweep).
 fn max_buffer_bytes() -> usize {
-    static MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *MAX.get_or_init(|| {
+    physical_memory().unwrap_or(usize::MAX)
+}
+
+/// The machine's physical memory, where the OS says: `sysconf` on Linux and Android,
+/// `hw.memsize` on Apple platforms.
+pub(crate) fn physical_memory() -> Option<usize> {
+    static MEM: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *MEM.get_or_init(|| {
         #[cfg(any(target_os = "linux", target_os = "android"))]
         {
             // SAFETY: sysconf only reads system configuration.
@@ -65,10 +72,29 @@ fn max_buffer_bytes() -> usize {
                 )
             };
             if pages > 0 && size > 0 {
-                return (pages as usize).saturating_mul(size as usize);
+                return Some((pages as usize).saturating_mul(size as usize));
             }
         }
-        usize::MAX
+        #[cfg(target_vendor = "apple")]
+        {
+            let mut mem: u64 = 0;
+            let mut len = std::mem::size_of::<u64>();
+            // SAFETY: the name is a NUL-terminated string; `mem` and `len` are valid for
+            // writes of the sizes given, and sysctlbyname writes at most `len` bytes.
+            let rc = unsafe {
+                libc::sysctlbyname(
+                    c"hw.memsize".as_ptr(),
+                    (&mut mem as *mut u64).cast(),
+                    &mut len,
+                    std::ptr::null_mut(),
+                    0,
+                )
+            };
+            if rc == 0 && mem > 0 {
+                return Some(usize::try_from(mem).unwrap_or(usize::MAX));
+            }
+        }
+        None
     })
 }
 
@@ -115,6 +141,10 @@ pub struct Pool {
     /// Overwrite every buffer handed out (fresh or recycled), so that work a kernel skipped
     /// cannot pass for done by leaving an earlier run's bytes in place.
     poison: bool,
+    /// Bytes of live storages allocated from this pool (rounded to the alignment), and the
+    /// most it may reach (`SessionOptions::memory_budget_bytes`).
+    live: AtomicUsize,
+    budget: usize,
 }
 
 /// Free buffers by size. A model uses a handful of distinct sizes, so a linear list beats
@@ -142,11 +172,54 @@ impl Pool {
     /// A pool that, when `poison` is set, overwrites every buffer it hands out (see
     /// `SessionOptions::poison_memory`).
     pub(crate) fn with_poison(limit_bytes: usize, poison: bool) -> Arc<Pool> {
+        Pool::with_budget(limit_bytes, poison, usize::MAX)
+    }
+
+    /// [`Pool::with_poison`] whose live storages may hold at most `budget` bytes together.
+    pub(crate) fn with_budget(limit_bytes: usize, poison: bool, budget: usize) -> Arc<Pool> {
         Arc::new(Pool {
             free: Mutex::new(PoolState::default()),
             limit_bytes,
             poison,
+            live: AtomicUsize::new(0),
+            budget,
         })
+    }
+
+    /// Count `size` more live bytes, or refuse when that would pass the budget.
+    fn reserve(&self, size: usize) -> Result<()> {
+        let mut live = self.live.load(Ordering::Relaxed);
+        loop {
+            let next = live.saturating_add(size);
+            if next > self.budget {
+                return Err(Error::ResourceExhausted {
+                    budget: "SessionOptions::memory_budget_bytes",
+                    message: format!(
+                        "allocating {size} bytes with {live} already held would pass the \
+                         budget of {} bytes",
+                        self.budget
+                    ),
+                });
+            }
+            match self
+                .live
+                .compare_exchange_weak(live, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return Ok(()),
+                Err(now) => live = now,
+            }
+        }
+    }
+
+    /// Bytes the budget has left (`SessionOptions::memory_budget_bytes` minus live storage).
+    pub(crate) fn budget_left(&self) -> usize {
+        self.budget
+            .saturating_sub(self.live.load(Ordering::Relaxed))
+    }
+
+    /// Bytes of live storage allocated from this pool.
+    pub fn live_bytes(&self) -> usize {
+        self.live.load(Ordering::Relaxed)
     }
 
     fn take(&self, size: usize) -> Option<AlignedBuf> {
@@ -232,9 +305,21 @@ impl Storage {
         hint: DType,
     ) -> Result<Arc<Storage>> {
         let rounded = len.div_ceil(ALIGNMENT).max(1) * ALIGNMENT;
+        if let Some(p) = pool {
+            p.reserve(rounded)?;
+        }
         let buf = match pool.and_then(|p| p.take(rounded)) {
-            Some(b) => b,
-            None => AlignedBuf::new(rounded, false)?,
+            Some(b) => Ok(b),
+            None => AlignedBuf::new(rounded, false),
+        };
+        let buf = match buf {
+            Ok(b) => b,
+            Err(e) => {
+                if let Some(p) = pool {
+                    p.live.fetch_sub(rounded, Ordering::Relaxed);
+                }
+                return Err(e);
+            }
         };
         if pool.is_some_and(|p| p.poison) {
             // SAFETY: `buf` is a live allocation of `layout.size()` bytes owned only by us.
@@ -310,6 +395,7 @@ impl Drop for Storage {
         } = &mut self.mem
         {
             if let Some(b) = buf.take() {
+                pool.live.fetch_sub(b.layout.size(), Ordering::Relaxed);
                 pool.give(b.layout.size(), b);
             }
         }

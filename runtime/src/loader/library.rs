@@ -170,9 +170,14 @@ impl Library {
     /// Mach-O library or object, or the tar `export_library` writes. `label` names it in
     /// messages. Returns the module blob (length field and payload) beside the library, which
     /// does not keep it: the model copies what it needs while loading, then holds no copy of
-    /// the file.
-    pub fn open_code_free(bytes: &[u8], label: &Path) -> Result<(Arc<Library>, Vec<u8>)> {
-        let image = read_image(bytes, label)?;
+    /// the file. `budget` bounds what decoding may allocate (`LoadOptions::memory_budget`;
+    /// `None`: the default for the file's size).
+    pub fn open_code_free(
+        bytes: &[u8],
+        label: &Path,
+        budget: Option<u64>,
+    ) -> Result<(Arc<Library>, Vec<u8>)> {
+        let image = read_image(bytes, label, budget)?;
         let blob = image.blob.into_owned();
         Ok((Self::code_free(image.kernels, None, label), blob))
     }
@@ -183,15 +188,18 @@ impl Library {
     /// of the file is made and the weights only offloaded regions read can stay in it; the
     /// second value is then `None`. Otherwise (a compressed tar, TVM's C array, a file that
     /// cannot be mapped) it is the decoded blob, as [`Library::open_code_free`] returns it.
-    pub fn open_code_free_file(path: &Path) -> Result<(Arc<Library>, Option<Vec<u8>>)> {
+    pub fn open_code_free_file(
+        path: &Path,
+        budget: Option<u64>,
+    ) -> Result<(Arc<Library>, Option<Vec<u8>>)> {
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         let Some(map) = FileMap::new(&file).map_err(|e| Error::io(path, e))? else {
             let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-            let (library, blob) = Self::open_code_free(&bytes, path)?;
+            let (library, blob) = Self::open_code_free(&bytes, path, budget)?;
             return Ok((library, Some(blob)));
         };
         drop(file);
-        let image = read_image(map.bytes(), path)?;
+        let image = read_image(map.bytes(), path, budget)?;
         let base = map.bytes().as_ptr() as usize;
         let in_file = match &image.blob {
             std::borrow::Cow::Borrowed(b) => (b.as_ptr() as usize)
@@ -526,8 +534,9 @@ impl Library {
 }
 
 /// What `bytes`, a library read as data, holds (`object_file::read`), its errors naming `label`.
-fn read_image<'a>(bytes: &'a [u8], label: &Path) -> Result<Image<'a>> {
-    let image = crate::loader::object_file::read(bytes).map_err(|e| match e {
+fn read_image<'a>(bytes: &'a [u8], label: &Path, budget: Option<u64>) -> Result<Image<'a>> {
+    let budget = budget.unwrap_or_else(|| crate::model::default_load_budget(bytes.len()));
+    let image = crate::loader::object_file::read(bytes, budget).map_err(|e| match e {
         Error::Format(m) => Error::Format(format!("{}: {m}", label.display())),
         Error::Unsupported(m) => Error::Unsupported(format!("{}: {m}", label.display())),
         e => e,

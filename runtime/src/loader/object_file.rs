@@ -62,9 +62,12 @@ pub(crate) struct Image<'a> {
 /// Read `bytes` (an ELF or Mach-O library or object, or a tar of objects / TVM's C sources).
 /// Every malformed input is [`Error::Format`]; a container Mote does not read is
 /// [`Error::Unsupported`].
-pub(crate) fn read(bytes: &[u8]) -> Result<Image<'_>> {
+///
+/// `budget` bounds what decoding may allocate (`LoadOptions::memory_budget`): a compressed
+/// archive that inflates past it is [`Error::ResourceExhausted`], found while inflating.
+pub(crate) fn read(bytes: &[u8], budget: u64) -> Result<Image<'_>> {
     if bytes.starts_with(&GZIP_MAGIC) {
-        let tar = gunzip(bytes)?;
+        let tar = gunzip(bytes, budget)?;
         let image = read_tar(&tar)?;
         return Ok(Image {
             blob: Cow::Owned(image.blob.into_owned()),
@@ -308,15 +311,18 @@ fn kernels_of(file: &object::File<'_>) -> Vec<String> {
 // The tar that export_library("m.tar") writes
 // ---------------------------------------------------------------------------------------------
 
-/// The decompressed bytes of a gzip file that holds a tar archive, bounded (see
-/// `MAX_INFLATION`). The first tar block is inflated and checked alone: a gzip file that does
-/// not hold a tar is refused before the rest is inflated (a 1 MB file of zeros would
-/// otherwise expand to a gigabyte first).
-pub(crate) fn gunzip(bytes: &[u8]) -> Result<Vec<u8>> {
+/// The decompressed bytes of a gzip file that holds a tar archive, bounded by `budget` (the
+/// load's memory budget) and by what deflate can produce (see `MAX_INFLATION`). The first tar
+/// block is inflated and checked alone: a gzip file that does not hold a tar is refused before
+/// the rest is inflated (a 1 MB file of zeros would otherwise expand to a gigabyte first). The
+/// output grows as it is inflated, so a stream over the budget stops there, having held at
+/// most the budget.
+pub(crate) fn gunzip(bytes: &[u8], budget: u64) -> Result<Vec<u8>> {
     use std::io::Read;
-    let limit = (bytes.len() as u64)
+    let format_limit = (bytes.len() as u64)
         .saturating_mul(MAX_INFLATION as u64)
         .min(MAX_TAR_BYTES);
+    let limit = format_limit.min(budget);
     let corrupt =
         |e: std::io::Error| Error::Format(format!("the gzip-compressed archive is corrupt: {e}"));
     let mut stream = flate2::read::GzDecoder::new(bytes).take(limit.saturating_add(1));
@@ -330,8 +336,37 @@ pub(crate) fn gunzip(bytes: &[u8]) -> Result<Vec<u8>> {
             "a gzip file that does not hold a tar archive".into(),
         ));
     }
-    stream.read_to_end(&mut out).map_err(corrupt)?;
+    // Grown by hand, never past `limit + 1` bytes of capacity: `read_to_end` doubles, and
+    // could hold twice the budget just before finding the stream too long.
+    let mut chunk = vec![0u8; 64 << 10];
+    let cap = usize::try_from(limit.saturating_add(1)).unwrap_or(usize::MAX);
+    loop {
+        let n = match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(corrupt(e)),
+        };
+        if out.len() + n > out.capacity() {
+            let want = (out.capacity().saturating_mul(2))
+                .max(out.len() + n)
+                .min(cap);
+            out.try_reserve_exact(want.saturating_sub(out.len()))
+                .map_err(|_| Error::OutOfMemory(want))?;
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
     if out.len() as u64 > limit {
+        if limit == budget {
+            return Err(Error::ResourceExhausted {
+                budget: "LoadOptions::memory_budget",
+                message: format!(
+                    "the gzip-compressed archive ({} bytes) inflates past the load's budget \
+                     of {budget} bytes",
+                    bytes.len()
+                ),
+            });
+        }
         return Err(Error::Format(format!(
             "the gzip-compressed archive expands past {limit} bytes"
         )));
@@ -557,6 +592,41 @@ fn c_array_blob(src: &[u8], what: &str) -> Result<Option<(Vec<u8>, String)>> {
 mod tests {
     use super::*;
 
+    fn read_all(bytes: &[u8]) -> Result<Image<'_>> {
+        read(bytes, u64::MAX)
+    }
+
+    /// A gzip tar that inflates past the load's memory budget is `ResourceExhausted`, and
+    /// inflating it never held much more than the budget.
+    #[test]
+    fn inflating_stops_at_the_load_budget() {
+        let member = vec![0u8; 32 << 20];
+        let archive = gzip(&tar(&[("lib0.c", &member[..])]));
+        let budget = 4u64 << 20;
+        crate::test_alloc::largest_since_reset();
+        let err = read(&archive, budget).map(|_| ()).expect_err("over budget");
+        let largest = crate::test_alloc::largest_since_reset();
+        assert!(
+            matches!(
+                &err,
+                Error::ResourceExhausted {
+                    budget: "LoadOptions::memory_budget",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            largest as u64 <= budget + (256 << 10),
+            "inflating held {largest} bytes at once, budget {budget}"
+        );
+        // The same archive under a budget it fits reads on (and fails later: no blob).
+        assert!(!matches!(
+            read(&archive, 64 << 20),
+            Err(Error::ResourceExhausted { .. })
+        ));
+    }
+
     fn blob(payload: &[u8]) -> Vec<u8> {
         let mut b = (payload.len() as u64).to_le_bytes().to_vec();
         b.extend_from_slice(payload);
@@ -610,7 +680,7 @@ mod tests {
     fn a_gzip_without_a_tar_is_refused_before_inflating_the_rest() {
         let zeros = gzip(&vec![0u8; 64 << 20]);
         crate::test_alloc::largest_since_reset();
-        let err = read(&zeros).map(|_| ()).expect_err("not a tar");
+        let err = read_all(&zeros).map(|_| ()).expect_err("not a tar");
         let largest = crate::test_alloc::largest_since_reset();
         assert!(
             matches!(&err, Error::Format(m) if m.contains("does not hold a tar")),
@@ -625,7 +695,7 @@ mod tests {
             ("lib0.c", b";"),
             ("devc.c", c_source("", &b).as_bytes()),
         ]));
-        let image = read(&archive).expect("a gzip tar reads");
+        let image = read_all(&archive).expect("a gzip tar reads");
         assert_eq!(&image.blob[..], &b[..]);
     }
 
@@ -678,7 +748,7 @@ mod tests {
         let b = blob(b"payload");
         let src = c_source("", &b);
         let t = tar(&[("lib0.c", b";"), ("devc.c", src.as_bytes())]);
-        let image = read(&t).unwrap();
+        let image = read_all(&t).unwrap();
         assert_eq!(image.blob, b);
         assert!(image.kernels.is_empty());
         assert_eq!(image.container, "tar of lib0.c + devc.c");
@@ -687,10 +757,10 @@ mod tests {
             ("lib0.c", b"int f(void){return 0;}"),
             ("devc.c", src.as_bytes()),
         ]);
-        assert!(matches!(read(&t), Err(Error::Unsupported(_))));
+        assert!(matches!(read_all(&t), Err(Error::Unsupported(_))));
         // No blob at all.
         let t = tar(&[("lib0.c", b";")]);
-        assert!(matches!(read(&t), Err(Error::Unsupported(_))));
+        assert!(matches!(read_all(&t), Err(Error::Unsupported(_))));
     }
 
     #[test]
@@ -701,7 +771,7 @@ mod tests {
         // nothing.
         let first_end_block = t.len() - 2 * TAR_BLOCK;
         for cut in 0..t.len() {
-            match read(&t[..cut]) {
+            match read_all(&t[..cut]) {
                 Ok(image) if cut > first_end_block => assert_eq!(image.blob, blob(b"payload")),
                 Ok(_) => panic!("a tar cut at {cut} bytes was accepted"),
                 Err(Error::Format(_) | Error::Unsupported(_)) => {}
@@ -711,7 +781,7 @@ mod tests {
         for i in (0..t.len()).step_by(7) {
             let mut f = t.clone();
             f[i] ^= 0x5a;
-            match read(&f) {
+            match read_all(&f) {
                 Ok(image) => assert_eq!(image.blob.len(), blob(b"payload").len()),
                 Err(Error::Format(_) | Error::Unsupported(_)) => {}
                 Err(e) => panic!("unexpected error {e:?}"),
@@ -809,7 +879,7 @@ mod tests {
         ] {
             for prefix in ["", "m1_"] {
                 let file = object_file(format, prefix, &b, None);
-                let image = read(&file).unwrap();
+                let image = read_all(&file).unwrap();
                 assert_eq!(image.blob, b, "{container}");
                 assert_eq!(image.prefix, prefix, "{container}");
                 assert_eq!(image.kernels, ["fused_add"], "{container}");
@@ -822,12 +892,12 @@ mod tests {
     fn refuses_a_blob_with_a_relocation() {
         let b = blob(&[7u8; 32]);
         for format in [object::BinaryFormat::Elf, object::BinaryFormat::MachO] {
-            match read(&object_file(format, "", &b, Some(16))) {
+            match read_all(&object_file(format, "", &b, Some(16))) {
                 Err(Error::Format(m)) => assert!(m.contains("relocation at byte 16"), "{m}"),
                 other => panic!("{format:?}: {other:?}"),
             }
             // A relocation just after the blob does not touch it.
-            assert!(read(&object_file(format, "", &b, Some(b.len() as u64))).is_ok());
+            assert!(read_all(&object_file(format, "", &b, Some(b.len() as u64))).is_ok());
         }
     }
 
@@ -837,7 +907,7 @@ mod tests {
         for format in [object::BinaryFormat::Elf, object::BinaryFormat::MachO] {
             let o = object_file(format, "", &b, None);
             for cut in 0..o.len() {
-                match read(&o[..cut]) {
+                match read_all(&o[..cut]) {
                     Ok(image) => assert_eq!(image.blob, b, "{format:?} cut at {cut}"),
                     Err(Error::Format(_) | Error::Unsupported(_)) => {}
                     Err(e) => panic!("unexpected error {e:?}"),
@@ -847,7 +917,7 @@ mod tests {
                 for bit in [0x01, 0x80] {
                     let mut f = o.clone();
                     f[i] ^= bit;
-                    match read(&f) {
+                    match read_all(&f) {
                         Ok(_) | Err(Error::Format(_) | Error::Unsupported(_)) => {}
                         Err(e) => panic!("unexpected error {e:?}"),
                     }
@@ -857,7 +927,7 @@ mod tests {
             let mut long = b.clone();
             long[..8].copy_from_slice(&((b.len() - 8 + 16 + 1) as u64).to_le_bytes());
             let o = object_file(format, "", &long, None);
-            assert!(matches!(read(&o), Err(Error::Format(_))), "{format:?}");
+            assert!(matches!(read_all(&o), Err(Error::Format(_))), "{format:?}");
         }
     }
 
@@ -899,7 +969,7 @@ mod tests {
     /// `find_blob`'s counted work (symbols looked at plus prefixes compared) for one `read`.
     fn blob_work_of(bytes: &[u8]) -> (u64, Result<Image<'_>>) {
         BLOB_WORK.with(|w| w.set(0));
-        let r = read(bytes);
+        let r = read_all(bytes);
         (BLOB_WORK.with(|w| w.get()), r)
     }
 
@@ -972,7 +1042,7 @@ mod tests {
             ]
             .into_iter(),
         );
-        match read(&file) {
+        match read_all(&file) {
             Err(Error::Unsupported(m)) => assert!(m.len() <= MAX_MESSAGE, "{} bytes", m.len()),
             other => panic!("{other:?}"),
         }
@@ -981,7 +1051,7 @@ mod tests {
             .map(|i| (format!("lib{i}.c"), &b";"[..]))
             .collect();
         let refs: Vec<(&str, &[u8])> = members.iter().map(|(n, d)| (n.as_str(), *d)).collect();
-        match read(&tar(&refs)) {
+        match read_all(&tar(&refs)) {
             Err(Error::Unsupported(m)) => {
                 assert!(m.len() <= MAX_MESSAGE, "{} bytes: {:.200}", m.len(), m);
                 assert!(m.contains("lib0.c") && m.contains("4997 more"), "{m}");
@@ -998,10 +1068,13 @@ mod tests {
             b"\x7fELF\x02\x01\x01\0garbage",
             b"not a library",
         ] {
-            assert!(matches!(read(bytes), Err(Error::Format(_))), "{bytes:?}");
+            assert!(
+                matches!(read_all(bytes), Err(Error::Format(_))),
+                "{bytes:?}"
+            );
         }
         assert!(matches!(
-            read(&[0xca, 0xfe, 0xba, 0xbe, 0, 0, 0, 2]),
+            read_all(&[0xca, 0xfe, 0xba, 0xbe, 0, 0, 0, 2]),
             Err(Error::Unsupported(_))
         ));
     }

@@ -63,7 +63,7 @@ impl SubgraphRunner {
             .collect::<Result<Vec<_>>>()?;
         let order = resolve(backends);
         let exec = self.site.executor(&order)?;
-        exec.run(inputs, &outputs, crate::tensor::poison_by_default())?;
+        exec.run(inputs, &outputs, crate::tensor::poison_by_default(), None)?;
         Ok(outputs)
     }
 }
@@ -323,7 +323,22 @@ impl Executor {
 
     /// Run on the VM's tensors (already checked against the description). With `poison`, the
     /// scratch arena is overwritten first (see `SessionOptions::poison_memory`).
-    pub(crate) fn run(&self, inputs: &[Tensor], outputs: &[Tensor], poison: bool) -> Result<()> {
+    /// Bytes of scratch memory (arena slots) one run holds.
+    pub(crate) fn arena_bytes(&self) -> usize {
+        self.slot_bytes
+            .iter()
+            .fold(0usize, |a, &b| a.saturating_add(b))
+    }
+
+    /// Run on `inputs` into `outputs`. `interrupt`, when given, is consumed between backend
+    /// segments: a pending interrupt stops the run with `Error::Cancelled`.
+    pub(crate) fn run(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        poison: bool,
+        interrupt: Option<&crate::vm::InterruptHandle>,
+    ) -> Result<()> {
         let g = &self.graph;
         let arena = match self.arenas.lock().ok().and_then(|mut a| a.pop()) {
             Some(a) => a,
@@ -390,6 +405,10 @@ impl Executor {
         let mut bufs = unsafe { Buffers::from_raw(ptrs) };
         let mut result = Ok(());
         for s in &self.segments {
+            if interrupt.is_some_and(|i| i.take()) {
+                result = Err(Error::Cancelled);
+                break;
+            }
             result = s.prepared.run(&mut bufs);
             if result.is_err() {
                 break;

@@ -366,7 +366,22 @@ impl Session {
                 Value::Shape(Arc::from(&*dims))
             }
             Builtin::MakePrimValue => Value::Int(make_dim(&heap_of(a(0)?)?, int(1)?, int(2)?)?),
-            Builtin::AllocShapeHeap => Value::Tensor(Tensor::zeros(&[int(1)?], DType::I64)?),
+            Builtin::AllocShapeHeap => {
+                // Its size comes from the file: held to the session's memory budget too.
+                let n = int(1)?;
+                let bytes = usize::try_from(n).unwrap_or(usize::MAX).saturating_mul(8);
+                if bytes > self.pool().budget_left() {
+                    return Err(Error::ResourceExhausted {
+                        budget: "SessionOptions::memory_budget_bytes",
+                        message: format!(
+                            "a shape heap of {n} entries is more than the {} bytes the budget \
+                             has left",
+                            self.pool().budget_left()
+                        ),
+                    });
+                }
+                Value::Tensor(Tensor::zeros(&[n], DType::I64)?)
+            }
             Builtin::AllocStorage => {
                 let size = a(1)?.expect_shape("alloc_storage size")?;
                 let dev = int(2)?;

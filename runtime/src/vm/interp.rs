@@ -6,27 +6,71 @@ use std::time::Instant;
 
 use super::builtins::Builtin;
 use super::program::{Callee, Program};
-use super::Session;
+use super::{CallState, Session};
 use crate::error::{Error, Result};
 use crate::loader::executable::{Arg, Instr};
 use crate::value::{Arg as CallArg, Function, Value};
 
-/// Deepest nesting of Relax function calls before the VM reports an error instead of
-/// overflowing the stack.
-const MAX_DEPTH: usize = 256;
+/// Deepest nesting of Relax function calls, whatever the stack budget: a backstop should the
+/// stack measurement ever read wrong (the stack budget stops real calls far earlier).
+const MAX_DEPTH: usize = 4096;
+
+/// An address in the current stack frame: stack use is the distance from the entry frame's.
+#[inline(always)]
+fn stack_address() -> usize {
+    let marker = 0u8;
+    std::hint::black_box(&marker) as *const u8 as usize
+}
 
 impl Session {
+    /// Start a call from outside: reset the call's budgets, measure the stack from here, and
+    /// consume an interrupt that arrived while no call was running.
+    pub(crate) fn enter<R>(&mut self, f: impl FnOnce(&mut Session) -> Result<R>) -> Result<R> {
+        self.call = CallState {
+            instructions_left: self.budget.instructions,
+            stack_base: stack_address(),
+        };
+        if self.interrupt.take() {
+            return Err(Error::Cancelled);
+        }
+        f(self)
+    }
+
+    /// Stack bytes the call in progress uses, from its entry to here.
+    #[inline]
+    pub(crate) fn stack_used(&self) -> usize {
+        self.call.stack_base.saturating_sub(stack_address())
+    }
+
     pub(crate) fn invoke_vm(&mut self, m: &Program, fidx: usize, args: &[Value]) -> Result<Value> {
         self.check_arity(fidx, args.len())?;
-        if self.depth >= MAX_DEPTH {
-            return Err(Error::Vm {
-                function: m.exe().funcs[fidx].name.clone(),
-                pc: 0,
-                message: format!("calls nested deeper than {MAX_DEPTH}"),
+        let name = || m.exe().funcs[fidx].name.clone();
+        let used = self.stack_used();
+        if used > self.budget.stack_bytes || self.depth >= MAX_DEPTH {
+            return Err(Error::ResourceExhausted {
+                budget: "SessionOptions::stack_budget_bytes",
+                message: format!(
+                    "calling `{}` at depth {} would pass the stack budget of {} bytes ({used} \
+                     used so far)",
+                    name(),
+                    self.depth,
+                    self.budget.stack_bytes
+                ),
             });
         }
         let base = self.regs.len();
         let rfs = m.exe().funcs[fidx].register_file_size;
+        if base.saturating_add(rfs) > self.budget.max_registers {
+            return Err(Error::ResourceExhausted {
+                budget: "SessionOptions::max_registers",
+                message: format!(
+                    "calling `{}` needs {rfs} registers with {base} held by the frames below, \
+                     more than the budget of {}",
+                    name(),
+                    self.budget.max_registers
+                ),
+            });
+        }
         self.regs.resize(base + rfs, Value::None);
         self.regs[base..base + args.len()].clone_from_slice(args);
         self.depth += 1;
@@ -47,6 +91,21 @@ impl Session {
             };
             if pc >= f.end {
                 return Err(vm_err(pc, "ran past the end of the function".into()));
+            }
+            // The execution budget and the interrupt, once per instruction: a loop (a backward
+            // Goto is legal Relax control flow) ends at one or the other.
+            if self.call.instructions_left == 0 {
+                return Err(Error::ResourceExhausted {
+                    budget: "SessionOptions::max_instructions",
+                    message: format!(
+                        "`{}` at pc {pc}: the call has executed its budget of {} instructions",
+                        f.name, self.budget.instructions
+                    ),
+                });
+            }
+            self.call.instructions_left -= 1;
+            if self.interrupt.take() {
+                return Err(Error::Cancelled);
             }
             match m.exe().instrs[pc] {
                 Instr::Call {

@@ -7,6 +7,7 @@
 //! executable a model shares between its sessions.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::host::abi::{DLTensor, FfiAny};
@@ -15,7 +16,10 @@ use crate::model::Model;
 use crate::tensor::Pool;
 use crate::value::Value;
 
+#[cfg(test)]
+mod budget_tests;
 pub(crate) mod builtins;
+pub mod craft;
 mod interp;
 mod kernel;
 mod offload_call;
@@ -25,7 +29,10 @@ mod session;
 
 pub use profile::{CallKind, ProfileEntry, TraceEvent};
 pub(crate) use program::SUBGRAPH_FUNCTION;
-pub use session::{default_threads, SessionOptions};
+pub use session::{
+    default_memory_budget, default_threads, SessionOptions, DEFAULT_MAX_INSTRUCTIONS,
+    DEFAULT_MAX_REGISTERS, DEFAULT_STACK_BUDGET,
+};
 
 /// A VM instance running one model: registers, memory pool, worker threads, stateful inputs.
 ///
@@ -46,6 +53,85 @@ pub struct Session {
     /// `SessionOptions::backends`, resolved to backends on the first subgraph call.
     backend_names: Vec<String>,
     backends: Option<Vec<Arc<dyn crate::offload::Backend>>>,
+    /// Set from any thread to stop the running call ([`Session::interrupt_handle`]).
+    interrupt: InterruptHandle,
+    /// The limits from `SessionOptions`, fixed for the session's life.
+    budget: Budget,
+    /// What the call in progress has used of them; reset as each call enters the session.
+    call: CallState,
+}
+
+/// Stops a running call of one [`Session`] from any thread (docs/untrusted-models.md §4).
+///
+/// [`InterruptHandle::interrupt`] makes the call in progress return [`Error::Cancelled`] at
+/// its next instruction or kernel boundary (a kernel already running finishes first; an
+/// offloaded region stops between its backend segments). An interrupt is never lost: when no
+/// call is running, the session's next call is cancelled as it starts. Each interrupt cancels
+/// one call; the session stays usable afterwards.
+///
+/// ```no_run
+/// let model = mote::Model::load("model.so")?;
+/// let mut session = model.session()?;
+/// let handle = session.interrupt_handle();
+/// std::thread::spawn(move || {
+///     std::thread::sleep(std::time::Duration::from_secs(2));
+///     handle.interrupt();
+/// });
+/// match session.run("main", &[]) {
+///     Err(mote::Error::Cancelled) => println!("took too long"),
+///     r => println!("{:?}", r.map(|o| o.len())),
+/// }
+/// # Ok::<(), mote::Error>(())
+/// ```
+///
+/// [`Error::Cancelled`]: crate::Error::Cancelled
+#[derive(Clone, Debug, Default)]
+pub struct InterruptHandle(Arc<AtomicBool>);
+
+impl InterruptHandle {
+    /// Cancel the session's running call, or its next one if none is running.
+    pub fn interrupt(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// Whether an interrupt is pending (not yet consumed by a call).
+    pub fn is_pending(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Consume a pending interrupt: true at most once per [`InterruptHandle::interrupt`].
+    #[inline]
+    pub(crate) fn take(&self) -> bool {
+        self.0.load(Ordering::Relaxed) && self.0.swap(false, Ordering::AcqRel)
+    }
+}
+
+/// `SessionOptions`' budgets, as the interpreter checks them.
+#[derive(Clone, Copy, Debug)]
+struct Budget {
+    max_registers: usize,
+    stack_bytes: usize,
+    instructions: u64,
+}
+
+impl Budget {
+    fn of(o: &SessionOptions) -> Budget {
+        Budget {
+            max_registers: o.max_registers,
+            stack_bytes: o.stack_budget_bytes,
+            instructions: o.max_instructions,
+        }
+    }
+}
+
+/// Per-call accounting, reset when a call enters the session (`Session::enter`).
+#[derive(Clone, Copy, Debug, Default)]
+struct CallState {
+    /// Instructions the call may still execute.
+    instructions_left: u64,
+    /// Address of a local of the entry frame: stack use is measured from here (stacks grow
+    /// down on every platform Mote supports).
+    stack_base: usize,
 }
 
 // SAFETY: the raw pointers in the scratch vectors are only meaningful during a kernel call made

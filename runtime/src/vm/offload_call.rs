@@ -84,7 +84,24 @@ impl Session {
         }
         let backends = self.backends.as_deref().unwrap_or(&[]);
         let exec = site.executor(backends)?;
-        exec.run(&inputs, &outputs, self.pool.poisons())?;
+        let scratch = exec.arena_bytes();
+        if scratch > self.pool.budget_left() {
+            return Err(Error::ResourceExhausted {
+                budget: "SessionOptions::memory_budget_bytes",
+                message: format!(
+                    "subgraph `{}` needs {scratch} bytes of scratch memory, more than the {} \
+                     bytes the budget has left",
+                    g.name,
+                    self.pool.budget_left()
+                ),
+            });
+        }
+        exec.run(
+            &inputs,
+            &outputs,
+            self.pool.poisons(),
+            Some(&self.interrupt),
+        )?;
         Ok(Value::None)
     }
 }

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::program::Callee;
-use super::Session;
+use super::{Budget, CallState, InterruptHandle, Session};
 use crate::error::{Error, Result};
 use crate::host::threadpool::ThreadPool;
 use crate::model::Model;
@@ -29,6 +29,36 @@ pub struct SessionOptions {
     /// bytes. Default: on in builds with the `poison` feature or when `MOTE_POISON_MEMORY=1`,
     /// else off (it costs a memset per allocation).
     pub poison_memory: bool,
+    /// The most bytes of storage this session's calls may hold at once: storage the VM
+    /// allocates (`vm.builtin.alloc_storage`, shape heaps; outputs the caller still holds
+    /// count until dropped) and an offloaded region's scratch memory. Over it, a call fails
+    /// with [`Error::ResourceExhausted`] instead of asking the system for more. Default
+    /// [`default_memory_budget`]: half the machine's physical memory (docs/untrusted-models.md
+    /// §3 gives the reasoning).
+    pub memory_budget_bytes: usize,
+    /// The most VM registers all frames of a call may hold together (each frame gets its
+    /// function's `register_file_size`, read from the file). Default 2^20 (16 MiB of
+    /// registers); TVM's compiler gives a function tens to hundreds.
+    pub max_registers: usize,
+    /// Bytes of the calling thread's stack that nested Relax calls may use, measured from
+    /// where the call entered the session; a deeper call is [`Error::ResourceExhausted`]
+    /// before it can overflow. Default 256 KiB: with what a kernel needs at the deepest
+    /// level, a call stays inside a 512 KiB thread (iOS's secondary threads), measured on
+    /// aarch64 release and debug builds (docs/untrusted-models.md §3).
+    pub stack_budget_bytes: usize,
+    /// The most VM instructions one call may execute (each instruction, call or jump counts
+    /// one; a kernel or offloaded region counts one however long it runs). Relax control flow
+    /// may loop; this bounds it. Default 2^28 (about a second of a tight loop; a large model
+    /// runs a few thousand per call).
+    pub max_instructions: u64,
+}
+
+/// Default [`SessionOptions::memory_budget_bytes`]: half the physical memory where the system
+/// says (Linux, Android, Apple platforms), else 4 GiB.
+pub fn default_memory_budget() -> usize {
+    crate::tensor::physical_memory()
+        .map(|m| m / 2)
+        .unwrap_or(4 << 30)
 }
 
 impl Default for SessionOptions {
@@ -38,9 +68,20 @@ impl Default for SessionOptions {
             pool_limit_bytes: 256 << 20,
             backends: Vec::new(),
             poison_memory: crate::tensor::poison_by_default(),
+            memory_budget_bytes: default_memory_budget(),
+            max_registers: DEFAULT_MAX_REGISTERS,
+            stack_budget_bytes: DEFAULT_STACK_BUDGET,
+            max_instructions: DEFAULT_MAX_INSTRUCTIONS,
         }
     }
 }
+
+/// Default [`SessionOptions::max_registers`].
+pub const DEFAULT_MAX_REGISTERS: usize = 1 << 20;
+/// Default [`SessionOptions::stack_budget_bytes`].
+pub const DEFAULT_STACK_BUDGET: usize = 256 << 10;
+/// Default [`SessionOptions::max_instructions`].
+pub const DEFAULT_MAX_INSTRUCTIONS: u64 = 1 << 28;
 
 /// The most threads a session may use.
 pub const MAX_THREADS: usize = 1024;
@@ -79,7 +120,11 @@ impl Session {
         }
         Ok(Session {
             model,
-            pool: Pool::with_poison(options.pool_limit_bytes, options.poison_memory),
+            pool: Pool::with_budget(
+                options.pool_limit_bytes,
+                options.poison_memory,
+                options.memory_budget_bytes,
+            ),
             threads: Arc::new(ThreadPool::new(threads)),
             regs: Vec::new(),
             argbuf: Vec::new(),
@@ -91,11 +136,20 @@ impl Session {
             profiler: None,
             backend_names: options.backends.clone(),
             backends: None,
+            interrupt: InterruptHandle::default(),
+            budget: Budget::of(&options),
+            call: CallState::default(),
         })
     }
 
     pub fn model(&self) -> &Model {
         &self.model
+    }
+
+    /// A handle that stops this session's running call from any thread, with
+    /// [`Error::Cancelled`] (see [`InterruptHandle`]). Every handle of a session is the same.
+    pub fn interrupt_handle(&self) -> InterruptHandle {
+        self.interrupt.clone()
     }
 
     /// Threads available to parallel kernels.
@@ -120,7 +174,7 @@ impl Session {
             return Err(use_call_kernel(name, "Session::call"));
         }
         let fidx = self.model.vm_function(name)?;
-        threads.install(|| self.invoke_vm(&model, fidx, args))
+        threads.install(|| self.enter(|s| s.invoke_vm(&model, fidx, args)))
     }
 
     /// Call kernel `name` of a kernel-only library ([`Model::is_kernel_library`]), the way TVM
@@ -222,7 +276,7 @@ impl Session {
                 )));
             }
         }
-        threads.install(|| self.call_index(&model, func, args))
+        threads.install(|| self.enter(|s| s.call_index(&model, func, args)))
     }
 
     /// Call a function value the model returned (a Relax closure, TVM's `invoke_closure`):
@@ -236,7 +290,7 @@ impl Session {
         let threads = self.threads.clone();
         let model = self.model.inner.clone();
         check_function_value(model.id(), model.exe(), model.callees(), f)?;
-        threads.install(|| self.call_function_value(&model, f, args))
+        threads.install(|| self.enter(|s| s.call_function_value(&model, f, args)))
     }
 
     /// Call with tensors, returning the output tensors (tuples flattened). A kernel-only

@@ -75,7 +75,7 @@ fn run(
         .iter()
         .map(|&o| Tensor::zeros(&graph.tensors[o].shape, graph.tensors[o].dtype).unwrap())
         .collect();
-    exec.run(inputs, &outputs, true).unwrap();
+    exec.run(inputs, &outputs, true, None).unwrap();
     outputs
 }
 
@@ -610,7 +610,8 @@ fn concurrent_runs_of_one_segment_agree() {
                 s.spawn(|| {
                     for _ in 0..8 {
                         let out = Tensor::zeros(&[2, 10], DType::F32).unwrap();
-                        exec.run(&inputs, std::slice::from_ref(&out), true).unwrap();
+                        exec.run(&inputs, std::slice::from_ref(&out), true, None)
+                            .unwrap();
                         assert_close("concurrent run", &out, &want[0]);
                     }
                 });

@@ -437,7 +437,7 @@ mod tests {
                     .iter()
                     .map(|&t| Tensor::zeros(&g.tensors[t].shape, DType::F32).expect("out"))
                     .collect();
-                exec.run(inputs, &outs, true).expect("runs");
+                exec.run(inputs, &outs, true, None).expect("runs");
                 outs.iter()
                     .flat_map(|o| o.as_slice::<f32>().expect("f32").to_vec())
                     .collect()
@@ -570,7 +570,7 @@ mod tests {
             // And it computes what the region run in NCHW does.
             let want = run(&g, &consts, &inputs, false);
             let outs = [Tensor::zeros(&[1, 64, 8, 8], DType::F32).expect("out")];
-            exec.run(&inputs, &outs, true).expect("runs");
+            exec.run(&inputs, &outs, true, None).expect("runs");
             let got = outs[0].as_slice::<f32>().expect("f32");
             // Eight layers without normalization grow the values to about 1e6: the two
             // summation orders agree relative to the output's scale.
