@@ -128,6 +128,12 @@ fn an_interrupt_while_idle_cancels_the_next_call_only() {
     assert!(matches!(e, Error::Cancelled), "{e:?}");
     let r = s.call("main", &[Value::Int(3)]).expect("runs");
     assert!(matches!(r, Value::Int(0)), "{r:?}");
+    // A discarded interrupt cancels nothing.
+    s.interrupt_handle().interrupt();
+    s.interrupt_handle().clear();
+    assert!(!s.interrupt_handle().is_pending());
+    let r = s.call("main", &[Value::Int(3)]).expect("runs");
+    assert!(matches!(r, Value::Int(0)), "{r:?}");
 }
 
 /// Issue 27: a 10 KiB file whose `main` has 2^20 registers and calls itself reached 10 GiB.

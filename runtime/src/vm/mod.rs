@@ -99,6 +99,14 @@ impl InterruptHandle {
         self.0.load(Ordering::Acquire)
     }
 
+    /// Discard a pending interrupt that no call has consumed. For a caller that interrupts on
+    /// behalf of one call (a binding's cancellation, a timeout): once that call has returned,
+    /// a late interrupt must not cancel the session's next call. Do it where the interrupting
+    /// side can no longer fire (under the same lock that arms it), or it may still land after.
+    pub fn clear(&self) {
+        self.0.store(false, Ordering::Release);
+    }
+
     /// Consume a pending interrupt: true at most once per [`InterruptHandle::interrupt`].
     #[inline]
     pub(crate) fn take(&self) -> bool {
