@@ -70,7 +70,7 @@ check abi-structs-covered test -z "$missing_structs"
 
 # C tests, built against the installed header and library, run under valgrind memcheck.
 cflags=(-std=c11 -D_GNU_SOURCE "${warn[@]}" -Wno-pedantic -g -O1)
-for t in test_api test_zoo test_callbacks; do
+for t in test_api test_zoo test_callbacks test_budgets; do
     gcc "${cflags[@]}" "ffi/tests/c/$t.c" -o "$out/$t" $(pkg-config --cflags --libs mote) -lpthread -lm \
         || die "$t did not build"
 done
@@ -93,6 +93,11 @@ zoo_cases_ok() {
         && [ "$((zoo_run + ${#zoo_excluded[@]}))" = "$zoo_total" ] && [ "$zoo_run" -gt 0 ]
 }
 check c-zoo-cases zoo_cases_ok
+# Hand-made models for test_budgets.c (mote::fuzzing::craft: an endless loop, endless
+# recursion, a gzip tar that inflates past a small load budget), written by Rust code in the
+# repository instead of checked in as bytes.
+cargo run -q -p mote-ffi --example craft_models -- "$out/crafted" >"$out/craft-models.log" 2>&1 \
+    || { cat "$out/craft-models.log" >&2; die "craft_models failed"; }
 "$venv/bin/python" ffi/tests/callback_models.py "$out/models" >"$out/callback-models.log" 2>&1 \
     || { cat "$out/callback-models.log" >&2; die "callback_models.py failed"; }
 vg=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect
@@ -100,6 +105,7 @@ vg=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=de
 check c-api-valgrind "${vg[@]}" "$out/test_api" "$MOTE_ZOO_DIR" "$out/scratch"
 check c-zoo-valgrind "${vg[@]}" "$out/test_zoo" "$out/cases" "$zoo_run"
 check c-callbacks-valgrind "${vg[@]}" "$out/test_callbacks" "$MOTE_ZOO_DIR" "$out/models"
+check c-budgets-valgrind "${vg[@]}" "$out/test_budgets" "$out/crafted" "$MOTE_ZOO_DIR"
 check c-dlopen-local-valgrind "${vg[@]}" "$out/test_dlopen" "$prefix/lib/libmote.so" "$MOTE_ZOO_DIR"
 
 # Statically linked models (docs/system-lib.md): the zoo's system-library objects in one static

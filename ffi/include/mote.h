@@ -30,10 +30,16 @@
  * Threads. MoteModel: share freely between threads. MoteSession: calls on one session are
  *   serialized; use one session per thread to run in parallel. A session is never re-entered:
  *   calling it from a callback of its own running call, or from any callback while another
- *   thread runs it, fails with MOTE_ERROR_CODE_BUSY instead of deadlocking. MoteTensor,
+ *   thread runs it, fails with MOTE_ERROR_CODE_BUSY instead of deadlocking. The exception:
+ *   mote_session_interrupt() never waits for the session, from any thread. MoteTensor,
  *   MoteTensorList, MoteProfile, MoteSessionOptions: usable from any thread; the caller
  *   synchronizes writes to tensor data. Callbacks (functions, logs, releases, frees) may be
  *   called from any thread.
+ * Budgets and cancellation. mote_session_options_set_{memory_budget,max_registers,
+ *   stack_budget,max_instructions}() and mote_model_load_with_budget() bound what a call or a
+ *   code-free load may use; over a budget is MOTE_ERROR_CODE_RESOURCE_EXHAUSTED. From any
+ *   thread, mote_session_interrupt() makes the session's running (or next) call return
+ *   MOTE_ERROR_CODE_CANCELLED (docs/untrusted-models.md).
  * Kernel-only libraries. mote_session_run() on a kernel writes into the tensors passed; while
  *   it runs, the caller must not read or write their memory any other way (another thread,
  *   another session that keeps them as stateful inputs). The stateful API refuses kernels.
@@ -144,6 +150,11 @@ enum MoteErrorCode
   // calling a session another thread is running (waiting could deadlock). The session
   // itself is fine: call it again once the running call has returned.
   MOTE_ERROR_CODE_BUSY = 17,
+  // A budget of the load or session options (memory, registers, stack, instructions) would
+  // be exceeded; the message names it (docs/untrusted-models.md).
+  MOTE_ERROR_CODE_RESOURCE_EXHAUSTED = 18,
+  // The call was stopped by `mote_session_interrupt`.
+  MOTE_ERROR_CODE_CANCELLED = 19,
   // A handle is not a live handle of the expected type (already freed, or of another type).
   MOTE_ERROR_CODE_INVALID_HANDLE = 64,
   // A required pointer argument is NULL.
@@ -432,6 +443,26 @@ MoteError *mote_model_load_from_memory_with_options(const uint8_t *data,
                                                     uint32_t flags,
                                                     MoteModel **out);
 
+// `mote_model_load_with_options` with a bound on the memory the load may allocate to decode the
+// file: a gzip-compressed `.tar` is inflated only up to `memory_budget` bytes, and one that
+// would inflate further fails with `MOTE_ERROR_CODE_RESOURCE_EXHAUSTED` (having held at most
+// that much). `flags` must include `MOTE_LOAD_CODE_FREE`, and `memory_budget` must not be 0
+// (else `MOTE_ERROR_CODE_INVALID_ARGUMENT`). Without this function a code-free load's budget
+// is 16 times the file's size plus 64 MiB, at most 4 GiB (docs/untrusted-models.md §3).
+MoteError *mote_model_load_with_budget(const char *path,
+                                       uint32_t flags,
+                                       uint64_t memory_budget,
+                                       MoteModel **out);
+
+// `mote_model_load_from_memory_with_options` with a load memory budget, as for
+// `mote_model_load_with_budget` (`flags` must include `MOTE_LOAD_CODE_FREE`). The bytes are
+// copied (or read) before the call returns.
+MoteError *mote_model_load_from_memory_with_budget(const uint8_t *data,
+                                                   size_t size,
+                                                   uint32_t flags,
+                                                   uint64_t memory_budget,
+                                                   MoteModel **out);
+
 // Whether the model's program calls no compiled kernel (docs/code-free.md §1), written to
 // `*out`; `*loaded_code_free` (may be NULL) says whether this model was loaded code-free.
 MoteError *mote_model_is_code_free(const MoteModel *model, bool *out, bool *loaded_code_free);
@@ -471,6 +502,30 @@ MoteError *mote_session_options_set_pool_limit(MoteSessionOptions *options, size
 // libraries first.
 MoteError *mote_session_options_add_backend(MoteSessionOptions *options, const char *name);
 
+// The most bytes of storage one call of the session may hold at once (storage the VM
+// allocates, outputs the caller still holds, an offloaded region's scratch memory); over it a
+// call fails with `MOTE_ERROR_CODE_RESOURCE_EXHAUSTED`. Default: half the physical memory
+// (docs/untrusted-models.md §3). 0 is `MOTE_ERROR_CODE_INVALID_ARGUMENT`.
+MoteError *mote_session_options_set_memory_budget(MoteSessionOptions *options, size_t bytes);
+
+// The most VM registers all frames of one call may hold together; over it a call fails with
+// `MOTE_ERROR_CODE_RESOURCE_EXHAUSTED`. Default 2^20 (docs/untrusted-models.md §3). 0 is
+// `MOTE_ERROR_CODE_INVALID_ARGUMENT`.
+MoteError *mote_session_options_set_max_registers(MoteSessionOptions *options, size_t registers);
+
+// Bytes of the calling thread's stack that nested Relax calls may use, from where the call
+// entered the session; a deeper call fails with `MOTE_ERROR_CODE_RESOURCE_EXHAUSTED` before it
+// can overflow the stack. Default 256 KiB (docs/untrusted-models.md §3). 0 is
+// `MOTE_ERROR_CODE_INVALID_ARGUMENT`.
+MoteError *mote_session_options_set_stack_budget(MoteSessionOptions *options, size_t bytes);
+
+// The most VM instructions one call may execute (a kernel or an offloaded region counts one);
+// a call that would run more fails with `MOTE_ERROR_CODE_RESOURCE_EXHAUSTED`. Default 2^28
+// (docs/untrusted-models.md §3). 0 is `MOTE_ERROR_CODE_INVALID_ARGUMENT`; `UINT64_MAX` leaves
+// only `mote_session_interrupt` to stop a model that loops.
+MoteError *mote_session_options_set_max_instructions(MoteSessionOptions *options,
+                                                     uint64_t instructions);
+
 // Free session options. NULL is a no-op.
 void mote_session_options_free(MoteSessionOptions *options);
 
@@ -481,6 +536,15 @@ MoteError *mote_session_new(const MoteModel *model,
 
 // Free a session. NULL is a no-op. Tensors it returned stay valid.
 void mote_session_free(MoteSession *session);
+
+// Cancel the call `session` is running: it returns `MOTE_ERROR_CODE_CANCELLED` at its next VM
+// instruction or between an offloaded region's segments (a kernel already running finishes
+// first). Call it from any thread, also while another thread is inside a call on `session`:
+// it does not wait for the session, and returns at once. An interrupt is never lost: when no
+// call is running, the session's next call is cancelled as it starts. Each interrupt cancels
+// one call, and interrupts not yet consumed count as one. The session stays usable afterwards
+// (docs/untrusted-models.md §4). A NULL, freed or mistyped handle is an error, as everywhere.
+MoteError *mote_session_interrupt(MoteSession *session);
 
 // Call `function` with `num_inputs` tensors; its result (tuples flattened depth-first) is
 // written to `*outputs` as a new list the caller frees. Inputs are borrowed for the call (an

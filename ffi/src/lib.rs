@@ -12,6 +12,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+#[cfg(test)]
+mod budget_tests;
 mod callback;
 mod error;
 mod function;
@@ -32,17 +34,21 @@ pub use log::{mote_log_set_callback, MoteLogCallback, MoteLogLevel};
 pub use model::{
     mote_model_free, mote_model_from_system_lib, mote_model_function_count,
     mote_model_function_name, mote_model_is_code_free, mote_model_load,
-    mote_model_load_from_memory, mote_model_load_from_memory_with_options,
+    mote_model_load_from_memory, mote_model_load_from_memory_with_budget,
+    mote_model_load_from_memory_with_options, mote_model_load_with_budget,
     mote_model_load_with_options, mote_model_param_count, mote_model_param_info, MoteModel,
     MoteParamInfo, MOTE_LOAD_CODE_FREE, MOTE_LOAD_READ_FILE,
 };
 pub use session::{
     mote_profile_free, mote_profile_get, mote_profile_len, mote_session_free,
-    mote_session_get_output, mote_session_invoke_stateful, mote_session_new,
-    mote_session_options_add_backend, mote_session_options_free, mote_session_options_new,
-    mote_session_options_set_pool_limit, mote_session_options_set_threads, mote_session_run,
-    mote_session_set_input, mote_session_set_profiling, mote_session_take_profile, MoteProfile,
-    MoteProfileEntry, MoteSession, MoteSessionOptions,
+    mote_session_get_output, mote_session_interrupt, mote_session_invoke_stateful,
+    mote_session_new, mote_session_options_add_backend, mote_session_options_free,
+    mote_session_options_new, mote_session_options_set_max_instructions,
+    mote_session_options_set_max_registers, mote_session_options_set_memory_budget,
+    mote_session_options_set_pool_limit, mote_session_options_set_stack_budget,
+    mote_session_options_set_threads, mote_session_run, mote_session_set_input,
+    mote_session_set_profiling, mote_session_take_profile, MoteProfile, MoteProfileEntry,
+    MoteSession, MoteSessionOptions,
 };
 pub use tensor::{
     mote_tensor_clone, mote_tensor_free, mote_tensor_from_borrowed, mote_tensor_from_copy,

@@ -230,6 +230,70 @@ pub unsafe extern "C" fn mote_model_load_from_memory_with_options(
     })
 }
 
+/// `load_options(flags)` with a load memory budget: only for code-free loads (a load that maps
+/// the library runs its code, which no budget bounds), and never 0.
+fn budgeted_load_options(flags: u32, memory_budget: u64) -> Result<mote::LoadOptions> {
+    use crate::error::MoteErrorCode::InvalidArgument;
+    if flags & MOTE_LOAD_CODE_FREE == 0 {
+        return Err(MoteError::new(
+            InvalidArgument,
+            "a load memory budget needs MOTE_LOAD_CODE_FREE (a library mapped as code runs its \
+             own code, which no budget bounds)",
+        ));
+    }
+    if memory_budget == 0 {
+        return Err(MoteError::new(
+            InvalidArgument,
+            "the load memory budget must be at least 1 byte",
+        ));
+    }
+    Ok(load_options(flags)?.memory_budget(memory_budget))
+}
+
+/// `mote_model_load_with_options` with a bound on the memory the load may allocate to decode the
+/// file: a gzip-compressed `.tar` is inflated only up to `memory_budget` bytes, and one that
+/// would inflate further fails with `MOTE_ERROR_CODE_RESOURCE_EXHAUSTED` (having held at most
+/// that much). `flags` must include `MOTE_LOAD_CODE_FREE`, and `memory_budget` must not be 0
+/// (else `MOTE_ERROR_CODE_INVALID_ARGUMENT`). Without this function a code-free load's budget
+/// is 16 times the file's size plus 64 MiB, at most 4 GiB (docs/untrusted-models.md §3).
+#[no_mangle]
+pub unsafe extern "C" fn mote_model_load_with_budget(
+    path: *const c_char,
+    flags: u32,
+    memory_budget: u64,
+    out: *mut *mut MoteModel,
+) -> *mut MoteError {
+    guard(|| {
+        check_out(out, "out")?;
+        let path = str_arg(path, "path")?;
+        let options = budgeted_load_options(flags, memory_budget)?;
+        finish_load(Model::load_with(path, options), out)
+    })
+}
+
+/// `mote_model_load_from_memory_with_options` with a load memory budget, as for
+/// `mote_model_load_with_budget` (`flags` must include `MOTE_LOAD_CODE_FREE`). The bytes are
+/// copied (or read) before the call returns.
+#[no_mangle]
+pub unsafe extern "C" fn mote_model_load_from_memory_with_budget(
+    data: *const u8,
+    size: usize,
+    flags: u32,
+    memory_budget: u64,
+    out: *mut *mut MoteModel,
+) -> *mut MoteError {
+    guard(|| {
+        check_out(out, "out")?;
+        if data.is_null() {
+            return Err(MoteError::null("data"));
+        }
+        let options = budgeted_load_options(flags, memory_budget)?;
+        // SAFETY: non-NULL; the contract requires `size` readable bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(data, size) };
+        finish_load(Model::load_from_memory_with(bytes, options), out)
+    })
+}
+
 /// Whether the model's program calls no compiled kernel (docs/code-free.md §1), written to
 /// `*out`; `*loaded_code_free` (may be NULL) says whether this model was loaded code-free.
 #[no_mangle]

@@ -6,7 +6,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
-use mote::{Session, SessionOptions, Tensor, Value};
+use mote::{InterruptHandle, Session, SessionOptions, Tensor, Value};
 
 use crate::error::{check_out, guard, str_arg, write_out, MoteError, MoteErrorCode, Result};
 use crate::handle::Table;
@@ -50,7 +50,22 @@ pub(crate) struct Profile {
 }
 
 static OPTIONS: Table<Mutex<SessionOptions>> = Table::new(0x4f, "MoteSessionOptions");
-static SESSIONS: Table<Exclusive<Session>> = Table::new(0x53, "MoteSession");
+static SESSIONS: Table<FfiSession> = Table::new(0x53, "MoteSession");
+
+/// A session's table entry: the session behind its lock, and beside it, outside the lock, the
+/// session's interrupt handle, so that `mote_session_interrupt` never waits for a running call.
+pub(crate) struct FfiSession {
+    session: Exclusive<Session>,
+    interrupt: InterruptHandle,
+}
+
+impl Deref for FfiSession {
+    type Target = Exclusive<Session>;
+    fn deref(&self) -> &Exclusive<Session> {
+        &self.session
+    }
+}
+
 static PROFILES: Table<Profile> = Table::new(0x50, "MoteProfile");
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -210,6 +225,87 @@ pub unsafe extern "C" fn mote_session_options_add_backend(
     })
 }
 
+/// A budget value from C: 0 is refused (`MOTE_ERROR_CODE_INVALID_ARGUMENT`), never read as
+/// "the default" or "no limit" (docs/untrusted-models.md: a budget is always on).
+fn budget<T: Copy + Default + PartialEq>(value: T, what: &str) -> Result<T> {
+    if value == T::default() {
+        return Err(MoteError::new(
+            MoteErrorCode::InvalidArgument,
+            format!("{what} must be at least 1 (a budget cannot be turned off)"),
+        ));
+    }
+    Ok(value)
+}
+
+/// The most bytes of storage one call of the session may hold at once (storage the VM
+/// allocates, outputs the caller still holds, an offloaded region's scratch memory); over it a
+/// call fails with `MOTE_ERROR_CODE_RESOURCE_EXHAUSTED`. Default: half the physical memory
+/// (docs/untrusted-models.md §3). 0 is `MOTE_ERROR_CODE_INVALID_ARGUMENT`.
+#[no_mangle]
+pub unsafe extern "C" fn mote_session_options_set_memory_budget(
+    options: *mut MoteSessionOptions,
+    bytes: usize,
+) -> *mut MoteError {
+    guard(|| {
+        let o = OPTIONS.get(options)?;
+        lock(&o).memory_budget_bytes = budget(bytes, "the memory budget")?;
+        Ok(())
+    })
+}
+
+/// The most VM registers all frames of one call may hold together; over it a call fails with
+/// `MOTE_ERROR_CODE_RESOURCE_EXHAUSTED`. Default 2^20 (docs/untrusted-models.md §3). 0 is
+/// `MOTE_ERROR_CODE_INVALID_ARGUMENT`.
+#[no_mangle]
+pub unsafe extern "C" fn mote_session_options_set_max_registers(
+    options: *mut MoteSessionOptions,
+    registers: usize,
+) -> *mut MoteError {
+    guard(|| {
+        let o = OPTIONS.get(options)?;
+        lock(&o).max_registers = budget(registers, "max registers")?;
+        Ok(())
+    })
+}
+
+/// Bytes of the calling thread's stack that nested Relax calls may use, from where the call
+/// entered the session; a deeper call fails with `MOTE_ERROR_CODE_RESOURCE_EXHAUSTED` before it
+/// can overflow the stack. Default 256 KiB (docs/untrusted-models.md §3). 0 is
+/// `MOTE_ERROR_CODE_INVALID_ARGUMENT`.
+#[no_mangle]
+pub unsafe extern "C" fn mote_session_options_set_stack_budget(
+    options: *mut MoteSessionOptions,
+    bytes: usize,
+) -> *mut MoteError {
+    guard(|| {
+        let o = OPTIONS.get(options)?;
+        lock(&o).stack_budget_bytes = budget(bytes, "the stack budget")?;
+        Ok(())
+    })
+}
+
+/// The most VM instructions one call may execute (a kernel or an offloaded region counts one);
+/// a call that would run more fails with `MOTE_ERROR_CODE_RESOURCE_EXHAUSTED`. Default 2^28
+/// (docs/untrusted-models.md §3). 0 is `MOTE_ERROR_CODE_INVALID_ARGUMENT`; `UINT64_MAX` leaves
+/// only `mote_session_interrupt` to stop a model that loops.
+#[no_mangle]
+pub unsafe extern "C" fn mote_session_options_set_max_instructions(
+    options: *mut MoteSessionOptions,
+    instructions: u64,
+) -> *mut MoteError {
+    guard(|| {
+        let o = OPTIONS.get(options)?;
+        lock(&o).max_instructions = budget(instructions, "max instructions")?;
+        Ok(())
+    })
+}
+
+/// What `options` holds, for tests.
+#[cfg(test)]
+pub(crate) fn options_of(options: *const MoteSessionOptions) -> SessionOptions {
+    lock(&OPTIONS.get(options).expect("live options")).clone()
+}
+
 /// Free session options. NULL is a no-op.
 #[no_mangle]
 pub unsafe extern "C" fn mote_session_options_free(options: *mut MoteSessionOptions) {
@@ -232,7 +328,11 @@ pub unsafe extern "C" fn mote_session_new(
             lock(&*OPTIONS.get(options)?).clone()
         };
         let s = m.model.session_with(opts)?;
-        write_out(out, SESSIONS.insert(Exclusive::new(s))?.cast());
+        let entry = FfiSession {
+            interrupt: s.interrupt_handle(),
+            session: Exclusive::new(s),
+        };
+        write_out(out, SESSIONS.insert(entry)?.cast());
         Ok(())
     })
 }
@@ -241,6 +341,22 @@ pub unsafe extern "C" fn mote_session_new(
 #[no_mangle]
 pub unsafe extern "C" fn mote_session_free(session: *mut MoteSession) {
     crate::error::guard_value((), || SESSIONS.free(session))
+}
+
+/// Cancel the call `session` is running: it returns `MOTE_ERROR_CODE_CANCELLED` at its next VM
+/// instruction or between an offloaded region's segments (a kernel already running finishes
+/// first). Call it from any thread, also while another thread is inside a call on `session`:
+/// it does not wait for the session, and returns at once. An interrupt is never lost: when no
+/// call is running, the session's next call is cancelled as it starts. Each interrupt cancels
+/// one call, and interrupts not yet consumed count as one. The session stays usable afterwards
+/// (docs/untrusted-models.md §4). A NULL, freed or mistyped handle is an error, as everywhere.
+#[no_mangle]
+pub unsafe extern "C" fn mote_session_interrupt(session: *mut MoteSession) -> *mut MoteError {
+    guard(|| {
+        // The table entry's handle: no lock of the session is taken.
+        SESSIONS.get(session)?.interrupt.interrupt();
+        Ok(())
+    })
 }
 
 /// The `count` tensor handles at `inputs` (which may be NULL when `count` is 0).
