@@ -16,6 +16,7 @@ use jni::sys::{jboolean, jint, jlong};
 use jni::{Env, EnvUnowned};
 use mote::{Arg, DType, Model, Session, SessionOptions, Tensor, Value};
 
+use crate::cancel::{with_token, CallToken};
 use crate::session_pool::SessionPool;
 use crate::{entry, free_handle, handle_ref, into_handle, JErr};
 
@@ -307,6 +308,85 @@ fn call_any(s: &mut Session, name: &str, args: &[JArg]) -> Result<jlong, JErr> {
     }
 }
 
+/// A budget from Java: 0 for the default, else a positive count (`SessionOptions` and
+/// `LoadOptions` refuse the rest in Java already; this refuses them again, never a silent
+/// default).
+fn budget<T: TryFrom<i64>>(v: i64, what: &str, default: T) -> Result<T, JErr> {
+    if v == 0 {
+        return Ok(default);
+    }
+    if v < 0 {
+        return Err(JErr::Mote(mote::Error::InvalidArgument(format!(
+            "{what} {v} is not positive"
+        ))));
+    }
+    T::try_from(v).map_err(|_| {
+        JErr::Mote(mote::Error::InvalidArgument(format!(
+            "{what} {v} is too large for this platform"
+        )))
+    })
+}
+
+/// The length of the `budgets` array of [`session_options`]:
+/// `{memoryBudgetBytes, maxRegisters, stackBudgetBytes, maxInstructions}`, 0 for a default.
+const SESSION_BUDGETS: usize = 4;
+
+/// `mote::SessionOptions` from what `org.mote.SessionOptions` sends.
+fn session_options(
+    env: &mut Env<'_>,
+    threads: jint,
+    backends: &JString<'_>,
+    poison: jboolean,
+    budgets: &JLongArray<'_>,
+) -> Result<SessionOptions, JErr> {
+    let backends = string(env, backends, "backends")?;
+    let threads = match threads {
+        0 => None,
+        n if n > 0 => Some(n as usize),
+        n => {
+            return Err(JErr::Mote(mote::Error::InvalidArgument(format!(
+                "thread count {n}"
+            ))))
+        }
+    };
+    let b = longs_of(env, budgets, "budgets")?;
+    if b.len() != SESSION_BUDGETS {
+        return Err(JErr::Arg(format!(
+            "{} session budgets, not {SESSION_BUDGETS}",
+            b.len()
+        )));
+    }
+    Ok(SessionOptions {
+        threads,
+        backends: backends
+            .split(',')
+            .filter(|b| !b.is_empty())
+            .map(str::to_string)
+            .collect(),
+        poison_memory: poison,
+        memory_budget_bytes: budget(b[0], "memoryBudgetBytes", mote::default_memory_budget())?,
+        max_registers: budget(b[1], "maxRegisters", mote::DEFAULT_MAX_REGISTERS)?,
+        stack_budget_bytes: budget(b[2], "stackBudgetBytes", mote::DEFAULT_STACK_BUDGET)?,
+        max_instructions: budget(b[3], "maxInstructions", mote::DEFAULT_MAX_INSTRUCTIONS)?,
+        ..Default::default()
+    })
+}
+
+/// `mote::LoadOptions` from what `org.mote.LoadOptions` sends (`memory_budget` 0: the default).
+fn load_options(
+    code_free: jboolean,
+    read_into_memory: jboolean,
+    memory_budget: jlong,
+) -> Result<mote::LoadOptions, JErr> {
+    let mut o = mote::LoadOptions::default()
+        .code_free(code_free)
+        .read_into_memory(read_into_memory);
+    if memory_budget != 0 {
+        o = o.memory_budget(budget(memory_budget, "load memoryBudgetBytes", 0u64)?);
+    }
+    Ok(o)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Library
 
@@ -387,19 +467,22 @@ pub extern "system" fn Java_org_mote_NativeBridge_modelLoad<'l>(
     })
 }
 
-/// Load as data when `codeFree` (`mote::LoadOptions::code_free`, docs/code-free.md), else as
+/// Load as data when `codeFree` (`mote::LoadOptions::code_free`, docs/code-free.md), read
+/// into memory when `readIntoMemory`, within `memoryBudget` bytes (0: the default), else as
 /// [`Java_org_mote_NativeBridge_modelLoad`] does.
-/// java: static native long modelLoadWith(String path, boolean codeFree);
+/// java: static native long modelLoadWith(String path, boolean codeFree, boolean readIntoMemory, long memoryBudget);
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_org_mote_NativeBridge_modelLoadWith<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     path: JString<'l>,
     code_free: jboolean,
+    read_into_memory: jboolean,
+    memory_budget: jlong,
 ) -> jlong {
     entry(&mut env, |env| {
         let path = string(env, &path, "model path")?;
-        let options = mote::LoadOptions::default().code_free(code_free);
+        let options = load_options(code_free, read_into_memory, memory_budget)?;
         Ok(into_handle(Model::load_with(path, options)?))
     })
 }
@@ -481,8 +564,11 @@ pub extern "system" fn Java_org_mote_NativeBridge_modelParamNames<'l>(
     })
 }
 
-/// java: static native long sessionNew(long model, int threads, String backends, boolean poison, boolean profiling);
+/// `budgets`: `{memoryBudgetBytes, maxRegisters, stackBudgetBytes, maxInstructions}`, 0 for
+/// a default (`mote::SessionOptions`).
+/// java: static native long sessionNew(long model, int threads, String backends, boolean poison, boolean profiling, long[] budgets);
 #[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_org_mote_NativeBridge_sessionNew<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
@@ -491,30 +577,13 @@ pub extern "system" fn Java_org_mote_NativeBridge_sessionNew<'l>(
     backends: JString<'l>,
     poison: jboolean,
     profiling: jboolean,
+    budgets: JLongArray<'l>,
 ) -> jlong {
     entry(&mut env, |env| {
         // SAFETY: a live model handle (see `handle_ref`).
         let m = unsafe { handle_ref::<Model>(model, "Model")? };
-        let backends = string(env, &backends, "backends")?;
-        let threads = match threads {
-            0 => None,
-            n if n > 0 => Some(n as usize),
-            n => {
-                return Err(JErr::Mote(mote::Error::InvalidArgument(format!(
-                    "thread count {n}"
-                ))))
-            }
-        };
-        let mut s = m.session_with(SessionOptions {
-            threads,
-            backends: backends
-                .split(',')
-                .filter(|b| !b.is_empty())
-                .map(str::to_string)
-                .collect(),
-            poison_memory: poison,
-            ..Default::default()
-        })?;
+        let options = session_options(env, threads, &backends, poison, &budgets)?;
+        let mut s = m.session_with(options)?;
         s.set_profiling(profiling);
         Ok(into_handle(SessionH(Mutex::new(s))))
     })
@@ -551,13 +620,15 @@ pub extern "system" fn Java_org_mote_NativeBridge_sessionThreads<'l>(
     })
 }
 
-/// java: static native long sessionCall(long session, String function, int[] tags, long[] longs, double[] doubles, String[] strs);
+/// `token`: the call's `CallToken` (0: not interruptible), see [`crate::cancel`].
+/// java: static native long sessionCall(long session, long token, String function, int[] tags, long[] longs, double[] doubles, String[] strs);
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_org_mote_NativeBridge_sessionCall<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     session: jlong,
+    token: jlong,
     function: JString<'l>,
     tags: JIntArray<'l>,
     longs: JLongArray<'l>,
@@ -570,7 +641,8 @@ pub extern "system" fn Java_org_mote_NativeBridge_sessionCall<'l>(
         let name = string(env, &function, "function name")?;
         let args = read_args(env, &tags, &longs, &doubles, &strs)?;
         let mut s = lock_session(s)?;
-        call_any(&mut s, &name, &args)
+        let h = s.interrupt_handle();
+        with_token(token, h, || call_any(&mut s, &name, &args))
     })
 }
 
@@ -598,20 +670,23 @@ pub extern "system" fn Java_org_mote_NativeBridge_sessionSetInput<'l>(
     })
 }
 
-/// java: static native void sessionInvokeStateful(long session, String function);
+/// `token` as for [`Java_org_mote_NativeBridge_sessionCall`].
+/// java: static native void sessionInvokeStateful(long session, long token, String function);
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_org_mote_NativeBridge_sessionInvokeStateful<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     session: jlong,
+    token: jlong,
     function: JString<'l>,
 ) {
     entry(&mut env, |env| {
         // SAFETY: a live session handle (see `handle_ref`).
         let s = unsafe { handle_ref::<SessionH>(session, "Session")? };
         let name = string(env, &function, "function name")?;
-        lock_session(s)?.invoke_stateful(&name)?;
-        Ok(())
+        let mut s = lock_session(s)?;
+        let h = s.interrupt_handle();
+        with_token(token, h, || Ok(s.invoke_stateful(&name)?))
     })
 }
 
@@ -662,13 +737,23 @@ pub extern "system" fn Java_org_mote_NativeBridge_sessionProfile<'l>(
 // ---------------------------------------------------------------------------------------------
 // Module (tvm4j)
 
-/// java: static native long moduleLoad(String path, int maxSessions);
+/// Load options as for [`Java_org_mote_NativeBridge_modelLoadWith`]; the pool's sessions get
+/// the session options as for [`Java_org_mote_NativeBridge_sessionNew`].
+/// java: static native long moduleLoad(String path, int maxSessions, boolean codeFree, boolean readIntoMemory, long loadBudget, int threads, String backends, boolean poison, long[] budgets);
 #[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_org_mote_NativeBridge_moduleLoad<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     path: JString<'l>,
     max_sessions: jint,
+    code_free: jboolean,
+    read_into_memory: jboolean,
+    load_budget: jlong,
+    threads: jint,
+    backends: JString<'l>,
+    poison: jboolean,
+    budgets: JLongArray<'l>,
 ) -> jlong {
     entry(&mut env, |env| {
         let path = string(env, &path, "module path")?;
@@ -676,9 +761,11 @@ pub extern "system" fn Java_org_mote_NativeBridge_moduleLoad<'l>(
             .ok()
             .filter(|n| *n >= 1)
             .ok_or_else(|| JErr::Arg(format!("maxSessions {max_sessions} is not at least 1")))?;
-        let model = Model::load(path)?;
+        let session = session_options(env, threads, &backends, poison, &budgets)?;
+        let load = load_options(code_free, read_into_memory, load_budget)?;
+        let model = Model::load_with(path, load)?;
         Ok(into_handle(ModuleH {
-            sessions: SessionPool::new(model, max),
+            sessions: SessionPool::new(model, max, session),
         }))
     })
 }
@@ -711,13 +798,16 @@ pub extern "system" fn Java_org_mote_NativeBridge_moduleFunctionNames<'l>(
     })
 }
 
-/// java: static native long moduleCall(long module, String function, int[] tags, long[] longs, double[] doubles, String[] strs);
+/// `token` as for [`Java_org_mote_NativeBridge_sessionCall`]: armed with the session this call
+/// checked out of the pool.
+/// java: static native long moduleCall(long module, long token, String function, int[] tags, long[] longs, double[] doubles, String[] strs);
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_org_mote_NativeBridge_moduleCall<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     module: jlong,
+    token: jlong,
     function: JString<'l>,
     tags: JIntArray<'l>,
     longs: JLongArray<'l>,
@@ -729,7 +819,55 @@ pub extern "system" fn Java_org_mote_NativeBridge_moduleCall<'l>(
         let m = unsafe { handle_ref::<ModuleH>(module, "Module")? };
         let name = string(env, &function, "function name")?;
         let args = read_args(env, &tags, &longs, &doubles, &strs)?;
-        m.sessions.with_session(|s| call_any(s, &name, &args))?
+        m.sessions.with_session(|s| {
+            let h = s.interrupt_handle();
+            with_token(token, h, || call_any(s, &name, &args))
+        })?
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Interrupting a call (`org.mote.Interruptor`, see `crate::cancel`)
+
+/// A new call token, for one interruptible call.
+/// java: static native long tokenNew();
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_tokenNew<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+) -> jlong {
+    entry(&mut env, |_| Ok(into_handle(CallToken::default())))
+}
+
+/// The call's thread was interrupted: cancel the call (see [`crate::cancel`]).
+/// java: static native void tokenInterrupt(long token);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_tokenInterrupt<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    token: jlong,
+) {
+    entry(&mut env, |_| {
+        // SAFETY: a live token handle: `Interruptor` calls this and frees the token under one
+        // Java lock, so never after the free.
+        let t = unsafe { handle_ref::<CallToken>(token, "call token")? };
+        t.interrupt();
+        Ok(())
+    })
+}
+
+/// java: static native void tokenFree(long token);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_tokenFree<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    token: jlong,
+) {
+    entry(&mut env, |_| {
+        // SAFETY: Java frees each token once, after the call that used it returned and under
+        // the lock `tokenInterrupt` is called under.
+        unsafe { free_handle::<CallToken>(token) };
+        Ok(())
     })
 }
 

@@ -11,17 +11,23 @@
 //! one of this pool's sessions (a Java callback of a module call calling the same module) gets
 //! a session beyond the bound, dropped when that call returns. A session whose call panicked is
 //! dropped, not reused.
+//!
+//! An interrupted Java call reaches the session it checked out through that session's
+//! `mote::InterruptHandle`, which the call's token holds (src/cancel.rs): the interrupting
+//! thread never takes this pool's lock.
 
 use std::cell::RefCell;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use mote::{Model, Session};
+use mote::{Model, Session, SessionOptions};
 
 use crate::JErr;
 
 /// Sessions of one model, at most `max` of them at once (see the module docs).
 pub struct SessionPool {
     model: Model,
+    /// What each session is made with (`Module.load`'s `SessionOptions`: budgets, threads...).
+    options: SessionOptions,
     max: usize,
     state: Mutex<PoolState>,
     returned: Condvar,
@@ -55,10 +61,12 @@ thread_local! {
 }
 
 impl SessionPool {
-    /// A pool of at most `max` (at least 1) sessions of `model`; none is made yet.
-    pub fn new(model: Model, max: usize) -> SessionPool {
+    /// A pool of at most `max` (at least 1) sessions of `model`, each made with `options`;
+    /// none is made yet.
+    pub fn new(model: Model, max: usize, options: SessionOptions) -> SessionPool {
         SessionPool {
             model,
+            options,
             max: max.max(1),
             state: Mutex::new(PoolState::default()),
             returned: Condvar::new(),
@@ -107,7 +115,7 @@ impl SessionPool {
                 // count back down: else the pool would shrink for good, and a pool of one
                 // would hang every later caller.
                 let uncount = Uncount(self);
-                let session = self.model.session()?;
+                let session = self.model.session_with(self.options.clone())?;
                 std::mem::forget(uncount);
                 break session;
             }

@@ -92,3 +92,98 @@ pub extern "system" fn Java_org_mote_TestHooks_moduleSessions<'l>(
         Ok(a)
     })
 }
+
+/// Write a model file made by `mote::fuzzing::craft` to `path`: `"endless_loop"` (`main()`
+/// loops forever), `"counted_loop"` (`main(n)` loops `n` times, then returns 0; needs
+/// [`Java_org_mote_TestHooks_registerTestArithmetic`]), `"countdown"` (`main(n)` recurses `n`
+/// levels, then returns 0; needs it too) or `"self_recursion"` (`main(n)` calls
+/// itself forever with 2^20 registers a frame). Code-free `.tar` files (docs/code-free.md).
+/// java: static native void writeCraftedModel(String name, String path);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_TestHooks_writeCraftedModel<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    name: JString<'l>,
+    path: JString<'l>,
+) {
+    entry(&mut env, |env| {
+        use mote::fuzzing::craft;
+        let name = string(env, &name, "model name")?;
+        let path = string(env, &path, "path")?;
+        let bytes = match name.as_str() {
+            "endless_loop" => craft::endless_loop(),
+            "counted_loop" => craft::counted_loop(),
+            "countdown" => craft::countdown(),
+            "self_recursion" => craft::self_recursion(1 << 20),
+            other => return Err(JErr::Arg(format!("no crafted model named {other}"))),
+        };
+        std::fs::write(&path, bytes).map_err(|e| {
+            JErr::Mote(mote::Error::Io {
+                path: path.clone().into(),
+                source: e,
+            })
+        })
+    })
+}
+
+/// Register the native functions `mote.test.ne(a, b)` (1 if the ints differ, else 0) and
+/// `mote.test.add(a, b)` that `craft::counted_loop` calls.
+/// java: static native void registerTestArithmetic();
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_TestHooks_registerTestArithmetic<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+) {
+    entry(&mut env, |_| {
+        fn int(a: &Arg<'_>) -> mote::Result<i64> {
+            match a {
+                Arg::Int(i) => Ok(*i),
+                other => Err(mote::Error::InvalidArgument(format!(
+                    "{} is not an int",
+                    other.kind()
+                ))),
+            }
+        }
+        fn two(a: &[Arg<'_>]) -> mote::Result<(i64, i64)> {
+            match a {
+                [x, y] => Ok((int(x)?, int(y)?)),
+                _ => Err(mote::Error::InvalidArgument(format!(
+                    "{} arguments, not 2",
+                    a.len()
+                ))),
+            }
+        }
+        mote::register_function(
+            "mote.test.ne",
+            std::sync::Arc::new(|a: &[Arg<'_>]| {
+                let (x, y) = two(a)?;
+                Ok(mote::Value::Int((x != y) as i64))
+            }),
+        );
+        mote::register_function(
+            "mote.test.add",
+            std::sync::Arc::new(|a: &[Arg<'_>]| {
+                let (x, y) = two(a)?;
+                Ok(mote::Value::Int(x.wrapping_add(y)))
+            }),
+        );
+        Ok(())
+    })
+}
+
+/// Make every interruptible call wait `millis` after it returned and before it is disarmed
+/// (0: not at all), so a test can interrupt a call that can no longer stop: the interrupt must
+/// then be dropped, not cancel the session's next call (src/cancel.rs).
+/// java: static native void pauseBeforeDisarmForTest(long millis);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_TestHooks_pauseBeforeDisarmForTest<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    millis: jlong,
+) {
+    entry(&mut env, |_| {
+        let ms = u64::try_from(millis).map_err(|_| JErr::Arg(format!("{millis} ms")))?;
+        crate::cancel::PAUSE_BEFORE_DISARM_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    })
+}

@@ -39,7 +39,11 @@ public enum ErrorCode {
     /** a backend failed to load, prepare or run ({@link BackendException}). */
     BACKEND(16),
     /** a session was re-entered while running ({@link BusyException}). */
-    BUSY(17);
+    BUSY(17),
+    /** a budget of the load or session options would be exceeded ({@link ResourceExhaustedException}). */
+    RESOURCE_EXHAUSTED(18),
+    /** the call was interrupted ({@link CancelledException}). */
+    CANCELLED(19);
 
     private final int value;
 

@@ -54,7 +54,30 @@ public final class Model extends NativeObject {
      * @throws MoteIoException when the file cannot be read
      */
     public static Model load(String path, boolean codeFree) {
-        return new Model(NativeBridge.modelLoadWith(path, codeFree));
+        return load(path, new LoadOptions().codeFree(codeFree));
+    }
+
+    /**
+     * Loads a model with options: code-free ({@link LoadOptions#codeFree}, as
+     * {@link #load(String, boolean)}), read into memory instead of mapped
+     * ({@link LoadOptions#readIntoMemory}), within a memory budget
+     * ({@link LoadOptions#memoryBudgetBytes}).
+     *
+     * @param path the file's path
+     * @param options how to load it
+     * @return the model
+     * @throws ResourceExhaustedException when a code-free load would exceed its memory budget
+     * @throws InvalidArgumentException for {@link LoadOptions#readIntoMemory} without
+     *     {@link LoadOptions#codeFree}
+     * @throws UnsupportedException when a code-free load meets a program that calls compiled
+     *     kernels
+     * @throws FormatException when the file or its embedded data is malformed
+     * @throws LoadException when the file is not a loadable library
+     * @throws MoteIoException when the file cannot be read
+     */
+    public static Model load(String path, LoadOptions options) {
+        return new Model(NativeBridge.modelLoadWith(path, options.codeFree, options.readIntoMemory,
+                options.memoryBudgetBytes));
     }
 
     /**
@@ -152,7 +175,7 @@ public final class Model extends NativeObject {
     /**
      * A session with options.
      *
-     * @param options threads, backends, plug-ins, profiling
+     * @param options threads, backends, plug-ins, profiling, budgets
      * @return the session
      * @throws InvalidArgumentException for a bad thread count
      * @throws BackendException when a plug-in fails to load
@@ -165,7 +188,8 @@ public final class Model extends NativeObject {
         try {
             String backends = join(",", options.backends);
             return new Session(this, NativeBridge.sessionNew(h, options.threads, backends,
-                    options.poisonMemory, options.profiling), NativeBridge.modelIsKernelLibrary(h));
+                    options.poisonMemory, options.profiling, options.budgets.clone()),
+                    NativeBridge.modelIsKernelLibrary(h));
         } finally {
             handle.release();
         }

@@ -17,6 +17,14 @@ import java.util.List;
  * bound, dropped after that call, instead of waiting for itself; and a callback running on one
  * of a session's worker threads that calls the same module may wait for a session like any
  * other caller, so such nested calls should use a {@link Session} of their own.
+ *
+ * <p><b>Interrupts.</b> A call ({@link Function#invoke()}, {@link Function#call}) stops when
+ * its thread is interrupted ({@link Thread#interrupt()}): the session it runs in throws
+ * {@link CancelledException} at its next VM instruction, and the thread's interrupt status
+ * stays set; a thread already interrupted gets it without running. Other threads' calls on
+ * the module's other sessions go on, and an interrupt arriving after a call returned never
+ * cancels a later call (of any thread) on that session. A thread waiting for a free session is
+ * not woken by an interrupt, but its call is cancelled as soon as it gets one.
  */
 public final class Module extends NativeObject {
     /** How many sessions a module has at most unless {@link #load(String, int)} says. */
@@ -54,7 +62,36 @@ public final class Module extends NativeObject {
         if (maxSessions < 1) {
             throw new IllegalArgumentException("maxSessions " + maxSessions + " is not at least 1");
         }
-        return new Module(NativeBridge.moduleLoad(path, maxSessions));
+        return load(path, maxSessions, new LoadOptions(), new SessionOptions());
+    }
+
+    /**
+     * Loads a library or a code-free model file with load options, whose calls run in at most
+     * {@code maxSessions} sessions made with {@code sessionOptions} (threads, backends,
+     * plug-ins, budgets; profiling does not apply: a module has no profile).
+     *
+     * @param path the file's path
+     * @param maxSessions the bound, at least 1
+     * @param loadOptions how to load the file ({@link LoadOptions#codeFree}...)
+     * @param sessionOptions what each session of the pool is made with
+     * @return the module
+     * @throws IllegalArgumentException when {@code maxSessions} is under 1
+     * @throws LoadException when the file is not a loadable library
+     * @throws MoteIoException when the file cannot be read
+     * @throws ResourceExhaustedException when a code-free load would exceed its memory budget
+     * @throws InvalidArgumentException for bad options ({@link LoadOptions#readIntoMemory}
+     *     without {@link LoadOptions#codeFree}, a bad thread count)
+     */
+    public static Module load(String path, int maxSessions, LoadOptions loadOptions, SessionOptions sessionOptions) {
+        if (maxSessions < 1) {
+            throw new IllegalArgumentException("maxSessions " + maxSessions + " is not at least 1");
+        }
+        for (String p : sessionOptions.plugins) {
+            NativeBridge.loadPlugin(p);
+        }
+        return new Module(NativeBridge.moduleLoad(path, maxSessions, loadOptions.codeFree, loadOptions.readIntoMemory,
+                loadOptions.memoryBudgetBytes, sessionOptions.threads, Model.join(",", sessionOptions.backends),
+                sessionOptions.poisonMemory, sessionOptions.budgets.clone()));
     }
 
     /**
@@ -114,7 +151,8 @@ public final class Module extends NativeObject {
     Object call(String name, Args a) {
         long h = handle.acquire();
         try {
-            return Values.take(NativeBridge.moduleCall(h, name, a.tags, a.longs, a.doubles, a.strs), true);
+            return Values.take(Interruptor.call(
+                    t -> NativeBridge.moduleCall(h, t, name, a.tags, a.longs, a.doubles, a.strs)), true);
         } finally {
             handle.release();
         }

@@ -13,6 +13,13 @@ import java.util.Map;
  * thread's call runs (or from a callback of its own call) throws
  * {@link IllegalStateException} ("session in use by another thread") instead of racing;
  * give each thread its own session of the shared model.
+ *
+ * <p><b>Interrupts.</b> {@link #call}, {@link #run} and {@link #invokeStateful} stop when their
+ * thread is interrupted ({@link Thread#interrupt()}): they throw {@link CancelledException}
+ * at the next VM instruction (a kernel already running finishes first) and the thread's
+ * interrupt status stays set; on a thread already interrupted they throw it without running.
+ * The session stays usable, and an interrupt that arrives after a call returned does not
+ * cancel the next one.
  */
 public final class Session extends NativeObject {
     private final Model model;
@@ -57,14 +64,16 @@ public final class Session extends NativeObject {
      * @return the result: null, Long, Double, Boolean, String, Tensor, Object[] (tuple)...
      * @throws MoteException as Mote reports: {@link UnknownFunctionException},
      *     {@link ArgumentCountException}, {@link MismatchException}, {@link KernelException},
-     *     {@link CallbackException}...
+     *     {@link CallbackException}, {@link ResourceExhaustedException} (a budget of the
+     *     {@link SessionOptions}), {@link CancelledException} (the thread was interrupted)...
      */
     public Object call(String function, Object... args) {
         Args a = new Args(Arrays.asList(args));
         try {
             long h = handle.acquire();
             try {
-                return Values.take(NativeBridge.sessionCall(h, function, a.tags, a.longs, a.doubles, a.strs), false);
+                return Values.take(Interruptor.call(
+                        t -> NativeBridge.sessionCall(h, t, function, a.tags, a.longs, a.doubles, a.strs)), false);
             } finally {
                 handle.release();
             }
@@ -152,7 +161,10 @@ public final class Session extends NativeObject {
     public void invokeStateful(String function) {
         long h = handle.acquire();
         try {
-            NativeBridge.sessionInvokeStateful(h, function);
+            Interruptor.call(t -> {
+                NativeBridge.sessionInvokeStateful(h, t, function);
+                return 0;
+            });
         } finally {
             handle.release();
         }

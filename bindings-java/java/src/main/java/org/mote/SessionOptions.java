@@ -17,8 +17,10 @@ public final class SessionOptions {
     final List<String> plugins = new ArrayList<>();
     boolean poisonMemory;
     boolean profiling;
+    /** {memoryBudgetBytes, maxRegisters, stackBudgetBytes, maxInstructions}; 0: the default. */
+    final long[] budgets = new long[4];
 
-    /** Default options: all CPUs, every backend available, no profiling. */
+    /** Default options: all CPUs, every backend available, no profiling, default budgets. */
     public SessionOptions() {}
 
     /**
@@ -80,6 +82,69 @@ public final class SessionOptions {
     public SessionOptions profiling(boolean on) {
         this.profiling = on;
         return this;
+    }
+
+    /**
+     * The most bytes of storage one call may hold at once (intermediate buffers, outputs still
+     * held, an offloaded region's scratch memory); over it, the call throws
+     * {@link ResourceExhaustedException} instead of asking the system for more. Default: half
+     * the physical memory.
+     *
+     * @param bytes the budget, positive
+     * @return this
+     * @throws InvalidArgumentException when {@code bytes} is not positive
+     */
+    public SessionOptions memoryBudgetBytes(long bytes) {
+        budgets[0] = positive("memoryBudgetBytes", bytes);
+        return this;
+    }
+
+    /**
+     * The most VM registers all frames of one call may hold together; over it (deep or
+     * endless recursion), the call throws {@link ResourceExhaustedException}. Default 2^20.
+     *
+     * @param count the budget, positive
+     * @return this
+     * @throws InvalidArgumentException when {@code count} is not positive
+     */
+    public SessionOptions maxRegisters(long count) {
+        budgets[1] = positive("maxRegisters", count);
+        return this;
+    }
+
+    /**
+     * Bytes of the calling thread's stack that nested Relax calls may use; a deeper call throws
+     * {@link ResourceExhaustedException} before it can overflow. Default 256 KiB.
+     *
+     * @param bytes the budget, positive
+     * @return this
+     * @throws InvalidArgumentException when {@code bytes} is not positive
+     */
+    public SessionOptions stackBudgetBytes(long bytes) {
+        budgets[2] = positive("stackBudgetBytes", bytes);
+        return this;
+    }
+
+    /**
+     * The most VM instructions one call may execute (a kernel counts one however long it
+     * runs); a call that would run more (a loop that does not end) throws
+     * {@link ResourceExhaustedException}. Default 2^28.
+     *
+     * @param count the budget, positive
+     * @return this
+     * @throws InvalidArgumentException when {@code count} is not positive
+     */
+    public SessionOptions maxInstructions(long count) {
+        budgets[3] = positive("maxInstructions", count);
+        return this;
+    }
+
+    /** {@code v} when positive, else {@link InvalidArgumentException} naming {@code what}. */
+    static long positive(String what, long v) {
+        if (v <= 0) {
+            throw new InvalidArgumentException(what + " " + v + " is not positive");
+        }
+        return v;
     }
 
     /**

@@ -13,4 +13,7 @@ final class TestHooks {
     static native long globalCallOnNewThread(String name, long arg);
     static native long liveTensors();
     static native long[] moduleSessions(long module);
+    static native void writeCraftedModel(String name, String path);
+    static native void registerTestArithmetic();
+    static native void pauseBeforeDisarmForTest(long millis);
 }
