@@ -32,7 +32,9 @@ pub use callback::{NativeArg, NativeFunction};
 pub use error::NativeError;
 pub use logging::LogSink;
 pub use rpc::{NativeRpcServer, RpcConfig, RpcMode, RpcState};
-pub use session::{NativeSession, ProfileRecord, SessionConfig};
+pub use session::{
+    NativeCancelToken, NativeInterruptHandle, NativeSession, ProfileRecord, SessionConfig,
+};
 pub use tensor::{NamedTensor, NativeTensor};
 
 uniffi::setup_scaffolding!("mote");
@@ -79,14 +81,14 @@ impl NativeModel {
         }))
     }
 
-    /// Load a library as data, without mapping it as code (docs/code-free.md): only its
-    /// module blob is read, and a program that calls compiled kernels is refused naming them.
-    /// `code_free == false` is [`NativeModel::load`] (on iOS every load is code-free anyway).
+    /// Load a library with `options` (`mote::LoadOptions`): as data, without mapping it as
+    /// code, when `code_free` (docs/code-free.md): only its module blob is read, and a program
+    /// that calls compiled kernels is refused naming them. `code_free == false` is
+    /// [`NativeModel::load`] (on iOS every load is code-free anyway).
     #[uniffi::constructor]
-    pub fn load_with(path: String, code_free: bool) -> Result<Arc<Self>, NativeError> {
-        let options = mote::LoadOptions::default().code_free(code_free);
+    pub fn load_with(path: String, options: LoadConfig) -> Result<Arc<Self>, NativeError> {
         Ok(Arc::new(NativeModel {
-            inner: mote::Model::load_with(&path, options)?,
+            inner: mote::Model::load_with(&path, load_options(&options)?)?,
         }))
     }
 
@@ -145,7 +147,46 @@ impl NativeModel {
     }
 }
 
-/// The stable code and name of every Mote error, `(1, "io")` to `(17, "busy")`: the Swift
+/// Options of a load (`mote::LoadOptions`).
+#[derive(uniffi::Record)]
+pub struct LoadConfig {
+    /// Read the file as data, never mapped as code (docs/code-free.md).
+    pub code_free: bool,
+    /// With `code_free`: read the whole file into memory instead of mapping it, so a later
+    /// truncation or rewrite of the file cannot fault the process (docs/code-free.md §4).
+    /// Refused without `code_free`.
+    pub read_into_memory: bool,
+    /// With `code_free`: the most bytes decoding the file may allocate (a gzip `.tar` inflated
+    /// past it is `ResourceExhausted`; docs/untrusted-models.md §3). `None`: Mote's default
+    /// (16 x the file + 64 MiB, at most 4 GiB). 0 is refused, and so is a budget without
+    /// `code_free` (a load that maps code has no budget: it would be ignored).
+    pub memory_budget_bytes: Option<u64>,
+}
+
+/// Mote's options for `config`, every value checked: nothing is silently ignored.
+fn load_options(config: &LoadConfig) -> Result<mote::LoadOptions, NativeError> {
+    let mut o = mote::LoadOptions::default()
+        .code_free(config.code_free)
+        .read_into_memory(config.read_into_memory);
+    match config.memory_budget_bytes {
+        None => {}
+        Some(0) => {
+            return Err(NativeError::invalid(
+                "LoadOptions.memoryBudgetBytes is 0 (must be at least 1; nil keeps Mote's default)",
+            ))
+        }
+        Some(_) if !config.code_free => {
+            return Err(NativeError::invalid(
+                "LoadOptions.memoryBudgetBytes needs codeFree: a load that maps the library as \
+                 code runs its code, and no budget applies to it",
+            ))
+        }
+        Some(b) => o = o.memory_budget(b),
+    }
+    Ok(o)
+}
+
+/// The stable code and name of every Mote error, `(1, "io")` to `(19, "cancelled")`: the Swift
 /// `MoteError` has one case per entry (its tests check the two agree).
 #[uniffi::export]
 pub fn error_codes() -> Vec<ErrorCodeInfo> {
@@ -167,10 +208,19 @@ pub struct ErrorCodeInfo {
     pub name: String,
 }
 
-/// For tests of the error mapping: fail with an error of `code` (1..=17) and `message`.
+/// For tests of the error mapping: fail with an error of `code` (1..=19) and `message`.
 #[uniffi::export]
 pub fn raise_for_test(code: u32, message: String) -> Result<(), NativeError> {
     Err(NativeError::Mote { code, message })
+}
+
+/// For tests of budgets and cancellation: write to `path` a code-free model file whose `main()`
+/// loops forever (`mote::fuzzing::craft::endless_loop`, one backward jump): only
+/// `max_instructions` or an interrupt ends a call of it.
+#[uniffi::export]
+pub fn write_endless_loop_for_test(path: String) -> Result<(), NativeError> {
+    std::fs::write(&path, mote::fuzzing::craft::endless_loop())
+        .map_err(|e| NativeError::new(mote::ErrorCode::Io, format!("{path}: {e}")))
 }
 
 /// For tests of the panic boundary: panic with `message`. uniffi catches it and Swift gets a
@@ -179,4 +229,111 @@ pub fn raise_for_test(code: u32, message: String) -> Result<(), NativeError> {
 #[uniffi::export]
 pub fn panic_for_test(message: String) -> Result<(), NativeError> {
     panic!("{message}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mote::ErrorCode;
+
+    /// `bytes` as a gzip file of stored (uncompressed) deflate blocks: a valid gzip stream that
+    /// needs no compressor (RFC 1952 framing, RFC 1951 block type 0).
+    fn gzip_stored(bytes: &[u8]) -> Vec<u8> {
+        let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+        let chunks: Vec<&[u8]> = bytes.chunks(0xffff).collect();
+        for (i, c) in chunks.iter().enumerate() {
+            out.push(u8::from(i + 1 == chunks.len()));
+            let len = c.len() as u16;
+            out.extend_from_slice(&len.to_le_bytes());
+            out.extend_from_slice(&(!len).to_le_bytes());
+            out.extend_from_slice(c);
+        }
+        let mut crc = !0u32;
+        for &b in bytes {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ 0xedb8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        out.extend_from_slice(&(!crc).to_le_bytes());
+        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        out
+    }
+
+    fn load(path: &str, config: LoadConfig) -> Result<Arc<NativeModel>, u32> {
+        NativeModel::load_with(path.to_string(), config)
+            .map_err(|NativeError::Mote { code, .. }| code)
+    }
+
+    fn code_free(read_into_memory: bool, memory_budget_bytes: Option<u64>) -> LoadConfig {
+        LoadConfig {
+            code_free: true,
+            read_into_memory,
+            memory_budget_bytes,
+        }
+    }
+
+    #[test]
+    fn load_options_reach_the_loader_and_bad_ones_are_refused() {
+        let dir = std::env::temp_dir();
+        let tar = dir.join(format!("mote-swift-load-{}.tar", std::process::id()));
+        let tar = tar.display().to_string();
+        write_endless_loop_for_test(tar.clone()).unwrap();
+        // The same model gzip-compressed, as `export_library("m.tar")` writes it: inflating it
+        // is what the load budget bounds.
+        let bytes = std::fs::read(&tar).unwrap();
+        let gz = format!("{tar}.gz");
+        std::fs::write(&gz, gzip_stored(&bytes)).unwrap();
+
+        for read in [false, true] {
+            let m = load(&gz, code_free(read, None)).unwrap();
+            assert!(m.is_loaded_code_free());
+            assert_eq!(m.function_names(), vec!["main".to_string()]);
+            assert!(load(&gz, code_free(read, Some(bytes.len() as u64 + 4096))).is_ok());
+            assert_eq!(
+                load(&gz, code_free(read, Some(bytes.len() as u64 / 2))).err(),
+                Some(ErrorCode::ResourceExhausted as u32),
+                "read_into_memory {read}: inflating past the budget"
+            );
+        }
+        let invalid = Some(ErrorCode::InvalidArgument as u32);
+        assert_eq!(
+            load(&tar, code_free(false, Some(0))).err(),
+            invalid,
+            "zero budget"
+        );
+        let mapped = |read_into_memory, memory_budget_bytes| LoadConfig {
+            code_free: false,
+            read_into_memory,
+            memory_budget_bytes,
+        };
+        assert_eq!(
+            load(&tar, mapped(false, Some(1 << 20))).err(),
+            invalid,
+            "budget, mapped"
+        );
+        assert_eq!(
+            load(&tar, mapped(true, None)).err(),
+            invalid,
+            "read_into_memory, mapped"
+        );
+        std::fs::remove_file(&tar).unwrap();
+        std::fs::remove_file(&gz).unwrap();
+    }
+
+    #[test]
+    fn every_code_has_its_swift_name() {
+        let codes = error_codes();
+        assert_eq!(codes.len(), 19);
+        assert_eq!(
+            codes.iter().map(|c| c.code).collect::<Vec<_>>(),
+            (1..=19).collect::<Vec<_>>()
+        );
+        assert_eq!(codes[17].name, "resourceExhausted");
+        assert_eq!(codes[18].name, "cancelled");
+    }
 }

@@ -34,9 +34,29 @@ public final class Model: Sendable {
     /// model lives (weights only offloaded regions read stay in it): replace it by renaming,
     /// never rewrite it in place. A library whose program calls compiled kernels
     /// throws ``MoteError/unsupported(_:)`` naming them. See `docs/code-free.md`.
-    public init(path: String, codeFree: Bool) throws {
+    public convenience init(path: String, codeFree: Bool) throws {
+        try self.init(path: path, options: LoadOptions(codeFree: codeFree))
+    }
+
+    /// Load the library at `path` with `options`: ``init(path:codeFree:)`` plus, for a
+    /// code-free load, reading the file into memory instead of mapping it
+    /// (``LoadOptions/readIntoMemory``) and a bound on what decoding may allocate
+    /// (``LoadOptions/memoryBudgetBytes``; a gzip `.tar` inflating past it throws
+    /// ``MoteError/resourceExhausted(_:)``). An invalid combination or value throws
+    /// ``MoteError/invalidArgument(_:)``; nothing is silently ignored.
+    public init(path: String, options: LoadOptions) throws {
         Logging.installDefault()
-        raw = try bridged { try NativeModel.loadWith(path: path, codeFree: codeFree) }
+        var budget: UInt64?
+        if let b = options.memoryBudgetBytes {
+            guard b >= 1 else {
+                throw MoteError.invalidArgument("LoadOptions.memoryBudgetBytes is \(b) (must be at least 1; nil keeps Mote's default)")
+            }
+            budget = UInt64(b)
+        }
+        raw = try bridged {
+            try NativeModel.loadWith(path: path, options: LoadConfig(
+                codeFree: options.codeFree, readIntoMemory: options.readIntoMemory, memoryBudgetBytes: budget))
+        }
     }
 
     /// A model linked into the program as a TVM system library (built with the module attribute
@@ -82,7 +102,38 @@ public final class Model: Sendable {
     }
 }
 
+/// Options of a load (``Model/init(path:options:)``).
+public struct LoadOptions: Sendable {
+    /// Read the file as data, never mapped as code (`docs/code-free.md`).
+    public var codeFree: Bool
+    /// With ``codeFree``: read the whole file into memory instead of mapping it, so nothing of
+    /// it stays mapped and a later truncation or rewrite of the file (by another process, or
+    /// whoever controls it) cannot crash the process; every weight is then copied
+    /// (`docs/code-free.md` §4). Use it for files the app does not control. Without
+    /// ``codeFree`` the load throws ``MoteError/invalidArgument(_:)``.
+    public var readIntoMemory: Bool
+    /// With ``codeFree``: the most bytes decoding the file may allocate (a gzip `.tar` is
+    /// inflated only up to it, else ``MoteError/resourceExhausted(_:)``); `nil`: Mote's
+    /// default, 16 times the file's size plus 64 MiB, at most 4 GiB
+    /// (`docs/untrusted-models.md` §3). Less than 1, or set without ``codeFree`` (a load that
+    /// maps code has no budget), throws ``MoteError/invalidArgument(_:)``.
+    public var memoryBudgetBytes: Int?
+
+    /// Options with every field at its default unless given.
+    public init(codeFree: Bool = false, readIntoMemory: Bool = false, memoryBudgetBytes: Int? = nil) {
+        self.codeFree = codeFree
+        self.readIntoMemory = readIntoMemory
+        self.memoryBudgetBytes = memoryBudgetBytes
+    }
+}
+
 /// Options of a ``Session``.
+///
+/// The four budgets bound what one call of an untrusted model may take
+/// (`docs/untrusted-models.md` §3); going over one throws
+/// ``MoteError/resourceExhausted(_:)`` naming it, and the session runs its next call normally.
+/// `nil` keeps Mote's default; a value below 1 throws ``MoteError/invalidArgument(_:)`` when
+/// the session is made (never replaced by a default).
 public struct SessionOptions: Sendable {
     /// Threads for parallel kernels (the calling thread counts as one); `nil`: Mote's default
     /// (the CPU count, or `MOTE_NUM_THREADS`).
@@ -95,14 +146,59 @@ public struct SessionOptions: Sendable {
     /// Fill intermediate buffers with NaN / 0xA5 before use, so work a kernel skipped shows in
     /// the outputs (for tests).
     public var poisonMemory: Bool
+    /// The most bytes of storage the session's calls may hold at once (intermediate buffers,
+    /// outputs still held, offloaded regions' scratch); `nil`: half the physical memory.
+    public var memoryBudgetBytes: Int?
+    /// The most VM registers all frames of a call may hold together; `nil`: 2^20.
+    public var maxRegisters: Int?
+    /// Bytes of the calling thread's stack nested Relax calls may use; `nil`: 256 KiB (fits
+    /// a 512 KiB secondary thread of iOS).
+    public var stackBudgetBytes: Int?
+    /// The most VM instructions one call may execute (a kernel counts one); `nil`: 2^28, about
+    /// a second of a tight loop.
+    public var maxInstructions: Int?
 
     /// Options with every field at its default unless given.
-    public init(threads: Int? = nil, backends: [String] = [], profiling: Bool = false, poisonMemory: Bool = false) {
+    public init(threads: Int? = nil, backends: [String] = [], profiling: Bool = false, poisonMemory: Bool = false,
+                memoryBudgetBytes: Int? = nil, maxRegisters: Int? = nil, stackBudgetBytes: Int? = nil,
+                maxInstructions: Int? = nil) {
         self.threads = threads
         self.backends = backends
         self.profiling = profiling
         self.poisonMemory = poisonMemory
+        self.memoryBudgetBytes = memoryBudgetBytes
+        self.maxRegisters = maxRegisters
+        self.stackBudgetBytes = stackBudgetBytes
+        self.maxInstructions = maxInstructions
     }
+
+    /// A budget as the bridge takes it: `nil` stays `nil`; below 1 throws.
+    static func budget(_ name: String, _ value: Int?) throws -> UInt64? {
+        guard let v = value else { return nil }
+        guard v >= 1 else {
+            throw MoteError.invalidArgument("SessionOptions.\(name) is \(v) (must be at least 1; nil keeps Mote's default)")
+        }
+        return UInt64(v)
+    }
+}
+
+/// Stops a ``Session``'s running call from any thread: the call throws
+/// ``MoteError/cancelled(_:)`` at its next VM instruction (a kernel already running finishes
+/// first; an offloaded region stops between its backend segments). With no call running, the
+/// session's next call is cancelled as it starts: an interrupt is never lost, and each one
+/// cancels one call; the session stays usable (`docs/untrusted-models.md` §4).
+///
+/// **Sendable: yes.** Every handle of a session is the same handle.
+public final class InterruptHandle: Sendable {
+    let raw: NativeInterruptHandle
+
+    init(raw: NativeInterruptHandle) { self.raw = raw }
+
+    /// Cancel the session's running call, or its next one if none is running.
+    public func interrupt() { raw.interrupt() }
+
+    /// Whether an interrupt waits for a call to consume it.
+    public var isPending: Bool { raw.isPending() }
 }
 
 /// Time spent in one callee of a profiled session.
@@ -153,13 +249,21 @@ public final class Session: @unchecked Sendable {
         if let t = options.threads, t < 1 || t > Int(UInt32.max) {
             throw MoteError.invalidArgument("thread count \(t) (must be at least 1)")
         }
+        let config = SessionConfig(
+            threads: UInt32(options.threads ?? 0), backends: options.backends,
+            poisonMemory: options.poisonMemory, profiling: options.profiling,
+            memoryBudgetBytes: try SessionOptions.budget("memoryBudgetBytes", options.memoryBudgetBytes),
+            maxRegisters: try SessionOptions.budget("maxRegisters", options.maxRegisters),
+            stackBudgetBytes: try SessionOptions.budget("stackBudgetBytes", options.stackBudgetBytes),
+            maxInstructions: try SessionOptions.budget("maxInstructions", options.maxInstructions))
         self.model = model
-        raw = try bridged {
-            try NativeSession(model: model.raw, config: SessionConfig(
-                threads: UInt32(options.threads ?? 0), backends: options.backends,
-                poisonMemory: options.poisonMemory, profiling: options.profiling))
-        }
+        raw = try bridged { try NativeSession(model: model.raw, config: config) }
     }
+
+    /// The handle that stops this session's running call from another thread or task (the
+    /// call throws ``MoteError/cancelled(_:)``). To stop an `async` run, cancelling its `Task`
+    /// is enough.
+    public var interruptHandle: InterruptHandle { InterruptHandle(raw: raw.interruptHandle()) }
 
     /// Threads parallel kernels may use.
     public var threads: Int {
@@ -179,12 +283,43 @@ public final class Session: @unchecked Sendable {
     }
 
     /// ``run(_:_:)`` off the caller's thread (on a Dispatch worker), so the main actor stays
-    /// free while the model runs.
+    /// free while the model runs, honouring the task's cancellation.
+    ///
+    /// - Cancelling the calling `Task` while the model runs stops the call at its next VM
+    ///   instruction (through the session's interrupt, `docs/untrusted-models.md` §4), and this
+    ///   throws `CancellationError()`. A task cancelled before the call starts throws
+    ///   `CancellationError()` without running anything. A cancellation that arrives after
+    ///   the model finished changes nothing: the outputs are returned, and the session's next
+    ///   call is never cancelled by it.
+    /// - An interrupt through ``interruptHandle`` throws ``MoteError/cancelled(_:)`` instead.
+    /// - The session is then usable again. A session busy with another call throws
+    ///   ``MoteError/busy(_:)``, and cancelling that task never stops the other call.
     public func run(_ function: String, _ inputs: [Tensor]) async throws -> [Tensor] {
-        try await withCheckedThrowingContinuation { (c: CheckedContinuation<[Tensor], Error>) in
-            DispatchQueue.global(qos: .userInitiated).async {
-                c.resume(with: Result { try self.run(function, inputs) })
+        let token = NativeCancelToken()
+        return try await withTaskCancellationHandler {
+            try Task.checkCancellation()
+            return try await withCheckedThrowingContinuation { (c: CheckedContinuation<[Tensor], Error>) in
+                DispatchQueue.global(qos: .userInitiated).async {
+                    c.resume(with: Result { try self.run(function, inputs, cancelledBy: token) })
+                }
             }
+        } onCancel: {
+            // May run at once (task already cancelled), concurrently with the call, or after
+            // it: the token interrupts the session only while this call runs.
+            token.cancel()
+        }
+    }
+
+    private func run(_ function: String, _ inputs: [Tensor], cancelledBy token: NativeCancelToken) throws -> [Tensor] {
+        do {
+            return try bridged {
+                try raw.runCancellable(function: function, inputs: inputs.map { $0.raw }, token: token)
+            }.map { try Tensor(raw: $0) }
+        } catch MoteError.cancelled(let m) {
+            // The task's own cancellation is Swift's CancellationError; an explicit interrupt
+            // of the session (nothing cancelled the token) stays MoteError.cancelled.
+            if token.isCancelled() { throw CancellationError() }
+            throw MoteError.cancelled(m)
         }
     }
 

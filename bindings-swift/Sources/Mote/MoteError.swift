@@ -39,11 +39,18 @@ public enum MoteError: Error, Equatable, CustomStringConvertible {
     /// 17: the object is in use by another call (a session on another thread, a tensor being
     /// written); nothing waited.
     case busy(String)
+    /// 18: a budget of the load or session options would be exceeded (the message names the
+    /// option, e.g. `SessionOptions::max_instructions`); nothing is left half-done and the
+    /// session runs its next call normally. See `docs/untrusted-models.md` §3.
+    case resourceExhausted(String)
+    /// 19: the call was interrupted through the session's ``InterruptHandle`` (a cancelled
+    /// `Task` throws `CancellationError` instead: ``Session/run(_:_:)-async``).
+    case cancelled(String)
     /// Not a Mote error code: a bug in Mote (a Rust panic, caught before it reached Swift), or a
     /// code this version does not know.
     case `internal`(String)
 
-    /// The stable code (1...17; 0 for ``internal(_:)``).
+    /// The stable code (1...19; 0 for ``internal(_:)``).
     public var code: Int {
         switch self {
         case .io: return 1
@@ -63,6 +70,8 @@ public enum MoteError: Error, Equatable, CustomStringConvertible {
         case .subgraph: return 15
         case .backend: return 16
         case .busy: return 17
+        case .resourceExhausted: return 18
+        case .cancelled: return 19
         case .internal: return 0
         }
     }
@@ -74,7 +83,7 @@ public enum MoteError: Error, Equatable, CustomStringConvertible {
              .missingFunctions(let m), .unknownFunction(let m), .argumentCount(let m),
              .mismatch(let m), .kernel(let m), .callback(let m), .invalidArgument(let m),
              .npy(let m), .vm(let m), .outOfMemory(let m), .subgraph(let m), .backend(let m),
-             .busy(let m), .internal(let m):
+             .busy(let m), .resourceExhausted(let m), .cancelled(let m), .internal(let m):
             return m
         }
     }
@@ -99,6 +108,8 @@ public enum MoteError: Error, Equatable, CustomStringConvertible {
         case .subgraph: return "subgraph"
         case .backend: return "backend"
         case .busy: return "busy"
+        case .resourceExhausted: return "resourceExhausted"
+        case .cancelled: return "cancelled"
         case .internal: return "internal"
         }
     }
@@ -126,6 +137,8 @@ public enum MoteError: Error, Equatable, CustomStringConvertible {
         case 15: self = .subgraph(message)
         case 16: self = .backend(message)
         case 17: self = .busy(message)
+        case 18: self = .resourceExhausted(message)
+        case 19: self = .cancelled(message)
         default: self = .internal("code \(code): \(message)")
         }
     }

@@ -16,3 +16,10 @@ func testingRaise(code: Int, message: String) throws {
 func testingPanic(_ message: String) throws {
     try bridged { try panicForTest(message: message) }
 }
+
+/// Write a code-free model file whose `main()` loops forever (Mote's
+/// `fuzzing::craft::endless_loop`): only ``SessionOptions/maxInstructions`` or an interrupt
+/// ends a call of it.
+func testingWriteEndlessLoop(to path: String) throws {
+    try bridged { try writeEndlessLoopForTest(path: path) }
+}

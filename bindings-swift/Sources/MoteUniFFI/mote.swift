@@ -777,6 +777,176 @@ public func FfiConverterTypeLogSink_lower(_ value: LogSink) -> UnsafeMutableRawP
 
 
 /**
+ * Cancels one call (`run_cancellable`) on behalf of its caller, e.g. a Swift `Task`. It
+ * interrupts the session only while that call runs ("armed"); once the call returns it is
+ * disarmed, and an interrupt it sent that no instruction consumed is cleared, under the same
+ * lock, so a late cancellation never cancels the session's next call
+ * (docs/untrusted-models.md §4). A token cancelled before its call starts makes the call
+ * return `Cancelled` without running.
+ */
+public protocol NativeCancelTokenProtocol: AnyObject, Sendable {
+    
+    /**
+     * Cancel: interrupts the call if it is running, makes it return `Cancelled` without
+     * running if it has not started, and does nothing to the session once it has returned.
+     */
+    func cancel() 
+    
+    /**
+     * Whether `cancel` was called.
+     */
+    func isCancelled()  -> Bool
+    
+}
+/**
+ * Cancels one call (`run_cancellable`) on behalf of its caller, e.g. a Swift `Task`. It
+ * interrupts the session only while that call runs ("armed"); once the call returns it is
+ * disarmed, and an interrupt it sent that no instruction consumed is cleared, under the same
+ * lock, so a late cancellation never cancels the session's next call
+ * (docs/untrusted-models.md §4). A token cancelled before its call starts makes the call
+ * return `Cancelled` without running.
+ */
+open class NativeCancelToken: NativeCancelTokenProtocol, @unchecked Sendable {
+    fileprivate let pointer: UnsafeMutableRawPointer!
+
+    /// Used to instantiate a [FFIObject] without an actual pointer, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoPointer {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromRawPointer pointer: UnsafeMutableRawPointer) {
+        self.pointer = pointer
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noPointer: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing [Pointer] the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noPointer: NoPointer) {
+        self.pointer = nil
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiClonePointer() -> UnsafeMutableRawPointer {
+        return try! rustCall { uniffi_mote_swift_fn_clone_nativecanceltoken(self.pointer, $0) }
+    }
+    /**
+     * A token not cancelled.
+     */
+public convenience init() {
+    let pointer =
+        try! rustCall() {
+    uniffi_mote_swift_fn_constructor_nativecanceltoken_new($0
+    )
+}
+    self.init(unsafeFromRawPointer: pointer)
+}
+
+    deinit {
+        guard let pointer = pointer else {
+            return
+        }
+
+        try! rustCall { uniffi_mote_swift_fn_free_nativecanceltoken(pointer, $0) }
+    }
+
+    
+
+    
+    /**
+     * Cancel: interrupts the call if it is running, makes it return `Cancelled` without
+     * running if it has not started, and does nothing to the session once it has returned.
+     */
+open func cancel()  {try! rustCall() {
+    uniffi_mote_swift_fn_method_nativecanceltoken_cancel(self.uniffiClonePointer(),$0
+    )
+}
+}
+    
+    /**
+     * Whether `cancel` was called.
+     */
+open func isCancelled() -> Bool  {
+    return try!  FfiConverterBool.lift(try! rustCall() {
+    uniffi_mote_swift_fn_method_nativecanceltoken_is_cancelled(self.uniffiClonePointer(),$0
+    )
+})
+}
+    
+
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeNativeCancelToken: FfiConverter {
+
+    typealias FfiType = UnsafeMutableRawPointer
+    typealias SwiftType = NativeCancelToken
+
+    public static func lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeCancelToken {
+        return NativeCancelToken(unsafeFromRawPointer: pointer)
+    }
+
+    public static func lower(_ value: NativeCancelToken) -> UnsafeMutableRawPointer {
+        return value.uniffiClonePointer()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> NativeCancelToken {
+        let v: UInt64 = try readInt(&buf)
+        // The Rust code won't compile if a pointer won't fit in a UInt64.
+        // We have to go via `UInt` because that's the thing that's the size of a pointer.
+        let ptr = UnsafeMutableRawPointer(bitPattern: UInt(truncatingIfNeeded: v))
+        if (ptr == nil) {
+            throw UniffiInternalError.unexpectedNullPointer
+        }
+        return try lift(ptr!)
+    }
+
+    public static func write(_ value: NativeCancelToken, into buf: inout [UInt8]) {
+        // This fiddling is because `Int` is the thing that's the same size as a pointer.
+        // The Rust code won't compile if a pointer won't fit in a `UInt64`.
+        writeInt(&buf, UInt64(bitPattern: Int64(Int(bitPattern: lower(value)))))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeNativeCancelToken_lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeCancelToken {
+    return try FfiConverterTypeNativeCancelToken.lift(pointer)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeNativeCancelToken_lower(_ value: NativeCancelToken) -> UnsafeMutableRawPointer {
+    return FfiConverterTypeNativeCancelToken.lower(value)
+}
+
+
+
+
+
+
+/**
  * A function implemented in Swift that models may call by name.
  */
 public protocol NativeFunction: AnyObject, Sendable {
@@ -964,6 +1134,158 @@ public func FfiConverterTypeNativeFunction_lower(_ value: NativeFunction) -> Uns
 
 
 /**
+ * Stops a session's running call from any thread (`mote::InterruptHandle`,
+ * docs/untrusted-models.md §4): the call returns `Cancelled` (code 19) at its next VM
+ * instruction; with no call running, the session's next call is cancelled as it starts.
+ */
+public protocol NativeInterruptHandleProtocol: AnyObject, Sendable {
+    
+    /**
+     * Cancel the running call, or the next one if none is running.
+     */
+    func interrupt() 
+    
+    /**
+     * Whether an interrupt waits for a call to consume it.
+     */
+    func isPending()  -> Bool
+    
+}
+/**
+ * Stops a session's running call from any thread (`mote::InterruptHandle`,
+ * docs/untrusted-models.md §4): the call returns `Cancelled` (code 19) at its next VM
+ * instruction; with no call running, the session's next call is cancelled as it starts.
+ */
+open class NativeInterruptHandle: NativeInterruptHandleProtocol, @unchecked Sendable {
+    fileprivate let pointer: UnsafeMutableRawPointer!
+
+    /// Used to instantiate a [FFIObject] without an actual pointer, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoPointer {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromRawPointer pointer: UnsafeMutableRawPointer) {
+        self.pointer = pointer
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noPointer: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing [Pointer] the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noPointer: NoPointer) {
+        self.pointer = nil
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiClonePointer() -> UnsafeMutableRawPointer {
+        return try! rustCall { uniffi_mote_swift_fn_clone_nativeinterrupthandle(self.pointer, $0) }
+    }
+    // No primary constructor declared for this class.
+
+    deinit {
+        guard let pointer = pointer else {
+            return
+        }
+
+        try! rustCall { uniffi_mote_swift_fn_free_nativeinterrupthandle(pointer, $0) }
+    }
+
+    
+
+    
+    /**
+     * Cancel the running call, or the next one if none is running.
+     */
+open func interrupt()  {try! rustCall() {
+    uniffi_mote_swift_fn_method_nativeinterrupthandle_interrupt(self.uniffiClonePointer(),$0
+    )
+}
+}
+    
+    /**
+     * Whether an interrupt waits for a call to consume it.
+     */
+open func isPending() -> Bool  {
+    return try!  FfiConverterBool.lift(try! rustCall() {
+    uniffi_mote_swift_fn_method_nativeinterrupthandle_is_pending(self.uniffiClonePointer(),$0
+    )
+})
+}
+    
+
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeNativeInterruptHandle: FfiConverter {
+
+    typealias FfiType = UnsafeMutableRawPointer
+    typealias SwiftType = NativeInterruptHandle
+
+    public static func lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeInterruptHandle {
+        return NativeInterruptHandle(unsafeFromRawPointer: pointer)
+    }
+
+    public static func lower(_ value: NativeInterruptHandle) -> UnsafeMutableRawPointer {
+        return value.uniffiClonePointer()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> NativeInterruptHandle {
+        let v: UInt64 = try readInt(&buf)
+        // The Rust code won't compile if a pointer won't fit in a UInt64.
+        // We have to go via `UInt` because that's the thing that's the size of a pointer.
+        let ptr = UnsafeMutableRawPointer(bitPattern: UInt(truncatingIfNeeded: v))
+        if (ptr == nil) {
+            throw UniffiInternalError.unexpectedNullPointer
+        }
+        return try lift(ptr!)
+    }
+
+    public static func write(_ value: NativeInterruptHandle, into buf: inout [UInt8]) {
+        // This fiddling is because `Int` is the thing that's the same size as a pointer.
+        // The Rust code won't compile if a pointer won't fit in a `UInt64`.
+        writeInt(&buf, UInt64(bitPattern: Int64(Int(bitPattern: lower(value)))))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeNativeInterruptHandle_lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeInterruptHandle {
+    return try FfiConverterTypeNativeInterruptHandle.lift(pointer)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeNativeInterruptHandle_lower(_ value: NativeInterruptHandle) -> UnsafeMutableRawPointer {
+    return FfiConverterTypeNativeInterruptHandle.lower(value)
+}
+
+
+
+
+
+
+/**
  * A loaded model library: a Relax program or a kernel-only library. `Send + Sync`: any
  * number of threads may make sessions from one model at once.
  */
@@ -1084,15 +1406,16 @@ public static func load(path: String)throws  -> NativeModel  {
 }
     
     /**
-     * Load a library as data, without mapping it as code (docs/code-free.md): only its
-     * module blob is read, and a program that calls compiled kernels is refused naming them.
-     * `code_free == false` is [`NativeModel::load`] (on iOS every load is code-free anyway).
+     * Load a library with `options` (`mote::LoadOptions`): as data, without mapping it as
+     * code, when `code_free` (docs/code-free.md): only its module blob is read, and a program
+     * that calls compiled kernels is refused naming them. `code_free == false` is
+     * [`NativeModel::load`] (on iOS every load is code-free anyway).
      */
-public static func loadWith(path: String, codeFree: Bool)throws  -> NativeModel  {
+public static func loadWith(path: String, options: LoadConfig)throws  -> NativeModel  {
     return try  FfiConverterTypeNativeModel_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
     uniffi_mote_swift_fn_constructor_nativemodel_load_with(
         FfiConverterString.lower(path),
-        FfiConverterBool.lower(codeFree),$0
+        FfiConverterTypeLoadConfig_lower(options),$0
     )
 })
 }
@@ -1425,6 +1748,11 @@ public protocol NativeSessionProtocol: AnyObject, Sendable {
     func getOutput(function: String) throws  -> [NativeTensor]
     
     /**
+     * The session's interrupt handle (every call to this returns the same handle).
+     */
+    func interruptHandle()  -> NativeInterruptHandle
+    
+    /**
      * Stateful API: run `function` on the inputs set before.
      */
     func invokeStateful(function: String) throws 
@@ -1433,6 +1761,14 @@ public protocol NativeSessionProtocol: AnyObject, Sendable {
      * Call the Relax function `function` on tensors; its outputs (tuples flattened).
      */
     func run(function: String, inputs: [NativeTensor]) throws  -> [NativeTensor]
+    
+    /**
+     * `run`, cancelled by `token` (see `NativeCancelToken`): `Cancelled` (code 19) when the
+     * token was cancelled before the call started or stopped it while it ran. The token is
+     * armed only once this call holds the session, so cancelling it never interrupts another
+     * caller's call (a busy session fails first).
+     */
+    func runCancellable(function: String, inputs: [NativeTensor], token: NativeCancelToken) throws  -> [NativeTensor]
     
     /**
      * Stateful API: keep `inputs` for a later `invoke_stateful(function)`.
@@ -1547,6 +1883,16 @@ open func getOutput(function: String)throws  -> [NativeTensor]  {
 }
     
     /**
+     * The session's interrupt handle (every call to this returns the same handle).
+     */
+open func interruptHandle() -> NativeInterruptHandle  {
+    return try!  FfiConverterTypeNativeInterruptHandle_lift(try! rustCall() {
+    uniffi_mote_swift_fn_method_nativesession_interrupt_handle(self.uniffiClonePointer(),$0
+    )
+})
+}
+    
+    /**
      * Stateful API: run `function` on the inputs set before.
      */
 open func invokeStateful(function: String)throws   {try rustCallWithError(FfiConverterTypeNativeError_lift) {
@@ -1564,6 +1910,22 @@ open func run(function: String, inputs: [NativeTensor])throws  -> [NativeTensor]
     uniffi_mote_swift_fn_method_nativesession_run(self.uniffiClonePointer(),
         FfiConverterString.lower(function),
         FfiConverterSequenceTypeNativeTensor.lower(inputs),$0
+    )
+})
+}
+    
+    /**
+     * `run`, cancelled by `token` (see `NativeCancelToken`): `Cancelled` (code 19) when the
+     * token was cancelled before the call started or stopped it while it ran. The token is
+     * armed only once this call holds the session, so cancelling it never interrupts another
+     * caller's call (a busy session fails first).
+     */
+open func runCancellable(function: String, inputs: [NativeTensor], token: NativeCancelToken)throws  -> [NativeTensor]  {
+    return try  FfiConverterSequenceTypeNativeTensor.lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
+    uniffi_mote_swift_fn_method_nativesession_run_cancellable(self.uniffiClonePointer(),
+        FfiConverterString.lower(function),
+        FfiConverterSequenceTypeNativeTensor.lower(inputs),
+        FfiConverterTypeNativeCancelToken_lower(token),$0
     )
 })
 }
@@ -2034,6 +2396,115 @@ public func FfiConverterTypeErrorCodeInfo_lift(_ buf: RustBuffer) throws -> Erro
 #endif
 public func FfiConverterTypeErrorCodeInfo_lower(_ value: ErrorCodeInfo) -> RustBuffer {
     return FfiConverterTypeErrorCodeInfo.lower(value)
+}
+
+
+/**
+ * Options of a load (`mote::LoadOptions`).
+ */
+public struct LoadConfig {
+    /**
+     * Read the file as data, never mapped as code (docs/code-free.md).
+     */
+    public var codeFree: Bool
+    /**
+     * With `code_free`: read the whole file into memory instead of mapping it, so a later
+     * truncation or rewrite of the file cannot fault the process (docs/code-free.md §4).
+     * Refused without `code_free`.
+     */
+    public var readIntoMemory: Bool
+    /**
+     * With `code_free`: the most bytes decoding the file may allocate (a gzip `.tar` inflated
+     * past it is `ResourceExhausted`; docs/untrusted-models.md §3). `None`: Mote's default
+     * (16 x the file + 64 MiB, at most 4 GiB). 0 is refused, and so is a budget without
+     * `code_free` (a load that maps code has no budget: it would be ignored).
+     */
+    public var memoryBudgetBytes: UInt64?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Read the file as data, never mapped as code (docs/code-free.md).
+         */codeFree: Bool, 
+        /**
+         * With `code_free`: read the whole file into memory instead of mapping it, so a later
+         * truncation or rewrite of the file cannot fault the process (docs/code-free.md §4).
+         * Refused without `code_free`.
+         */readIntoMemory: Bool, 
+        /**
+         * With `code_free`: the most bytes decoding the file may allocate (a gzip `.tar` inflated
+         * past it is `ResourceExhausted`; docs/untrusted-models.md §3). `None`: Mote's default
+         * (16 x the file + 64 MiB, at most 4 GiB). 0 is refused, and so is a budget without
+         * `code_free` (a load that maps code has no budget: it would be ignored).
+         */memoryBudgetBytes: UInt64?) {
+        self.codeFree = codeFree
+        self.readIntoMemory = readIntoMemory
+        self.memoryBudgetBytes = memoryBudgetBytes
+    }
+}
+
+#if compiler(>=6)
+extension LoadConfig: Sendable {}
+#endif
+
+
+extension LoadConfig: Equatable, Hashable {
+    public static func ==(lhs: LoadConfig, rhs: LoadConfig) -> Bool {
+        if lhs.codeFree != rhs.codeFree {
+            return false
+        }
+        if lhs.readIntoMemory != rhs.readIntoMemory {
+            return false
+        }
+        if lhs.memoryBudgetBytes != rhs.memoryBudgetBytes {
+            return false
+        }
+        return true
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(codeFree)
+        hasher.combine(readIntoMemory)
+        hasher.combine(memoryBudgetBytes)
+    }
+}
+
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeLoadConfig: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> LoadConfig {
+        return
+            try LoadConfig(
+                codeFree: FfiConverterBool.read(from: &buf), 
+                readIntoMemory: FfiConverterBool.read(from: &buf), 
+                memoryBudgetBytes: FfiConverterOptionUInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: LoadConfig, into buf: inout [UInt8]) {
+        FfiConverterBool.write(value.codeFree, into: &buf)
+        FfiConverterBool.write(value.readIntoMemory, into: &buf)
+        FfiConverterOptionUInt64.write(value.memoryBudgetBytes, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeLoadConfig_lift(_ buf: RustBuffer) throws -> LoadConfig {
+    return try FfiConverterTypeLoadConfig.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeLoadConfig_lower(_ value: LoadConfig) -> RustBuffer {
+    return FfiConverterTypeLoadConfig.lower(value)
 }
 
 
@@ -2657,6 +3128,23 @@ public struct SessionConfig {
      * Time every callee (read with `take_profile`).
      */
     public var profiling: Bool
+    /**
+     * `SessionOptions::memory_budget_bytes`; `None`: Mote's default (half the physical
+     * memory). Budgets are docs/untrusted-models.md §3; 0 is refused.
+     */
+    public var memoryBudgetBytes: UInt64?
+    /**
+     * `SessionOptions::max_registers`; `None`: Mote's default (2^20). 0 is refused.
+     */
+    public var maxRegisters: UInt64?
+    /**
+     * `SessionOptions::stack_budget_bytes`; `None`: Mote's default (256 KiB). 0 is refused.
+     */
+    public var stackBudgetBytes: UInt64?
+    /**
+     * `SessionOptions::max_instructions`; `None`: Mote's default (2^28). 0 is refused.
+     */
+    public var maxInstructions: UInt64?
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2672,11 +3160,28 @@ public struct SessionConfig {
          */poisonMemory: Bool, 
         /**
          * Time every callee (read with `take_profile`).
-         */profiling: Bool) {
+         */profiling: Bool, 
+        /**
+         * `SessionOptions::memory_budget_bytes`; `None`: Mote's default (half the physical
+         * memory). Budgets are docs/untrusted-models.md §3; 0 is refused.
+         */memoryBudgetBytes: UInt64?, 
+        /**
+         * `SessionOptions::max_registers`; `None`: Mote's default (2^20). 0 is refused.
+         */maxRegisters: UInt64?, 
+        /**
+         * `SessionOptions::stack_budget_bytes`; `None`: Mote's default (256 KiB). 0 is refused.
+         */stackBudgetBytes: UInt64?, 
+        /**
+         * `SessionOptions::max_instructions`; `None`: Mote's default (2^28). 0 is refused.
+         */maxInstructions: UInt64?) {
         self.threads = threads
         self.backends = backends
         self.poisonMemory = poisonMemory
         self.profiling = profiling
+        self.memoryBudgetBytes = memoryBudgetBytes
+        self.maxRegisters = maxRegisters
+        self.stackBudgetBytes = stackBudgetBytes
+        self.maxInstructions = maxInstructions
     }
 }
 
@@ -2699,6 +3204,18 @@ extension SessionConfig: Equatable, Hashable {
         if lhs.profiling != rhs.profiling {
             return false
         }
+        if lhs.memoryBudgetBytes != rhs.memoryBudgetBytes {
+            return false
+        }
+        if lhs.maxRegisters != rhs.maxRegisters {
+            return false
+        }
+        if lhs.stackBudgetBytes != rhs.stackBudgetBytes {
+            return false
+        }
+        if lhs.maxInstructions != rhs.maxInstructions {
+            return false
+        }
         return true
     }
 
@@ -2707,6 +3224,10 @@ extension SessionConfig: Equatable, Hashable {
         hasher.combine(backends)
         hasher.combine(poisonMemory)
         hasher.combine(profiling)
+        hasher.combine(memoryBudgetBytes)
+        hasher.combine(maxRegisters)
+        hasher.combine(stackBudgetBytes)
+        hasher.combine(maxInstructions)
     }
 }
 
@@ -2722,7 +3243,11 @@ public struct FfiConverterTypeSessionConfig: FfiConverterRustBuffer {
                 threads: FfiConverterUInt32.read(from: &buf), 
                 backends: FfiConverterSequenceString.read(from: &buf), 
                 poisonMemory: FfiConverterBool.read(from: &buf), 
-                profiling: FfiConverterBool.read(from: &buf)
+                profiling: FfiConverterBool.read(from: &buf), 
+                memoryBudgetBytes: FfiConverterOptionUInt64.read(from: &buf), 
+                maxRegisters: FfiConverterOptionUInt64.read(from: &buf), 
+                stackBudgetBytes: FfiConverterOptionUInt64.read(from: &buf), 
+                maxInstructions: FfiConverterOptionUInt64.read(from: &buf)
         )
     }
 
@@ -2731,6 +3256,10 @@ public struct FfiConverterTypeSessionConfig: FfiConverterRustBuffer {
         FfiConverterSequenceString.write(value.backends, into: &buf)
         FfiConverterBool.write(value.poisonMemory, into: &buf)
         FfiConverterBool.write(value.profiling, into: &buf)
+        FfiConverterOptionUInt64.write(value.memoryBudgetBytes, into: &buf)
+        FfiConverterOptionUInt64.write(value.maxRegisters, into: &buf)
+        FfiConverterOptionUInt64.write(value.stackBudgetBytes, into: &buf)
+        FfiConverterOptionUInt64.write(value.maxInstructions, into: &buf)
     }
 }
 
@@ -2921,7 +3450,7 @@ public func FfiConverterTypeNativeArg_lower(_ value: NativeArg) -> RustBuffer {
 
 
 /**
- * A failed Mote call: `code` is `mote::ErrorCode` as a number (1..=17), `message` the
+ * A failed Mote call: `code` is `mote::ErrorCode` as a number (1..=19), `message` the
  * error's full text.
  */
 public enum NativeError: Swift.Error {
@@ -3120,6 +3649,30 @@ fileprivate struct FfiConverterOptionUInt16: FfiConverterRustBuffer {
         switch try readInt(&buf) as Int8 {
         case 0: return nil
         case 1: return try FfiConverterUInt16.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionUInt64: FfiConverterRustBuffer {
+    typealias SwiftType = UInt64?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterUInt64.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterUInt64.read(from: &buf)
         default: throw UniffiInternalError.unexpectedOptionalTag
         }
     }
@@ -3357,7 +3910,7 @@ public func backendNames() -> [String]  {
 })
 }
 /**
- * The stable code and name of every Mote error, `(1, "io")` to `(17, "busy")`: the Swift
+ * The stable code and name of every Mote error, `(1, "io")` to `(19, "cancelled")`: the Swift
  * `MoteError` has one case per entry (its tests check the two agree).
  */
 public func errorCodes() -> [ErrorCodeInfo]  {
@@ -3409,7 +3962,7 @@ public func panicForTest(message: String)throws   {try rustCallWithError(FfiConv
 }
 }
 /**
- * For tests of the error mapping: fail with an error of `code` (1..=17) and `message`.
+ * For tests of the error mapping: fail with an error of `code` (1..=19) and `message`.
  */
 public func raiseForTest(code: UInt32, message: String)throws   {try rustCallWithError(FfiConverterTypeNativeError_lift) {
     uniffi_mote_swift_fn_func_raise_for_test(
@@ -3481,6 +4034,17 @@ public func version() -> String  {
     )
 })
 }
+/**
+ * For tests of budgets and cancellation: write to `path` a code-free model file whose `main()`
+ * loops forever (`mote::fuzzing::craft::endless_loop`, one backward jump): only
+ * `max_instructions` or an interrupt ends a call of it.
+ */
+public func writeEndlessLoopForTest(path: String)throws   {try rustCallWithError(FfiConverterTypeNativeError_lift) {
+    uniffi_mote_swift_fn_func_write_endless_loop_for_test(
+        FfiConverterString.lower(path),$0
+    )
+}
+}
 
 private enum InitializationResult {
     case ok
@@ -3500,7 +4064,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mote_swift_checksum_func_backend_names() != 1172) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_error_codes() != 4578) {
+    if (uniffi_mote_swift_checksum_func_error_codes() != 28844) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_func_function_exists() != 31018) {
@@ -3515,7 +4079,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mote_swift_checksum_func_panic_for_test() != 52993) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_raise_for_test() != 6882) {
+    if (uniffi_mote_swift_checksum_func_raise_for_test() != 29310) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_func_read_npz() != 27271) {
@@ -3536,10 +4100,25 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mote_swift_checksum_func_version() != 991) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_mote_swift_checksum_func_write_endless_loop_for_test() != 8907) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_mote_swift_checksum_method_logsink_log() != 23998) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_mote_swift_checksum_method_nativecanceltoken_cancel() != 21914) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mote_swift_checksum_method_nativecanceltoken_is_cancelled() != 47270) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_mote_swift_checksum_method_nativefunction_call() != 64023) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mote_swift_checksum_method_nativeinterrupthandle_interrupt() != 25079) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mote_swift_checksum_method_nativeinterrupthandle_is_pending() != 8334) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_method_nativemodel_function_names() != 3373) {
@@ -3578,10 +4157,16 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mote_swift_checksum_method_nativesession_get_output() != 39951) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_mote_swift_checksum_method_nativesession_interrupt_handle() != 47388) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_mote_swift_checksum_method_nativesession_invoke_stateful() != 34516) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_method_nativesession_run() != 32003) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mote_swift_checksum_method_nativesession_run_cancellable() != 33494) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_method_nativesession_set_input() != 51778) {
@@ -3623,13 +4208,16 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mote_swift_checksum_method_nativetensor_to_bytes() != 48641) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_mote_swift_checksum_constructor_nativecanceltoken_new() != 6682) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_mote_swift_checksum_constructor_nativemodel_from_system_lib() != 19221) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_constructor_nativemodel_load() != 32859) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_constructor_nativemodel_load_with() != 19929) {
+    if (uniffi_mote_swift_checksum_constructor_nativemodel_load_with() != 39941) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_constructor_nativerpcserver_start() != 21640) {

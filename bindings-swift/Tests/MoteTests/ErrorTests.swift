@@ -64,7 +64,8 @@ final class ErrorTests: XCTestCase {
 
     func testEveryCodeMapsOneToOne() throws {
         let codes = testingErrorCodes()
-        XCTAssertEqual(codes.map { $0.code }, Array(1...17))
+        XCTAssertEqual(codes.map { $0.code }, Array(1...19))
+        XCTAssertEqual(codes.suffix(2).map { $0.name }, ["resourceExhausted", "cancelled"])
         for (code, name) in codes {
             XCTAssertThrowsError(try testingRaise(code: code, message: "m\(code)")) { e in
                 guard let m = e as? MoteError else { return XCTFail("code \(code): \(e)") }

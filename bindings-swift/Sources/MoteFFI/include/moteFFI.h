@@ -301,6 +301,32 @@ void uniffi_mote_swift_fn_init_callback_vtable_logsink(const UniffiVTableCallbac
 void uniffi_mote_swift_fn_method_logsink_log(void*_Nonnull ptr, uint8_t level, RustBuffer target, RustBuffer message, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVECANCELTOKEN
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVECANCELTOKEN
+void*_Nonnull uniffi_mote_swift_fn_clone_nativecanceltoken(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVECANCELTOKEN
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVECANCELTOKEN
+void uniffi_mote_swift_fn_free_nativecanceltoken(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVECANCELTOKEN_NEW
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVECANCELTOKEN_NEW
+void*_Nonnull uniffi_mote_swift_fn_constructor_nativecanceltoken_new(RustCallStatus *_Nonnull out_status
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVECANCELTOKEN_CANCEL
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVECANCELTOKEN_CANCEL
+void uniffi_mote_swift_fn_method_nativecanceltoken_cancel(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVECANCELTOKEN_IS_CANCELLED
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVECANCELTOKEN_IS_CANCELLED
+int8_t uniffi_mote_swift_fn_method_nativecanceltoken_is_cancelled(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEFUNCTION
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEFUNCTION
 void*_Nonnull uniffi_mote_swift_fn_clone_nativefunction(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
@@ -319,6 +345,26 @@ void uniffi_mote_swift_fn_init_callback_vtable_nativefunction(const UniffiVTable
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEFUNCTION_CALL
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEFUNCTION_CALL
 RustBuffer uniffi_mote_swift_fn_method_nativefunction_call(void*_Nonnull ptr, RustBuffer args, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEINTERRUPTHANDLE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEINTERRUPTHANDLE
+void*_Nonnull uniffi_mote_swift_fn_clone_nativeinterrupthandle(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEINTERRUPTHANDLE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEINTERRUPTHANDLE
+void uniffi_mote_swift_fn_free_nativeinterrupthandle(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEINTERRUPTHANDLE_INTERRUPT
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEINTERRUPTHANDLE_INTERRUPT
+void uniffi_mote_swift_fn_method_nativeinterrupthandle_interrupt(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEINTERRUPTHANDLE_IS_PENDING
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEINTERRUPTHANDLE_IS_PENDING
+int8_t uniffi_mote_swift_fn_method_nativeinterrupthandle_is_pending(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEMODEL
@@ -343,7 +389,7 @@ void*_Nonnull uniffi_mote_swift_fn_constructor_nativemodel_load(RustBuffer path,
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_LOAD_WITH
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_LOAD_WITH
-void*_Nonnull uniffi_mote_swift_fn_constructor_nativemodel_load_with(RustBuffer path, int8_t code_free, RustCallStatus *_Nonnull out_status
+void*_Nonnull uniffi_mote_swift_fn_constructor_nativemodel_load_with(RustBuffer path, RustBuffer options, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_FUNCTION_NAMES
@@ -436,6 +482,11 @@ void uniffi_mote_swift_fn_method_nativesession_call_kernel(void*_Nonnull ptr, Ru
 RustBuffer uniffi_mote_swift_fn_method_nativesession_get_output(void*_Nonnull ptr, RustBuffer function, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_INTERRUPT_HANDLE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_INTERRUPT_HANDLE
+void*_Nonnull uniffi_mote_swift_fn_method_nativesession_interrupt_handle(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_INVOKE_STATEFUL
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_INVOKE_STATEFUL
 void uniffi_mote_swift_fn_method_nativesession_invoke_stateful(void*_Nonnull ptr, RustBuffer function, RustCallStatus *_Nonnull out_status
@@ -444,6 +495,11 @@ void uniffi_mote_swift_fn_method_nativesession_invoke_stateful(void*_Nonnull ptr
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_RUN
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_RUN
 RustBuffer uniffi_mote_swift_fn_method_nativesession_run(void*_Nonnull ptr, RustBuffer function, RustBuffer inputs, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_RUN_CANCELLABLE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_RUN_CANCELLABLE
+RustBuffer uniffi_mote_swift_fn_method_nativesession_run_cancellable(void*_Nonnull ptr, RustBuffer function, RustBuffer inputs, void*_Nonnull token, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_SET_INPUT
@@ -598,6 +654,11 @@ int8_t uniffi_mote_swift_fn_func_unregister_function(RustBuffer name, RustCallSt
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_VERSION
 RustBuffer uniffi_mote_swift_fn_func_version(RustCallStatus *_Nonnull out_status
     
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_WRITE_ENDLESS_LOOP_FOR_TEST
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_WRITE_ENDLESS_LOOP_FOR_TEST
+void uniffi_mote_swift_fn_func_write_endless_loop_for_test(RustBuffer path, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_FFI_MOTE_SWIFT_RUSTBUFFER_ALLOC
@@ -958,15 +1019,45 @@ uint16_t uniffi_mote_swift_checksum_func_version(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_WRITE_ENDLESS_LOOP_FOR_TEST
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_WRITE_ENDLESS_LOOP_FOR_TEST
+uint16_t uniffi_mote_swift_checksum_func_write_endless_loop_for_test(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_LOGSINK_LOG
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_LOGSINK_LOG
 uint16_t uniffi_mote_swift_checksum_method_logsink_log(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVECANCELTOKEN_CANCEL
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVECANCELTOKEN_CANCEL
+uint16_t uniffi_mote_swift_checksum_method_nativecanceltoken_cancel(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVECANCELTOKEN_IS_CANCELLED
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVECANCELTOKEN_IS_CANCELLED
+uint16_t uniffi_mote_swift_checksum_method_nativecanceltoken_is_cancelled(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEFUNCTION_CALL
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEFUNCTION_CALL
 uint16_t uniffi_mote_swift_checksum_method_nativefunction_call(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEINTERRUPTHANDLE_INTERRUPT
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEINTERRUPTHANDLE_INTERRUPT
+uint16_t uniffi_mote_swift_checksum_method_nativeinterrupthandle_interrupt(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEINTERRUPTHANDLE_IS_PENDING
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEINTERRUPTHANDLE_IS_PENDING
+uint16_t uniffi_mote_swift_checksum_method_nativeinterrupthandle_is_pending(void
     
 );
 #endif
@@ -1042,6 +1133,12 @@ uint16_t uniffi_mote_swift_checksum_method_nativesession_get_output(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVESESSION_INTERRUPT_HANDLE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVESESSION_INTERRUPT_HANDLE
+uint16_t uniffi_mote_swift_checksum_method_nativesession_interrupt_handle(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVESESSION_INVOKE_STATEFUL
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVESESSION_INVOKE_STATEFUL
 uint16_t uniffi_mote_swift_checksum_method_nativesession_invoke_stateful(void
@@ -1051,6 +1148,12 @@ uint16_t uniffi_mote_swift_checksum_method_nativesession_invoke_stateful(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVESESSION_RUN
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVESESSION_RUN
 uint16_t uniffi_mote_swift_checksum_method_nativesession_run(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVESESSION_RUN_CANCELLABLE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVESESSION_RUN_CANCELLABLE
+uint16_t uniffi_mote_swift_checksum_method_nativesession_run_cancellable(void
     
 );
 #endif
@@ -1129,6 +1232,12 @@ uint16_t uniffi_mote_swift_checksum_method_nativetensor_shape(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVETENSOR_TO_BYTES
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVETENSOR_TO_BYTES
 uint16_t uniffi_mote_swift_checksum_method_nativetensor_to_bytes(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVECANCELTOKEN_NEW
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVECANCELTOKEN_NEW
+uint16_t uniffi_mote_swift_checksum_constructor_nativecanceltoken_new(void
     
 );
 #endif
