@@ -65,6 +65,10 @@ pub struct ServeArgs {
     /// Largest upload, in MiB.
     #[arg(long, value_name = "MIB", default_value_t = 256)]
     max_upload_mib: u64,
+    /// The most VM instructions one model call may execute; beyond it the call fails
+    /// (ResourceExhausted). A session's -timeout and Ctrl-C stop a call whatever this says.
+    #[arg(long, value_name = "N", default_value_t = mote::DEFAULT_MAX_INSTRUCTIONS)]
+    max_instructions: u64,
 }
 
 pub fn run(cmd: RpcCommand) -> Result<(), Box<dyn std::error::Error>> {
@@ -88,6 +92,7 @@ fn serve(a: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         .allow(a.allow)
         .max_sessions(a.max_sessions as usize)
         .code_free(a.code_free)
+        .max_instructions(a.max_instructions)
         .limits(limits);
     if let Some(t) = a.tracker {
         b = b.tracker(t, a.custom_addr);

@@ -6,6 +6,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod background;
+mod interrupt;
 pub mod proxy;
 mod sandbox;
 mod session;

@@ -169,6 +169,14 @@ impl ServerBuilder {
         self.config.handshake_timeout = d;
         self
     }
+    /// The most VM instructions one model call may execute (default
+    /// `mote::DEFAULT_MAX_INSTRUCTIONS`); beyond it the call fails with
+    /// `Error::ResourceExhausted`. A session's timeout and a stop interrupt a call whatever
+    /// this says (docs/rpc.md "Timeouts").
+    pub fn max_instructions(mut self, n: u64) -> Self {
+        self.config.max_instructions = n;
+        self
+    }
 
     /// Starts the server: binds and accepts in a background thread (listen and tracker
     /// modes), registers with the tracker, or connects out to the proxy.

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::interrupt::{self, Calls};
 use crate::sandbox::Sandbox;
 use crate::state::{Reply, State};
 use crate::wire::{self, WireError};
@@ -57,6 +58,10 @@ pub struct SessionConfig {
     pub idle_timeout: Option<Duration>,
     /// How long a client has to send its handshake.
     pub handshake_timeout: Duration,
+    /// The most VM instructions one model call may execute (`mote::SessionOptions::
+    /// max_instructions`; default `mote::DEFAULT_MAX_INSTRUCTIONS`). The other budgets of
+    /// `mote::SessionOptions` and `mote::LoadOptions` keep the runtime's defaults.
+    pub max_instructions: u64,
 }
 
 impl Default for SessionConfig {
@@ -68,6 +73,7 @@ impl Default for SessionConfig {
             code_free: false,
             idle_timeout: None,
             handshake_timeout: Duration::from_secs(10),
+            max_instructions: mote::DEFAULT_MAX_INSTRUCTIONS,
         }
     }
 }
@@ -360,40 +366,41 @@ fn run_session(
         closed: false,
     });
     let expired = AtomicBool::new(false);
-    // A timeout too large for a Duration means no timeout.
-    let timeout =
-        wire::parse_timeout(client_options).and_then(|t| Duration::try_from_secs_f64(t).ok());
+    // A timeout too large for a Duration (or an instant) means no timeout.
+    let deadline = wire::parse_timeout(client_options)
+        .and_then(|t| Duration::try_from_secs_f64(t).ok())
+        .and_then(|t| Some((t, Instant::now().checked_add(t)?)));
     let (done_tx, done_rx) = mpsc::channel::<()>();
+    let calls = Calls::new(stop, &expired);
 
     std::thread::scope(|scope| {
-        if let Some(t) = timeout {
-            let (writer, expired, stream) = (&writer, &expired, &stream);
-            scope.spawn(move || {
-                if let Err(mpsc::RecvTimeoutError::Timeout) = done_rx.recv_timeout(t) {
-                    // Tell the client the way TVM's server does, then cut the connection; a call
-                    // still running finishes, and its reply is dropped.
-                    let msg = format!(
-                        "{}the session's {}s timeout expired; the server closed it",
-                        wire::TIMEOUT_ERROR_PREFIX,
-                        t.as_secs_f64()
-                    );
-                    expired.store(true, Ordering::SeqCst);
-                    // A write blocked on a peer that does not read sees `expired` and lets go
-                    // of the lock; this message then gets a second at most.
-                    let started = Instant::now();
-                    if let Ok(mut w) = writer.lock() {
-                        let give_up = || {
-                            stop.load(Ordering::SeqCst)
-                                || started.elapsed() > Duration::from_secs(1)
-                        };
-                        let _ = w.send(&wire::exception_frame(&msg), &give_up);
-                        w.closed = true;
-                    }
-                    let _ = stream.shutdown(Shutdown::Both);
+        let (writer, calls, stream) = (&writer, &calls, &stream);
+        // The watchdog: a model call in progress is interrupted when the server stops or the
+        // client's timeout expires (docs/rpc.md "Timeouts"); it ends with the session.
+        scope.spawn(move || {
+            interrupt::watch(calls, deadline.map(|(_, d)| d), done_rx, || {
+                let t = deadline.map_or(Duration::ZERO, |(t, _)| t);
+                // Tell the client the way TVM's server does, then cut the connection; the call
+                // in progress was interrupted, and its reply is dropped.
+                let msg = format!(
+                    "{}the session's {}s timeout expired; the server closed it",
+                    wire::TIMEOUT_ERROR_PREFIX,
+                    t.as_secs_f64()
+                );
+                // A write blocked on a peer that does not read sees `expired` and lets go of
+                // the lock; this message then gets a second at most.
+                let started = Instant::now();
+                if let Ok(mut w) = writer.lock() {
+                    let give_up = || {
+                        stop.load(Ordering::SeqCst) || started.elapsed() > Duration::from_secs(1)
+                    };
+                    let _ = w.send(&wire::exception_frame(&msg), &give_up);
+                    w.closed = true;
                 }
-            });
-        }
-        let end = request_loop(&stream, config, stop, &expired, &writer, sandbox);
+                let _ = stream.shutdown(Shutdown::Both);
+            })
+        });
+        let end = request_loop(stream, config, stop, &expired, writer, calls, sandbox);
         drop(done_tx);
         if let Ok(mut w) = writer.lock() {
             w.closed = true;
@@ -409,10 +416,11 @@ fn request_loop(
     stop: &AtomicBool,
     expired: &AtomicBool,
     writer: &Mutex<Writer>,
+    calls: &Calls<'_>,
     sandbox: Sandbox,
 ) -> SessionEnd {
-    let cancel = || stop.load(Ordering::SeqCst) || expired.load(Ordering::SeqCst);
-    let mut state = State::new(config, sandbox, &cancel);
+    let cancel = || calls.ending();
+    let mut state = State::new(config, sandbox, calls);
     loop {
         let mut reader = PollingReader {
             stream,

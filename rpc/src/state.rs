@@ -15,6 +15,7 @@ use std::time::Instant;
 use mote::{DType, Function, Model, Session, SessionOptions, Storage, Tensor, Value};
 use serde_json::json;
 
+use crate::interrupt::Calls;
 use crate::sandbox::Sandbox;
 use crate::session::{RequestError, SessionConfig};
 use crate::timer::{TimeEvaluator, TimerParams};
@@ -106,7 +107,7 @@ pub(crate) enum ModKind {
     /// A kernel-only library: its functions are its kernels.
     Kernels {
         model: Model,
-        threads: Option<usize>,
+        options: SessionOptions,
         session: RefCell<Option<Session>>,
     },
 }
@@ -209,13 +210,14 @@ pub(crate) struct Target {
 
 impl Target {
     /// Calls the function with already converted arguments.
-    pub(crate) fn invoke(&self, args: &[Value]) -> Res<Value> {
-        invoke_model(&self.module, &self.name, args)
+    pub(crate) fn invoke(&self, args: &[Value], calls: &Calls<'_>) -> Res<Value> {
+        invoke_model(&self.module, &self.name, args, calls)
     }
 }
 
-/// Calls a model function of a VM or kernel module (not the VM's own API functions).
-fn invoke_model(module: &ModuleObj, name: &str, args: &[Value]) -> Res<Value> {
+/// Calls a model function of a VM or kernel module (not the VM's own API functions). `calls`
+/// arms the call so that a server stop or the client's timeout interrupts it.
+fn invoke_model(module: &ModuleObj, name: &str, args: &[Value], calls: &Calls<'_>) -> Res<Value> {
     match &module.kind {
         ModKind::Vm(vm) => {
             let mut vm = vm.borrow_mut();
@@ -224,7 +226,8 @@ fn invoke_model(module: &ModuleObj, name: &str, args: &[Value]) -> Res<Value> {
                 let mut all = args.to_vec();
                 all.extend(s.args.iter().cloned());
                 let (function, include_return) = (s.function.clone(), s.include_return);
-                let r = vm.session.call(&function, &all)?;
+                let h = vm.session.interrupt_handle();
+                let r = calls.run(&h, || vm.session.call(&function, &all))?;
                 return Ok(if include_return { r } else { Value::None });
             }
             if VM_FUNCTIONS.contains(&name) {
@@ -232,27 +235,25 @@ fn invoke_model(module: &ModuleObj, name: &str, args: &[Value]) -> Res<Value> {
                     "`{name}` is part of the VM's API, not a model function"
                 )));
             }
-            Ok(vm.session.call(name, args)?)
+            let h = vm.session.interrupt_handle();
+            Ok(calls.run(&h, || vm.session.call(name, args))?)
         }
         ModKind::Kernels {
             model,
-            threads,
+            options,
             session,
         } => {
             let mut s = session.borrow_mut();
             if s.is_none() {
-                let opts = SessionOptions {
-                    threads: *threads,
-                    ..SessionOptions::default()
-                };
-                *s = Some(model.session_with(opts)?);
+                *s = Some(model.session_with(options.clone())?);
             }
             match s.as_mut() {
                 // Kernel-only libraries: the kernel writes its outputs into the client's
                 // buffers, through views only the call holds.
                 Some(s) => {
                     let mut args = exclusive_views(args)?;
-                    Ok(s.call_kernel(name, &mut args)?)
+                    let h = s.interrupt_handle();
+                    Ok(calls.run(&h, || s.call_kernel(name, &mut args))?)
                 }
                 None => Err(RequestError::Invalid("kernel session missing".into())),
             }
@@ -294,9 +295,13 @@ fn exclusive_views(args: &[Value]) -> Res<Vec<Value>> {
 }
 
 /// Calls a closure a VM module returned (TVM's `invoke_closure`, or calling its handle).
-fn call_closure(module: &ModuleObj, f: &Function, args: &[Value]) -> Res<Value> {
+fn call_closure(module: &ModuleObj, f: &Function, args: &[Value], calls: &Calls<'_>) -> Res<Value> {
     match &module.kind {
-        ModKind::Vm(vm) => Ok(vm.borrow_mut().session.call_function(f, args)?),
+        ModKind::Vm(vm) => {
+            let session = &mut vm.borrow_mut().session;
+            let h = session.interrupt_handle();
+            Ok(calls.run(&h, || session.call_function(f, args))?)
+        }
         _ => Err(RequestError::Invalid(
             "a closure of a module that is not a VM".into(),
         )),
@@ -341,8 +346,9 @@ pub(crate) enum Reply {
 
 pub(crate) struct State<'c> {
     config: &'c SessionConfig,
-    /// Set when the session must end (server stop, client timeout): long work gives up.
-    cancel: &'c dyn Fn() -> bool,
+    /// Model calls, interrupted when the session must end (server stop, client timeout); long
+    /// work polls `ending()` and gives up.
+    calls: &'c Calls<'c>,
     // Declared before the sandbox so that models are released before their files go.
     handles: HashMap<u64, Obj>,
     regions: HashMap<u64, Region>,
@@ -358,6 +364,31 @@ pub(crate) struct State<'c> {
     /// worker threads).
     modules: Vec<std::rc::Weak<ModuleObj>>,
     initialized: bool,
+}
+
+/// The options of every Mote session this server makes: the runtime's default budgets
+/// (docs/untrusted-models.md §3), the configured threads and instruction budget.
+fn session_options(config: &SessionConfig) -> SessionOptions {
+    SessionOptions {
+        threads: config.session_threads,
+        max_instructions: config.max_instructions,
+        ..SessionOptions::default()
+    }
+}
+
+/// The text of the `kException` a failed request answers with (TVM's client raises `RPCError`
+/// with it). A budget or a cancellation says so first, by the name of its error code.
+fn wire_message(e: &RequestError) -> String {
+    match e {
+        RequestError::Mote(mote::Error::ResourceExhausted { .. }) => {
+            format!("ResourceExhausted: {e}")
+        }
+        RequestError::Mote(mote::Error::Cancelled) => "Cancelled: the call was interrupted \
+             because the session is ending (the server is stopping or the session's timeout \
+             expired)"
+            .into(),
+        _ => e.to_string(),
+    }
 }
 
 /// The Mote dtype of a wire dtype.
@@ -418,14 +449,10 @@ fn check_cpu(d: Device) -> Res<()> {
 }
 
 impl<'c> State<'c> {
-    pub(crate) fn new(
-        config: &'c SessionConfig,
-        sandbox: Sandbox,
-        cancel: &'c dyn Fn() -> bool,
-    ) -> Self {
+    pub(crate) fn new(config: &'c SessionConfig, sandbox: Sandbox, calls: &'c Calls<'c>) -> Self {
         State {
             config,
-            cancel,
+            calls,
             handles: HashMap::new(),
             regions: HashMap::new(),
             region_of_storage: HashMap::new(),
@@ -454,7 +481,7 @@ impl<'c> State<'c> {
             );
             ModKind::Kernels {
                 model,
-                threads: self.config.session_threads,
+                options: session_options(self.config),
                 session: RefCell::new(None),
             }
         } else {
@@ -545,7 +572,7 @@ impl<'c> State<'c> {
     pub(crate) fn handle(&mut self, p: &Packet) -> Reply {
         match self.dispatch(p) {
             Ok(r) => r,
-            Err(e) => Reply::Frame(wire::exception_frame(&e.to_string())),
+            Err(e) => Reply::Frame(wire::exception_frame(&wire_message(&e))),
         }
     }
 
@@ -1028,12 +1055,12 @@ impl<'c> State<'c> {
             Obj::Func(t) => self.call_module_fn(&t, args),
             Obj::Timer(t) => {
                 let values = self.values_of(args)?;
-                let bytes = t.borrow_mut().run(&values, self.cancel)?;
+                let bytes = t.borrow_mut().run(&values, self.calls)?;
                 Ok(Ret::Bytes(bytes))
             }
             Obj::Closure { module, f } => {
                 let values = self.values_of(args)?;
-                let r = call_closure(&module, &f, &values)?;
+                let r = call_closure(&module, &f, &values, self.calls)?;
                 self.ret_of_from(r, &module)
             }
             _ => Err(RequestError::Invalid(format!(
@@ -1206,7 +1233,7 @@ impl<'c> State<'c> {
                 let m = self.module(args.first(), what)?;
                 let name = str_arg(args, 1, what)?.to_owned();
                 let values = self.values_of(&args[2..])?;
-                let json = profile(&m, &name, &values, g == Global::Trace)?;
+                let json = profile(&m, &name, &values, g == Global::Trace, self.calls)?;
                 Ok(Ret::Str(json))
             }
         }
@@ -1218,11 +1245,7 @@ impl<'c> State<'c> {
             ModKind::Executable(model) => match name {
                 "vm_load_executable" => {
                     self.module_room()?;
-                    let opts = SessionOptions {
-                        threads: self.config.session_threads,
-                        ..SessionOptions::default()
-                    };
-                    let session = model.session_with(opts)?;
+                    let session = model.session_with(session_options(self.config))?;
                     let vm = ModuleObj::new(
                         ModKind::Vm(RefCell::new(VmModule {
                             session,
@@ -1254,12 +1277,12 @@ impl<'c> State<'c> {
                     return self.call_vm_api(vm, name, args);
                 }
                 let values = self.values_of(args)?;
-                let r = invoke_model(&t.module, name, &values)?;
+                let r = invoke_model(&t.module, name, &values, self.calls)?;
                 self.ret_of_from(r, &t.module)
             }
             ModKind::Kernels { .. } => {
                 let values = self.values_of(args)?;
-                let r = invoke_model(&t.module, name, &values)?;
+                let r = invoke_model(&t.module, name, &values, self.calls)?;
                 self.ret_of(r)
             }
         }
@@ -1407,7 +1430,7 @@ impl<'c> State<'c> {
                     )));
                 };
                 let values = self.values_of(&args[1..])?;
-                let r = call_closure(&module, &f, &values)?;
+                let r = call_closure(&module, &f, &values, self.calls)?;
                 self.ret_of_from(r, &module)
             }
             _ => Err(RequestError::Invalid(format!("no VM function `{name}`"))),
@@ -1416,7 +1439,13 @@ impl<'c> State<'c> {
 }
 
 /// `mote.profile` / `mote.trace`: run `name` once with profiling or tracing on.
-fn profile(m: &Rc<ModuleObj>, name: &str, args: &[Value], trace: bool) -> Res<String> {
+fn profile(
+    m: &Rc<ModuleObj>,
+    name: &str,
+    args: &[Value],
+    trace: bool,
+    calls: &Calls<'_>,
+) -> Res<String> {
     let set = |m: &ModuleObj, on: bool| match &m.kind {
         ModKind::Vm(vm) => {
             let s = &mut vm.borrow_mut().session;
@@ -1445,21 +1474,17 @@ fn profile(m: &Rc<ModuleObj>, name: &str, args: &[Value], trace: bool) -> Res<St
     // A kernel library's session is created by its first call; make sure it exists.
     if let ModKind::Kernels {
         model,
-        threads,
+        options,
         session,
     } = &m.kind
     {
         if session.borrow().is_none() {
-            let opts = SessionOptions {
-                threads: *threads,
-                ..SessionOptions::default()
-            };
-            *session.borrow_mut() = Some(model.session_with(opts)?);
+            *session.borrow_mut() = Some(model.session_with(options.clone())?);
         }
     }
     set(m, true);
     let start = Instant::now();
-    let r = invoke_model(m, name, args);
+    let r = invoke_model(m, name, args, calls);
     let wall = start.elapsed();
     let take = |m: &ModuleObj| -> (Vec<mote::ProfileEntry>, Vec<mote::TraceEvent>) {
         let f = |s: &mut Session| {

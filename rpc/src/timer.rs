@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use mote::Value;
 
+use crate::interrupt::Calls;
 use crate::session::RequestError;
 use crate::state::Target;
 
@@ -93,18 +94,18 @@ impl TimeEvaluator {
     }
 
     /// Runs the evaluation; returns `repeat` little-endian f64 seconds per call.
-    /// `cancel` is polled between calls: a stopping server or an expired client timeout ends
-    /// the evaluation early with an error.
+    /// A stopping server or an expired client timeout interrupts the call in progress through
+    /// `calls`, and is checked between calls: the evaluation ends early with `Cancelled`.
     pub(crate) fn run(
         &mut self,
         args: &[Value],
-        cancel: &dyn Fn() -> bool,
+        calls: &Calls<'_>,
     ) -> Result<Vec<u8>, RequestError> {
-        let cancelled =
-            || RequestError::Invalid("time evaluation cancelled: the session is ending".into());
+        let cancel = || calls.ending();
+        let cancelled = || RequestError::Mote(mote::Error::Cancelled);
         let p = &self.p;
         // One untimed call first (warms caches, lazy initialisation).
-        drop(self.target.invoke(args)?);
+        drop(self.target.invoke(args, calls)?);
         // Two buffers; copying one into the other before each timed batch evicts caches.
         let words = (p.cache_flush_bytes / 4) as usize;
         let (mut a, b) = if words > 0 {
@@ -142,7 +143,7 @@ impl TimeEvaluator {
                     if cancel() {
                         return Err(cancelled());
                     }
-                    drop(self.target.invoke(args)?);
+                    drop(self.target.invoke(args, calls)?);
                 }
                 elapsed = start.elapsed();
                 if elapsed.is_zero() {

@@ -124,3 +124,95 @@ fn stop_while_a_client_is_connected() {
     assert!(child.wait().expect("wait").success(), "{rest}");
     assert!(rest.contains("stop_client: ok"), "{rest}");
 }
+
+/// `craft::endless_loop()` (a code-free `.tar` whose `main()` never returns) written to a file
+/// for the client to upload.
+fn endless_model(tag: &str) -> std::path::PathBuf {
+    let path =
+        std::env::temp_dir().join(format!("mote-rpc-endless-{}-{tag}.tar", std::process::id()));
+    std::fs::write(&path, mote::fuzzing::craft::endless_loop()).expect("write the endless model");
+    path
+}
+
+/// A code-free server (crafted models are code-free `.tar` files; what `mote rpc serve
+/// --code-free` and the iOS app run) whose instruction budget never ends a call: only an
+/// interrupt can.
+fn unbounded_server() -> mote_rpc::ServerHandle {
+    common::init_log();
+    mote_rpc::Server::builder()
+        .port(0)
+        .code_free(true)
+        .session_threads(2)
+        .max_instructions(u64::MAX)
+        .spawn()
+        .expect("server starts")
+}
+
+#[test]
+fn an_endless_call_ends_at_the_session_timeout_and_the_server_serves_on() {
+    let endless = endless_model("timeout");
+    let s = unbounded_server();
+    let path = endless.to_string_lossy().into_owned();
+    let out = common::run_in(
+        "endless.py",
+        &s,
+        &common::offload_zoo(),
+        &["timeout", &path, "first-code-free"],
+    );
+    assert!(out.contains("endless timeout: ok"), "{out}");
+    // The timed-out call was interrupted: its session ended on the server, no thread spins.
+    let t = Instant::now();
+    while s.stats().active > 0 && t.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stats = s.stats();
+    let _ = std::fs::remove_file(&endless);
+    if stats.active != 0 {
+        // Stopping would wait for the spinning session forever; fail now instead.
+        std::mem::forget(s);
+        panic!("the timed-out session still runs on the server: {stats:?}");
+    }
+    assert_eq!(stats.served, 2, "{stats:?}");
+    let t = Instant::now();
+    s.stop();
+    assert!(t.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn stopping_the_server_interrupts_a_running_call() {
+    let endless = endless_model("stop");
+    let s = unbounded_server();
+    let path = endless.to_string_lossy().into_owned();
+    let ozoo = common::offload_zoo();
+    let mut child = common::spawn_in("endless.py", &s, &ozoo, &["stop", &path, "first-code-free"]);
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("read");
+    assert!(line.contains("calling"), "{line}");
+    // Let the call reach the server and start looping.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(s.stats().active, 1);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = Instant::now();
+    std::thread::spawn(move || {
+        s.stop();
+        let _ = tx.send(());
+    });
+    let stopped = rx.recv_timeout(Duration::from_secs(5));
+    let _ = std::fs::remove_file(&endless);
+    assert!(
+        stopped.is_ok(),
+        "stop() still waits after 5 s: the call was not interrupted"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "stop took {:?}",
+        t.elapsed()
+    );
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).expect("read");
+    assert!(child.wait().expect("wait").success(), "{rest}");
+    // The interrupted call answered with Mote's typed error before the session closed.
+    assert!(rest.contains("endless stop: ok (RPCError"), "{rest}");
+    assert!(rest.contains("Cancelled"), "{rest}");
+}

@@ -67,12 +67,26 @@ fn script(name: &str) -> PathBuf {
 }
 
 fn command(name: &str, server: &ServerHandle, extra: &[&str]) -> Command {
+    command_in(name, server, &zoo(), extra)
+}
+
+/// The x86_64 offload zoo, from MOTE_OFFLOAD_ZOO_DIR: its code-free models are what a
+/// code-free server runs.
+pub fn offload_zoo() -> PathBuf {
+    let dir = std::env::var("MOTE_OFFLOAD_ZOO_DIR").unwrap_or_else(|_| {
+        panic!("MOTE_OFFLOAD_ZOO_DIR is not set: point it at the x86_64 offload zoo (scripts/offload-zoo.sh)")
+    });
+    PathBuf::from(dir)
+}
+
+/// A client script with ZOO_DIR (argv 3) set to `zoo`.
+fn command_in(name: &str, server: &ServerHandle, zoo: &std::path::Path, extra: &[&str]) -> Command {
     let addr = server.local_addr().expect("listening");
     let mut c = Command::new(python());
     c.arg(script(name))
         .arg(addr.ip().to_string())
         .arg(addr.port().to_string())
-        .arg(zoo())
+        .arg(zoo)
         .args(extra)
         .env("PYTHONPATH", script(""))
         .env("PYTHONUNBUFFERED", "1");
@@ -81,7 +95,12 @@ fn command(name: &str, server: &ServerHandle, extra: &[&str]) -> Command {
 
 /// Runs a client script to completion; panics with its output unless it exits 0.
 pub fn run(name: &str, server: &ServerHandle, extra: &[&str]) -> String {
-    let out: Output = command(name, server, extra)
+    run_in(name, server, &zoo(), extra)
+}
+
+/// [`run`] with ZOO_DIR (argv 3) set to `zoo`.
+pub fn run_in(name: &str, server: &ServerHandle, zoo: &std::path::Path, extra: &[&str]) -> String {
+    let out: Output = command_in(name, server, zoo, extra)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {} (MOTE_PYTHON): {e}", python()));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -97,7 +116,12 @@ pub fn run(name: &str, server: &ServerHandle, extra: &[&str]) -> String {
 
 /// Starts a client script with piped stdin/stdout.
 pub fn spawn(name: &str, server: &ServerHandle, extra: &[&str]) -> Child {
-    command(name, server, extra)
+    spawn_in(name, server, &zoo(), extra)
+}
+
+/// [`spawn`] with ZOO_DIR (argv 3) set to `zoo`.
+pub fn spawn_in(name: &str, server: &ServerHandle, zoo: &std::path::Path, extra: &[&str]) -> Child {
+    command_in(name, server, zoo, extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
