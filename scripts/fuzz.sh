@@ -3,8 +3,8 @@
 #
 #   scripts/fuzz.sh [--time SECONDS | --runs N] [TARGET...]
 #
-# Targets (fuzz/fuzz_targets): elf module_blob executable model_code_free subgraph npy rpc_wire
-# (default: all). Each runs for SECONDS (default 20, or $MOTE_FUZZ_SECONDS) or N executions, under AddressSanitizer and
+# Targets (fuzz/fuzz_targets): elf module_blob executable model_code_free run_code_free subgraph
+# npy rpc_wire (default: all). Each runs for SECONDS (default 20, or $MOTE_FUZZ_SECONDS) or N executions, under AddressSanitizer and
 # the allocation budget of fuzz/src/lib.rs, on a corpus kept in
 # ${MOTE_CACHE:-$HOME/.cache/mote}/fuzz-corpus/TARGET and seeded from the model zoos (built or
 # reused through scripts/zoo.sh and scripts/offload-zoo.sh). A crash, leak, timeout (10 s per
@@ -25,7 +25,7 @@ TMPDIR="$(mktemp -d)"
 export TMPDIR
 trap 'rm -rf "$TMPDIR"' EXIT
 cache="${MOTE_CACHE:-$HOME/.cache/mote}"
-all=(elf module_blob executable model_code_free subgraph npy rpc_wire)
+all=(elf module_blob executable model_code_free run_code_free subgraph npy rpc_wire)
 time="${MOTE_FUZZ_SECONDS:-20}"
 runs=""
 targets=()

@@ -1,7 +1,9 @@
 //! A whole model file read code-free: container, blob, executable, subgraph descriptions,
-//! linking (`mote::fuzzing::model_code_free`). A file that loads is also asked what it holds,
-//! and loaded again from a file (`model_code_free_file`: mapped as data, region-only weights
-//! left in it), which must load the same constants.
+//! linking, under the load budget `mote_fuzz::LOAD_BUDGET`. A file that loads is also asked
+//! what it holds, gets a session of 2 threads under the targets' budgets
+//! (`mote_fuzz::session_options`), and is loaded again from a file (mapped as data,
+//! region-only weights left in it), which must load the same constants. `run_code_free` calls
+//! the functions.
 #![no_main]
 
 use std::path::PathBuf;
@@ -20,16 +22,20 @@ fn scratch() -> &'static PathBuf {
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     mote_fuzz::with_budget(data, |d| {
-        let Ok(model) = mote::fuzzing::model_code_free(d) else {
+        let Ok(model) = mote::Model::load_from_memory_with(d, mote_fuzz::load_options()) else {
             return;
         };
         for f in model.function_names() {
             let _ = model.function_info(&f);
         }
+        match model.session_with(mote_fuzz::session_options()) {
+            Ok(session) => assert_eq!(session.threads(), 2),
+            Err(e) => panic!("a model that loads gets no session: {e}"),
+        }
         if std::fs::write(scratch(), d).is_err() {
             return;
         }
-        match mote::fuzzing::model_code_free_file(scratch()) {
+        match mote::Model::load_with(scratch(), mote_fuzz::load_options()) {
             Ok(from_file) => {
                 assert_eq!(from_file.constant_bytes(), model.constant_bytes());
                 let (left, left_bytes) = from_file.constants_in_file();

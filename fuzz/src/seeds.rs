@@ -1,6 +1,7 @@
 //! `seeds OUT_DIR FILE...`: the seed corpora for every fuzz target, from zoo files (model
-//! libraries, `.tar` exports, `.npz` inputs) and a few RPC frames written here. Each seed goes
-//! to `OUT_DIR/<target>/<name>`; prints how many each target got.
+//! libraries, `.tar` exports, `.npz` inputs), a few RPC frames written here and the crafted
+//! models of `mote::fuzzing::craft` (loops, recursion) for `run_code_free`. Each seed goes to
+//! `OUT_DIR/<target>/<name>`; prints how many each target got.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -43,12 +44,17 @@ fn main() {
                     add(target, format!("{stem}.{i}"), seed);
                 }
                 if let Some(tar) = mote::fuzzing::gunzipped(&bytes) {
-                    add("model_code_free", format!("{stem}.plain"), tar);
+                    add("model_code_free", format!("{stem}.plain"), tar.clone());
+                    add("run_code_free", format!("{stem}.plain"), tar);
                 }
-                add("model_code_free", stem, bytes);
+                add("model_code_free", stem.clone(), bytes.clone());
+                add("run_code_free", stem, bytes);
             }
             _ => {}
         }
+    }
+    for (name, file) in crafted() {
+        add("run_code_free", name.to_string(), file);
     }
     for (i, frame) in rpc_frames().into_iter().enumerate() {
         add("rpc_wire", format!("frame{i}"), frame);
@@ -77,6 +83,24 @@ fn npz_entries(bytes: &[u8], stem: &str, add: &mut impl FnMut(&'static str, Stri
     for (i, (_, data)) in entries.into_iter().enumerate() {
         add("npy", format!("{stem}.{i}.npy"), data.into_owned());
     }
+}
+
+/// Models TVM would not write, each stopped by a budget or an argument: an endless loop (the
+/// instruction budget), endless recursion with small frames (the stack budget) and with huge
+/// ones (the register budget), a recursion and a loop that end (`mote.test.ne` and
+/// `mote.test.add`, which the target registers).
+fn crafted() -> Vec<(&'static str, Vec<u8>)> {
+    use mote::fuzzing::craft;
+    vec![
+        ("craft-endless-loop.tar", craft::endless_loop()),
+        ("craft-self-recursion-4.tar", craft::self_recursion(4)),
+        (
+            "craft-self-recursion-1m.tar",
+            craft::self_recursion(1 << 20),
+        ),
+        ("craft-countdown.tar", craft::countdown()),
+        ("craft-counted-loop.tar", craft::counted_loop()),
+    ]
 }
 
 /// One seed per decoder of the `rpc_wire` target (its first byte picks the decoder).

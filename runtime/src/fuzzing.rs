@@ -148,3 +148,25 @@ pub fn gunzipped(file: &[u8]) -> Option<Vec<u8>> {
         .then(|| crate::loader::object_file::gunzip(file, u64::MAX).ok())
         .flatten()
 }
+
+/// Run a subgraph description on the `cpu` backend the way a session runs an offloaded
+/// region: prepared and run with a pool of `threads` threads installed (1 to 4), so its
+/// kernels split their parallel loops as they do in a session of that many threads
+/// (docs/fuzzing.md). The pools live for the process: a fuzz target runs millions of inputs,
+/// and a pool per input would spend its time starting threads.
+pub fn run_subgraph(
+    description: &str,
+    constants: Vec<crate::Tensor>,
+    inputs: &[crate::Tensor],
+    threads: usize,
+) -> Result<Vec<crate::Tensor>> {
+    use crate::host::threadpool::ThreadPool;
+    use std::sync::OnceLock;
+    static POOLS: [OnceLock<ThreadPool>; 4] = [const { OnceLock::new() }; 4];
+    let k = threads.clamp(1, POOLS.len());
+    let pool = POOLS[k - 1].get_or_init(|| ThreadPool::new(k));
+    pool.install(|| {
+        let runner = crate::offload::SubgraphRunner::new(description, constants)?;
+        runner.run(&[crate::offload::CPU.to_string()], inputs)
+    })
+}
