@@ -147,6 +147,15 @@ require_tests "$MOTE_CACHE/last-stress-tests.log" 2 "thread-pool stress test" \
     stress_a_failing_task_releases_the_barrier_at_1_to_8_threads
 record "stress: $(cargo_counts "$MOTE_CACHE/last-stress-tests.log")"
 
+step "session budgets and interrupt in release (the stack budget on a 512 KiB thread)"
+# The same release test binary; debug builds run these in the host and aarch64 suites.
+cargo test -p mote --release --locked --lib vm::budget_tests -- --nocapture 2>&1 \
+    | tee "$MOTE_CACHE/last-budget-release-tests.log"
+[ "${PIPESTATUS[0]}" = 0 ] || fail "budget tests (release)"
+require_tests "$MOTE_CACHE/last-budget-release-tests.log" 7 "budget tests (release)" \
+    recursion_stops_at_the_stack_budget_on_a_512_kib_thread
+record "budgets (release): $(cargo_counts "$MOTE_CACHE/last-budget-release-tests.log")"
+
 step "cpu backend kernels in release (default features): every ISA level this CPU has ran"
 # The same release test binary as the stress step; the level lists are compared with
 # /proc/cpuinfo (check_levels).
@@ -174,6 +183,9 @@ check_suite scripts/test-ffi.sh ffi-tests "ffi" "C ABI tests"
 
 step "corrupted-file corpus through the CLI and the C ABI (docs/fuzzing.md)"
 check_suite scripts/test-corrupt.sh corrupt-tests "corrupt" "corrupted-file checks"
+
+step "crafted attack files (issue 27) through the CLI, the C ABI and the code-free RPC server (docs/untrusted-models.md)"
+check_suite scripts/test-crafted.sh crafted-tests "crafted" "crafted attack file checks"
 
 step "Java bindings (desktop JVM: natives drift, Javadoc, JUnit 5 through Maven)"
 check_suite scripts/test-java.sh java-tests "java" "Java binding tests"

@@ -17,8 +17,11 @@ mod rpc;
     name = "mote",
     version,
     about = "Run models compiled by Apache TVM 0.27",
-    after_help = "Exit status: 0 on success, 2 for a malformed or out-of-range argument, 1 for \
-                  any other error."
+    after_help = "Exit status: 0 on success, 2 for a malformed or out-of-range argument, 3 when \
+                  a budget ran out (--load-budget, --memory-budget, --max-registers, \
+                  --stack-budget, --max-instructions or their defaults: the runtime's \
+                  ResourceExhausted), 130 when the call was cancelled (Ctrl-C during `mote \
+                  run`), 1 for any other error."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -85,6 +88,16 @@ fn parse_seed(s: &str) -> Result<u64, String> {
     parse_count(s, 0, u64::MAX)
 }
 
+/// A budget in bytes or a count, at least 1 (a budget of 0 would refuse every call).
+fn parse_budget(s: &str) -> Result<u64, String> {
+    parse_count(s, 1, u64::MAX)
+}
+
+fn parse_budget_usize(s: &str) -> Result<usize, String> {
+    let n = parse_budget(s)?;
+    usize::try_from(n).map_err(|_| format!("{n} does not fit this platform"))
+}
+
 /// `NAME=N`, with N in `1..=MAX_GENERATED_BYTES`.
 fn parse_dim(s: &str) -> Result<(String, i64), String> {
     let Some((name, value)) = s.split_once('=') else {
@@ -148,6 +161,31 @@ struct InputArgs {
     threads: Option<usize>,
     #[command(flatten)]
     backend: BackendArgs,
+    #[command(flatten)]
+    budgets: BudgetArgs,
+}
+
+/// The budgets of docs/untrusted-models.md: what a load and a session may use before the
+/// runtime stops them with a `ResourceExhausted` error (exit status 3). Plain whole numbers;
+/// unset, the runtime's defaults apply.
+#[derive(clap::Args)]
+struct BudgetArgs {
+    /// Most bytes a code-free load may allocate to decode the file (inflating a gzip-compressed
+    /// `.tar`). Default: 16 times the file's size plus 64 MiB, at most 4 GiB.
+    #[arg(long, value_name = "BYTES", value_parser = parse_budget, allow_negative_numbers = true)]
+    load_budget: Option<u64>,
+    /// Most bytes of storage a call may hold at once. Default: half the physical memory.
+    #[arg(long, value_name = "BYTES", value_parser = parse_budget_usize, allow_negative_numbers = true)]
+    memory_budget: Option<usize>,
+    /// Most VM registers all frames of a call may hold together. Default: 2^20.
+    #[arg(long, value_name = "N", value_parser = parse_budget_usize, allow_negative_numbers = true)]
+    max_registers: Option<usize>,
+    /// Bytes of stack nested Relax calls may use. Default: 256 KiB.
+    #[arg(long, value_name = "BYTES", value_parser = parse_budget_usize, allow_negative_numbers = true)]
+    stack_budget: Option<usize>,
+    /// Most VM instructions one call may execute. Default: 2^28.
+    #[arg(long, value_name = "N", value_parser = parse_budget, allow_negative_numbers = true)]
+    max_instructions: Option<u64>,
 }
 
 const RUN_ABOUT: &str = "Run a function once and print (or save) its outputs.
@@ -176,6 +214,9 @@ enum Command {
         /// Read the model as data instead of mapping it as code (docs/code-free.md).
         #[arg(long)]
         code_free: bool,
+        /// Most bytes a code-free load may allocate to decode the file (as for `mote run`).
+        #[arg(long, value_name = "BYTES", value_parser = parse_budget, allow_negative_numbers = true)]
+        load_budget: Option<u64>,
         #[command(flatten)]
         backend: BackendArgs,
     },
@@ -241,8 +282,9 @@ fn main() -> ExitCode {
             model,
             json,
             code_free,
+            load_budget,
             backend,
-        } => inspect(&model, json, code_free, &backend),
+        } => inspect(&model, json, code_free, load_budget, &backend),
         Command::Run { model, io, output } => run(&model, &io, output.as_deref()),
         Command::Bench {
             model,
@@ -259,17 +301,30 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
-            // The same status as clap's own usage errors.
-            if e.is::<Usage>() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::FAILURE
-            }
+            exit_status(e.as_ref())
         }
     }
 }
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Exit status 3: a budget of the load or session ran out (`mote::Error::ResourceExhausted`).
+const EXIT_BUDGET: u8 = 3;
+/// Exit status 130 (as a shell reports Ctrl-C): the call was cancelled (`mote::Error::Cancelled`).
+const EXIT_CANCELLED: u8 = 130;
+
+/// The exit status of a failed command (the `after_help` of `Cli` lists them).
+fn exit_status(e: &(dyn std::error::Error + 'static)) -> ExitCode {
+    if e.is::<Usage>() {
+        // The same status as clap's own usage errors.
+        return ExitCode::from(2);
+    }
+    match e.downcast_ref::<mote::Error>() {
+        Some(mote::Error::ResourceExhausted { .. }) => ExitCode::from(EXIT_BUDGET),
+        Some(mote::Error::Cancelled) => ExitCode::from(EXIT_CANCELLED),
+        _ => ExitCode::FAILURE,
+    }
+}
 
 /// An argument found wrong only once the model is known (a `--dim` it does not have, inputs too
 /// large to generate): exit status 2, like the errors clap reports while parsing.
@@ -357,10 +412,13 @@ fn proc_status_kib(field: &str) -> Option<u64> {
     })
 }
 
-fn load(path: &std::path::Path, code_free: bool) -> mote::Result<Model> {
+fn load(path: &std::path::Path, code_free: bool, budget: Option<u64>) -> mote::Result<Model> {
     let mut options = LoadOptions::default();
     if code_free {
         options = options.code_free(true);
+    }
+    if let Some(bytes) = budget {
+        options = options.memory_budget(bytes);
     }
     Model::load_with(path, options)
 }
@@ -382,10 +440,11 @@ fn inspect(
     path: &std::path::Path,
     as_json: bool,
     code_free: bool,
+    load_budget: Option<u64>,
     backend: &BackendArgs,
 ) -> Res<()> {
     backend.load_plugins()?;
-    let model = load(path, code_free)?;
+    let model = load(path, code_free, load_budget)?;
     if model.is_kernel_library() {
         return inspect_kernels(path, &model, as_json);
     }
@@ -1012,10 +1071,16 @@ fn too_large(args: &[Arg], total: Option<u64>, dims_used: &[(&str, i64)]) -> Str
 
 fn session(model: &Model, io: &InputArgs) -> Res<Session> {
     io.backend.load_plugins()?;
+    let b = &io.budgets;
+    let d = SessionOptions::default();
     Ok(model.session_with(SessionOptions {
         threads: io.threads,
         backends: io.backend.backends.clone(),
-        ..Default::default()
+        memory_budget_bytes: b.memory_budget.unwrap_or(d.memory_budget_bytes),
+        max_registers: b.max_registers.unwrap_or(d.max_registers),
+        stack_budget_bytes: b.stack_budget.unwrap_or(d.stack_budget_bytes),
+        max_instructions: b.max_instructions.unwrap_or(d.max_instructions),
+        ..d
     })?)
 }
 
@@ -1074,9 +1139,10 @@ fn call(s: &mut Session, function: &str, args: &mut [Value]) -> mote::Result<Val
 }
 
 fn run(path: &std::path::Path, io: &InputArgs, output: Option<&std::path::Path>) -> Res<()> {
-    let model = load(path, io.code_free)?;
+    let model = load(path, io.code_free, io.budgets.load_budget)?;
     let mut args = call_args(&model, io)?;
     let mut s = session(&model, io)?;
+    interrupt_on_ctrl_c(&s)?;
     let start = Instant::now();
     let out = call(&mut s, &io.function, &mut args)?;
     let elapsed = start.elapsed();
@@ -1126,6 +1192,30 @@ fn run(path: &std::path::Path, io: &InputArgs, output: Option<&std::path::Path>)
     Ok(())
 }
 
+/// Ctrl-C during `mote run`: the first interrupts the call through the session's
+/// `InterruptHandle` (it returns `Cancelled` at its next VM instruction, exit status 130); a
+/// second one ends the process at once with status 130, for a kernel that runs on. The
+/// signal handler only sets a flag (signal-hook); a thread watching it makes the call.
+fn interrupt_on_ctrl_c(s: &Session) -> Res<()> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let flag = Arc::new(AtomicBool::new(false));
+    let sig = signal_hook::consts::SIGINT;
+    // Registered first, so it sees the flag before the second handler sets it again.
+    signal_hook::flag::register_conditional_shutdown(sig, i32::from(EXIT_CANCELLED), flag.clone())?;
+    signal_hook::flag::register(sig, flag.clone())?;
+    let handle = s.interrupt_handle();
+    std::thread::Builder::new()
+        .name("mote-ctrl-c".into())
+        .spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            handle.interrupt();
+        })?;
+    Ok(())
+}
+
 struct Stats {
     min: f64,
     median: f64,
@@ -1165,7 +1255,7 @@ fn bench(
     }
     let rss_before_load = proc_status_kib("VmRSS");
     let t = Instant::now();
-    let model = load(path, io.code_free)?;
+    let model = load(path, io.code_free, io.budgets.load_budget)?;
     let mut load_time = t.elapsed();
     let mut args = call_args(&model, io)?;
     let t = Instant::now();
