@@ -22,12 +22,7 @@ const ZEROS: usize = 32 << 20;
 
 fn loop_and_recursion() -> Vec<u8> {
     craft::model(&[
-        Entry::Vm {
-            name: "main".into(),
-            params: vec![],
-            registers: 1,
-            code: vec![Instr::Goto { offset: 0 }, Instr::Ret { reg: 0 }],
-        },
+        craft::endless_main(),
         Entry::Vm {
             name: "recurse".into(),
             params: vec!["x".into()],

@@ -120,12 +120,7 @@ mod tests {
     /// `main()` loops forever (a backward `Goto`); `echo(x)` returns `x`.
     fn endless_and_echo() -> Session {
         let bytes = craft::model(&[
-            Entry::Vm {
-                name: "main".into(),
-                params: vec![],
-                registers: 1,
-                code: vec![Instr::Goto { offset: 0 }, Instr::Ret { reg: 0 }],
-            },
+            craft::endless_main(),
             Entry::Vm {
                 name: "echo".into(),
                 params: vec!["x".into()],

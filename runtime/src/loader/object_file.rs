@@ -633,38 +633,7 @@ mod tests {
         b
     }
 
-    fn c_source(prefix: &str, bytes: &[u8]) -> String {
-        let items: Vec<String> = bytes.iter().map(|b| format!("0x{b:02x}")).collect();
-        format!(
-            "TVM_EXPORT extern const unsigned char {prefix}__tvm_ffi__library_bin[];\n\
-             const unsigned char {prefix}__tvm_ffi__library_bin[{}] = {{\n  {}\n}};\n",
-            bytes.len(),
-            items.join(",")
-        )
-    }
-
-    /// A ustar archive of `members`, as Python's tarfile writes one.
-    fn tar(members: &[(&str, &[u8])]) -> Vec<u8> {
-        let mut out = Vec::new();
-        for (name, data) in members {
-            let mut h = [0u8; TAR_BLOCK];
-            h[..name.len()].copy_from_slice(name.as_bytes());
-            h[100..108].copy_from_slice(b"0000644\0");
-            h[124..136].copy_from_slice(format!("{:011o}\0", data.len()).as_bytes());
-            h[136..148].copy_from_slice(b"00000000000\0");
-            h[156] = b'0';
-            h[257..263].copy_from_slice(b"ustar\0");
-            h[263..265].copy_from_slice(b"00");
-            h[148..156].fill(b' ');
-            let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
-            h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
-            out.extend_from_slice(&h);
-            out.extend_from_slice(data);
-            out.resize(out.len().div_ceil(TAR_BLOCK) * TAR_BLOCK, 0);
-        }
-        out.resize(out.len() + 2 * TAR_BLOCK, 0);
-        out
-    }
+    use crate::vm::craft::{c_source, tar};
 
     fn gzip(data: &[u8]) -> Vec<u8> {
         use std::io::Write;

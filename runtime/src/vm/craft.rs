@@ -163,18 +163,22 @@ pub fn blob(executable: &[u8]) -> Vec<u8> {
     b
 }
 
-/// The uncompressed `.tar` TVM writes for a model without kernels: `lib0.c` and `devc.c`
-/// (docs/code-free.md §2), holding `blob`.
-pub fn code_free_tar(blob: &[u8]) -> Vec<u8> {
+/// TVM's `devc.c` for a model without kernels: the blob as a C array named
+/// `<prefix>__tvm_ffi__library_bin` (docs/code-free.md §2).
+pub fn c_source(prefix: &str, blob: &[u8]) -> String {
     let items: Vec<String> = blob.iter().map(|b| format!("0x{b:02x}")).collect();
-    let devc = format!(
-        "TVM_EXPORT extern const unsigned char __tvm_ffi__library_bin[];\n\
-         const unsigned char __tvm_ffi__library_bin[{}] = {{\n  {}\n}};\n",
+    format!(
+        "TVM_EXPORT extern const unsigned char {prefix}__tvm_ffi__library_bin[];\n\
+         const unsigned char {prefix}__tvm_ffi__library_bin[{}] = {{\n  {}\n}};\n",
         blob.len(),
         items.join(",")
-    );
+    )
+}
+
+/// A ustar archive of `members`, as Python's tarfile writes one.
+pub fn tar(members: &[(&str, &[u8])]) -> Vec<u8> {
     let mut out = Vec::new();
-    for (name, data) in [("lib0.c", &b";"[..]), ("devc.c", devc.as_bytes())] {
+    for (name, data) in members {
         let mut h = [0u8; 512];
         h[..name.len()].copy_from_slice(name.as_bytes());
         h[100..108].copy_from_slice(b"0000644\0");
@@ -194,6 +198,12 @@ pub fn code_free_tar(blob: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The uncompressed `.tar` TVM writes for a model without kernels: `lib0.c` and `devc.c`
+/// (docs/code-free.md §2), holding `blob`.
+pub fn code_free_tar(blob: &[u8]) -> Vec<u8> {
+    tar(&[("lib0.c", b";"), ("devc.c", c_source("", blob).as_bytes())])
+}
+
 /// A model file of `table`: [`code_free_tar`] of [`blob`] of [`executable`].
 pub fn model(table: &[Entry]) -> Vec<u8> {
     code_free_tar(&blob(&executable(table)))
@@ -201,13 +211,18 @@ pub fn model(table: &[Entry]) -> Vec<u8> {
 
 /// `main()` that loops forever: one backward `Goto` (legal Relax control flow; only the
 /// execution budget or an interrupt ends it).
-pub fn endless_loop() -> Vec<u8> {
-    model(&[Entry::Vm {
+pub fn endless_main() -> Entry {
+    Entry::Vm {
         name: "main".into(),
         params: vec![],
         registers: 1,
         code: vec![Instr::Goto { offset: 0 }, Instr::Ret { reg: 0 }],
-    }])
+    }
+}
+
+/// A model of [`endless_main`] alone.
+pub fn endless_loop() -> Vec<u8> {
+    model(&[endless_main()])
 }
 
 /// `main(n)` that calls itself with the same argument forever, each frame holding `registers`
