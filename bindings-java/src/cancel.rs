@@ -5,7 +5,7 @@
 //! native call, which **arms** it with the interrupt handle of the session it runs in (for a
 //! `Module`, the session it checked out of the pool). While armed, an interrupt reaches that
 //! session through [`mote::InterruptHandle::interrupt`], which needs no lock of the pool or the
-//! session, and the call returns `Error::Cancelled` at its next VM instruction
+//! session, and the call returns `Error::Cancelled` at its next VM call or backward jump
 //! (docs/untrusted-models.md §4). When the call returns, the token is disarmed and the handle
 //! cleared **under the same lock** the interrupt takes: an interrupt that arrives later cannot
 //! reach the session, and one that arrived too late to stop the call is dropped, so it never

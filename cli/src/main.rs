@@ -1193,7 +1193,7 @@ fn run(path: &std::path::Path, io: &InputArgs, output: Option<&std::path::Path>)
 }
 
 /// Ctrl-C during `mote run`: the first interrupts the call through the session's
-/// `InterruptHandle` (it returns `Cancelled` at its next VM instruction, exit status 130); a
+/// `InterruptHandle` (it returns `Cancelled` at its next VM call or backward jump, exit status 130); a
 /// second one ends the process at once with status 130, for a kernel that runs on. The
 /// signal handler only sets a flag (signal-hook); a thread watching it makes the call.
 fn interrupt_on_ctrl_c(s: &Session) -> Res<()> {

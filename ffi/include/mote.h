@@ -538,8 +538,8 @@ MoteError *mote_session_new(const MoteModel *model,
 void mote_session_free(MoteSession *session);
 
 // Cancel the call `session` is running: it returns `MOTE_ERROR_CODE_CANCELLED` at its next VM
-// instruction or between an offloaded region's segments (a kernel already running finishes
-// first). Call it from any thread, also while another thread is inside a call on `session`:
+// call or backward jump, or between an offloaded region's segments (a kernel already running
+// finishes first). Call it from any thread, also while another thread is inside a call on `session`:
 // it does not wait for the session, and returns at once. An interrupt is never lost: when no
 // call is running, the session's next call is cancelled as it starts. Each interrupt cancels
 // one call, and interrupts not yet consumed count as one. The session stays usable afterwards

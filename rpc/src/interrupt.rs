@@ -3,7 +3,7 @@
 //!
 //! Model code runs on the session's thread, so the call is stopped from the session's watchdog
 //! thread through the Mote session's `InterruptHandle` (docs/untrusted-models.md §4): the call
-//! returns `Error::Cancelled` at its next VM instruction. A call is *armed* under a lock before it
+//! returns `Error::Cancelled` at its next VM call or backward jump. A call is *armed* under a lock before it
 //! starts and disarmed (its handle cleared) under the same lock after it returns, so an interrupt
 //! fired late, after the call returned, never cancels a later call.
 

@@ -9,7 +9,6 @@ use std::alloc::Layout;
 use std::any::Any;
 use std::fmt;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::dtype::DType;
@@ -141,9 +140,8 @@ pub struct Pool {
     /// Overwrite every buffer handed out (fresh or recycled), so that work a kernel skipped
     /// cannot pass for done by leaving an earlier run's bytes in place.
     poison: bool,
-    /// Bytes of live storages allocated from this pool (rounded to the alignment), and the
-    /// most it may reach (`SessionOptions::memory_budget_bytes`).
-    live: AtomicUsize,
+    /// The most bytes live storages allocated from this pool may hold together
+    /// (`SessionOptions::memory_budget_bytes`); `PoolState::live` counts them.
     budget: usize,
 }
 
@@ -153,6 +151,10 @@ pub struct Pool {
 struct PoolState {
     by_size: Vec<(usize, Vec<AlignedBuf>)>,
     cached_bytes: usize,
+    /// Bytes of live storages allocated from this pool (rounded to the alignment). Counted
+    /// under the lock every allocation and release takes anyway, so the budget costs no
+    /// atomic operation of its own.
+    live: usize,
 }
 
 impl fmt::Debug for Pool {
@@ -181,56 +183,64 @@ impl Pool {
             free: Mutex::new(PoolState::default()),
             limit_bytes,
             poison,
-            live: AtomicUsize::new(0),
             budget,
         })
     }
 
-    /// Count `size` more live bytes, or refuse when that would pass the budget.
-    fn reserve(&self, size: usize) -> Result<()> {
-        let mut live = self.live.load(Ordering::Relaxed);
-        loop {
-            let next = live.saturating_add(size);
-            if next > self.budget {
-                return Err(Error::ResourceExhausted {
-                    budget: "SessionOptions::memory_budget_bytes",
-                    message: format!(
-                        "allocating {size} bytes with {live} already held would pass the \
-                         budget of {} bytes",
-                        self.budget
-                    ),
-                });
-            }
-            match self
-                .live
-                .compare_exchange_weak(live, next, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => return Ok(()),
-                Err(now) => live = now,
-            }
+    fn state(&self) -> std::sync::MutexGuard<'_, PoolState> {
+        // Every update keeps the state consistent before anything can panic.
+        self.free.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Count `size` more live bytes (refused when that would pass the budget), and take a
+    /// cached buffer of that size if there is one.
+    fn take(&self, size: usize) -> Result<Option<AlignedBuf>> {
+        let mut st = self.state();
+        let live = st.live;
+        if live.saturating_add(size) > self.budget {
+            return Err(Error::ResourceExhausted {
+                budget: "SessionOptions::memory_budget_bytes",
+                message: format!(
+                    "allocating {size} bytes with {live} already held would pass the budget \
+                     of {} bytes",
+                    self.budget
+                ),
+            });
         }
+        st.live = live + size;
+        let buf = st
+            .by_size
+            .iter_mut()
+            .find(|(s, _)| *s == size)
+            .and_then(|(_, list)| list.pop());
+        if buf.is_some() {
+            st.cached_bytes -= size;
+        }
+        Ok(buf)
+    }
+
+    /// Give back a reservation whose allocation failed.
+    fn unreserve(&self, size: usize) {
+        let mut st = self.state();
+        st.live = st.live.saturating_sub(size);
     }
 
     /// Bytes the budget has left (`SessionOptions::memory_budget_bytes` minus live storage).
     pub(crate) fn budget_left(&self) -> usize {
-        self.budget
-            .saturating_sub(self.live.load(Ordering::Relaxed))
+        self.budget.saturating_sub(self.state().live)
     }
 
     /// Bytes of live storage allocated from this pool.
     pub fn live_bytes(&self) -> usize {
-        self.live.load(Ordering::Relaxed)
+        self.state().live
     }
 
-    fn take(&self, size: usize) -> Option<AlignedBuf> {
-        let mut st = self.free.lock().ok()?;
-        let buf = st.by_size.iter_mut().find(|(s, _)| *s == size)?.1.pop()?;
-        st.cached_bytes -= size;
-        Some(buf)
-    }
-
+    /// A storage of `size` bytes was dropped: count it out, and keep its buffer for reuse if
+    /// the cache has room.
     fn give(&self, size: usize, buf: AlignedBuf) {
-        if let Ok(mut st) = self.free.lock() {
+        {
+            let mut st = self.state();
+            st.live = st.live.saturating_sub(size);
             if st.cached_bytes + size <= self.limit_bytes {
                 st.cached_bytes += size;
                 match st.by_size.iter_mut().find(|(s, _)| *s == size) {
@@ -305,21 +315,17 @@ impl Storage {
         hint: DType,
     ) -> Result<Arc<Storage>> {
         let rounded = len.div_ceil(ALIGNMENT).max(1) * ALIGNMENT;
-        if let Some(p) = pool {
-            p.reserve(rounded)?;
-        }
-        let buf = match pool.and_then(|p| p.take(rounded)) {
-            Some(b) => Ok(b),
-            None => AlignedBuf::new(rounded, false),
+        let cached = match pool {
+            Some(p) => p.take(rounded)?,
+            None => None,
         };
-        let buf = match buf {
-            Ok(b) => b,
-            Err(e) => {
+        let buf = match cached {
+            Some(b) => b,
+            None => AlignedBuf::new(rounded, false).inspect_err(|_| {
                 if let Some(p) = pool {
-                    p.live.fetch_sub(rounded, Ordering::Relaxed);
+                    p.unreserve(rounded);
                 }
-                return Err(e);
-            }
+            })?,
         };
         if pool.is_some_and(|p| p.poison) {
             // SAFETY: `buf` is a live allocation of `layout.size()` bytes owned only by us.
@@ -395,7 +401,6 @@ impl Drop for Storage {
         } = &mut self.mem
         {
             if let Some(b) = buf.take() {
-                pool.live.fetch_sub(b.layout.size(), Ordering::Relaxed);
                 pool.give(b.layout.size(), b);
             }
         }

@@ -183,7 +183,7 @@ public struct SessionOptions: Sendable {
 }
 
 /// Stops a ``Session``'s running call from any thread: the call throws
-/// ``MoteError/cancelled(_:)`` at its next VM instruction (a kernel already running finishes
+/// ``MoteError/cancelled(_:)`` at its next VM call or backward jump (a kernel already running finishes
 /// first; an offloaded region stops between its backend segments). With no call running, the
 /// session's next call is cancelled as it starts: an interrupt is never lost, and each one
 /// cancels one call; the session stays usable (`docs/untrusted-models.md` §4).

@@ -71,6 +71,7 @@ impl Session {
                 ),
             });
         }
+        self.charge_instructions(&m.exe().funcs[fidx], m.exe().funcs[fidx].start)?;
         self.regs.resize(base + rfs, Value::None);
         self.regs[base..base + args.len()].clone_from_slice(args);
         self.depth += 1;
@@ -78,6 +79,32 @@ impl Session {
         self.depth -= 1;
         self.regs.truncate(base);
         r
+    }
+
+    /// Charge the instruction budget for one pass over `f`'s body (at entering it, and at
+    /// each backward jump, `pc`): without a backward jump, a frame runs each of its
+    /// instructions at most once, so charging whole bodies bounds what a call executes with no
+    /// count per instruction (docs/untrusted-models.md §3).
+    #[inline]
+    fn charge_instructions(
+        &mut self,
+        f: &crate::loader::executable::FuncInfo,
+        pc: usize,
+    ) -> Result<()> {
+        let body = (f.end - f.start) as u64;
+        match self.call.instructions_left.checked_sub(body) {
+            Some(left) => {
+                self.call.instructions_left = left;
+                Ok(())
+            }
+            None => Err(Error::ResourceExhausted {
+                budget: "SessionOptions::max_instructions",
+                message: format!(
+                    "`{}` at pc {pc}: the call would pass its budget of {} instructions",
+                    f.name, self.budget.instructions
+                ),
+            }),
+        }
     }
 
     fn run_frame(&mut self, m: &Program, fidx: usize, base: usize) -> Result<Value> {
@@ -92,21 +119,6 @@ impl Session {
             if pc >= f.end {
                 return Err(vm_err(pc, "ran past the end of the function".into()));
             }
-            // The execution budget and the interrupt, once per instruction: a loop (a backward
-            // Goto is legal Relax control flow) ends at one or the other.
-            if self.call.instructions_left == 0 {
-                return Err(Error::ResourceExhausted {
-                    budget: "SessionOptions::max_instructions",
-                    message: format!(
-                        "`{}` at pc {pc}: the call has executed its budget of {} instructions",
-                        f.name, self.budget.instructions
-                    ),
-                });
-            }
-            self.call.instructions_left -= 1;
-            if self.interrupt.take() {
-                return Err(Error::Cancelled);
-            }
             match m.exe().instrs[pc] {
                 Instr::Call {
                     dst,
@@ -114,6 +126,11 @@ impl Session {
                     args,
                     nargs,
                 } => {
+                    // The interrupt, before every call (a kernel, builtin, region or Relax
+                    // function): the boundary where a running model can stop.
+                    if self.interrupt.take() {
+                        return Err(Error::Cancelled);
+                    }
                     // `null_value` only drops a register (the compiler's early frees).
                     if nargs == 0
                         && self.profiler.is_none()
@@ -155,6 +172,15 @@ impl Session {
                 }
                 Instr::Ret { reg } => return Ok(self.read(m, base, reg)),
                 Instr::Goto { target } => {
+                    if target <= pc {
+                        // A backward jump (legal Relax control flow): the only way a frame runs
+                        // more instructions than it has, so the budget is charged here, the
+                        // function's whole body again, and the interrupt is checked.
+                        self.charge_instructions(f, pc)?;
+                        if self.interrupt.take() {
+                            return Err(Error::Cancelled);
+                        }
+                    }
                     pc = target;
                     continue;
                 }

@@ -46,10 +46,12 @@ pub struct SessionOptions {
     /// level, a call stays inside a 512 KiB thread (iOS's secondary threads), measured on
     /// aarch64 release and debug builds (docs/untrusted-models.md §3).
     pub stack_budget_bytes: usize,
-    /// The most VM instructions one call may execute (each instruction, call or jump counts
-    /// one; a kernel or offloaded region counts one however long it runs). Relax control flow
-    /// may loop; this bounds it. Default 2^28 (about a second of a tight loop; a large model
-    /// runs a few thousand per call).
+    /// The most VM instructions one call may execute (a kernel or offloaded region counts one
+    /// however long it runs). Relax control flow may loop, and this bounds it. Counted without
+    /// a cost per instruction: a function's whole body is charged when it is entered and again
+    /// at each backward jump (without one, a frame runs each instruction at most once), so a
+    /// call stops no later than this many. Default 2^28 (a second or so of a tight loop; a
+    /// large model runs a few thousand per call).
     pub max_instructions: u64,
 }
 

@@ -5,7 +5,7 @@ import java.nio.channels.spi.AbstractInterruptibleChannel;
 
 /**
  * Makes a model call stop when its thread is interrupted ({@link Thread#interrupt()}): the
- * call throws {@link CancelledException} at its next VM instruction and the thread's
+ * call throws {@link CancelledException} at its next VM call or backward jump and the thread's
  * interrupt status stays set, as for an interrupted blocking channel operation. A thread
  * already interrupted when the call starts gets {@link CancelledException} without the call
  * running.

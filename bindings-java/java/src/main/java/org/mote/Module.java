@@ -20,7 +20,7 @@ import java.util.List;
  *
  * <p><b>Interrupts.</b> A call ({@link Function#invoke()}, {@link Function#call}) stops when
  * its thread is interrupted ({@link Thread#interrupt()}): the session it runs in throws
- * {@link CancelledException} at its next VM instruction, and the thread's interrupt status
+ * {@link CancelledException} at its next VM call or backward jump, and the thread's interrupt status
  * stays set; a thread already interrupted gets it without running. Other threads' calls on
  * the module's other sessions go on, and an interrupt arriving after a call returned never
  * cancels a later call (of any thread) on that session. A thread waiting for a free session is

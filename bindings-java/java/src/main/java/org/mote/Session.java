@@ -16,7 +16,7 @@ import java.util.Map;
  *
  * <p><b>Interrupts.</b> {@link #call}, {@link #run} and {@link #invokeStateful} stop when their
  * thread is interrupted ({@link Thread#interrupt()}): they throw {@link CancelledException}
- * at the next VM instruction (a kernel already running finishes first) and the thread's
+ * at the next VM call or backward jump (a kernel already running finishes first) and the thread's
  * interrupt status stays set; on a thread already interrupted they throw it without running.
  * The session stays usable, and an interrupt that arrives after a call returned does not
  * cancel the next one.
