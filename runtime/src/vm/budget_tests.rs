@@ -239,3 +239,80 @@ fn a_shape_heap_over_the_memory_budget_is_refused() {
     );
     assert!(crate::test_alloc::largest_since_reset() < 1 << 20);
 }
+
+/// Interrupts from another thread at random moments against four sessions on four threads,
+/// each calling an endless loop under a small budget over and over: every call ends with
+/// `Cancelled` or at its budget (never a hang or another error), no session is cancelled more
+/// often than it was interrupted, interrupts do reach running calls, and once the interrupter
+/// stops, at most one interrupt per session is left, which cancels exactly its next call.
+#[test]
+fn stress_interrupts_from_another_thread_cancel_one_call_each() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let model = load(&craft::endless_loop());
+    let sessions: Vec<_> = (0..4)
+        .map(|_| {
+            model
+                .session_with(SessionOptions {
+                    max_instructions: 20_000,
+                    ..options()
+                })
+                .unwrap()
+        })
+        .collect();
+    let handles: Vec<_> = sessions.iter().map(|s| s.interrupt_handle()).collect();
+    let sent: Arc<Vec<AtomicU64>> = Arc::new((0..4).map(|_| AtomicU64::new(0)).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let interrupter = {
+        let (sent, stop) = (sent.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut x = 0x2545_f491_4f6c_dd1du64;
+            while !stop.load(Ordering::Relaxed) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let k = (x % 4) as usize;
+                handles[k].interrupt();
+                sent[k].fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_micros(50 + x % 400));
+            }
+        })
+    };
+    let workers: Vec<_> = sessions
+        .into_iter()
+        .map(|mut s| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let (mut cancelled, mut exhausted) = (0u64, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    match s.call("main", &[]) {
+                        Err(Error::Cancelled) => cancelled += 1,
+                        Err(Error::ResourceExhausted { .. }) => exhausted += 1,
+                        r => panic!("neither cancelled nor at the budget: {r:?}"),
+                    }
+                }
+                (s, cancelled, exhausted)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(400));
+    stop.store(true, Ordering::Relaxed);
+    interrupter.join().unwrap();
+    let mut total = 0;
+    for (k, w) in workers.into_iter().enumerate() {
+        let (mut s, cancelled, exhausted) = w.join().expect("no worker panicked");
+        let sent = sent[k].load(Ordering::Relaxed);
+        assert!(
+            cancelled <= sent,
+            "session {k}: {cancelled} cancelled, {sent} sent"
+        );
+        assert!(exhausted > 0, "session {k} never ran to its budget");
+        total += cancelled;
+        // At most one interrupt left: it cancels the next call only.
+        if s.interrupt_handle().is_pending() {
+            assert!(matches!(s.call("main", &[]), Err(Error::Cancelled)));
+        }
+        let e = s.call("main", &[]).expect_err("budget");
+        assert!(budget_of(&e).is_some(), "session {k}: {e:?}");
+    }
+    assert!(total > 0, "no interrupt reached a running call");
+}
