@@ -37,8 +37,8 @@ pub struct SessionOptions {
     /// §3 gives the reasoning).
     pub memory_budget_bytes: usize,
     /// The most VM registers all frames of a call may hold together (each frame gets its
-    /// function's `register_file_size`, read from the file). Default 2^20 (16 MiB of
-    /// registers); TVM's compiler gives a function tens to hundreds.
+    /// function's `register_file_size`, read from the file). Default 2^20 (a few tens of MiB
+    /// of registers); TVM's compiler gives a function tens to hundreds.
     pub max_registers: usize,
     /// Bytes of the calling thread's stack that nested Relax calls may use, measured from
     /// where the call entered the session; a deeper call is [`Error::ResourceExhausted`]
