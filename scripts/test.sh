@@ -64,6 +64,17 @@ require_tests() {
         grep -qE "^test (.*::)?$name \.\.\. ok\$" "$log" || fail "$what: test $name did not run (or did not pass)"
     done
 }
+# cargo_tests LOG MIN WHAT [NAME...] -- CARGO TEST ARGS...: `cargo test ARGS` into LOG; fails
+# unless it passed, with at least MIN tests and each NAME among the passed ones (require_tests).
+cargo_tests() {
+    local log=$1 min=$2 what=$3 names=()
+    shift 3
+    while [ "$1" != -- ]; do names+=("$1"); shift; done
+    shift
+    cargo test "$@" 2>&1 | tee "$log"
+    [ "${PIPESTATUS[0]}" = 0 ] || fail "$what"
+    require_tests "$log" "$min" "$what" "${names[@]}"
+}
 # check_levels LOG AVX512_FEATURE WHAT: the cpu kernel tests print the ISA levels they ran
 # ("cpu kernel levels covered: ...", "cpu qgemm levels covered: ..."; gemm.rs and qgemm.rs,
 # run with --nocapture); fail if this CPU (/proc/cpuinfo's flags) has a level they did not run.
@@ -140,41 +151,35 @@ step "ThreadSanitizer: mote, mote-tests, mote-ffi and the C tests (trixie Rust 1
 check_suite scripts/tsan.sh tsan-tests "tsan" "tests under ThreadSanitizer"
 
 step "thread-pool stress test (release: 3 sessions x 4 threads x 200,000 launches)"
-cargo test -p mote --release --locked --lib stress_ 2>&1 | tee "$MOTE_CACHE/last-stress-tests.log"
-[ "${PIPESTATUS[0]}" = 0 ] || fail "thread-pool stress test"
-require_tests "$MOTE_CACHE/last-stress-tests.log" 2 "thread-pool stress test" \
+cargo_tests "$MOTE_CACHE/last-stress-tests.log" 2 "thread-pool stress test" \
     stress_every_task_runs_exactly_once_for_its_own_launch \
-    stress_a_failing_task_releases_the_barrier_at_1_to_8_threads
+    stress_a_failing_task_releases_the_barrier_at_1_to_8_threads \
+    -- -p mote --release --locked --lib stress_
 record "stress: $(cargo_counts "$MOTE_CACHE/last-stress-tests.log")"
 
 step "session budgets and interrupt in release (the stack budget on a 512 KiB thread)"
 # The same release test binary; debug builds run these in the host and aarch64 suites.
-cargo test -p mote --release --locked --lib vm::budget_tests -- --nocapture 2>&1 \
-    | tee "$MOTE_CACHE/last-budget-release-tests.log"
-[ "${PIPESTATUS[0]}" = 0 ] || fail "budget tests (release)"
-require_tests "$MOTE_CACHE/last-budget-release-tests.log" 7 "budget tests (release)" \
-    recursion_stops_at_the_stack_budget_on_a_512_kib_thread
+cargo_tests "$MOTE_CACHE/last-budget-release-tests.log" 8 "budget tests (release)" \
+    recursion_stops_at_the_stack_budget_on_a_512_kib_thread \
+    stress_interrupts_from_another_thread_cancel_one_call_each \
+    -- -p mote --release --locked --lib vm::budget_tests -- --nocapture
 record "budgets (release): $(cargo_counts "$MOTE_CACHE/last-budget-release-tests.log")"
 
 step "cpu backend kernels in release (default features): every ISA level this CPU has ran"
 # The same release test binary as the stress step; the level lists are compared with
 # /proc/cpuinfo (check_levels).
-cargo test -p mote --release --locked --lib offload::backends::cpu -- --nocapture 2>&1 \
-    | tee "$MOTE_CACHE/last-cpu-levels-tests.log"
-[ "${PIPESTATUS[0]}" = 0 ] || fail "cpu kernel tests (release)"
-require_tests "$MOTE_CACHE/last-cpu-levels-tests.log" 25 "cpu kernel tests (release)" \
-    every_level_matches_an_f64_reference_on_odd_shapes qgemm_matches_an_exact_reference
+cargo_tests "$MOTE_CACHE/last-cpu-levels-tests.log" 25 "cpu kernel tests (release)" \
+    every_level_matches_an_f64_reference_on_odd_shapes qgemm_matches_an_exact_reference \
+    -- -p mote --release --locked --lib offload::backends::cpu -- --nocapture
 check_levels "$MOTE_CACHE/last-cpu-levels-tests.log" 1 "cpu kernel tests (release)"
 record "cpu kernels (release): $(cargo_counts "$MOTE_CACHE/last-cpu-levels-tests.log")"
 
 step "cpu backend kernels built without the avx512 feature (the gemm crate's AVX2 GEMM on an AVX-512 CPU)"
 # The gemm crate picks its widest kernels itself: on an AVX-512 machine only a build without
 # the feature runs its AVX2 ones (docs/cpu-kernels.md).
-cargo test -p mote --release --locked --lib --no-default-features offload::backends::cpu -- --nocapture 2>&1 \
-    | tee "$MOTE_CACHE/last-no-avx512-tests.log"
-[ "${PIPESTATUS[0]}" = 0 ] || fail "cpu kernel tests without avx512"
-require_tests "$MOTE_CACHE/last-no-avx512-tests.log" 25 "cpu kernel tests without avx512" \
-    every_level_matches_an_f64_reference_on_odd_shapes qgemm_matches_an_exact_reference
+cargo_tests "$MOTE_CACHE/last-no-avx512-tests.log" 25 "cpu kernel tests without avx512" \
+    every_level_matches_an_f64_reference_on_odd_shapes qgemm_matches_an_exact_reference \
+    -- -p mote --release --locked --lib --no-default-features offload::backends::cpu -- --nocapture
 check_levels "$MOTE_CACHE/last-no-avx512-tests.log" 0 "cpu kernel tests without avx512"
 record "cpu kernels without avx512: $(cargo_counts "$MOTE_CACHE/last-no-avx512-tests.log")"
 
