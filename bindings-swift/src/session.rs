@@ -103,8 +103,8 @@ pub struct NativeSession {
 }
 
 /// Stops a session's running call from any thread (`mote::InterruptHandle`,
-/// docs/untrusted-models.md §4): the call returns `Cancelled` (code 19) at its next VM
-/// instruction; with no call running, the session's next call is cancelled as it starts.
+/// docs/untrusted-models.md §4): the call returns `Cancelled` (code 19) at its next VM call or
+/// backward jump; with no call running, the session's next call is cancelled as it starts.
 #[derive(uniffi::Object)]
 pub struct NativeInterruptHandle {
     inner: InterruptHandle,

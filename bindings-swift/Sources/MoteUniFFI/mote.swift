@@ -1135,8 +1135,8 @@ public func FfiConverterTypeNativeFunction_lower(_ value: NativeFunction) -> Uns
 
 /**
  * Stops a session's running call from any thread (`mote::InterruptHandle`,
- * docs/untrusted-models.md §4): the call returns `Cancelled` (code 19) at its next VM
- * instruction; with no call running, the session's next call is cancelled as it starts.
+ * docs/untrusted-models.md §4): the call returns `Cancelled` (code 19) at its next VM call or
+ * backward jump; with no call running, the session's next call is cancelled as it starts.
  */
 public protocol NativeInterruptHandleProtocol: AnyObject, Sendable {
     
@@ -1153,8 +1153,8 @@ public protocol NativeInterruptHandleProtocol: AnyObject, Sendable {
 }
 /**
  * Stops a session's running call from any thread (`mote::InterruptHandle`,
- * docs/untrusted-models.md §4): the call returns `Cancelled` (code 19) at its next VM
- * instruction; with no call running, the session's next call is cancelled as it starts.
+ * docs/untrusted-models.md §4): the call returns `Cancelled` (code 19) at its next VM call or
+ * backward jump; with no call running, the session's next call is cancelled as it starts.
  */
 open class NativeInterruptHandle: NativeInterruptHandleProtocol, @unchecked Sendable {
     fileprivate let pointer: UnsafeMutableRawPointer!
