@@ -15,11 +15,30 @@ use crate::value::{Arg as CallArg, Function, Value};
 /// stack measurement ever read wrong (the stack budget stops real calls far earlier).
 const MAX_DEPTH: usize = 4096;
 
-/// An address in the current stack frame: stack use is the distance from the entry frame's.
+/// The stack pointer: stack use is the distance from the entry frame's. Read from the
+/// register, not as the address of a local: AddressSanitizer moves locals whose address is
+/// taken to a "fake stack" on the heap (to catch use after return), where such an address
+/// says nothing about the thread's stack, and every call then looked a megabyte deep.
 #[inline(always)]
 fn stack_address() -> usize {
-    let marker = 0u8;
-    std::hint::black_box(&marker) as *const u8 as usize
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    {
+        let sp: usize;
+        // SAFETY: copies the stack pointer register into a general register; no memory is read
+        // or written and no flag or other register changes.
+        unsafe {
+            #[cfg(target_arch = "x86_64")]
+            std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags));
+            #[cfg(target_arch = "aarch64")]
+            std::arch::asm!("mov {}, sp", out(reg) sp, options(nomem, nostack, preserves_flags));
+        }
+        sp
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        let marker = 0u8;
+        std::hint::black_box(&marker) as *const u8 as usize
+    }
 }
 
 impl Session {
