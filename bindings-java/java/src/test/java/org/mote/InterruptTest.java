@@ -31,8 +31,11 @@ class InterruptTest {
     static String endless;
     static String counted;
 
-    /** Instructions a call may run here: long enough to be interrupted 50 ms in (seconds). */
-    static final long LONG_RUN = 1L << 25;
+    /**
+     * Instructions a call may run here: long enough to be interrupted 50 ms in (about a second
+     * for the endless loop, charged two instructions a turn, on a loaded 2-core machine).
+     */
+    static final long LONG_RUN = 1L << 27;
 
     @BeforeAll
     static void write() {
