@@ -17,8 +17,8 @@
 #      are: each must be reported, or a clean run below would prove nothing;
 #   2. cargo test --lib --tests of mote, mote-tests (the zoos, the offload zoo, concurrency) and
 #      mote-ffi;
-#   3. the C ABI's C tests (test_api, test_zoo, test_callbacks: C threads sharing models and
-#      sessions, callbacks from Mote's pool), built with clang -fsanitize=thread against the
+#   3. the C ABI's C tests (test_api, test_zoo, test_callbacks, test_budgets: C threads sharing
+#      models and sessions, callbacks from Mote's pool, interrupts from another thread), built with clang -fsanitize=thread against the
 #      instrumented libmote.so.
 # No report is suppressed. Builds go to ${MOTE_CACHE:-$HOME/.cache/mote}/tsan-target; logs to
 # .../tsan-*.log. Ends with "tsan checks: N passed, M failed" (tests and C programs).
@@ -43,6 +43,9 @@ if [ "${1:-}" != --inside ]; then
         || die "zoo_cases.py failed"
     "$venv/bin/python" ffi/tests/callback_models.py "$MOTE_TSAN_OUT/models" >/dev/null 2>&1 \
         || die "callback_models.py failed"
+    # test_budgets.c's hand-made models (mote::fuzzing::craft), written by the host's build.
+    cargo run -q -p mote-ffi --example craft_models -- "$MOTE_TSAN_OUT/crafted" >/dev/null 2>&1 \
+        || die "craft_models failed"
     export MOTE_TSAN_OUT
     exec scripts/in-trixie.sh bash "$root/scripts/tsan.sh" --inside
 fi
@@ -131,6 +134,7 @@ run_c() { # run_c NAME ARGS...
 run_c test_api "$MOTE_ZOO_DIR" "$MOTE_TSAN_OUT/scratch"
 run_c test_zoo "$MOTE_TSAN_OUT/cases"
 run_c test_callbacks "$MOTE_ZOO_DIR" "$MOTE_TSAN_OUT/models"
+run_c test_budgets "$MOTE_TSAN_OUT/crafted" "$MOTE_ZOO_DIR"
 
 echo "tsan checks: $passed passed, $failed failed"
 [ "$failed" = 0 ]

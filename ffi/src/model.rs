@@ -107,6 +107,45 @@ fn finish_load(result: mote::Result<Model>, out: *mut *mut MoteModel) -> Result<
     Ok(())
 }
 
+/// The body of the `mote_model_load*` functions that take a path and options: the pointers are
+/// checked before `options` is asked for, so a NULL argument is reported first.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string; `out` is NULL or writable.
+unsafe fn load_path(
+    path: *const c_char,
+    out: *mut *mut MoteModel,
+    options: impl FnOnce() -> Result<mote::LoadOptions>,
+) -> *mut MoteError {
+    guard(|| {
+        check_out(out, "out")?;
+        let path = str_arg(path, "path")?;
+        finish_load(Model::load_with(path, options()?), out)
+    })
+}
+
+/// As [`load_path`], for the functions that take `size` bytes at `data`.
+///
+/// # Safety
+/// `data` is NULL or points to `size` readable bytes; `out` is NULL or writable.
+unsafe fn load_memory(
+    data: *const u8,
+    size: usize,
+    out: *mut *mut MoteModel,
+    options: impl FnOnce() -> Result<mote::LoadOptions>,
+) -> *mut MoteError {
+    guard(|| {
+        check_out(out, "out")?;
+        if data.is_null() {
+            return Err(MoteError::null("data"));
+        }
+        let options = options()?;
+        // SAFETY: non-NULL; the caller's contract requires `size` readable bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(data, size) };
+        finish_load(Model::load_from_memory_with(bytes, options), out)
+    })
+}
+
 /// Load a model library made by TVM 0.27's `export_library`: a Relax model, or a kernel-only
 /// library (a TIR module exported on its own), whose functions are its kernels. Loading runs
 /// the library's code: only load files you trust as you would a native library.
@@ -200,12 +239,8 @@ pub unsafe extern "C" fn mote_model_load_with_options(
     flags: u32,
     out: *mut *mut MoteModel,
 ) -> *mut MoteError {
-    guard(|| {
-        check_out(out, "out")?;
-        let path = str_arg(path, "path")?;
-        let options = load_options(flags)?;
-        finish_load(Model::load_with(path, options), out)
-    })
+    // SAFETY: the caller's contract for `path` and `out` is this function's.
+    unsafe { load_path(path, out, || load_options(flags)) }
 }
 
 /// `mote_model_load_from_memory` with `flags` as for `mote_model_load_with_options`. A
@@ -218,16 +253,8 @@ pub unsafe extern "C" fn mote_model_load_from_memory_with_options(
     flags: u32,
     out: *mut *mut MoteModel,
 ) -> *mut MoteError {
-    guard(|| {
-        check_out(out, "out")?;
-        if data.is_null() {
-            return Err(MoteError::null("data"));
-        }
-        let options = load_options(flags)?;
-        // SAFETY: non-NULL; the contract requires `size` readable bytes.
-        let bytes = unsafe { std::slice::from_raw_parts(data, size) };
-        finish_load(Model::load_from_memory_with(bytes, options), out)
-    })
+    // SAFETY: the caller's contract for `data`, `size` and `out` is this function's.
+    unsafe { load_memory(data, size, out, || load_options(flags)) }
 }
 
 /// `load_options(flags)` with a load memory budget: only for code-free loads (a load that maps
@@ -263,12 +290,8 @@ pub unsafe extern "C" fn mote_model_load_with_budget(
     memory_budget: u64,
     out: *mut *mut MoteModel,
 ) -> *mut MoteError {
-    guard(|| {
-        check_out(out, "out")?;
-        let path = str_arg(path, "path")?;
-        let options = budgeted_load_options(flags, memory_budget)?;
-        finish_load(Model::load_with(path, options), out)
-    })
+    // SAFETY: the caller's contract for `path` and `out` is this function's.
+    unsafe { load_path(path, out, || budgeted_load_options(flags, memory_budget)) }
 }
 
 /// `mote_model_load_from_memory_with_options` with a load memory budget, as for
@@ -282,16 +305,12 @@ pub unsafe extern "C" fn mote_model_load_from_memory_with_budget(
     memory_budget: u64,
     out: *mut *mut MoteModel,
 ) -> *mut MoteError {
-    guard(|| {
-        check_out(out, "out")?;
-        if data.is_null() {
-            return Err(MoteError::null("data"));
-        }
-        let options = budgeted_load_options(flags, memory_budget)?;
-        // SAFETY: non-NULL; the contract requires `size` readable bytes.
-        let bytes = unsafe { std::slice::from_raw_parts(data, size) };
-        finish_load(Model::load_from_memory_with(bytes, options), out)
-    })
+    // SAFETY: the caller's contract for `data`, `size` and `out` is this function's.
+    unsafe {
+        load_memory(data, size, out, || {
+            budgeted_load_options(flags, memory_budget)
+        })
+    }
 }
 
 /// Whether the model's program calls no compiled kernel (docs/code-free.md §1), written to

@@ -90,27 +90,33 @@ static void test_instruction_budget(void) {
     mote_model_free(m);
 }
 
-/* The register and stack budgets stop endless recursion; the memory budget stops a zoo
- * model's first allocation. Each message names its option. */
-static void test_other_session_budgets(void) {
-    MoteModel *m = load_crafted("loop_and_recursion.tar");
-    MoteSession *s = session_with(m, UINT64_MAX, 256); /* 16 registers a frame: 16 frames */
+/* recurse(1.0f), which calls itself forever, fails with RESOURCE_EXHAUSTED, a message
+ * containing `needle`, and no outputs. */
+static void recursion_exhausts(MoteSession *s, const char *needle) {
     float one = 1;
     MoteTensor *x = NULL;
     MoteTensorList *out = NULL;
     MoteDtype f32 = {MOTE_DTYPE_CODE_FLOAT, 32, 1};
     OK(mote_tensor_from_copy(f32, NULL, 0, &one, sizeof one, &x));
     FAILS(mote_session_run(s, "recurse", (const MoteTensor *const *)&x, 1, &out),
-          MOTE_ERROR_CODE_RESOURCE_EXHAUSTED, "more than the budget of 256");
+          MOTE_ERROR_CODE_RESOURCE_EXHAUSTED, needle);
+    CHECK(out == NULL);
+    mote_tensor_free(x);
+}
+
+/* The register and stack budgets stop endless recursion; the memory budget stops a zoo
+ * model's first allocation. Each message names its option. */
+static void test_other_session_budgets(void) {
+    MoteModel *m = load_crafted("loop_and_recursion.tar");
+    MoteSession *s = session_with(m, UINT64_MAX, 256); /* 16 registers a frame: 16 frames */
+    recursion_exhausts(s, "more than the budget of 256");
     mote_session_free(s);
 
     MoteSessionOptions *o = NULL;
     OK(mote_session_options_new(&o));
     OK(mote_session_options_set_stack_budget(o, 16 << 10));
     OK(mote_session_new(m, o, &s));
-    FAILS(mote_session_run(s, "recurse", (const MoteTensor *const *)&x, 1, &out),
-          MOTE_ERROR_CODE_RESOURCE_EXHAUSTED, "the stack budget of 16384 bytes");
-    CHECK(out == NULL);
+    recursion_exhausts(s, "the stack budget of 16384 bytes");
     mote_session_free(s);
     mote_model_free(m);
 
@@ -120,7 +126,9 @@ static void test_other_session_budgets(void) {
     OK(mote_session_new(m, o, &s));
     float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     int64_t shape[1] = {8};
+    MoteDtype f32 = {MOTE_DTYPE_CODE_FLOAT, 32, 1};
     MoteTensor *v = NULL;
+    MoteTensorList *out = NULL;
     OK(mote_tensor_from_copy(f32, shape, 1, data, sizeof data, &v));
     FAILS(mote_session_run(s, "main", (const MoteTensor *const *)&v, 1, &out), MOTE_ERROR_CODE_RESOURCE_EXHAUSTED,
           "budget of 16 bytes");
@@ -137,7 +145,6 @@ static void test_other_session_budgets(void) {
     mote_tensor_free(y);
     mote_tensor_list_free(out);
     mote_tensor_free(v);
-    mote_tensor_free(x);
     mote_session_free(s);
     mote_session_options_free(o);
     mote_model_free(m);
@@ -182,14 +189,7 @@ static void test_interrupt_while_running(void) {
         CHECK(it.returned_after_ms >= 0 && it.returned_after_ms < 1000);
         fprintf(stderr, "round %d: cancelled after %.0f ms; the interrupt returned in %.3f ms\n", round, took,
                 it.returned_after_ms);
-        float one = 1;
-        MoteTensor *x = NULL;
-        MoteTensorList *out = NULL;
-        MoteDtype f32 = {MOTE_DTYPE_CODE_FLOAT, 32, 1};
-        OK(mote_tensor_from_copy(f32, NULL, 0, &one, sizeof one, &x));
-        FAILS(mote_session_run(s, "recurse", (const MoteTensor *const *)&x, 1, &out),
-              MOTE_ERROR_CODE_RESOURCE_EXHAUSTED, "SessionOptions::max_registers");
-        mote_tensor_free(x);
+        recursion_exhausts(s, "SessionOptions::max_registers");
     }
     mote_session_free(s);
     mote_model_free(m);

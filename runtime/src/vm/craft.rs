@@ -243,6 +243,32 @@ pub fn self_recursion(registers: i64) -> Vec<u8> {
     }])
 }
 
+/// For the counting functions, whose function 1 is `mote.test.ne` and function 2
+/// `mote.test.add`: `r1 = (r0 != 0)`, then a jump by `false_offset` when it is 0 (two
+/// instructions).
+fn unless_zero(false_offset: i64) -> Vec<Instr> {
+    vec![
+        Instr::Call {
+            dst: 1,
+            func: 1,
+            args: vec![Arg::Reg(0), Arg::Imm(0)],
+        },
+        Instr::If {
+            cond: 1,
+            false_offset,
+        },
+    ]
+}
+
+/// As for [`unless_zero`]: `dst = r0 - 1` (one instruction).
+fn decrement(dst: i64) -> Vec<Instr> {
+    vec![Instr::Call {
+        dst,
+        func: 2,
+        args: vec![Arg::Reg(0), Arg::Imm(-1)],
+    }]
+}
+
 /// `main(n)` that recurses `n` levels deep (calling itself with `n - 1` until 0), then returns
 /// 0: a legitimate deep call chain, for measuring the stack one level takes.
 pub fn countdown() -> Vec<u8> {
@@ -251,30 +277,21 @@ pub fn countdown() -> Vec<u8> {
             name: "main".into(),
             params: vec!["n".into()],
             registers: 3,
-            code: vec![
-                // r1 = n != 0 (as an int); if r1 continue else return n (0).
-                Instr::Call {
-                    dst: 1,
-                    func: 1,
-                    args: vec![Arg::Reg(0), Arg::Imm(0)],
-                },
-                Instr::If {
-                    cond: 1,
-                    false_offset: 4,
-                },
-                Instr::Call {
-                    dst: 2,
-                    func: 2,
-                    args: vec![Arg::Reg(0), Arg::Imm(-1)],
-                },
-                Instr::Call {
-                    dst: 0,
-                    func: 0,
-                    args: vec![Arg::Reg(2)],
-                },
-                Instr::Ret { reg: 0 },
-                Instr::Ret { reg: 0 },
-            ],
+            // if n != 0 { r2 = n - 1; return main(r2) } else { return n (0) }
+            code: [
+                unless_zero(4),
+                decrement(2),
+                vec![
+                    Instr::Call {
+                        dst: 0,
+                        func: 0,
+                        args: vec![Arg::Reg(2)],
+                    },
+                    Instr::Ret { reg: 0 },
+                    Instr::Ret { reg: 0 },
+                ],
+            ]
+            .concat(),
         },
         Entry::Packed("mote.test.ne".into()),
         Entry::Packed("mote.test.add".into()),
@@ -289,25 +306,13 @@ pub fn counted_loop() -> Vec<u8> {
             name: "main".into(),
             params: vec!["n".into()],
             registers: 2,
-            code: vec![
-                // loop: r1 = n != 0; if !r1 goto end; n = n - 1; goto loop; end: ret n
-                Instr::Call {
-                    dst: 1,
-                    func: 1,
-                    args: vec![Arg::Reg(0), Arg::Imm(0)],
-                },
-                Instr::If {
-                    cond: 1,
-                    false_offset: 3,
-                },
-                Instr::Call {
-                    dst: 0,
-                    func: 2,
-                    args: vec![Arg::Reg(0), Arg::Imm(-1)],
-                },
-                Instr::Goto { offset: -3 },
-                Instr::Ret { reg: 0 },
-            ],
+            // loop: if n == 0 goto end; n = n - 1; goto loop; end: ret n
+            code: [
+                unless_zero(3),
+                decrement(0),
+                vec![Instr::Goto { offset: -3 }, Instr::Ret { reg: 0 }],
+            ]
+            .concat(),
         },
         Entry::Packed("mote.test.ne".into()),
         Entry::Packed("mote.test.add".into()),
