@@ -135,6 +135,10 @@ MOTE_CODE_FREE_FOREIGN_ZOO_DIR="$(MOTE_AARCH64_LINK="$PWD/scripts/in-trixie.sh a
 export MOTE_CODE_FREE_FOREIGN_ZOO_DIR
 [ -f "$MOTE_CODE_FREE_FOREIGN_ZOO_DIR/manifest.json" ] || fail "no aarch64 offload zoo"
 
+step "OpenCL device for the tests (POCL; docs/opencl.md)"
+scripts/opencl.sh || fail "no OpenCL device (scripts/opencl.sh)"
+record "opencl: $(scripts/opencl.sh | grep -m 1 'Device #' | sed 's/.*Device #0: //')"
+
 step "host tests (x86_64)"
 # The RPC suites run TVM's own client, tracker and proxy from the venv.
 MOTE_PYTHON="$(scripts/venv.sh | tail -n 1)/bin/python"

@@ -14,6 +14,10 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+/// Devices beside the host CPU: OpenCL (docs/opencl.md). Not yet a stable API: models do not
+/// use it yet (issue 28).
+#[doc(hidden)]
+pub mod device;
 mod dtype;
 mod error;
 #[doc(hidden)]

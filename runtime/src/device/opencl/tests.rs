@@ -1,0 +1,241 @@
+//! The OpenCL layer on the machine's OpenCL device (POCL in CI, docs/opencl.md §5). These
+//! tests need an OpenCL library with at least one device and fail without one; the steps of
+//! scripts/test.sh that run where there is none leave them out by name (`device::opencl`).
+
+use super::*;
+
+fn device() -> DeviceInfo {
+    let list = system_devices().expect("OpenCL devices (scripts/test.sh installs POCL)");
+    let i = default_device(list).expect("at least one OpenCL device");
+    list[i].clone()
+}
+
+const VADD: &str = r#"
+__kernel void vadd(__global float* restrict c, __global const float* restrict a,
+                   __global const float* restrict b, float alpha, int n) {
+    int i = get_global_id(0);
+    if (i < n) c[i] = a[i] + alpha * b[i];
+}
+"#;
+
+fn floats(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_ne_bytes()).collect()
+}
+
+fn from_bytes(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_ne_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+#[test]
+fn lists_devices_with_their_limits() {
+    let d = device();
+    assert!(!d.name.is_empty());
+    assert!(d.version.starts_with("OpenCL "), "{}", d.version);
+    assert!(d.compute_units >= 1 && d.max_work_group_size >= 1);
+    assert!(!d.max_work_item_sizes.is_empty());
+    assert!(d.global_mem_bytes > 0 && d.max_alloc_bytes > 0);
+}
+
+#[test]
+fn runs_a_kernel_with_buffers_and_scalars_and_times_it() {
+    let d = device();
+    let ctx = shared_context(&d).unwrap();
+    assert!(
+        Arc::ptr_eq(&ctx, &shared_context(&d).unwrap()),
+        "one context per device"
+    );
+    let program = ctx.build(VADD, "").unwrap();
+    let mut k = program.kernel("vadd").unwrap();
+    let mut q = ctx.queue(true).unwrap();
+    let n = 1000usize;
+    let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let b: Vec<f32> = (0..n).map(|i| (n - i) as f32 * 0.5).collect();
+    let (ba, bb, bc) = (
+        ctx.buffer(4 * n, false).unwrap(),
+        ctx.buffer(4 * n, true).unwrap(),
+        ctx.buffer(4 * n, false).unwrap(),
+    );
+    q.write(&ba, 0, &floats(&a)).unwrap();
+    q.write(&bb, 0, &floats(&b)).unwrap();
+    // Poison the output: a kernel that wrote nothing must not pass.
+    q.write(&bc, 0, &floats(&vec![f32::NAN; n])).unwrap();
+    k.set_arg(0, KernelArg::Buffer(&bc)).unwrap();
+    k.set_arg(1, KernelArg::Buffer(&ba)).unwrap();
+    k.set_arg(2, KernelArg::Buffer(&bb)).unwrap();
+    k.set_arg(3, KernelArg::Bytes(&2.0f32.to_ne_bytes()))
+        .unwrap();
+    k.set_arg(4, KernelArg::Bytes(&(n as i32).to_ne_bytes()))
+        .unwrap();
+    let t = q.launch(&mut k, &[1024], Some(&[64])).unwrap();
+    assert!(t.is_some(), "a profiling queue times its launches");
+    let mut out = vec![0u8; 4 * n];
+    q.read(&bc, 0, &mut out).unwrap();
+    let c = from_bytes(&out);
+    for i in 0..n {
+        assert_eq!(c[i], a[i] + 2.0 * b[i], "element {i}");
+    }
+    // A second launch on the same kernel object, other scalar: its arguments are state.
+    k.set_arg(3, KernelArg::Bytes(&0.0f32.to_ne_bytes()))
+        .unwrap();
+    q.launch(&mut k, &[n], None).unwrap();
+    q.read(&bc, 0, &mut out).unwrap();
+    assert_eq!(from_bytes(&out), a);
+}
+
+#[test]
+fn a_rejected_source_gives_the_build_log() {
+    let ctx = shared_context(&device()).unwrap();
+    let e = ctx
+        .build(
+            "__kernel void f(__global float* x) { x[0] = undeclared_name; }",
+            "",
+        )
+        .err()
+        .expect("the driver must reject an undeclared name");
+    assert_eq!(e.code, Some(sys::BUILD_PROGRAM_FAILURE), "{e}");
+    assert!(
+        e.message.contains("build log") && e.message.contains("undeclared_name"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_program_binary_loads_again_and_runs() {
+    let ctx = shared_context(&device()).unwrap();
+    let bin = ctx.build(VADD, "").unwrap().binary().unwrap();
+    assert!(!bin.is_empty());
+    let program = ctx.from_binary(&bin, "").unwrap();
+    let mut k = program.kernel("vadd").unwrap();
+    let mut q = ctx.queue(false).unwrap();
+    let (ba, bc) = (
+        ctx.buffer(16, false).unwrap(),
+        ctx.buffer(16, false).unwrap(),
+    );
+    q.write(&ba, 0, &floats(&[1.0, 2.0, 3.0, 4.0])).unwrap();
+    q.write(&bc, 0, &floats(&[f32::NAN; 4])).unwrap();
+    for (i, arg) in [
+        KernelArg::Buffer(&bc),
+        KernelArg::Buffer(&ba),
+        KernelArg::Buffer(&ba),
+        KernelArg::Bytes(&3.0f32.to_ne_bytes()),
+        KernelArg::Bytes(&4i32.to_ne_bytes()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        k.set_arg(i as u32, arg).unwrap();
+    }
+    assert_eq!(
+        q.launch(&mut k, &[4], None).unwrap(),
+        None,
+        "no profiling asked for"
+    );
+    let mut out = [0u8; 16];
+    q.read(&bc, 0, &mut out).unwrap();
+    assert_eq!(from_bytes(&out), [4.0, 8.0, 12.0, 16.0]);
+    // Garbage is not a binary.
+    assert!(ctx.from_binary(b"not a program binary", "").is_err());
+}
+
+#[test]
+fn bad_requests_are_errors() {
+    let ctx = shared_context(&device()).unwrap();
+    let mut q = ctx.queue(false).unwrap();
+    let b = ctx.buffer(8, false).unwrap();
+    let e = q.write(&b, 4, &[0u8; 8]).unwrap_err();
+    assert!(e.message.contains("do not fit"), "{e}");
+    let mut out = [0u8; 4];
+    assert!(q.read(&b, usize::MAX, &mut out).is_err());
+    assert!(q.copy(&b, 0, &b, 4, 8).is_err());
+    let program = ctx.build(VADD, "").unwrap();
+    let e = program.kernel("no_such_kernel").err().unwrap();
+    assert_eq!(e.code, Some(-46), "{e}");
+    let mut k = program.kernel("vadd").unwrap();
+    assert!(k.set_arg(9, KernelArg::Buffer(&b)).is_err());
+    assert!(q.launch(&mut k, &[1, 1, 1, 1], None).is_err());
+    assert!(q.launch(&mut k, &[4], Some(&[2, 2])).is_err());
+    // Zero work items: nothing to run, not an error.
+    assert_eq!(q.launch(&mut k, &[0], None).unwrap(), None);
+    // A buffer of another context is refused before OpenCL sees it.
+    let other = Context::new(ctx.device()).unwrap();
+    let foreign = other.buffer(8, false).unwrap();
+    assert!(q.write(&foreign, 0, &[0u8; 8]).is_err());
+    assert!(k.set_arg(0, KernelArg::Buffer(&foreign)).is_err());
+}
+
+#[test]
+fn a_missing_library_names_what_was_looked_for() {
+    let e = sys::open(&[
+        "/nonexistent/libOpenCL.so".into(),
+        "libNoSuchOpenCL.so".into(),
+    ])
+    .err()
+    .unwrap();
+    assert!(
+        e.contains("/nonexistent/libOpenCL.so") && e.contains("libNoSuchOpenCL.so"),
+        "{e}"
+    );
+    // A library that loads but is not OpenCL: the missing entry point is named.
+    let e = sys::open(&["libc.so.6".into()]).err().unwrap();
+    assert!(e.contains("no clGetPlatformIDs"), "{e}");
+}
+
+#[test]
+fn build_logs_are_capped() {
+    let long = "x".repeat(100);
+    assert_eq!(cap(&long, 200), long);
+    let c = cap(&long, 10);
+    assert!(
+        c.starts_with("xxxxxxxxxx\n...") && c.contains("90 more bytes"),
+        "{c}"
+    );
+    assert!(cap("ééé", 3).starts_with('é'));
+}
+
+/// Four threads share one context and one program, each with its own queue, kernel and
+/// buffers, launching and reading back at once; every result is checked.
+#[test]
+fn stress_threads_share_a_context_and_a_program() {
+    let ctx = shared_context(&device()).unwrap();
+    let program = Arc::new(ctx.build(VADD, "").unwrap());
+    std::thread::scope(|s| {
+        for t in 0..4u32 {
+            let (ctx, program) = (ctx.clone(), program.clone());
+            s.spawn(move || {
+                let mut q = ctx.queue(t % 2 == 0).unwrap();
+                let mut k = program.kernel("vadd").unwrap();
+                let n = 257usize;
+                let a: Vec<f32> = (0..n).map(|i| (i as u32 * 7 + t) as f32).collect();
+                let (ba, bc) = (
+                    ctx.buffer(4 * n, t % 2 == 1).unwrap(),
+                    ctx.buffer(4 * n, false).unwrap(),
+                );
+                q.write(&ba, 0, &floats(&a)).unwrap();
+                for round in 0..50 {
+                    let alpha = (round + t) as f32;
+                    q.write(&bc, 0, &floats(&vec![f32::NAN; n])).unwrap();
+                    k.set_arg(0, KernelArg::Buffer(&bc)).unwrap();
+                    k.set_arg(1, KernelArg::Buffer(&ba)).unwrap();
+                    k.set_arg(2, KernelArg::Buffer(&ba)).unwrap();
+                    k.set_arg(3, KernelArg::Bytes(&alpha.to_ne_bytes()))
+                        .unwrap();
+                    k.set_arg(4, KernelArg::Bytes(&(n as i32).to_ne_bytes()))
+                        .unwrap();
+                    q.launch(&mut k, &[n], None).unwrap();
+                    let mut out = vec![0u8; 4 * n];
+                    q.read(&bc, 0, &mut out).unwrap();
+                    let c = from_bytes(&out);
+                    for i in 0..n {
+                        assert_eq!(
+                            c[i],
+                            a[i] + alpha * a[i],
+                            "thread {t} round {round} element {i}"
+                        );
+                    }
+                }
+            });
+        }
+    });
+}
