@@ -274,16 +274,41 @@ impl Model {
     fn executable(library: &Library, tree: &ModuleTree<'_>, page_out: bool) -> Result<Executable> {
         let path = library.path();
         let root = tree.kinds.first().map(String::as_str).unwrap_or("");
+        if root == "_lib" {
+            if let Some(i) = tree.imports[0]
+                .iter()
+                .copied()
+                .find(|&i| tree.kinds[i] == "opencl")
+            {
+                let m = crate::loader::opencl_module::parse(tree.payloads[i])?;
+                return Err(Error::Unsupported(format!(
+                    "a kernel-only OpenCL library ({} kernel(s): {}); this build of Mote does not run \
+                     OpenCL libraries yet",
+                    m.kernels.len(),
+                    m.kernels.iter().take(3).map(|k| k.name.as_str()).collect::<Vec<_>>().join(", ")
+                )));
+            }
+        }
         if root != "relax.VMExecutable" {
             return Err(Error::Unsupported(format!(
                 "root module of kind `{root}`; Mote runs relax.VMExecutable"
             )));
         }
         for (i, kind) in tree.kinds.iter().enumerate().skip(1) {
-            if kind != "_lib" {
-                return Err(Error::Unsupported(format!(
-                    "module {i} is of kind `{kind}`; Mote supports the executable and its kernel library only"
-                )));
+            match kind.as_str() {
+                "_lib" => {}
+                "opencl" => {
+                    // Decoded and checked now; running it comes with the device layer
+                    // (docs/opencl.md, status).
+                    let m = crate::loader::opencl_module::parse(tree.payloads[i])?;
+                    return Err(Error::Unsupported(format!(
+                        "module {i} holds {} OpenCL kernel(s) ({}); this build of Mote does not run \
+                         OpenCL models yet",
+                        m.kernels.len(),
+                        m.kernels.iter().take(3).map(|k| k.name.as_str()).collect::<Vec<_>>().join(", ")
+                    )));
+                }
+                other => return Err(refuse_module_kind(i, other)),
             }
         }
         if !tree.imports[0].iter().any(|&i| tree.kinds[i] == "_lib") && tree.kinds.len() > 1 {
@@ -627,6 +652,28 @@ impl Model {
     }
 }
 
+/// The error for a module Mote does not run: code for a device it has no driver for is named
+/// as such (TVM's module kinds: `cuda`, `metal`, `vulkan`, `hip`, `webgpu`, `hexagon`, ...).
+fn refuse_module_kind(i: usize, kind: &str) -> Error {
+    let device = match kind {
+        "cuda" => Some("CUDA"),
+        "metal" => Some("Metal"),
+        "vulkan" => Some("Vulkan"),
+        "hip" | "hsaco" | "rocm" => Some("ROCm"),
+        "webgpu" => Some("WebGPU"),
+        "hexagon" => Some("Hexagon"),
+        "sdaccel" | "aocx" | "xclbin" => Some("an FPGA"),
+        _ => None,
+    };
+    Error::Unsupported(match device {
+        Some(d) => format!("module {i} (`{kind}`) is built for {d}; Mote runs OpenCL and the CPU"),
+        None => format!(
+            "module {i} is of kind `{kind}`; Mote supports the executable, its kernel library and \
+             OpenCL modules"
+        ),
+    })
+}
+
 /// Refuse, before linking, a program that would call a kernel the file defines: on the
 /// code-free path nothing of the file runs (docs/code-free.md §1). A name that is in the
 /// file's kernels is what a mapped load would call, even if a builtin has the same name.
@@ -735,6 +782,26 @@ pub(crate) fn parse_signature(name: &str, msg: &str) -> Option<KernelSignature> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn modules_for_other_devices_are_refused_by_name() {
+        for (kind, device) in [
+            ("metal", "Metal"),
+            ("cuda", "CUDA"),
+            ("vulkan", "Vulkan"),
+            ("hip", "ROCm"),
+        ] {
+            let e = refuse_module_kind(2, kind).to_string();
+            assert!(
+                e.contains(&format!(
+                    "module 2 (`{kind}`) is built for {device}; Mote runs OpenCL and the CPU"
+                )),
+                "{e}"
+            );
+        }
+        let e = refuse_module_kind(1, "mystery").to_string();
+        assert!(e.contains("module 1 is of kind `mystery`"), "{e}");
+    }
 
     /// Found by the `model_code_free` fuzz target (docs/fuzzing.md): a `.tar` export whose
     /// `match_shape` instruction claims a rank of billions. `function_info` reserved that

@@ -8,6 +8,7 @@ pub(crate) mod executable;
 pub(crate) mod file_map;
 pub(crate) mod library;
 pub(crate) mod object_file;
+pub(crate) mod opencl_module;
 #[cfg(all(unix, not(target_vendor = "apple")))]
 pub(crate) mod symbol_scope;
 pub(crate) mod system_lib;
