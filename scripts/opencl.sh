@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes sure this machine has an OpenCL device for the tests (docs/opencl.md §5): POCL, Debian's
+# Makes sure this machine has an OpenCL device for the tests (docs/opencl.md §6): POCL, Debian's
 # OpenCL implementation for the CPU, behind the ocl-icd loader. Installs the Debian packages
 # when they are missing and the script runs as root; otherwise fails, naming them. Prints the
 # platforms and devices found (clinfo -l).

@@ -135,8 +135,11 @@ MOTE_CODE_FREE_FOREIGN_ZOO_DIR="$(MOTE_AARCH64_LINK="$PWD/scripts/in-trixie.sh a
 export MOTE_CODE_FREE_FOREIGN_ZOO_DIR
 [ -f "$MOTE_CODE_FREE_FOREIGN_ZOO_DIR/manifest.json" ] || fail "no aarch64 offload zoo"
 
-step "OpenCL device for the tests (POCL; docs/opencl.md)"
+step "OpenCL device for the tests (POCL) and the OpenCL zoo (TVM 0.27; docs/opencl.md)"
 scripts/opencl.sh || fail "no OpenCL device (scripts/opencl.sh)"
+MOTE_OPENCL_ZOO_DIR="$(scripts/opencl-zoo.sh | tail -n 1)"
+export MOTE_OPENCL_ZOO_DIR
+[ -f "$MOTE_OPENCL_ZOO_DIR/manifest.json" ] || fail "no OpenCL zoo"
 record "opencl: $(scripts/opencl.sh | grep -m 1 'Device #' | sed 's/.*Device #0: //')"
 
 step "host tests (x86_64)"

@@ -254,6 +254,16 @@ impl Model {
         let Some(tree) = library.module_tree()? else {
             return Self::from_kernel_library(library);
         };
+        if let Some(module) = opencl_kernel_library(&tree)? {
+            if library.code_free_kernels().is_some() {
+                return Err(opencl_library_code_free(&module));
+            }
+            // Kernel-only, compiled for OpenCL: the host functions are the kernels, and they
+            // launch the module's (docs/tvm-format.md §10.1).
+            drop(tree);
+            library.set_opencl(Arc::new(module));
+            return Self::from_kernel_library(library);
+        }
         // A blob in a mapped file gives its constants' pages back once they are copied.
         let exe = Self::executable(&library, &tree, true)?;
         Self::from_parts(library, exe)
@@ -274,20 +284,8 @@ impl Model {
     fn executable(library: &Library, tree: &ModuleTree<'_>, page_out: bool) -> Result<Executable> {
         let path = library.path();
         let root = tree.kinds.first().map(String::as_str).unwrap_or("");
-        if root == "_lib" {
-            if let Some(i) = tree.imports[0]
-                .iter()
-                .copied()
-                .find(|&i| tree.kinds[i] == "opencl")
-            {
-                let m = crate::loader::opencl_module::parse(tree.payloads[i])?;
-                return Err(Error::Unsupported(format!(
-                    "a kernel-only OpenCL library ({} kernel(s): {}); this build of Mote does not run \
-                     OpenCL libraries yet",
-                    m.kernels.len(),
-                    m.kernels.iter().take(3).map(|k| k.name.as_str()).collect::<Vec<_>>().join(", ")
-                )));
-            }
+        if let Some(m) = opencl_kernel_library(tree)? {
+            return Err(opencl_library_code_free(&m));
         }
         if root != "relax.VMExecutable" {
             return Err(Error::Unsupported(format!(
@@ -650,6 +648,49 @@ impl Model {
             })
         })
     }
+}
+
+/// The `opencl` module of a kernel-only library compiled for OpenCL (root `_lib` importing
+/// it, docs/tvm-format.md §10.1), decoded; `None` for any other tree.
+fn opencl_kernel_library(
+    tree: &ModuleTree<'_>,
+) -> Result<Option<crate::loader::opencl_module::OpenClModule>> {
+    if tree.kinds.first().map(String::as_str) != Some("_lib") {
+        return Ok(None);
+    }
+    let Some(i) = tree.imports[0]
+        .iter()
+        .copied()
+        .find(|&i| tree.kinds[i] == "opencl")
+    else {
+        return Ok(None);
+    };
+    if let Some((j, other)) = tree
+        .kinds
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find(|(_, k)| *k != "opencl")
+    {
+        return Err(refuse_module_kind(j, other));
+    }
+    crate::loader::opencl_module::parse(tree.payloads[i]).map(Some)
+}
+
+/// Read as data, nothing of the file runs: the host code that launches an OpenCL library's
+/// kernels cannot either.
+fn opencl_library_code_free(m: &crate::loader::opencl_module::OpenClModule) -> Error {
+    Error::Unsupported(format!(
+        "a kernel-only OpenCL library ({} kernel(s): {}): its host code must run, so it cannot be \
+         loaded code-free",
+        m.kernels.len(),
+        m.kernels
+            .iter()
+            .take(3)
+            .map(|k| k.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
 }
 
 /// The error for a module Mote does not run: code for a device it has no driver for is named

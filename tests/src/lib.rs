@@ -1,9 +1,9 @@
 //! Shared helpers for the conformance tests: the zoo built by `scripts/zoo.sh`, its manifest,
 //! and comparison against TVM's reference outputs.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use mote::{DType, Tensor};
+use mote::{DType, Error, Model, SessionOptions, Tensor, Value};
 use serde_json::Value as Json;
 
 /// The zoo directory. Tests never skip: without `MOTE_ZOO_DIR` they fail and say how to get one.
@@ -147,6 +147,130 @@ pub fn check_close(
 
 pub fn manifest_path_of(model: &Json) -> PathBuf {
     zoo_path(model["file"].as_str().expect("file"))
+}
+
+/// Overwrite every byte of a tensor the test owns alone with 0xFF: NaN in every float width,
+/// -1 in every integer width, a value no zoo kernel output has.
+pub fn poison(t: &mut Tensor) {
+    t.data_mut()
+        .expect("the test holds the only handle to its output buffer")
+        .fill(0xFF);
+}
+
+/// A case's arguments: tensors from its `.npz` in `dir`, in order, with the `scalars` indices
+/// (0-d arrays) turned into scalars by their dtype and the `outputs` indices poisoned.
+pub fn kernel_args(dir: &Path, case: &Json) -> Vec<Value> {
+    let index_list = |k: &str| -> Vec<usize> {
+        case[k]
+            .as_array()
+            .unwrap_or_else(|| panic!("kernel case without `{k}`"))
+            .iter()
+            .map(|v| v.as_u64().expect("index") as usize)
+            .collect()
+    };
+    let (scalars, outputs) = (index_list("scalars"), index_list("outputs"));
+    load_indexed_in(dir, case["inputs"].as_str().unwrap(), "arg")
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut t)| {
+            if scalars.contains(&i) {
+                assert_eq!(t.ndim(), 0, "arg{i} is a scalar, stored as a 0-d array");
+                let v = to_f64(&t)[0];
+                return match t.dtype() {
+                    DType::F32 | DType::F64 => Value::Float(v),
+                    _ => Value::Int(v as i64),
+                };
+            }
+            if outputs.contains(&i) {
+                poison(&mut t);
+            }
+            Value::Tensor(t)
+        })
+        .collect()
+}
+
+/// Every case of a kernel-only library of the zoo in `dir` (the zoo, or the OpenCL zoo), at 1
+/// and 2 threads: each kernel called with caller-provided, poisoned output buffers must fill
+/// them with TVM's values, leave its inputs alone and return None; the cases where TVM's
+/// kernel raises must raise the same message as `Error::Kernel`.
+pub fn run_kernel_cases(dir: &Path, name: &str, entry: &Json) {
+    let file = dir.join(entry["file"].as_str().expect("file"));
+    let model = Model::load(&file).unwrap_or_else(|e| panic!("{name}: load: {e}"));
+    assert!(model.is_kernel_library(), "{name}: not a kernel library");
+    let listed: Vec<&str> = entry["functions"]
+        .as_array()
+        .expect("functions")
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        model.function_names(),
+        listed,
+        "{name}: kernels as nm lists them"
+    );
+    assert_eq!(model.kernels(), listed, "{name}: kernels()");
+    for threads in [1, 2] {
+        let mut session = model
+            .session_with(SessionOptions {
+                threads: Some(threads),
+                poison_memory: true,
+                ..Default::default()
+            })
+            .unwrap();
+        for case in entry["cases"].as_array().expect("cases") {
+            let cname = format!(
+                "{name}.{} ({threads} threads)",
+                case["case"].as_str().unwrap()
+            );
+            assert_eq!(case["mode"], "kernel", "{cname}");
+            let function = case["function"].as_str().unwrap();
+            if let Some(expected_error) = case["expect_error"].as_str() {
+                let err = session
+                    .call_kernel(function, &mut kernel_args(dir, case))
+                    .expect_err(&format!("{cname}: TVM raises here, Mote must too"));
+                assert!(
+                    matches!(&err, Error::Kernel { kernel, .. } if kernel == function),
+                    "{cname}: {err:?} is not an error of kernel `{function}`"
+                );
+                assert!(
+                    err.to_string().contains(expected_error),
+                    "{cname}: error `{err}` does not mention `{expected_error}`"
+                );
+                continue;
+            }
+            let want = load_indexed_in(dir, case["expected"].as_str().unwrap(), "out");
+            let outputs: Vec<usize> = case["outputs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap() as usize)
+                .collect();
+            assert_eq!(outputs.len(), want.len(), "{cname}: outputs");
+            let tol = &case["tolerance"];
+            let (rtol, atol) = (tol["rtol"].as_f64().unwrap(), tol["atol"].as_f64().unwrap());
+            let given = load_indexed_in(dir, case["inputs"].as_str().unwrap(), "arg");
+            // Twice in one session, each time into freshly poisoned buffers.
+            for run in ["first", "second"] {
+                let mut args = kernel_args(dir, case);
+                let result = session
+                    .call_kernel(function, &mut args)
+                    .unwrap_or_else(|e| panic!("{cname} {run} run: {e}"));
+                assert!(
+                    matches!(result, Value::None),
+                    "{cname}: a destination-passing kernel returns None, got {result:?}"
+                );
+                for (k, (&i, w)) in outputs.iter().zip(&want).enumerate() {
+                    let got = args[i].as_tensor().expect("output buffer");
+                    assert_close(&format!("{cname} {run} run out{k}"), got, w, rtol, atol);
+                }
+                for (i, a) in args.iter().enumerate() {
+                    if let (Some(t), false) = (a.as_tensor(), outputs.contains(&i)) {
+                        assert_close(&format!("{cname} input {i}"), t, &given[i], 0.0, 0.0);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The offload zoo (`scripts/offload-zoo.sh`, folder in `MOTE_OFFLOAD_ZOO_DIR`): partitioned

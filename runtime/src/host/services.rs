@@ -47,12 +47,21 @@ fn workspace_layout(total: usize) -> Option<std::alloc::Layout> {
 
 /// `TVMBackendAllocWorkspace`.
 pub(crate) unsafe extern "C" fn alloc_workspace(
-    _dev_type: i32,
+    dev_type: i32,
     _dev_id: i32,
     nbytes: u64,
     _code: i32,
     _bits: i32,
 ) -> *mut c_void {
+    if dev_type == crate::device::opencl::exec::DEVICE_OPENCL {
+        // Device memory for a library compiled for OpenCL (docs/tvm-format.md §10.5).
+        return c_boundary("TVMBackendAllocWorkspace", std::ptr::null_mut(), || {
+            crate::device::opencl::exec::alloc_workspace(nbytes).unwrap_or_else(|m| {
+                set_error("MemoryError", &format!("TVMBackendAllocWorkspace: {m}"));
+                std::ptr::null_mut()
+            })
+        });
+    }
     let r = catch_unwind(|| {
         let total = usize::try_from(nbytes).ok()?.checked_add(HEADER)?;
         let cached = WORKSPACE_CACHE.with(|c| {
@@ -88,13 +97,22 @@ pub(crate) unsafe extern "C" fn alloc_workspace(
 
 /// `TVMBackendFreeWorkspace`.
 pub(crate) unsafe extern "C" fn free_workspace(
-    _dev_type: i32,
+    dev_type: i32,
     _dev_id: i32,
     ptr: *mut c_void,
 ) -> i32 {
     c_boundary("TVMBackendFreeWorkspace", -1, || {
         if ptr.is_null() {
             return 0;
+        }
+        if dev_type == crate::device::opencl::exec::DEVICE_OPENCL {
+            return match crate::device::opencl::exec::free_workspace(ptr) {
+                Ok(()) => 0,
+                Err(m) => {
+                    set_error("MemoryError", &format!("TVMBackendFreeWorkspace: {m}"));
+                    -1
+                }
+            };
         }
         // SAFETY: `ptr` came from `alloc_workspace`, so a header with the block size precedes it.
         let (base, total) = unsafe {
@@ -140,6 +158,13 @@ pub(crate) enum EnvFunction {
     Registered {
         name: String,
     },
+    /// A kernel of the library's `opencl` module (docs/tvm-format.md §10.5).
+    OpenClKernel {
+        module: std::sync::Arc<crate::loader::opencl_module::OpenClModule>,
+        index: usize,
+    },
+    /// `__tvm_set_device`, for a library with an `opencl` module.
+    SetDevice,
 }
 
 /// Convert one kernel-side argument into a value. Tensors become views of the kernel's memory
@@ -221,6 +246,31 @@ pub(crate) unsafe extern "C" fn function_call(
         match f {
             // SAFETY: forwarding the kernel's own arguments to another kernel of the same library.
             EnvFunction::Kernel(k) => unsafe { k(std::ptr::null_mut(), args, n, result) },
+            EnvFunction::OpenClKernel { .. } | EnvFunction::SetDevice => {
+                let raw = if n > 0 {
+                    // SAFETY: checked non-NULL above; the caller passes `n` values.
+                    unsafe { std::slice::from_raw_parts(args, n as usize) }
+                } else {
+                    &[]
+                };
+                let r = match f {
+                    EnvFunction::OpenClKernel { module, index } => {
+                        crate::device::opencl::exec::launch(module, *index, raw)
+                    }
+                    _ => crate::device::opencl::exec::set_device(raw),
+                };
+                match r {
+                    Ok(()) => {
+                        // SAFETY: checked non-NULL above.
+                        unsafe { *result = FfiAny::NONE };
+                        0
+                    }
+                    Err(m) => {
+                        set_error("RuntimeError", &m);
+                        -1
+                    }
+                }
+            }
             EnvFunction::Registered { name } => {
                 let r = catch_unwind(AssertUnwindSafe(|| -> Result<FfiAny, String> {
                     let f = crate::registry::lookup_function(name)

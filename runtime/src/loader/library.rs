@@ -46,6 +46,12 @@ pub(crate) struct Library {
     /// kernel-only library (no module blob) needs them, so a table Mote cannot read fails
     /// only such a library.
     exported: KernelListing,
+    /// The `opencl` module the library's host code launches kernels of, set by the model at
+    /// load (docs/tvm-format.md §10): its kernels and `__tvm_set_device` resolve through
+    /// `env_function`.
+    opencl: OnceLock<Arc<crate::loader::opencl_module::OpenClModule>>,
+    /// That module's programs, built once per device.
+    opencl_programs: crate::device::opencl::exec::ProgramCache,
 }
 
 /// How a library's code and data reach the process. Every way of getting a model in
@@ -227,6 +233,8 @@ impl Library {
             backing: Backing::CodeFree { kernels, file },
             path: label.into(),
             env_cache: Mutex::new(HashMap::new()),
+            opencl: OnceLock::new(),
+            opencl_programs: Default::default(),
         })
     }
 
@@ -329,6 +337,8 @@ impl Library {
             },
             path: path.into(),
             env_cache: Mutex::new(HashMap::new()),
+            opencl: OnceLock::new(),
+            opencl_programs: Default::default(),
             exported,
         });
         library.fill_context_slots();
@@ -346,6 +356,8 @@ impl Library {
             },
             path: crate::loader::system_lib::label(prefix),
             env_cache: Mutex::new(HashMap::new()),
+            opencl: OnceLock::new(),
+            opencl_programs: Default::default(),
             exported: KernelListing::Listed(kernels),
         });
         library.fill_context_slots();
@@ -458,8 +470,18 @@ impl Library {
         if let Some(f) = cache.get(name) {
             return Some(NonNull::from(&**f));
         }
+        let opencl = self.opencl.get();
         let f = if let Some(k) = self.kernel(name) {
             EnvFunction::Kernel(k)
+        } else if let Some(index) =
+            opencl.and_then(|m| m.kernels.iter().position(|k| k.name == name))
+        {
+            EnvFunction::OpenClKernel {
+                module: opencl.expect("checked above").clone(),
+                index,
+            }
+        } else if opencl.is_some() && name == "__tvm_set_device" {
+            EnvFunction::SetDevice
         } else {
             crate::registry::lookup_function(name)?;
             EnvFunction::Registered {
@@ -470,6 +492,19 @@ impl Library {
         let handle = NonNull::from(&*boxed);
         cache.insert(name.to_string(), boxed);
         Some(handle)
+    }
+
+    /// Attach the `opencl` module the host code launches (once, at load, before any call).
+    pub(crate) fn set_opencl(&self, module: Arc<crate::loader::opencl_module::OpenClModule>) {
+        let _ = self.opencl.set(module);
+    }
+
+    pub(crate) fn opencl(&self) -> Option<&Arc<crate::loader::opencl_module::OpenClModule>> {
+        self.opencl.get()
+    }
+
+    pub(crate) fn opencl_programs(&self) -> &crate::device::opencl::exec::ProgramCache {
+        &self.opencl_programs
     }
 
     /// Decode `__tvm_ffi__library_bin`; `None` for a library without one (a bare TIR export)

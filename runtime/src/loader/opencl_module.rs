@@ -3,14 +3,6 @@
 //! types and launch parameters. Bounds-checked like the rest of the blob; everything a later
 //! launch relies on (parameter kinds, launch tags, one source chunk per kernel) is checked here.
 
-#![cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "parameters and launch tags are for the OpenCL launch, the next step of issue 28"
-    )
-)]
-
 use std::ops::Range;
 
 use super::executable::Reader;
@@ -26,17 +18,6 @@ pub(crate) enum ClParam {
     U32,
     F32,
     F64,
-}
-
-impl ClParam {
-    /// The bytes `clSetKernelArg` gets for it.
-    pub(crate) fn size(self) -> usize {
-        match self {
-            ClParam::Buffer => std::mem::size_of::<*mut std::ffi::c_void>(),
-            ClParam::I32 | ClParam::U32 | ClParam::F32 => 4,
-            ClParam::I64 | ClParam::F64 => 8,
-        }
-    }
 }
 
 /// A launch parameter the host passes after the kernel's arguments: the extent of a work-group
@@ -79,6 +60,7 @@ pub(crate) struct OpenClModule {
 }
 
 impl OpenClModule {
+    #[cfg(test)]
     pub(crate) fn kernel(&self, name: &str) -> Option<&ClKernel> {
         self.kernels.iter().find(|k| k.name == name)
     }
@@ -388,15 +370,6 @@ mod tests {
         assert!(b.dyn_shared);
         assert_eq!(b.arg_count(), 7);
         assert!(m.chunk(b).ends_with("x[k] = 2; }\n") && !m.chunk(b).contains("// Function"));
-        assert_eq!(ClParam::Buffer.size(), 8);
-        assert_eq!(
-            (
-                ClParam::I32.size(),
-                ClParam::I64.size(),
-                ClParam::F32.size()
-            ),
-            (4, 8, 4)
-        );
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! Calling compiled kernels through the safe-call ABI (docs/tvm-format.md §7).
 
+use std::ffi::c_void;
 use std::time::Instant;
 
-use super::program::Program;
+use super::program::{Callee, Program};
 use super::Session;
+use crate::device::opencl::exec::{CallState, ClBuf, DEVICE_OPENCL};
 use crate::error::{Error, Result};
 use crate::host::abi::{type_index as ti, DLDevice, DLTensor, FfiAny, SafeCallFn, DEVICE_CPU};
 use crate::loader::executable::Arg;
@@ -20,7 +22,7 @@ impl Session {
     ) -> Result<Value> {
         let mut dl = std::mem::take(&mut self.dl_scratch);
         let mut anys = std::mem::take(&mut self.any_scratch);
-        let r = invoke_kernel(&mut dl, &mut anys, k, args.len(), |i| {
+        let r = invoke_kernel(&mut dl, &mut anys, k, args.len(), None, |i| {
             ArgView::Val(&args[i])
         });
         self.dl_scratch = dl;
@@ -42,11 +44,15 @@ impl Session {
         let mut dl = std::mem::take(&mut self.dl_scratch);
         let mut anys = std::mem::take(&mut self.any_scratch);
         let regs = &self.regs;
-        let r = invoke_kernel(&mut dl, &mut anys, k, words.len(), |i| match words[i] {
-            Arg::Reg(r) => ArgView::Val(&regs[base + r as usize]),
-            Arg::Const(c) => ArgView::Val(&m.exe().constants[c as usize]),
-            Arg::Imm(v) => ArgView::Int(v),
-            Arg::Void | Arg::Vm | Arg::Func(_) => ArgView::Other("special register or function"),
+        let r = invoke_kernel(&mut dl, &mut anys, k, words.len(), None, |i| {
+            match words[i] {
+                Arg::Reg(r) => ArgView::Val(&regs[base + r as usize]),
+                Arg::Const(c) => ArgView::Val(&m.exe().constants[c as usize]),
+                Arg::Imm(v) => ArgView::Int(v),
+                Arg::Void | Arg::Vm | Arg::Func(_) => {
+                    ArgView::Other("special register or function")
+                }
+            }
         });
         self.dl_scratch = dl;
         self.any_scratch = anys;
@@ -54,6 +60,76 @@ impl Session {
             self.record(m, func, start);
         }
         r.map_err(|e| e.into_error(&m.exe().funcs[func as usize].name))
+    }
+}
+
+impl Session {
+    /// Call kernel `func` of a kernel-only library compiled for OpenCL (docs/opencl.md §5):
+    /// each tensor argument is copied into a device buffer, the host function runs with this
+    /// session's device state lent to the thread (it launches the kernels), and once the queue
+    /// has finished every tensor argument is copied back, since the kernels may write any of
+    /// them (the caller made sure each is exclusive).
+    pub(super) fn call_kernel_on_device(
+        &mut self,
+        m: &Program,
+        func: u32,
+        args: &mut [Value],
+    ) -> Result<Value> {
+        let name = m.exe().funcs[func as usize].name.clone();
+        let Callee::Kernel(k) = *m.callee(func) else {
+            return Err(Error::InvalidArgument(format!("`{name}` is not a kernel")));
+        };
+        let failed = |e: crate::device::opencl::ClError| Error::Kernel {
+            kernel: name.clone(),
+            kind: "OpenCLError".into(),
+            message: e.to_string(),
+        };
+        let dev = self
+            .device
+            .as_mut()
+            .expect("the caller checked the session has a device");
+        let mut bufs = Vec::new();
+        for a in args.iter() {
+            if let Value::Tensor(t) = a {
+                let b = dev.context().buffer(t.byte_len(), false).map_err(failed)?;
+                dev.queue().write(&b, 0, t.data()).map_err(failed)?;
+                bufs.push(ClBuf::new(b));
+            }
+        }
+        let data: Vec<*mut c_void> = bufs.iter().map(|b| b.handle()).collect();
+        let placed = Placed {
+            data: &data,
+            device: DLDevice {
+                device_type: DEVICE_OPENCL,
+                device_id: dev.device_index as i32,
+            },
+        };
+        let mut dl = std::mem::take(&mut self.dl_scratch);
+        let mut anys = std::mem::take(&mut self.any_scratch);
+        let mut state = CallState::new(dev, &bufs);
+        let r = state.run(|| {
+            invoke_kernel(&mut dl, &mut anys, k, args.len(), Some(&placed), |i| {
+                ArgView::Val(&args[i])
+            })
+        });
+        let times = std::mem::take(&mut state.times);
+        drop(state);
+        self.dl_scratch = dl;
+        self.any_scratch = anys;
+        let dev = self.device.as_mut().expect("checked above");
+        dev.queue().finish().map_err(failed)?;
+        let out = r.map_err(|e| e.into_error(&name))?;
+        let mut j = 0;
+        for a in args.iter_mut() {
+            if let Value::Tensor(t) = a {
+                dev.queue()
+                    .read(bufs[j].buffer(), 0, t.data_mut()?)
+                    .map_err(failed)?;
+                j += 1;
+            }
+        }
+        self.device_times = times;
+        Ok(out)
     }
 }
 
@@ -84,13 +160,21 @@ impl KernelFailure {
     }
 }
 
+/// Where the tensors of a kernel call live when not in host memory: the `data` of the j-th
+/// tensor argument, and the device.
+struct Placed<'p> {
+    data: &'p [*mut c_void],
+    device: DLDevice,
+}
+
 /// Call kernel `k` with `n` arguments: tensors as `DLTensor*` (type 7, offset folded into
-/// `data`), scalars by value.
+/// `data`; with `placed`, the device's data instead), scalars by value.
 fn invoke_kernel<'a>(
     dl: &mut Vec<DLTensor>,
     anys: &mut Vec<FfiAny>,
     k: SafeCallFn,
     n: usize,
+    placed: Option<&Placed<'_>>,
     get: impl Fn(usize) -> ArgView<'a>,
 ) -> Result<Value, KernelFailure> {
     dl.clear();
@@ -98,10 +182,16 @@ fn invoke_kernel<'a>(
     for i in 0..n {
         match get(i) {
             ArgView::Val(Value::Tensor(t)) => dl.push(DLTensor {
-                data: t.data_ptr().cast(),
-                device: DLDevice {
-                    device_type: DEVICE_CPU,
-                    device_id: 0,
+                data: match placed {
+                    Some(p) => p.data[dl.len()],
+                    None => t.data_ptr().cast(),
+                },
+                device: match placed {
+                    Some(p) => p.device,
+                    None => DLDevice {
+                        device_type: DEVICE_CPU,
+                        device_id: 0,
+                    },
                 },
                 ndim: t.ndim() as i32,
                 dtype: t.dtype(),

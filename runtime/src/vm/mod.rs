@@ -59,6 +59,10 @@ pub struct Session {
     budget: Budget,
     /// What the call in progress has used of them; reset as each call enters the session.
     call: CallState,
+    /// The OpenCL queue and kernels of a model compiled for OpenCL (docs/opencl.md §5).
+    device: Option<crate::device::opencl::exec::DeviceSession>,
+    /// Device time of each OpenCL launch of the last call, when profiling.
+    device_times: Vec<(String, u64)>,
 }
 
 /// Stops a running call of one [`Session`] from any thread (docs/untrusted-models.md §4).

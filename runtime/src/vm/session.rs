@@ -53,6 +53,13 @@ pub struct SessionOptions {
     /// call stops no later than this many. Default 2^28 (a second or so of a tight loop; a
     /// large model runs a few thousand per call).
     pub max_instructions: u64,
+    /// The OpenCL device a model compiled for OpenCL runs on: an index into the devices
+    /// OpenCL lists (docs/opencl.md §2). `None`: the first GPU, else the first device. Ignored
+    /// for models without OpenCL code.
+    pub opencl_device: Option<usize>,
+    /// Time each OpenCL kernel launch on the device (OpenCL profiling events), for
+    /// [`Session::device_times`]. Default off.
+    pub opencl_profiling: bool,
 }
 
 /// Default [`SessionOptions::memory_budget_bytes`]: half the physical memory where the system
@@ -74,6 +81,8 @@ impl Default for SessionOptions {
             max_registers: DEFAULT_MAX_REGISTERS,
             stack_budget_bytes: DEFAULT_STACK_BUDGET,
             max_instructions: DEFAULT_MAX_INSTRUCTIONS,
+            opencl_device: None,
+            opencl_profiling: false,
         }
     }
 }
@@ -120,7 +129,18 @@ impl Session {
                 "thread count {threads} from {from} (must be 1..={MAX_THREADS})"
             )));
         }
+        let device = match model.inner.library().opencl() {
+            Some(module) => Some(crate::device::opencl::exec::open_session(
+                module,
+                model.inner.library().opencl_programs(),
+                options.opencl_device,
+                options.opencl_profiling,
+            )?),
+            None => None,
+        };
         Ok(Session {
+            device,
+            device_times: Vec::new(),
             model,
             pool: Pool::with_budget(
                 options.pool_limit_bytes,
@@ -278,7 +298,16 @@ impl Session {
                 )));
             }
         }
+        if self.device.is_some() {
+            return self.enter(|s| s.call_kernel_on_device(&model, func, args));
+        }
         threads.install(|| self.enter(|s| s.call_index(&model, func, args)))
+    }
+
+    /// Device time of each OpenCL kernel launch of the last call, in launch order: (kernel
+    /// name, nanoseconds). Empty unless [`SessionOptions::opencl_profiling`] is on.
+    pub fn device_times(&self) -> &[(String, u64)] {
+        &self.device_times
     }
 
     /// Call a function value the model returned (a Relax closure, TVM's `invoke_closure`):

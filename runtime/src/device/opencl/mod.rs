@@ -6,6 +6,7 @@
 //! enqueued by one thread at a time, which `&mut` enforces); a [`Program`] per model and
 //! device, built once; [`Buffer`]s that keep their context alive.
 
+pub(crate) mod exec;
 pub mod sys;
 
 use std::ffi::{c_void, CString};
@@ -615,6 +616,8 @@ pub enum KernelArg<'a> {
     Bytes(&'a [u8]),
     /// `__local` memory of this many bytes (dynamic shared memory).
     Local(usize),
+    /// A buffer parameter given no buffer (TVM passes one for a tensor whose data is NULL).
+    NullBuffer,
 }
 
 impl Kernel {
@@ -668,6 +671,18 @@ impl Kernel {
             },
             // SAFETY: a NULL value with a size declares __local memory.
             KernelArg::Local(n) => unsafe { (api.set_kernel_arg)(self.raw, index, n, ptr::null()) },
+            KernelArg::NullBuffer => {
+                let m: sys::Mem = ptr::null_mut();
+                // SAFETY: a buffer argument may point at a NULL cl_mem (OpenCL 1.2, clSetKernelArg).
+                unsafe {
+                    (api.set_kernel_arg)(
+                        self.raw,
+                        index,
+                        std::mem::size_of::<sys::Mem>(),
+                        (&m as *const sys::Mem).cast(),
+                    )
+                }
+            }
         };
         check(code, || {
             format!("setting argument {index} of OpenCL kernel `{}`", self.name)

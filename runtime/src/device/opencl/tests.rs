@@ -1,4 +1,4 @@
-//! The OpenCL layer on the machine's OpenCL device (POCL in CI, docs/opencl.md §5). These
+//! The OpenCL layer on the machine's OpenCL device (POCL in CI, docs/opencl.md §6). These
 //! tests need an OpenCL library with at least one device and fail without one; the steps of
 //! scripts/test.sh that run where there is none leave them out by name (`device::opencl`).
 

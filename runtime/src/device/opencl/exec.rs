@@ -1,0 +1,417 @@
+//! Running TVM's OpenCL kernels: what the host code of a library compiled for OpenCL calls
+//! back into (docs/tvm-format.md §10.5, docs/opencl.md §5).
+//!
+//! A session that runs such a library owns a [`DeviceSession`] (its queue and kernel objects).
+//! For the length of one call it lends it, with the call's buffers, to the calling thread as a
+//! [`CallState`]: the host function calls `__tvm_set_device`, `TVMBackendAllocWorkspace(4, ..)`
+//! and the kernels by name on that same thread, and each of those finds the state there. Nothing
+//! is shared between calls or sessions; a kernel launched with no call in progress is an error.
+
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::{Buffer, ClError, Context, Kernel, KernelArg, Program, Queue};
+use crate::host::abi::{type_index as ti, FfiAny};
+use crate::loader::opencl_module::{ClParam, LaunchDim, OpenClModule};
+
+/// Device type of OpenCL in DLPack (`kDLOpenCL`).
+pub(crate) const DEVICE_OPENCL: i32 = 4;
+
+/// What `DLTensor::data` points at for a tensor in OpenCL memory: the `cl_mem` first, as in
+/// TVM's runtime, 64-byte aligned (the host code assumes that alignment of `data`).
+#[repr(C, align(64))]
+pub(crate) struct ClBuf {
+    mem: super::sys::Mem,
+    buffer: Buffer,
+}
+
+impl ClBuf {
+    pub(crate) fn new(buffer: Buffer) -> Box<ClBuf> {
+        Box::new(ClBuf {
+            mem: buffer.raw(),
+            buffer,
+        })
+    }
+
+    pub(crate) fn buffer(&self) -> &Buffer {
+        &self.buffer
+    }
+
+    /// The pointer host code gets as the tensor's data.
+    pub(crate) fn handle(&self) -> *mut c_void {
+        self as *const ClBuf as *mut c_void
+    }
+}
+
+/// The programs of one model's `opencl` module on one device: each kernel's source chunk is
+/// built once, on first use, and shared by every session on the device.
+pub(crate) struct ModelPrograms {
+    module: Arc<OpenClModule>,
+    context: Arc<Context>,
+    built: Vec<OnceLock<Result<Arc<Program>, ClError>>>,
+}
+
+impl ModelPrograms {
+    pub(crate) fn new(module: Arc<OpenClModule>, context: Arc<Context>) -> ModelPrograms {
+        let built = module.kernels.iter().map(|_| OnceLock::new()).collect();
+        ModelPrograms {
+            module,
+            context,
+            built,
+        }
+    }
+
+    fn program(&self, index: usize) -> Result<Arc<Program>, ClError> {
+        let k = &self.module.kernels[index];
+        self.built[index]
+            .get_or_init(|| {
+                // TVM builds each chunk without options (docs/tvm-format.md §10.4).
+                self.context
+                    .build(self.module.chunk(k), "")
+                    .map(Arc::new)
+                    .map_err(|e| ClError {
+                        message: format!("kernel `{}`: {}", k.name, e.message),
+                        code: e.code,
+                    })
+            })
+            .clone()
+    }
+}
+
+/// Per model, the programs for each device it has run on.
+#[derive(Default)]
+pub(crate) struct ProgramCache(Mutex<Vec<Arc<ModelPrograms>>>);
+
+impl ProgramCache {
+    pub(crate) fn for_context(
+        &self,
+        module: &Arc<OpenClModule>,
+        context: &Arc<Context>,
+    ) -> Arc<ModelPrograms> {
+        let mut list = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = list.iter().find(|p| Arc::ptr_eq(&p.context, context)) {
+            return p.clone();
+        }
+        let p = Arc::new(ModelPrograms::new(module.clone(), context.clone()));
+        list.push(p.clone());
+        p
+    }
+}
+
+/// A session's own OpenCL state: its queue and its kernel objects (whose arguments are state,
+/// so never shared).
+pub(crate) struct DeviceSession {
+    pub(crate) device_index: usize,
+    queue: Queue,
+    programs: Arc<ModelPrograms>,
+    kernels: Vec<Option<Kernel>>,
+}
+
+impl DeviceSession {
+    pub(crate) fn new(
+        device_index: usize,
+        programs: Arc<ModelPrograms>,
+        profiling: bool,
+    ) -> Result<DeviceSession, ClError> {
+        let queue = programs.context.queue(profiling)?;
+        let kernels = programs.module.kernels.iter().map(|_| None).collect();
+        Ok(DeviceSession {
+            device_index,
+            queue,
+            programs,
+            kernels,
+        })
+    }
+
+    pub(crate) fn queue(&mut self) -> &mut Queue {
+        &mut self.queue
+    }
+
+    pub(crate) fn context(&self) -> &Arc<Context> {
+        &self.programs.context
+    }
+}
+
+/// One call's state, lent to the calling thread while the host code runs.
+pub(crate) struct CallState<'a> {
+    device: &'a mut DeviceSession,
+    /// The tensors passed to the call: only these and the call's workspaces may be launched on.
+    args: &'a [Box<ClBuf>],
+    #[allow(
+        clippy::vec_box,
+        reason = "host code holds pointers to these, which must not move"
+    )]
+    workspaces: Vec<Box<ClBuf>>,
+    /// Device time of each launch, when the queue profiles: (kernel name, nanoseconds).
+    pub(crate) times: Vec<(String, u64)>,
+}
+
+impl<'a> CallState<'a> {
+    pub(crate) fn new(device: &'a mut DeviceSession, args: &'a [Box<ClBuf>]) -> CallState<'a> {
+        CallState {
+            device,
+            args,
+            workspaces: Vec::new(),
+            times: Vec::new(),
+        }
+    }
+
+    /// Runs `body` (which calls the host code) with this state installed on the thread.
+    pub(crate) fn run<R>(&mut self, body: impl FnOnce() -> R) -> R {
+        struct Restore(*mut CallState<'static>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                CURRENT.with(|c| c.set(self.0));
+            }
+        }
+        // The pointer is only dereferenced by `with_current` on this thread, while `body`
+        // runs; `self` is not touched until it returns, and `Restore` takes it back even if
+        // `body` unwinds.
+        let p = (self as *mut CallState<'a>).cast::<CallState<'static>>();
+        let _restore = Restore(CURRENT.with(|c| c.replace(p)));
+        body()
+    }
+
+    fn buffer(&self, p: *const c_void) -> Option<&ClBuf> {
+        self.args
+            .iter()
+            .chain(self.workspaces.iter())
+            .map(|b| &**b)
+            .find(|b| std::ptr::eq(*b as *const ClBuf as *const c_void, p))
+    }
+}
+
+thread_local! {
+    static CURRENT: Cell<*mut CallState<'static>> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+fn with_current<R>(f: impl FnOnce(&mut CallState<'_>) -> Result<R, String>) -> Result<R, String> {
+    let p = CURRENT.with(Cell::get);
+    if p.is_null() {
+        return Err(
+            "an OpenCL function was called with no Mote session call in progress on this thread"
+                .into(),
+        );
+    }
+    // SAFETY: `CallState::run` installed `p` from a live `&mut CallState` that it does not use
+    // while its body runs; this thread is inside that body (host code calling back), and the
+    // callbacks never nest, so this is the only reference in use.
+    f(unsafe { &mut *p })
+}
+
+/// `__tvm_set_device(device_type, device_id)`: only the session's own OpenCL device.
+pub(crate) fn set_device(args: &[FfiAny]) -> Result<(), String> {
+    let [t, id] = args else {
+        return Err(format!(
+            "__tvm_set_device takes 2 arguments, got {}",
+            args.len()
+        ));
+    };
+    if t.type_index != ti::INT || id.type_index != ti::INT {
+        return Err("__tvm_set_device takes two ints".into());
+    }
+    let (t, id) = (t.value as i64, id.value as i64);
+    with_current(|s| {
+        if t != i64::from(DEVICE_OPENCL) || id != s.device.device_index as i64 {
+            return Err(format!(
+                "the library asks for device ({t}, {id}); this session runs on OpenCL device {}",
+                s.device.device_index
+            ));
+        }
+        Ok(())
+    })
+}
+
+/// `TVMBackendAllocWorkspace(4, ...)`: a buffer of the call, freed at the latest when it ends.
+pub(crate) fn alloc_workspace(nbytes: u64) -> Result<*mut c_void, String> {
+    with_current(|s| {
+        let n = usize::try_from(nbytes).map_err(|_| format!("a workspace of {nbytes} bytes"))?;
+        let b = s
+            .device
+            .context()
+            .buffer(n, false)
+            .map_err(|e| e.to_string())?;
+        let b = ClBuf::new(b);
+        let h = b.handle();
+        s.workspaces.push(b);
+        Ok(h)
+    })
+}
+
+/// `TVMBackendFreeWorkspace(4, ptr)`.
+pub(crate) fn free_workspace(p: *mut c_void) -> Result<(), String> {
+    with_current(|s| {
+        let i = s
+            .workspaces
+            .iter()
+            .position(|b| b.handle() == p)
+            .ok_or_else(|| "freeing an OpenCL workspace this call did not allocate".to_string())?;
+        s.workspaces.swap_remove(i);
+        Ok(())
+    })
+}
+
+/// A kernel of the model's `opencl` module called by host code (docs/tvm-format.md §10.5):
+/// its parameters, then the launch extents.
+pub(crate) fn launch(module: &OpenClModule, index: usize, args: &[FfiAny]) -> Result<(), String> {
+    let info = module
+        .kernels
+        .get(index)
+        .ok_or_else(|| format!("no OpenCL kernel {index}"))?;
+    let name = &info.name;
+    if args.len() != info.arg_count() {
+        return Err(format!(
+            "OpenCL kernel `{name}` takes {} arguments ({} parameters and {} launch sizes), got {}",
+            info.arg_count(),
+            info.params.len(),
+            info.launch.len() + usize::from(info.dyn_shared),
+            args.len()
+        ));
+    }
+    with_current(|s| {
+        if !std::ptr::eq(&*s.device.programs.module, module) {
+            return Err(format!(
+                "OpenCL kernel `{name}` belongs to another model than this call's"
+            ));
+        }
+        if s.device.kernels[index].is_none() {
+            let program = s
+                .device
+                .programs
+                .program(index)
+                .map_err(|e| e.to_string())?;
+            s.device.kernels[index] = Some(program.kernel(name).map_err(|e| e.to_string())?);
+        }
+        let mut kernel = s.device.kernels[index].take().expect("created above");
+        let r = set_and_launch(s, &mut kernel, info, args);
+        s.device.kernels[index] = Some(kernel);
+        r
+    })
+}
+
+fn set_and_launch(
+    s: &mut CallState<'_>,
+    kernel: &mut Kernel,
+    info: &crate::loader::opencl_module::ClKernel,
+    args: &[FfiAny],
+) -> Result<(), String> {
+    let name = &info.name;
+    let bad = |i: usize, want: &str, a: &FfiAny| {
+        format!(
+            "OpenCL kernel `{name}` argument {i}: expected {want}, got type index {}",
+            a.type_index
+        )
+    };
+    for (i, (p, a)) in info.params.iter().zip(args).enumerate() {
+        let idx = i as u32;
+        let r = match (p, a.type_index) {
+            (ClParam::Buffer, ti::OPAQUE_PTR) => {
+                let b = s.buffer(a.value as usize as *const c_void).ok_or_else(|| {
+                    format!("OpenCL kernel `{name}` argument {i}: not a device buffer of this call")
+                })?;
+                kernel.set_arg(idx, KernelArg::Buffer(&b.buffer))
+            }
+            (ClParam::Buffer, ti::NONE) => kernel.set_arg(idx, KernelArg::NullBuffer),
+            (ClParam::I32, ti::INT) => kernel.set_arg(
+                idx,
+                KernelArg::Bytes(&(a.value as i64 as i32).to_ne_bytes()),
+            ),
+            (ClParam::U32, ti::INT) => kernel.set_arg(
+                idx,
+                KernelArg::Bytes(&(a.value as i64 as u32).to_ne_bytes()),
+            ),
+            (ClParam::I64, ti::INT) => {
+                kernel.set_arg(idx, KernelArg::Bytes(&(a.value as i64).to_ne_bytes()))
+            }
+            (ClParam::F32, ti::FLOAT) => kernel.set_arg(
+                idx,
+                KernelArg::Bytes(&(f64::from_bits(a.value) as f32).to_ne_bytes()),
+            ),
+            (ClParam::F64, ti::FLOAT) => kernel.set_arg(
+                idx,
+                KernelArg::Bytes(&f64::from_bits(a.value).to_ne_bytes()),
+            ),
+            (ClParam::Buffer, _) => return Err(bad(i, "a device buffer", a)),
+            (ClParam::F32 | ClParam::F64, _) => return Err(bad(i, "a float", a)),
+            _ => return Err(bad(i, "an int", a)),
+        };
+        r.map_err(|e| e.to_string())?;
+    }
+    // Launch sizes (§10.5): group counts and group sizes per dimension, 1 where not named or
+    // not positive; the dynamic shared memory size, last, is not an argument of the OpenCL
+    // kernel TVM generates, and is ignored as TVM's runtime does.
+    let (mut groups, mut items, mut dims) = ([1usize; 3], [1usize; 3], 0usize);
+    for (j, d) in info.launch.iter().enumerate() {
+        let a = &args[info.params.len() + j];
+        if a.type_index != ti::INT {
+            return Err(bad(info.params.len() + j, "an int launch size", a));
+        }
+        let v = a.value as i64;
+        let v = if v <= 0 {
+            1
+        } else {
+            usize::try_from(v).map_err(|_| format!("launch size {v}"))?
+        };
+        match *d {
+            LaunchDim::Group(k) => {
+                groups[k] = v;
+                dims = dims.max(k + 1);
+            }
+            LaunchDim::Item(k) => {
+                items[k] = v;
+                dims = dims.max(k + 1);
+            }
+        }
+    }
+    let dims = dims.max(1);
+    let mut global = [0usize; 3];
+    for k in 0..dims {
+        global[k] = groups[k].checked_mul(items[k]).ok_or_else(|| {
+            format!(
+                "OpenCL kernel `{name}`: launch of {} x {} work items",
+                groups[k], items[k]
+            )
+        })?;
+    }
+    let t = s
+        .device
+        .queue
+        .launch(kernel, &global[..dims], Some(&items[..dims]))
+        .map_err(|e| e.to_string())?;
+    if let Some(t) = t {
+        s.times.push((name.clone(), t.nanos));
+    }
+    Ok(())
+}
+
+/// The device state of a new session of a model whose library has `module`: the device the
+/// options name (an index into [`super::system_devices`]), else the first GPU, else the first
+/// device; its shared context; the model's programs there; a queue of the session's own.
+pub(crate) fn open_session(
+    module: &Arc<OpenClModule>,
+    programs: &ProgramCache,
+    device: Option<usize>,
+    profiling: bool,
+) -> crate::Result<DeviceSession> {
+    let err = |message: String| crate::Error::Backend {
+        backend: "opencl".into(),
+        message,
+    };
+    let list =
+        super::system_devices().map_err(|e| err(format!("this model runs on OpenCL: {e}")))?;
+    let index = match device {
+        Some(i) if i < list.len() => i,
+        Some(i) => {
+            return Err(crate::Error::InvalidArgument(format!(
+                "SessionOptions::opencl_device {i}: OpenCL lists {} device(s)",
+                list.len()
+            )))
+        }
+        None => super::default_device(list)
+            .ok_or_else(|| err("this model runs on OpenCL, which lists no device".into()))?,
+    };
+    let context = super::shared_context(&list[index]).map_err(|e| err(e.to_string()))?;
+    let programs = programs.for_context(module, &context);
+    DeviceSession::new(index, programs, profiling).map_err(|e| err(e.to_string()))
+}

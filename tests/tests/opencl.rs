@@ -1,0 +1,214 @@
+//! Libraries compiled by TVM for OpenCL, run by Mote on the machine's OpenCL device (POCL in
+//! CI), against the same module compiled for the CPU and run by TVM (the OpenCL zoo,
+//! `scripts/opencl-zoo.sh`, folder in `MOTE_OPENCL_ZOO_DIR`; docs/opencl.md §6).
+
+// One module, so that runs without an OpenCL device (the trixie chroot) can leave these tests
+// out by name: `--skip opencl_zoo::`.
+mod opencl_zoo {
+    use std::path::PathBuf;
+
+    use mote::{DType, Error, LoadOptions, Model, SessionOptions, Tensor, Value};
+    use mote_tests::{kernel_args, load_indexed_in, manifest_in, run_kernel_cases};
+
+    /// The OpenCL zoo. Tests never skip: without `MOTE_OPENCL_ZOO_DIR` they fail.
+    fn dir() -> PathBuf {
+        match std::env::var_os("MOTE_OPENCL_ZOO_DIR") {
+            Some(d) => PathBuf::from(d),
+            None => panic!(
+                "MOTE_OPENCL_ZOO_DIR is not set: run `scripts/opencl-zoo.sh` and export \
+                 MOTE_OPENCL_ZOO_DIR=<its output> (scripts/test.sh does this)"
+            ),
+        }
+    }
+
+    fn entry(name: &str) -> serde_json::Value {
+        manifest_in(&dir())["models"]
+            .as_array()
+            .expect("models")
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("`{name}` is not in the OpenCL zoo"))
+            .clone()
+    }
+
+    fn path(name: &str) -> PathBuf {
+        dir().join(entry(name)["file"].as_str().expect("file"))
+    }
+
+    fn kernel_library(name: &str) {
+        let e = entry(name);
+        assert_eq!(e["device"], "opencl", "{name}");
+        run_kernel_cases(&dir(), name, &e);
+    }
+
+    macro_rules! kernel_libraries {
+        ($($name:ident),* $(,)?) => {
+            $( #[test] fn $name() { kernel_library(stringify!($name)); } )*
+
+            /// Every model of the OpenCL zoo has a test here (the Relax ones below).
+            #[test]
+            fn every_opencl_zoo_model_has_a_test() {
+                let tested = [$(stringify!($name),)* "mlp_cl", "cnn_cl"];
+                for m in manifest_in(&dir())["models"].as_array().unwrap() {
+                    let n = m["name"].as_str().unwrap();
+                    assert!(tested.contains(&n), "OpenCL zoo model `{n}` has no test");
+                }
+            }
+        };
+    }
+
+    kernel_libraries!(gemm_cl, vadd_cl, scale2d_cl, rowsum_cl, twostage_cl);
+
+    /// The first case of `name` that has expected outputs: (function, case record).
+    fn first_case(name: &str) -> (String, serde_json::Value) {
+        let e = entry(name);
+        let c = e["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["expected"].is_string())
+            .expect("a case with outputs")
+            .clone();
+        (c["function"].as_str().unwrap().to_string(), c)
+    }
+
+    #[test]
+    fn profiling_times_every_launch_of_the_call() {
+        let model = Model::load(path("gemm_cl")).unwrap();
+        let (function, case) = first_case("gemm_cl");
+        let mut s = model
+            .session_with(SessionOptions {
+                opencl_profiling: true,
+                ..Default::default()
+            })
+            .unwrap();
+        for _ in 0..2 {
+            s.call_kernel(&function, &mut kernel_args(&dir(), &case))
+                .unwrap();
+            // The host code launches the kernel once per pair of outer tiles: 4 x 4.
+            let t = s.device_times();
+            assert_eq!(t.len(), 16, "{t:?}");
+            assert!(
+                t.iter().all(|(k, ns)| k == "gemm_gpu_kernel" && *ns > 0),
+                "{t:?}"
+            );
+        }
+        let mut plain = model.session().unwrap();
+        plain
+            .call_kernel(&function, &mut kernel_args(&dir(), &case))
+            .unwrap();
+        assert!(plain.device_times().is_empty(), "no profiling asked for");
+    }
+
+    #[test]
+    fn device_choice_and_code_free_loads_are_checked() {
+        let e = Model::load(path("vadd_cl"))
+            .unwrap()
+            .session_with(SessionOptions {
+                opencl_device: Some(99),
+                ..Default::default()
+            })
+            .err()
+            .expect("there is no OpenCL device 99");
+        assert!(
+            matches!(&e, Error::InvalidArgument(m) if m.contains("opencl_device 99")),
+            "{e}"
+        );
+        let e = Model::load_with(path("vadd_cl"), LoadOptions::default().code_free(true))
+            .err()
+            .expect("a code-free load runs no host code");
+        assert!(
+            matches!(&e, Error::Unsupported(m) if m.contains("vadd_kernel")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn kernel_errors_leave_the_session_usable() {
+        let model = Model::load(path("twostage_cl")).unwrap();
+        let (function, case) = first_case("twostage_cl");
+        let mut s = model.session().unwrap();
+        // A wrong shape: the host code's own check, before any launch.
+        let mut bad = kernel_args(&dir(), &case);
+        let n = bad[0].as_tensor().unwrap().shape()[0];
+        bad[0] = Value::Tensor(Tensor::zeros(&[n - 1], DType::F32).unwrap());
+        let e = s.call_kernel(&function, &mut bad).unwrap_err();
+        assert!(
+            matches!(&e, Error::Kernel { kind, .. } if kind == "ValueError"),
+            "{e}"
+        );
+        // A scalar where a tensor goes.
+        let mut bad = kernel_args(&dir(), &case);
+        bad[0] = Value::Int(3);
+        assert!(s.call_kernel(&function, &mut bad).is_err());
+        // Then the right call gives the right answer.
+        let mut args = kernel_args(&dir(), &case);
+        s.call_kernel(&function, &mut args).unwrap();
+        let want = load_indexed_in(&dir(), case["expected"].as_str().unwrap(), "out");
+        let out = case["outputs"][0].as_u64().unwrap() as usize;
+        mote_tests::assert_close(
+            "twostage after errors",
+            args[out].as_tensor().unwrap(),
+            &want[0],
+            1e-6,
+            1e-6,
+        );
+    }
+
+    /// Four threads, each with its own session of one model (sessions share the device's context
+    /// and the model's programs; each has its own queue and kernel objects), 20 checked calls each.
+    #[test]
+    fn stress_sessions_on_four_threads_share_the_device() {
+        let model = Model::load(path("vadd_cl")).unwrap();
+        let cases: Vec<serde_json::Value> = entry("vadd_cl")["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["expected"].is_string())
+            .cloned()
+            .collect();
+        std::thread::scope(|scope| {
+            for t in 0..4 {
+                let (model, cases) = (model.clone(), cases.clone());
+                scope.spawn(move || {
+                    let mut s = model.session().unwrap();
+                    for round in 0..20 {
+                        let c = &cases[(t + round) % cases.len()];
+                        let mut args = kernel_args(&dir(), c);
+                        s.call_kernel(c["function"].as_str().unwrap(), &mut args)
+                            .unwrap();
+                        let want = load_indexed_in(&dir(), c["expected"].as_str().unwrap(), "out");
+                        let out = c["outputs"][0].as_u64().unwrap() as usize;
+                        mote_tests::assert_close(
+                            &format!("thread {t} round {round}"),
+                            args[out].as_tensor().unwrap(),
+                            &want[0],
+                            1e-5,
+                            1e-5,
+                        );
+                    }
+                });
+            }
+        });
+    }
+
+    /// Relax models compiled for OpenCL are decoded and refused, naming their kernels, until the
+    /// VM runs on devices (issue 28, next step).
+    #[test]
+    fn mlp_cl() {
+        relax_refused("mlp_cl");
+    }
+
+    #[test]
+    fn cnn_cl() {
+        relax_refused("cnn_cl");
+    }
+
+    fn relax_refused(name: &str) {
+        let e = Model::load(path(name)).err().expect("not run yet");
+        assert!(
+            matches!(&e, Error::Unsupported(m) if m.contains("OpenCL kernel(s)") && m.contains("_kernel")),
+            "{name}: {e}"
+        );
+    }
+}
