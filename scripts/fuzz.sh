@@ -3,7 +3,7 @@
 #
 #   scripts/fuzz.sh [--time SECONDS | --runs N] [TARGET...]
 #
-# Targets (fuzz/fuzz_targets): elf module_blob executable model_code_free run_code_free subgraph
+# Targets (fuzz/fuzz_targets): elf module_blob opencl_module executable model_code_free run_code_free subgraph
 # npy rpc_wire (default: all). Each runs for SECONDS (default 20, or $MOTE_FUZZ_SECONDS) or N executions, under AddressSanitizer and
 # the allocation budget of fuzz/src/lib.rs, on a corpus kept in
 # ${MOTE_CACHE:-$HOME/.cache/mote}/fuzz-corpus/TARGET and seeded from the model zoos (built or
@@ -25,7 +25,7 @@ TMPDIR="$(mktemp -d)"
 export TMPDIR
 trap 'rm -rf "$TMPDIR"' EXIT
 cache="${MOTE_CACHE:-$HOME/.cache/mote}"
-all=(elf module_blob executable model_code_free run_code_free subgraph npy rpc_wire)
+all=(elf module_blob opencl_module executable model_code_free run_code_free subgraph npy rpc_wire)
 time="${MOTE_FUZZ_SECONDS:-20}"
 runs=""
 targets=()
@@ -52,6 +52,7 @@ host="$(rustc -vV | sed -n 's/^host: //p')"
 echo "fuzz.sh: zoos" >&2
 zoo="$(scripts/zoo.sh --target x86_64 | tail -n 1)"
 ozoo="$(scripts/offload-zoo.sh --target x86_64 | tail -n 1)"
+clzoo="$(scripts/opencl-zoo.sh --target x86_64 | tail -n 1)"
 scripts/trixie.sh >/dev/null
 ozoo_a64="$(MOTE_AARCH64_LINK="$root/scripts/in-trixie.sh aarch64-linux-gnu-gcc" \
     scripts/offload-zoo.sh --target aarch64 | tail -n 1)"
@@ -63,7 +64,7 @@ seeds="$cache/fuzz-seeds"
 rm -rf "$seeds"
 shopt -s nullglob
 "$cache/fuzz-target/plain/release/seeds" "$seeds" \
-    "$zoo"/*.so "$zoo"/*.npz "$ozoo"/*.so "$ozoo"/*.tar "$ozoo"/*.npz \
+    "$zoo"/*.so "$zoo"/*.npz "$ozoo"/*.so "$ozoo"/*.tar "$ozoo"/*.npz "$clzoo"/*.so \
     "$ozoo_a64"/*.so "$ozoo_a64"/*.tar >&2
 
 echo "fuzz.sh: building the targets (libFuzzer, AddressSanitizer)" >&2

@@ -366,10 +366,17 @@ fn inspect_kernels(path: &std::path::Path, model: &Model, as_json: bool) -> Res<
             (k, sig)
         })
         .collect();
+    let device = model.device_kernels();
     if as_json {
         let j = json!({
             "path": path.display().to_string(),
             "kind": "kernel_library",
+            "device_kernels": device.iter().map(|k| json!({
+                "device": k.device,
+                "name": k.name,
+                "params": k.params,
+                "launch": k.launch,
+            })).collect::<Vec<_>>(),
             "functions": kernels.iter().map(|(k, sig)| json!({
                 "name": k,
                 "params": sig.as_ref().map(|s| s.params.iter().map(|(n, d, sh)| json!({
@@ -396,6 +403,18 @@ fn inspect_kernels(path: &std::path::Path, model: &Model, as_json: bool) -> Res<
         match sig {
             Some(sig) => println!("  {k}({})", signature_text(&sig.params)),
             None => println!("  {k}  (parameters unknown: the kernel did not report them)"),
+        }
+    }
+    if !device.is_empty() {
+        println!("device kernels the host code launches ({}):", device.len());
+        for k in &device {
+            println!(
+                "  {} {}({}) launched with {}",
+                k.device,
+                k.name,
+                k.params.join(", "),
+                k.launch.join(", ")
+            );
         }
     }
     Ok(())

@@ -20,6 +20,12 @@ pub fn module_blob(bytes: &[u8]) -> Result<usize> {
     Ok(library::parse_module_tree(payload)?.kinds.len())
 }
 
+/// The payload of an `opencl` module (docs/tvm-format.md §10.2): function map, launch tags,
+/// source chunks.
+pub fn opencl_module(bytes: &[u8]) -> Result<usize> {
+    Ok(crate::loader::opencl_module::parse(bytes)?.kernels.len())
+}
+
 /// A Relax VM executable (the `relax.VMExecutable` module's payload).
 pub fn executable(bytes: &[u8]) -> Result<usize> {
     Ok(Executable::parse(bytes)?.instrs.len())
@@ -38,7 +44,8 @@ pub fn model_code_free_file(path: &std::path::Path) -> Result<Model> {
 }
 
 /// What a model file holds for the other targets: `("blob", ...)` (the length-prefixed
-/// module blob), `("executable", ...)` for each VM executable, `("subgraph", ...)` for each
+/// module blob), `("executable", ...)` for each VM executable, `("opencl_module", ...)` for
+/// each `opencl` module's payload, `("subgraph", ...)` for each
 /// offloaded region's description. Empty when the file does not load code-free.
 pub fn seeds(bytes: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
     let mut out = Vec::new();
@@ -49,6 +56,8 @@ pub fn seeds(bytes: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
         for (kind, payload) in tree.kinds.iter().zip(&tree.payloads) {
             if kind == "relax.VMExecutable" {
                 out.push(("executable", payload.to_vec()));
+            } else if kind == "opencl" {
+                out.push(("opencl_module", payload.to_vec()));
             }
         }
     }

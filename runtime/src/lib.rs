@@ -48,7 +48,8 @@ pub use offload::format as subgraph;
 pub use dtype::DType;
 pub use error::{Error, ErrorCode, Result};
 pub use model::{
-    default_load_budget, Dim, FunctionInfo, KernelSignature, LoadOptions, Model, ParamInfo,
+    default_load_budget, DeviceKernel, Dim, FunctionInfo, KernelSignature, LoadOptions, Model,
+    ParamInfo,
 };
 pub use offload::{NodePlan, SubgraphPlan};
 pub use registry::{lookup_function, register_function, unregister_function, PackedFunc};

@@ -438,6 +438,46 @@ impl Model {
         self.entries(|c| matches!(c, Callee::Kernel(_)))
     }
 
+    /// The device kernels the library's host code launches (today: the kernels of an `opencl`
+    /// module, docs/tvm-format.md §10), in the module's order; empty for a CPU model.
+    pub fn device_kernels(&self) -> Vec<DeviceKernel> {
+        use crate::loader::opencl_module::{ClParam, LaunchDim};
+        let Some(m) = self.inner.library().opencl() else {
+            return Vec::new();
+        };
+        m.kernels
+            .iter()
+            .map(|k| DeviceKernel {
+                device: "opencl",
+                name: k.name.clone(),
+                params: k
+                    .params
+                    .iter()
+                    .map(|p| match p {
+                        ClParam::Buffer => "buffer",
+                        ClParam::I32 => "int32",
+                        ClParam::I64 => "int64",
+                        ClParam::U32 => "uint32",
+                        ClParam::F32 => "float32",
+                        ClParam::F64 => "float64",
+                    })
+                    .collect(),
+                launch: k
+                    .launch
+                    .iter()
+                    .map(|d| {
+                        let (what, dim) = match d {
+                            LaunchDim::Group(i) => ("blockIdx", *i),
+                            LaunchDim::Item(i) => ("threadIdx", *i),
+                        };
+                        format!("{what}.{}", ["x", "y", "z"][dim])
+                    })
+                    .chain(k.dyn_shared.then(|| "dynamic shared memory".to_string()))
+                    .collect(),
+            })
+            .collect()
+    }
+
     /// Names of the builtins the bytecode calls.
     pub fn builtins(&self) -> Vec<String> {
         self.entries(|c| matches!(c, Callee::Builtin(_)))
@@ -675,6 +715,20 @@ fn opencl_kernel_library(
         return Err(refuse_module_kind(j, other));
     }
     crate::loader::opencl_module::parse(tree.payloads[i]).map(Some)
+}
+
+/// A kernel of device code the model's library holds ([`Model::device_kernels`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceKernel {
+    /// The kind of device code: `"opencl"`.
+    pub device: &'static str,
+    /// The kernel's name in the device code (and the name the host code looks up).
+    pub name: String,
+    /// How each parameter is passed: `buffer` (device memory) or a scalar type.
+    pub params: Vec<&'static str>,
+    /// The launch sizes the host passes after the parameters, in order (`blockIdx.x`: the
+    /// number of work-groups along x; `threadIdx.x`: the work-group's size along x).
+    pub launch: Vec<String>,
 }
 
 /// Read as data, nothing of the file runs: the host code that launches an OpenCL library's

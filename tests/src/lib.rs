@@ -149,6 +149,18 @@ pub fn manifest_path_of(model: &Json) -> PathBuf {
     zoo_path(model["file"].as_str().expect("file"))
 }
 
+/// A session of `threads` threads whose every buffer, fresh or reused, starts as NaN (or 0xA5
+/// bytes): an output element no kernel task wrote cannot match TVM.
+pub fn poisoned_session(model: &Model, threads: usize) -> mote::Session {
+    model
+        .session_with(SessionOptions {
+            threads: Some(threads),
+            poison_memory: true,
+            ..Default::default()
+        })
+        .unwrap()
+}
+
 /// Overwrite every byte of a tensor the test owns alone with 0xFF: NaN in every float width,
 /// -1 in every integer width, a value no zoo kernel output has.
 pub fn poison(t: &mut Tensor) {
@@ -210,13 +222,7 @@ pub fn run_kernel_cases(dir: &Path, name: &str, entry: &Json) {
     );
     assert_eq!(model.kernels(), listed, "{name}: kernels()");
     for threads in [1, 2] {
-        let mut session = model
-            .session_with(SessionOptions {
-                threads: Some(threads),
-                poison_memory: true,
-                ..Default::default()
-            })
-            .unwrap();
+        let mut session = poisoned_session(&model, threads);
         for case in entry["cases"].as_array().expect("cases") {
             let cname = format!(
                 "{name}.{} ({threads} threads)",

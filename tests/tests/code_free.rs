@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use mote::{Error, LoadOptions, Model, SessionOptions, Tensor, Value};
+use mote::{Error, LoadOptions, Model, Tensor, Value};
 use mote_tests::offload_zoo;
 use serde_json::Value as Json;
 
@@ -56,13 +56,7 @@ fn check_cases(dir: &Path, entry: &Json, model: &Model, what: &str) -> Vec<Tenso
     let name = entry["name"].as_str().expect("name");
     let mut last = Vec::new();
     for threads in [1, 2] {
-        let mut session = model
-            .session_with(SessionOptions {
-                threads: Some(threads),
-                poison_memory: true,
-                ..Default::default()
-            })
-            .unwrap_or_else(|e| panic!("{name} ({what}): session: {e}"));
+        let mut session = mote_tests::poisoned_session(model, threads);
         for case in entry["cases"].as_array().expect("cases") {
             let cname = format!("{name}.{} ({what}, {threads} threads)", case["case"]);
             let args: Vec<Value> =

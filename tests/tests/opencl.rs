@@ -72,6 +72,35 @@ mod opencl_zoo {
         (c["function"].as_str().unwrap().to_string(), c)
     }
 
+    /// What the `opencl` module says of each kernel, as TVM wrote it (docs/tvm-format.md §10.3,
+    /// §10.5): buffers first, then scalars by name; launch tags in order of first use.
+    #[test]
+    fn device_kernels_describe_the_opencl_module() {
+        let k = Model::load(path("scale2d_cl")).unwrap().device_kernels();
+        assert_eq!(k.len(), 1);
+        assert_eq!(
+            (k[0].device, k[0].name.as_str()),
+            ("opencl", "scale2d_kernel")
+        );
+        assert_eq!(k[0].params, ["buffer", "buffer", "int32", "int64", "int64"]);
+        assert_eq!(
+            k[0].launch,
+            ["blockIdx.y", "blockIdx.x", "threadIdx.y", "threadIdx.x"]
+        );
+        let k = Model::load(path("gemm_cl")).unwrap().device_kernels();
+        assert_eq!(
+            k[0].params,
+            ["buffer", "buffer", "buffer", "int32", "int32"]
+        );
+        let names: Vec<String> = Model::load(path("twostage_cl"))
+            .unwrap()
+            .device_kernels()
+            .into_iter()
+            .map(|k| k.name)
+            .collect();
+        assert_eq!(names, ["twostage_kernel", "twostage_kernel_1"]);
+    }
+
     #[test]
     fn profiling_times_every_launch_of_the_call() {
         let model = Model::load(path("gemm_cl")).unwrap();

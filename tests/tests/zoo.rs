@@ -1,7 +1,7 @@
 //! Every zoo model, run through Mote, matches TVM's own `relax.VirtualMachine` outputs; the
 //! kernel-only libraries (`gemm`, `kernels`) match TVM's own `lib[kernel](...)` calls.
 
-use mote::{Arg, DType, Error, Model, Session, SessionOptions, Tensor, Value};
+use mote::{Arg, DType, Error, Model, Session, Tensor, Value};
 use mote_tests::*;
 
 /// The function the `packed` model's kernel calls by name: dst[i] = 2 * src[i] + 1 on raw
@@ -37,15 +37,7 @@ fn run_model(name: &str) {
     let model =
         Model::load(manifest_path_of(&entry)).unwrap_or_else(|e| panic!("{name}: load: {e}"));
     for threads in [1, 2] {
-        let mut session = model
-            .session_with(SessionOptions {
-                threads: Some(threads),
-                // Every buffer the session hands out, fresh or reused, starts as NaN (or 0xA5
-                // bytes): an output element no kernel task wrote cannot match TVM.
-                poison_memory: true,
-                ..Default::default()
-            })
-            .unwrap();
+        let mut session = poisoned_session(&model, threads);
         for case in entry["cases"].as_array().expect("cases") {
             let cname = format!(
                 "{name}.{} ({threads} threads)",
@@ -122,13 +114,7 @@ fn run_kernel_library(name: &str, entry: &serde_json::Value) {
 }
 
 fn session(model: &Model, threads: usize) -> Session {
-    model
-        .session_with(SessionOptions {
-            threads: Some(threads),
-            poison_memory: true,
-            ..Default::default()
-        })
-        .unwrap()
+    poisoned_session(model, threads)
 }
 
 /// `gemm.gemm`'s arguments (each tensor held only here), the output poisoned, and TVM's
