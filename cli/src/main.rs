@@ -159,6 +159,10 @@ struct InputArgs {
         )
     )]
     threads: Option<usize>,
+    /// For a model compiled for OpenCL: the device, an index into the devices OpenCL lists, in
+    /// platform order (default: the first GPU, else the first device; docs/opencl.md §2).
+    #[arg(long, value_name = "N")]
+    opencl_device: Option<usize>,
     #[command(flatten)]
     backend: BackendArgs,
     #[command(flatten)]
@@ -1089,11 +1093,18 @@ fn too_large(args: &[Arg], total: Option<u64>, dims_used: &[(&str, i64)]) -> Str
 }
 
 fn session(model: &Model, io: &InputArgs) -> Res<Session> {
+    session_profiling(model, io, false)
+}
+
+/// [`session`], with each OpenCL launch timed on the device when `opencl_profiling`.
+fn session_profiling(model: &Model, io: &InputArgs, opencl_profiling: bool) -> Res<Session> {
     io.backend.load_plugins()?;
     let b = &io.budgets;
     let d = SessionOptions::default();
     Ok(model.session_with(SessionOptions {
         threads: io.threads,
+        opencl_device: io.opencl_device,
+        opencl_profiling,
         backends: io.backend.backends.clone(),
         memory_budget_bytes: b.memory_budget.unwrap_or(d.memory_budget_bytes),
         max_registers: b.max_registers.unwrap_or(d.max_registers),
@@ -1322,6 +1333,24 @@ fn bench(
         profile_rows = s.take_profile();
         s.set_profiling(false);
     }
+    // Device time per OpenCL kernel, from profiling events, on a session of its own (a
+    // profiling queue waits for each launch, which the timed runs above must not).
+    let mut device_rows: Vec<(String, u64, u64)> = Vec::new();
+    if profile && !model.device_kernels().is_empty() {
+        let mut ps = session_profiling(&model, io, true)?;
+        for _ in 0..profiled_runs {
+            call(&mut ps, &io.function, &mut args)?;
+            for (name, ns) in ps.device_times() {
+                match device_rows.iter_mut().find(|r| &r.0 == name) {
+                    Some(r) => {
+                        r.1 += 1;
+                        r.2 += ns;
+                    }
+                    None => device_rows.push((name.clone(), 1, *ns)),
+                }
+            }
+        }
+    }
     if let Some(trace_path) = trace {
         s.set_tracing(true);
         for _ in 0..runs.min(5) {
@@ -1356,6 +1385,10 @@ fn bench(
                 "name": r.name, "kind": format!("{:?}", r.kind).to_lowercase(), "calls": r.calls,
                 "total_ms": r.total.as_secs_f64() * 1e3,
                 "ms_per_run": r.total.as_secs_f64() * 1e3 / profiled_runs as f64,
+            })).collect::<Vec<_>>(),
+            "device_profile": device_rows.iter().map(|(name, launches, ns)| json!({
+                "kernel": name, "launches_per_run": *launches as f64 / profiled_runs as f64,
+                "device_ms_per_run": *ns as f64 / 1e6 / profiled_runs as f64,
             })).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string(&j)?);
@@ -1399,6 +1432,18 @@ fn bench(
                 r.calls / profiled_runs as u64,
                 r.total.as_secs_f64() * 1e3 / profiled_runs as f64,
                 pct
+            );
+        }
+    }
+    if !device_rows.is_empty() {
+        println!("\nOpenCL device time per kernel over {profiled_runs} runs (profiling events):");
+        println!("{:<40} {:>9} {:>12}", "kernel", "launches", "device ms/run");
+        for (name, launches, ns) in &device_rows {
+            println!(
+                "{:<40} {:>9} {:>12.4}",
+                name,
+                launches / profiled_runs as u64,
+                *ns as f64 / 1e6 / profiled_runs as f64
             );
         }
     }

@@ -828,3 +828,57 @@ fn code_free_models_say_so_and_run_from_the_tar() {
     assert!(ok, "{err}");
     assert!(!out.is_empty());
 }
+
+/// A kernel-only library compiled for OpenCL (the OpenCL zoo, `MOTE_OPENCL_ZOO_DIR`; run on
+/// POCL): `inspect` lists the device kernels, `bench --profile` times each on the device, and a
+/// device index out of range is refused.
+#[test]
+fn opencl_libraries_show_their_device_kernels_and_device_time() {
+    let dir = std::path::PathBuf::from(
+        std::env::var_os("MOTE_OPENCL_ZOO_DIR")
+            .expect("MOTE_OPENCL_ZOO_DIR (scripts/opencl-zoo.sh)"),
+    );
+    let gemm = dir.join("gemm_cl.so").display().to_string();
+    let inputs = dir
+        .join("gemm_cl.gemm_gpu.inputs.npz")
+        .display()
+        .to_string();
+    let (ok, out, err) = mote(&["inspect", &gemm]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("opencl gemm_gpu_kernel(buffer, buffer, buffer, int32, int32) launched with blockIdx.x, threadIdx.x"),
+        "{out}"
+    );
+    let (ok, out, err) = mote(&[
+        "bench",
+        &gemm,
+        "--function",
+        "main",
+        "--inputs",
+        &inputs,
+        "--runs",
+        "2",
+        "--warmup",
+        "1",
+        "--profile",
+    ]);
+    assert!(ok, "{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("gemm_gpu_kernel"))
+        .unwrap_or_else(|| panic!("no device time row: {out}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cols[1], "16", "16 launches per run: {row}");
+    assert!(cols[2].parse::<f64>().unwrap() > 0.0, "{row}");
+    let (ok, _, err) = mote(&[
+        "run",
+        &gemm,
+        "--function",
+        "main",
+        "--inputs",
+        &inputs,
+        "--opencl-device",
+        "99",
+    ]);
+    assert!(!ok && err.contains("opencl_device 99"), "{err}");
+}
