@@ -101,6 +101,60 @@ mod opencl_zoo {
         assert_eq!(names, ["twostage_kernel", "twostage_kernel_1"]);
     }
 
+    /// A session with a program cache writes one file per kernel it builds; a new load of the
+    /// model with the same cache reuses them (the files are not written again) and computes
+    /// the same answers (docs/opencl.md §7).
+    #[test]
+    fn a_second_load_takes_its_programs_from_the_cache() {
+        use std::os::unix::fs::MetadataExt;
+        let cache = std::env::temp_dir().join(format!("mote-opencl-cache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&cache);
+        let (function, case) = first_case("twostage_cl");
+        let want = load_indexed_in(&dir(), case["expected"].as_str().unwrap(), "out");
+        let out = case["outputs"][0].as_u64().unwrap() as usize;
+        let mut inodes = Vec::new();
+        for load in 0..2 {
+            let model = Model::load(path("twostage_cl")).unwrap();
+            let mut s = model
+                .session_with(SessionOptions {
+                    opencl_program_cache: Some(cache.clone()),
+                    ..Default::default()
+                })
+                .unwrap();
+            let mut args = kernel_args(&dir(), &case);
+            s.call_kernel(&function, &mut args).unwrap();
+            mote_tests::assert_close(
+                &format!("load {load}"),
+                args[out].as_tensor().unwrap(),
+                &want[0],
+                1e-6,
+                1e-6,
+            );
+            let mut files: Vec<(String, u64)> = std::fs::read_dir(&cache)
+                .unwrap()
+                .map(|e| {
+                    let e = e.unwrap();
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        e.metadata().unwrap().ino(),
+                    )
+                })
+                .collect();
+            files.sort();
+            assert_eq!(
+                files.len(),
+                2,
+                "one program per kernel of the module: {files:?}"
+            );
+            inodes.push(files);
+        }
+        assert_eq!(
+            inodes[0], inodes[1],
+            "the second load wrote its programs again"
+        );
+        std::fs::remove_dir_all(&cache).unwrap();
+    }
+
     #[test]
     fn profiling_times_every_launch_of_the_call() {
         let model = Model::load(path("gemm_cl")).unwrap();

@@ -60,6 +60,12 @@ pub struct SessionOptions {
     /// Time each OpenCL kernel launch on the device (OpenCL profiling events), for
     /// [`Session::device_times`]. Default off.
     pub opencl_profiling: bool,
+    /// A directory (the app's own: what is in it is loaded into the driver) where compiled
+    /// OpenCL programs are kept, so that loading the same model again skips the compiler
+    /// (docs/opencl.md §7). Files are named by device, driver and source and used only when
+    /// all three match. Applies when a model's kernel is first built on a device, by
+    /// whichever session launches it first. `None` (default): every load compiles.
+    pub opencl_program_cache: Option<std::path::PathBuf>,
 }
 
 /// Default [`SessionOptions::memory_budget_bytes`]: half the physical memory where the system
@@ -83,6 +89,7 @@ impl Default for SessionOptions {
             max_instructions: DEFAULT_MAX_INSTRUCTIONS,
             opencl_device: None,
             opencl_profiling: false,
+            opencl_program_cache: None,
         }
     }
 }
@@ -135,6 +142,7 @@ impl Session {
                 model.inner.library().opencl_programs(),
                 options.opencl_device,
                 options.opencl_profiling,
+                options.opencl_program_cache.clone(),
             )?),
             None => None,
         };

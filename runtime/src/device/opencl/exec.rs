@@ -9,6 +9,7 @@
 
 use std::cell::Cell;
 use std::ffi::c_void;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::{Buffer, ClError, Context, Kernel, KernelArg, Program, Queue};
@@ -62,18 +63,27 @@ impl ModelPrograms {
         }
     }
 
-    fn program(&self, index: usize) -> Result<Arc<Program>, ClError> {
+    /// Kernel `index`'s program, built on first use (through the program cache in `cache`,
+    /// when the session that first uses it names one).
+    fn program(&self, index: usize, cache: Option<&Path>) -> Result<Arc<Program>, ClError> {
         let k = &self.module.kernels[index];
         self.built[index]
             .get_or_init(|| {
                 // TVM builds each chunk without options (docs/tvm-format.md §10.4).
-                self.context
-                    .build(self.module.chunk(k), "")
-                    .map(Arc::new)
-                    .map_err(|e| ClError {
-                        message: format!("kernel `{}`: {}", k.name, e.message),
-                        code: e.code,
-                    })
+                let source = self.module.chunk(k);
+                let built = match cache {
+                    Some(dir) => {
+                        super::cache::build(&self.context, source, "", dir).map(|(p, how)| {
+                            log::debug!("OpenCL kernel `{}`: {how:?} ({})", k.name, dir.display());
+                            p
+                        })
+                    }
+                    None => self.context.build(source, ""),
+                };
+                built.map(Arc::new).map_err(|e| ClError {
+                    message: format!("kernel `{}`: {}", k.name, e.message),
+                    code: e.code,
+                })
             })
             .clone()
     }
@@ -103,6 +113,8 @@ impl ProgramCache {
 /// so never shared).
 pub(crate) struct DeviceSession {
     pub(crate) device_index: usize,
+    /// `SessionOptions::opencl_program_cache`.
+    cache: Option<PathBuf>,
     queue: Queue,
     programs: Arc<ModelPrograms>,
     kernels: Vec<Option<Kernel>>,
@@ -113,11 +125,13 @@ impl DeviceSession {
         device_index: usize,
         programs: Arc<ModelPrograms>,
         profiling: bool,
+        cache: Option<PathBuf>,
     ) -> Result<DeviceSession, ClError> {
         let queue = programs.context.queue(profiling)?;
         let kernels = programs.module.kernels.iter().map(|_| None).collect();
         Ok(DeviceSession {
             device_index,
+            cache,
             queue,
             programs,
             kernels,
@@ -279,7 +293,7 @@ pub(crate) fn launch(module: &OpenClModule, index: usize, args: &[FfiAny]) -> Re
             let program = s
                 .device
                 .programs
-                .program(index)
+                .program(index, s.device.cache.as_deref())
                 .map_err(|e| e.to_string())?;
             s.device.kernels[index] = Some(program.kernel(name).map_err(|e| e.to_string())?);
         }
@@ -393,6 +407,7 @@ pub(crate) fn open_session(
     programs: &ProgramCache,
     device: Option<usize>,
     profiling: bool,
+    cache: Option<PathBuf>,
 ) -> crate::Result<DeviceSession> {
     let err = |message: String| crate::Error::Backend {
         backend: "opencl".into(),
@@ -413,5 +428,5 @@ pub(crate) fn open_session(
     };
     let context = super::shared_context(&list[index]).map_err(|e| err(e.to_string()))?;
     let programs = programs.for_context(module, &context);
-    DeviceSession::new(index, programs, profiling).map_err(|e| err(e.to_string()))
+    DeviceSession::new(index, programs, profiling, cache).map_err(|e| err(e.to_string()))
 }

@@ -6,6 +6,7 @@
 //! enqueued by one thread at a time, which `&mut` enforces); a [`Program`] per model and
 //! device, built once; [`Buffer`]s that keep their context alive.
 
+pub(crate) mod cache;
 pub(crate) mod exec;
 pub mod sys;
 

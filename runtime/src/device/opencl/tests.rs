@@ -239,3 +239,68 @@ fn stress_threads_share_a_context_and_a_program() {
         }
     });
 }
+
+/// The program cache (docs/opencl.md §7): built once, then loaded from the directory; a
+/// damaged file is built again and replaced. Prints the build and load times.
+#[test]
+fn the_program_cache_skips_the_compiler_the_second_time() {
+    use super::cache::{build, CacheOutcome};
+    let ctx = shared_context(&device()).unwrap();
+    let dir = std::env::temp_dir().join(format!("mote-clcache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let t = std::time::Instant::now();
+    let (_, how) = build(&ctx, VADD, "", &dir).unwrap();
+    let first = t.elapsed();
+    assert_eq!(how, CacheOutcome::Built);
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let t = std::time::Instant::now();
+    let (p, how) = build(&ctx, VADD, "", &dir).unwrap();
+    let second = t.elapsed();
+    assert_eq!(how, CacheOutcome::Hit);
+    eprintln!("OpenCL program: built in {first:?}, loaded from the cache in {second:?}");
+    // The cached program computes.
+    let mut k = p.kernel("vadd").unwrap();
+    let mut q = ctx.queue(false).unwrap();
+    let (ba, bc) = (ctx.buffer(8, false).unwrap(), ctx.buffer(8, false).unwrap());
+    q.write(&ba, 0, &floats(&[1.5, -2.0])).unwrap();
+    q.write(&bc, 0, &floats(&[f32::NAN; 2])).unwrap();
+    for (i, arg) in [
+        KernelArg::Buffer(&bc),
+        KernelArg::Buffer(&ba),
+        KernelArg::Buffer(&ba),
+        KernelArg::Bytes(&1.0f32.to_ne_bytes()),
+        KernelArg::Bytes(&2i32.to_ne_bytes()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        k.set_arg(i as u32, arg).unwrap();
+    }
+    q.launch(&mut k, &[2], None).unwrap();
+    let mut out = [0u8; 8];
+    q.read(&bc, 0, &mut out).unwrap();
+    assert_eq!(from_bytes(&out), [3.0, -4.0]);
+    // Another source: another file. A damaged file: built again, and replaced.
+    let other = VADD.replace("alpha * b[i]", "alpha * b[i] + 1.0f");
+    assert_eq!(
+        build(&ctx, &other, "", &dir).unwrap().1,
+        CacheOutcome::Built
+    );
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+    let bytes = std::fs::read(&files[0]).unwrap();
+    std::fs::write(&files[0], &bytes[..bytes.len() / 2]).unwrap();
+    assert_eq!(build(&ctx, VADD, "", &dir).unwrap().1, CacheOutcome::Built);
+    assert_eq!(build(&ctx, VADD, "", &dir).unwrap().1, CacheOutcome::Hit);
+    // A directory that cannot be written: built, not cached, no error.
+    let blocked = dir.join("a-file");
+    std::fs::write(&blocked, b"x").unwrap();
+    assert_eq!(
+        build(&ctx, VADD, "", &blocked.join("sub")).unwrap().1,
+        CacheOutcome::Built
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
