@@ -438,6 +438,62 @@ fn arity(args: &[Arg], n: usize, what: &str) -> Res<()> {
     Ok(())
 }
 
+/// DLPack's device type of OpenCL (`kDLOpenCL`), what TVM's `remote.cl(0)` names.
+const OPENCL: i32 = 4;
+
+/// An attribute of OpenCL device `id` (an index into the devices OpenCL lists, as TVM numbers
+/// them), answered as TVM's OpenCL runtime answers it (docs/rpc.md "Devices"). Without OpenCL,
+/// or past the last device, it does not exist and has no attributes.
+fn opencl_attr(id: i32, kind: i64) -> Res<Arg> {
+    let list = mote::device::opencl::system_devices().unwrap_or(&[]);
+    let Some(d) = usize::try_from(id).ok().and_then(|i| list.get(i)) else {
+        return match kind {
+            0 => Ok(Arg::Int(0)),
+            1..=16 => Ok(Arg::None),
+            _ => Err(RequestError::Invalid(format!(
+                "unknown device attribute kind {kind}"
+            ))),
+        };
+    };
+    let int = |v: u64| Arg::Int(i64::try_from(v).unwrap_or(i64::MAX));
+    Ok(match kind {
+        0 => Arg::Int(1),                       // kExist
+        1 => int(d.max_work_group_size as u64), // kMaxThreadsPerBlock
+        2 => Arg::Int(1),                       // kWarpSize: OpenCL has none
+        3 => int(d.local_mem_bytes),            // kMaxSharedMemoryPerBlock
+        4 => Arg::RawStr(
+            // kComputeVersion: "3.0" of "OpenCL 3.0 ..."
+            d.version
+                .strip_prefix("OpenCL ")
+                .and_then(|v| v.split_whitespace().next())
+                .unwrap_or("")
+                .to_string(),
+        ),
+        5 => Arg::RawStr(d.name.clone()),            // kDeviceName
+        6 => int(u64::from(d.max_clock_mhz) * 1000), // kMaxClockRate, in kHz
+        7 => int(u64::from(d.compute_units)),        // kMultiProcessorCount
+        8 => Arg::RawStr(format!(
+            // kMaxThreadDimensions
+            "[{}]",
+            d.max_work_item_sizes
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        11 => Arg::Int(120), // kApiVersion: OpenCL 1.2 entry points
+        12 => Arg::RawStr(d.driver_version.clone()), // kDriverVersion
+        13 => int(d.global_cache_bytes), // kL2CacheSizeBytes
+        14 => int(d.global_mem_bytes), // kTotalGlobalMemory
+        9 | 10 | 15 | 16 => Arg::None,
+        _ => {
+            return Err(RequestError::Invalid(format!(
+                "unknown device attribute kind {kind}"
+            )))
+        }
+    })
+}
+
 fn check_cpu(d: Device) -> Res<()> {
     if d.device_type != 1 {
         return Err(RequestError::Unsupported(format!(
@@ -797,6 +853,9 @@ impl<'c> State<'c> {
 
     fn device_attr(&self, d: Device, kind: i64) -> Res<Arg> {
         // DeviceAttrKind values (docs/rpc.md "Devices").
+        if d.device_type == OPENCL {
+            return opencl_attr(d.device_id, kind);
+        }
         if d.device_type != 1 {
             return if kind == 0 {
                 Ok(Arg::Int(0))

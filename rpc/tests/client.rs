@@ -49,6 +49,15 @@ fn kernel_library_gemm_and_its_time_evaluator() {
     s.stop();
 }
 
+/// `remote.cl(0)` of TVM's Android flow: exists, with OpenCL's own attribute values (docs/rpc.md
+/// "Devices"; the machine's OpenCL device, POCL in CI).
+#[test]
+fn opencl_device_attributes_as_tvm_asks_for_them() {
+    let s = server();
+    assert!(run("opencl_device.py", &s, &[]).contains("opencl_device: ok"));
+    s.stop();
+}
+
 #[test]
 fn stateful_api_and_saved_functions() {
     let s = server();
