@@ -269,7 +269,7 @@ fn shorten(s: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A payload as TVM writes it (§10.2).

@@ -304,3 +304,167 @@ fn the_program_cache_skips_the_compiler_the_second_time() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// What host code calls back into (`exec.rs`, docs/opencl.md §5), called directly with the
+/// arguments a broken or hostile library could pass: each is an error, never a launch with
+/// them, and the right call still computes.
+#[test]
+fn host_callbacks_check_what_they_are_given() {
+    use super::exec::{self, CallState, ClBuf, DeviceSession, ModelPrograms};
+    use crate::host::abi::{type_index as ti, FfiAny};
+    use crate::loader::opencl_module::{parse, tests::Payload};
+
+    // vadd(c, a, b, alpha, n) as TVM would describe it: three buffers, a float, an int, then
+    // the group count and group size.
+    let src = format!("// Function: vadd\n{VADD}");
+    let mut p = Payload::new("cl", 1);
+    p.kernel(
+        "vadd",
+        &[
+            [3, 64, 1, 0],
+            [3, 64, 1, 0],
+            [3, 64, 1, 0],
+            [2, 32, 1, 0],
+            [0, 32, 1, 0],
+        ],
+        &["blockIdx.x", "threadIdx.x"],
+    )
+    .str(&src);
+    let module = Arc::new(parse(&p.bytes()).unwrap());
+    let ctx = shared_context(&device()).unwrap();
+    let programs = Arc::new(ModelPrograms::new(module.clone(), ctx.clone()));
+    let mut dev = DeviceSession::new(0, programs, false, None).unwrap();
+    let n = 100usize;
+    let bufs: Vec<Box<ClBuf>> = (0..3)
+        .map(|_| ClBuf::new(ctx.buffer(4 * n, false).unwrap()))
+        .collect();
+    dev.queue()
+        .write(bufs[1].buffer(), 0, &floats(&vec![2.0; n]))
+        .unwrap();
+    dev.queue()
+        .write(bufs[2].buffer(), 0, &floats(&vec![3.0; n]))
+        .unwrap();
+    dev.queue()
+        .write(bufs[0].buffer(), 0, &floats(&vec![f32::NAN; n]))
+        .unwrap();
+    let buf = |i: usize| FfiAny::ptr(ti::OPAQUE_PTR, bufs[i].handle());
+    let good = [
+        buf(0),
+        buf(1),
+        buf(2),
+        FfiAny::float(0.5),
+        FfiAny::int(n as i64),
+        FfiAny::int(2),
+        FfiAny::int(64),
+    ];
+
+    // Outside a call: nothing to launch on.
+    let e = exec::launch(&module, 0, &good).unwrap_err();
+    assert!(e.contains("no Mote session call in progress"), "{e}");
+    assert!(exec::alloc_workspace(64).is_err());
+
+    let mut state = CallState::new(&mut dev, &bufs);
+    state.run(|| {
+        let stranger = ClBuf::new(ctx.buffer(4 * n, false).unwrap());
+        let local = 0u64;
+        for (args, want) in [
+            (&good[..6], "takes 7 arguments"),
+            (
+                &[
+                    buf(0),
+                    buf(1),
+                    FfiAny::int(5),
+                    good[3],
+                    good[4],
+                    good[5],
+                    good[6],
+                ][..],
+                "argument 2: expected a device buffer",
+            ),
+            (
+                &[
+                    buf(0),
+                    buf(1),
+                    FfiAny::ptr(ti::OPAQUE_PTR, stranger.handle()),
+                    good[3],
+                    good[4],
+                    good[5],
+                    good[6],
+                ][..],
+                "not a device buffer of this call",
+            ),
+            (
+                &[
+                    buf(0),
+                    buf(1),
+                    FfiAny::ptr(ti::OPAQUE_PTR, (&local as *const u64).cast()),
+                    good[3],
+                    good[4],
+                    good[5],
+                    good[6],
+                ][..],
+                "not a device buffer of this call",
+            ),
+            (
+                &[
+                    buf(0),
+                    buf(1),
+                    buf(2),
+                    FfiAny::int(1),
+                    good[4],
+                    good[5],
+                    good[6],
+                ][..],
+                "argument 3: expected a float",
+            ),
+            (
+                &[
+                    buf(0),
+                    buf(1),
+                    buf(2),
+                    good[3],
+                    FfiAny::float(1.0),
+                    good[5],
+                    good[6],
+                ][..],
+                "argument 4: expected an int",
+            ),
+            (
+                &[
+                    buf(0),
+                    buf(1),
+                    buf(2),
+                    good[3],
+                    good[4],
+                    FfiAny::float(2.0),
+                    good[6],
+                ][..],
+                "launch size",
+            ),
+        ] {
+            let e = exec::launch(&module, 0, args).unwrap_err();
+            assert!(e.contains(want), "{e:?} should contain {want:?}");
+        }
+        assert!(exec::launch(&module, 7, &good).is_err(), "no kernel 7");
+        // __tvm_set_device: only this session's OpenCL device.
+        exec::set_device(&[FfiAny::int(4), FfiAny::int(0)]).unwrap();
+        for bad in [
+            [FfiAny::int(1), FfiAny::int(0)],
+            [FfiAny::int(4), FfiAny::int(3)],
+        ] {
+            assert!(exec::set_device(&bad).is_err());
+        }
+        assert!(exec::set_device(&[FfiAny::int(4)]).is_err());
+        // Workspaces: made and freed within the call; a pointer it did not make is refused.
+        let w = exec::alloc_workspace(256).unwrap();
+        assert!(exec::free_workspace((&local as *const u64).cast_mut().cast()).is_err());
+        exec::free_workspace(w).unwrap();
+        assert!(exec::free_workspace(w).is_err(), "freed twice");
+        // Groups or sizes of 0 or less count as 1; a launch of 2 x 64 covers n = 100.
+        exec::launch(&module, 0, &good).unwrap();
+    });
+    drop(state);
+    let mut out = vec![0u8; 4 * n];
+    dev.queue().read(bufs[0].buffer(), 0, &mut out).unwrap();
+    assert_eq!(from_bytes(&out), vec![3.5f32; n]);
+}
