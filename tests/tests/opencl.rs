@@ -103,7 +103,8 @@ mod opencl_zoo {
 
     /// A session with a program cache writes one file per kernel it builds; a new load of the
     /// model with the same cache reuses them (the files are not written again) and computes
-    /// the same answers (docs/opencl.md §7).
+    /// the same answers (docs/opencl.md §7). Each load is of its own copy of the file: loads of
+    /// one file share one mapping, and with it the programs already built in this process.
     #[test]
     fn a_second_load_takes_its_programs_from_the_cache() {
         use std::os::unix::fs::MetadataExt;
@@ -113,8 +114,11 @@ mod opencl_zoo {
         let want = load_indexed_in(&dir(), case["expected"].as_str().unwrap(), "out");
         let out = case["outputs"][0].as_u64().unwrap() as usize;
         let mut inodes = Vec::new();
+        std::fs::create_dir_all(&cache).unwrap();
         for load in 0..2 {
-            let model = Model::load(path("twostage_cl")).unwrap();
+            let copy = cache.with_extension(format!("{load}.so"));
+            std::fs::copy(path("twostage_cl"), &copy).unwrap();
+            let model = Model::load(&copy).unwrap();
             let mut s = model
                 .session_with(SessionOptions {
                     opencl_program_cache: Some(cache.clone()),
@@ -147,6 +151,9 @@ mod opencl_zoo {
                 "one program per kernel of the module: {files:?}"
             );
             inodes.push(files);
+            drop(s);
+            drop(model);
+            std::fs::remove_file(&copy).unwrap();
         }
         assert_eq!(
             inodes[0], inodes[1],
@@ -236,6 +243,45 @@ mod opencl_zoo {
             1e-6,
             1e-6,
         );
+    }
+
+    /// Device memory counts against the session's memory budget: arguments that do not fit are
+    /// refused before anything is allocated, and so is a device workspace beyond what is left
+    /// (the two-kernel function's 4 KiB intermediate), each `ResourceExhausted`.
+    #[test]
+    fn device_memory_is_under_the_session_memory_budget() {
+        let model = Model::load(path("twostage_cl")).unwrap();
+        let (function, case) = first_case("twostage_cl");
+        let args_bytes: usize = kernel_args(&dir(), &case)
+            .iter()
+            .filter_map(|a| a.as_tensor().map(|t| t.byte_len()))
+            .sum();
+        for (budget, want) in [
+            (args_bytes - 1, "for its arguments"),
+            (args_bytes + 100, "device workspace of 4096 bytes"),
+        ] {
+            let mut s = model
+                .session_with(SessionOptions {
+                    memory_budget_bytes: budget,
+                    ..Default::default()
+                })
+                .unwrap();
+            let e = s
+                .call_kernel(&function, &mut kernel_args(&dir(), &case))
+                .unwrap_err();
+            assert!(
+                matches!(&e, Error::ResourceExhausted { budget, message } if *budget == "SessionOptions::memory_budget_bytes" && message.contains(want)),
+                "{e:?}"
+            );
+        }
+        let mut s = model
+            .session_with(SessionOptions {
+                memory_budget_bytes: args_bytes + 4096,
+                ..Default::default()
+            })
+            .unwrap();
+        s.call_kernel(&function, &mut kernel_args(&dir(), &case))
+            .unwrap();
     }
 
     /// Four threads, each with its own session of one model (sessions share the device's context

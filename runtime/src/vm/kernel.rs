@@ -84,6 +84,22 @@ impl Session {
             kind: "OpenCLError".into(),
             message: e.to_string(),
         };
+        // Device memory counts against the session's memory budget, like the storage the VM
+        // allocates (docs/opencl.md §5): the copies of the arguments, then any workspace.
+        let budget = self.pool.budget_left();
+        let needed: usize = args
+            .iter()
+            .filter_map(|a| a.as_tensor().map(|t| t.byte_len()))
+            .fold(0, usize::saturating_add);
+        if needed > budget {
+            return Err(Error::ResourceExhausted {
+                budget: "SessionOptions::memory_budget_bytes",
+                message: format!(
+                    "`{name}` needs {needed} bytes of device memory for its arguments, with {budget} \
+                     bytes of the budget left"
+                ),
+            });
+        }
         let dev = self
             .device
             .as_mut()
@@ -106,18 +122,25 @@ impl Session {
         };
         let mut dl = std::mem::take(&mut self.dl_scratch);
         let mut anys = std::mem::take(&mut self.any_scratch);
-        let mut state = CallState::new(dev, &bufs);
+        let mut state = CallState::new(dev, &bufs, budget - needed);
         let r = state.run(|| {
             invoke_kernel(&mut dl, &mut anys, k, args.len(), Some(&placed), |i| {
                 ArgView::Val(&args[i])
             })
         });
         let times = std::mem::take(&mut state.times);
+        let exhausted = state.exhausted.take();
         drop(state);
         self.dl_scratch = dl;
         self.any_scratch = anys;
         let dev = self.device.as_mut().expect("checked above");
         dev.queue().finish().map_err(failed)?;
+        if let Some(message) = exhausted {
+            return Err(Error::ResourceExhausted {
+                budget: "SessionOptions::memory_budget_bytes",
+                message: format!("`{name}`: {message}"),
+            });
+        }
         let out = r.map_err(|e| e.into_error(&name))?;
         let mut j = 0;
         for a in args.iter_mut() {

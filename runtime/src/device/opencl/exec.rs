@@ -157,16 +157,29 @@ pub(crate) struct CallState<'a> {
         reason = "host code holds pointers to these, which must not move"
     )]
     workspaces: Vec<Box<ClBuf>>,
+    /// Device bytes the call's workspaces may still take (the session's memory budget).
+    budget_left: usize,
+    /// Set when a workspace was refused for the budget: the call's error is then
+    /// `ResourceExhausted`, whatever the host code made of the refusal.
+    pub(crate) exhausted: Option<String>,
     /// Device time of each launch, when the queue profiles: (kernel name, nanoseconds).
     pub(crate) times: Vec<(String, u64)>,
 }
 
 impl<'a> CallState<'a> {
-    pub(crate) fn new(device: &'a mut DeviceSession, args: &'a [Box<ClBuf>]) -> CallState<'a> {
+    /// The state of a call whose tensors are `args`, with `budget_left` device bytes left for
+    /// workspaces.
+    pub(crate) fn new(
+        device: &'a mut DeviceSession,
+        args: &'a [Box<ClBuf>],
+        budget_left: usize,
+    ) -> CallState<'a> {
         CallState {
             device,
             args,
             workspaces: Vec::new(),
+            budget_left,
+            exhausted: None,
             times: Vec::new(),
         }
     }
@@ -241,11 +254,20 @@ pub(crate) fn set_device(args: &[FfiAny]) -> Result<(), String> {
 pub(crate) fn alloc_workspace(nbytes: u64) -> Result<*mut c_void, String> {
     with_current(|s| {
         let n = usize::try_from(nbytes).map_err(|_| format!("a workspace of {nbytes} bytes"))?;
+        if n > s.budget_left {
+            let m = format!(
+                "a device workspace of {n} bytes, with {} bytes of the session's memory budget left",
+                s.budget_left
+            );
+            s.exhausted = Some(m.clone());
+            return Err(m);
+        }
         let b = s
             .device
             .context()
             .buffer(n, false)
             .map_err(|e| e.to_string())?;
+        s.budget_left -= n;
         let b = ClBuf::new(b);
         let h = b.handle();
         s.workspaces.push(b);
@@ -261,7 +283,8 @@ pub(crate) fn free_workspace(p: *mut c_void) -> Result<(), String> {
             .iter()
             .position(|b| b.handle() == p)
             .ok_or_else(|| "freeing an OpenCL workspace this call did not allocate".to_string())?;
-        s.workspaces.swap_remove(i);
+        let b = s.workspaces.swap_remove(i);
+        s.budget_left += b.buffer().len();
         Ok(())
     })
 }

@@ -363,7 +363,7 @@ fn host_callbacks_check_what_they_are_given() {
     assert!(e.contains("no Mote session call in progress"), "{e}");
     assert!(exec::alloc_workspace(64).is_err());
 
-    let mut state = CallState::new(&mut dev, &bufs);
+    let mut state = CallState::new(&mut dev, &bufs, 1 << 20);
     state.run(|| {
         let stranger = ClBuf::new(ctx.buffer(4 * n, false).unwrap());
         let local = 0u64;
@@ -457,6 +457,8 @@ fn host_callbacks_check_what_they_are_given() {
         assert!(exec::set_device(&[FfiAny::int(4)]).is_err());
         // Workspaces: made and freed within the call; a pointer it did not make is refused.
         let w = exec::alloc_workspace(256).unwrap();
+        let e = exec::alloc_workspace(1 << 20).unwrap_err();
+        assert!(e.contains("memory budget"), "over the budget left: {e}");
         assert!(exec::free_workspace((&local as *const u64).cast_mut().cast()).is_err());
         exec::free_workspace(w).unwrap();
         assert!(exec::free_workspace(w).is_err(), "freed twice");
