@@ -28,6 +28,22 @@ fn from_bytes(b: &[u8]) -> Vec<f32> {
         .collect()
 }
 
+/// Sets `VADD`'s arguments for `c = a + alpha * a` over `n` elements.
+fn doubled_plus(k: &mut Kernel, c: &Buffer, a: &Buffer, alpha: f32, n: i32) {
+    for (i, arg) in [
+        KernelArg::Buffer(c),
+        KernelArg::Buffer(a),
+        KernelArg::Buffer(a),
+        KernelArg::Bytes(&alpha.to_ne_bytes()),
+        KernelArg::Bytes(&n.to_ne_bytes()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        k.set_arg(i as u32, arg).unwrap();
+    }
+}
+
 #[test]
 fn lists_devices_with_their_limits() {
     let d = device();
@@ -115,18 +131,7 @@ fn a_program_binary_loads_again_and_runs() {
     );
     q.write(&ba, 0, &floats(&[1.0, 2.0, 3.0, 4.0])).unwrap();
     q.write(&bc, 0, &floats(&[f32::NAN; 4])).unwrap();
-    for (i, arg) in [
-        KernelArg::Buffer(&bc),
-        KernelArg::Buffer(&ba),
-        KernelArg::Buffer(&ba),
-        KernelArg::Bytes(&3.0f32.to_ne_bytes()),
-        KernelArg::Bytes(&4i32.to_ne_bytes()),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        k.set_arg(i as u32, arg).unwrap();
-    }
+    doubled_plus(&mut k, &bc, &ba, 3.0, 4);
     assert_eq!(
         q.launch(&mut k, &[4], None).unwrap(),
         None,
@@ -268,18 +273,7 @@ fn the_program_cache_skips_the_compiler_the_second_time() {
     let (ba, bc) = (ctx.buffer(8, false).unwrap(), ctx.buffer(8, false).unwrap());
     q.write(&ba, 0, &floats(&[1.5, -2.0])).unwrap();
     q.write(&bc, 0, &floats(&[f32::NAN; 2])).unwrap();
-    for (i, arg) in [
-        KernelArg::Buffer(&bc),
-        KernelArg::Buffer(&ba),
-        KernelArg::Buffer(&ba),
-        KernelArg::Bytes(&1.0f32.to_ne_bytes()),
-        KernelArg::Bytes(&2i32.to_ne_bytes()),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        k.set_arg(i as u32, arg).unwrap();
-    }
+    doubled_plus(&mut k, &bc, &ba, 1.0, 2);
     q.launch(&mut k, &[2], None).unwrap();
     let mut out = [0u8; 8];
     q.read(&bc, 0, &mut out).unwrap();
