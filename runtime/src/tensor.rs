@@ -198,14 +198,7 @@ impl Pool {
         let mut st = self.state();
         let live = st.live;
         if live.saturating_add(size) > self.budget {
-            return Err(Error::ResourceExhausted {
-                budget: "SessionOptions::memory_budget_bytes",
-                message: format!(
-                    "allocating {size} bytes with {live} already held would pass the budget \
-                     of {} bytes",
-                    self.budget
-                ),
-            });
+            return Err(self.exhausted(size, live));
         }
         st.live = live + size;
         let buf = st
@@ -217,6 +210,21 @@ impl Pool {
             st.cached_bytes -= size;
         }
         Ok(buf)
+    }
+
+    /// The error of an allocation over the budget, built out of line (the check on the hot
+    /// path stays a compare and a branch).
+    #[cold]
+    #[inline(never)]
+    fn exhausted(&self, size: usize, live: usize) -> Error {
+        Error::ResourceExhausted {
+            budget: "SessionOptions::memory_budget_bytes",
+            message: format!(
+                "allocating {size} bytes with {live} already held would pass the budget of {} \
+                 bytes",
+                self.budget
+            ),
+        }
     }
 
     /// Give back a reservation whose allocation failed.

@@ -9,6 +9,10 @@ use crate::value::{Function, Value};
 use crate::vm::program::Program;
 use crate::vm::Session;
 
+/// Shape heaps up to this size are not checked against the memory budget (`AllocShapeHeap`):
+/// 512 entries, far more than TVM gives one, for a few hundred bytes freed with their frame.
+const SMALL_SHAPE_HEAP_BYTES: usize = 4096;
+
 macro_rules! builtins {
     ($($variant:ident => $name:literal),* $(,)?) => {
         /// A builtin Mote implements.
@@ -367,10 +371,12 @@ impl Session {
             }
             Builtin::MakePrimValue => Value::Int(make_dim(&heap_of(a(0)?)?, int(1)?, int(2)?)?),
             Builtin::AllocShapeHeap => {
-                // Its size comes from the file: held to the session's memory budget too.
+                // Its size comes from the file: held to the session's memory budget too, but
+                // a heap of a few entries (TVM's hold a handful; it lives only as long as its
+                // frame) skips taking the pool's lock to ask (docs/untrusted-models.md §3).
                 let n = int(1)?;
                 let bytes = usize::try_from(n).unwrap_or(usize::MAX).saturating_mul(8);
-                if bytes > self.pool().budget_left() {
+                if bytes > SMALL_SHAPE_HEAP_BYTES && bytes > self.pool().budget_left() {
                     return Err(Error::ResourceExhausted {
                         budget: "SessionOptions::memory_budget_bytes",
                         message: format!(

@@ -8,7 +8,7 @@ use super::builtins::Builtin;
 use super::program::{Callee, Program};
 use super::{CallState, Session};
 use crate::error::{Error, Result};
-use crate::loader::executable::{Arg, Instr};
+use crate::loader::executable::{Arg, FuncInfo, Instr};
 use crate::value::{Arg as CallArg, Function, Value};
 
 /// Deepest nesting of Relax function calls, whatever the stack budget: a backstop should the
@@ -63,34 +63,16 @@ impl Session {
 
     pub(crate) fn invoke_vm(&mut self, m: &Program, fidx: usize, args: &[Value]) -> Result<Value> {
         self.check_arity(fidx, args.len())?;
-        let name = || m.exe().funcs[fidx].name.clone();
-        let used = self.stack_used();
-        if used > self.budget.stack_bytes || self.depth >= MAX_DEPTH {
-            return Err(Error::ResourceExhausted {
-                budget: "SessionOptions::stack_budget_bytes",
-                message: format!(
-                    "calling `{}` at depth {} would pass the stack budget of {} bytes ({used} \
-                     used so far)",
-                    name(),
-                    self.depth,
-                    self.budget.stack_bytes
-                ),
-            });
+        let f = &m.exe().funcs[fidx];
+        if self.stack_used() > self.budget.stack_bytes || self.depth >= MAX_DEPTH {
+            return Err(self.stack_exhausted(f));
         }
         let base = self.regs.len();
-        let rfs = m.exe().funcs[fidx].register_file_size;
+        let rfs = f.register_file_size;
         if base.saturating_add(rfs) > self.budget.max_registers {
-            return Err(Error::ResourceExhausted {
-                budget: "SessionOptions::max_registers",
-                message: format!(
-                    "calling `{}` needs {rfs} registers with {base} held by the frames below, \
-                     more than the budget of {}",
-                    name(),
-                    self.budget.max_registers
-                ),
-            });
+            return Err(self.registers_exhausted(f, base));
         }
-        self.charge_instructions(&m.exe().funcs[fidx], m.exe().funcs[fidx].start)?;
+        self.charge_instructions(f, f.start)?;
         self.regs.resize(base + rfs, Value::None);
         self.regs[base..base + args.len()].clone_from_slice(args);
         self.depth += 1;
@@ -100,34 +82,71 @@ impl Session {
         r
     }
 
+    // The budget errors are built out of line: the checks on the hot path stay a compare and a
+    // branch each (issue 27's limit: budgets may not cost a model more than 1%).
+
+    #[cold]
+    #[inline(never)]
+    fn stack_exhausted(&self, f: &FuncInfo) -> Error {
+        Error::ResourceExhausted {
+            budget: "SessionOptions::stack_budget_bytes",
+            message: format!(
+                "calling `{}` at depth {} would pass the stack budget of {} bytes ({} used so \
+                 far)",
+                f.name,
+                self.depth,
+                self.budget.stack_bytes,
+                self.stack_used()
+            ),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn registers_exhausted(&self, f: &FuncInfo, held: usize) -> Error {
+        Error::ResourceExhausted {
+            budget: "SessionOptions::max_registers",
+            message: format!(
+                "calling `{}` needs {} registers with {held} held by the frames below, more \
+                 than the budget of {}",
+                f.name, f.register_file_size, self.budget.max_registers
+            ),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn instructions_exhausted(&self, f: &FuncInfo, pc: usize) -> Error {
+        Error::ResourceExhausted {
+            budget: "SessionOptions::max_instructions",
+            message: format!(
+                "`{}` at pc {pc}: the call would pass its budget of {} instructions",
+                f.name, self.budget.instructions
+            ),
+        }
+    }
+
     /// Charge the instruction budget for one pass over `f`'s body (at entering it, and at
     /// each backward jump, `pc`): without a backward jump, a frame runs each of its
     /// instructions at most once, so charging whole bodies bounds what a call executes with no
     /// count per instruction (docs/untrusted-models.md §3).
     #[inline]
-    fn charge_instructions(
-        &mut self,
-        f: &crate::loader::executable::FuncInfo,
-        pc: usize,
-    ) -> Result<()> {
+    fn charge_instructions(&mut self, f: &FuncInfo, pc: usize) -> Result<()> {
         let body = (f.end - f.start) as u64;
         match self.call.instructions_left.checked_sub(body) {
             Some(left) => {
                 self.call.instructions_left = left;
                 Ok(())
             }
-            None => Err(Error::ResourceExhausted {
-                budget: "SessionOptions::max_instructions",
-                message: format!(
-                    "`{}` at pc {pc}: the call would pass its budget of {} instructions",
-                    f.name, self.budget.instructions
-                ),
-            }),
+            None => Err(self.instructions_exhausted(f, pc)),
         }
     }
 
     fn run_frame(&mut self, m: &Program, fidx: usize, base: usize) -> Result<Value> {
         let f = &m.exe().funcs[fidx];
+        // The instructions up to the function's end (the loader checked `end` is in range):
+        // one bounds check per instruction also catches running past the end.
+        let code = &m.exe().instrs[..f.end];
         let mut pc = f.start;
         loop {
             let vm_err = |pc: usize, message: String| Error::Vm {
@@ -135,45 +154,47 @@ impl Session {
                 pc,
                 message,
             };
-            if pc >= f.end {
+            let Some(&instr) = code.get(pc) else {
                 return Err(vm_err(pc, "ran past the end of the function".into()));
-            }
-            match m.exe().instrs[pc] {
+            };
+            match instr {
                 Instr::Call {
                     dst,
                     func,
                     args,
                     nargs,
                 } => {
-                    // The interrupt, before every call (a kernel, builtin, region or Relax
-                    // function): the boundary where a running model can stop.
-                    if self.interrupt.take() {
-                        return Err(Error::Cancelled);
-                    }
-                    // `null_value` only drops a register (the compiler's early frees).
-                    if nargs == 0
-                        && self.profiler.is_none()
-                        && matches!(*m.callee(func), Callee::Builtin(Builtin::NullValue))
-                    {
-                        if let Some(d) = dst {
-                            self.regs[base + d as usize] = Value::None;
+                    match *m.callee(func) {
+                        // `null_value` only drops a register (the compiler's early frees).
+                        Callee::Builtin(Builtin::NullValue)
+                            if nargs == 0 && self.profiler.is_none() =>
+                        {
+                            if let Some(d) = dst {
+                                self.regs[base + d as usize] = Value::None;
+                            }
+                            pc += 1;
+                            continue;
                         }
-                        pc += 1;
-                        continue;
-                    }
-                    if let Callee::Kernel(k) = *m.callee(func) {
-                        let v = self.call_kernel_in_place(
-                            m,
-                            func,
-                            k,
-                            base,
-                            m.exe().call_args(args, nargs),
-                        )?;
-                        if let Some(d) = dst {
-                            self.regs[base + d as usize] = v;
+                        Callee::Kernel(k) => {
+                            // The interrupt, before every kernel (and in `call_index`, before
+                            // every other call but a builtin's): where a running model stops.
+                            if self.interrupt.take() {
+                                return Err(Error::Cancelled);
+                            }
+                            let v = self.call_kernel_in_place(
+                                m,
+                                func,
+                                k,
+                                base,
+                                m.exe().call_args(args, nargs),
+                            )?;
+                            if let Some(d) = dst {
+                                self.regs[base + d as usize] = v;
+                            }
+                            pc += 1;
+                            continue;
                         }
-                        pc += 1;
-                        continue;
+                        _ => {}
                     }
                     let mut argv = std::mem::take(&mut self.argbuf);
                     let mark = argv.len();
@@ -236,10 +257,13 @@ impl Session {
     pub(crate) fn call_index(&mut self, m: &Program, func: u32, args: &[Value]) -> Result<Value> {
         let start = self.profiler.is_some().then(Instant::now);
         let model = m;
+        // The interrupt, before every call but a builtin's (those do bounded work of their
+        // own, and whatever they call comes back here): docs/untrusted-models.md §4.
         let r = match model.callee(func) {
+            Callee::Builtin(b) => self.builtin(m, *b, args),
+            _ if self.interrupt.take() => Err(Error::Cancelled),
             Callee::Vm(i) => self.invoke_vm(m, *i as usize, args),
             Callee::Kernel(k) => self.call_kernel_values(m, func, *k, args),
-            Callee::Builtin(b) => self.builtin(m, *b, args),
             Callee::Subgraph => self.run_subgraph(m, args),
             Callee::Registered(f) => f(&args.iter().map(CallArg::from_value).collect::<Vec<_>>())
                 .map_err(|e| match e {

@@ -191,7 +191,9 @@ struct Placed<'p> {
 }
 
 /// Call kernel `k` with `n` arguments: tensors as `DLTensor*` (type 7, offset folded into
-/// `data`; with `placed`, the device's data instead), scalars by value.
+/// `data`; with `placed`, the device's data instead), scalars by value. Inlined into each
+/// caller so that the host calls, which pass `None`, test nothing per tensor for `placed`.
+#[inline(always)]
 fn invoke_kernel<'a>(
     dl: &mut Vec<DLTensor>,
     anys: &mut Vec<FfiAny>,

@@ -68,11 +68,11 @@ pub struct Session {
 /// Stops a running call of one [`Session`] from any thread (docs/untrusted-models.md §4).
 ///
 /// [`InterruptHandle::interrupt`] makes the call in progress return [`Error::Cancelled`] at
-/// its next call instruction (of a kernel, builtin, region or Relax function) or backward
-/// jump (a kernel already running finishes first; an offloaded region stops between its
-/// backend segments). An interrupt is never lost: when no
-/// call is running, the session's next call is cancelled as it starts. Each interrupt cancels
-/// one call; the session stays usable afterwards.
+/// its next call of a kernel, offloaded region, Relax function or registered function, or
+/// its next backward jump (a kernel already running finishes first; an offloaded region stops
+/// between its backend segments). An interrupt is never lost: when no call is running, the
+/// session's next call is cancelled as it starts. Each interrupt cancels one call; the session
+/// stays usable afterwards.
 ///
 /// ```no_run
 /// let model = mote::Model::load("model.so")?;
