@@ -45,6 +45,7 @@ pub mod backend {
 /// The subgraph description format (docs/subgraph-format.md).
 pub use offload::format as subgraph;
 
+pub use device::{Device, DeviceTensor};
 pub use dtype::DType;
 pub use error::{Error, ErrorCode, Result};
 pub use model::{

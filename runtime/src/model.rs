@@ -296,15 +296,14 @@ impl Model {
             match kind.as_str() {
                 "_lib" => {}
                 "opencl" => {
-                    // Decoded and checked now; running it comes with the device layer
-                    // (docs/opencl.md, status).
+                    // The kernels of a Relax model compiled for OpenCL, imported by `_lib`
+                    // (docs/tvm-format.md §10.6): its host code launches them, so a file read
+                    // as data cannot run them.
                     let m = crate::loader::opencl_module::parse(tree.payloads[i])?;
-                    return Err(Error::Unsupported(format!(
-                        "module {i} holds {} OpenCL kernel(s) ({}); this build of Mote does not run \
-                         OpenCL models yet",
-                        m.kernels.len(),
-                        m.kernels.iter().take(3).map(|k| k.name.as_str()).collect::<Vec<_>>().join(", ")
-                    )));
+                    if library.code_free_kernels().is_some() {
+                        return Err(opencl_library_code_free(&m));
+                    }
+                    library.set_opencl(Arc::new(m));
                 }
                 other => return Err(refuse_module_kind(i, other)),
             }
@@ -735,8 +734,8 @@ pub struct DeviceKernel {
 /// kernels cannot either.
 fn opencl_library_code_free(m: &crate::loader::opencl_module::OpenClModule) -> Error {
     Error::Unsupported(format!(
-        "a kernel-only OpenCL library ({} kernel(s): {}): its host code must run, so it cannot be \
-         loaded code-free",
+        "a library compiled for OpenCL ({} kernel(s): {}): its host code launches them, so it \
+         cannot be loaded code-free",
         m.kernels.len(),
         m.kernels
             .iter()

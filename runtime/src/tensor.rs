@@ -227,6 +227,23 @@ impl Pool {
         }
     }
 
+    /// Count `size` more live bytes held elsewhere (device memory, docs/opencl.md §8), refused
+    /// when that would pass the budget; [`Pool::release`] gives them back.
+    pub(crate) fn reserve(&self, size: usize) -> Result<()> {
+        let mut st = self.state();
+        let live = st.live;
+        if live.saturating_add(size) > self.budget {
+            return Err(self.exhausted(size, live));
+        }
+        st.live = live + size;
+        Ok(())
+    }
+
+    /// Give back bytes counted by [`Pool::reserve`].
+    pub(crate) fn release(&self, size: usize) {
+        self.unreserve(size);
+    }
+
     /// Give back a reservation whose allocation failed.
     fn unreserve(&self, size: usize) {
         let mut st = self.state();

@@ -43,6 +43,14 @@ pub enum Value {
     Function(Function),
     /// Raw memory allocated by the VM (`alloc_storage`).
     Storage(Arc<Storage>),
+    /// A tensor on a device (a model compiled for OpenCL): no host view of its bytes; a
+    /// session copies it (docs/opencl.md §8).
+    DeviceTensor(crate::device::DeviceTensor),
+    /// Device memory allocated by the VM (`alloc_storage` on a device).
+    DeviceStorage(Arc<crate::device::DeviceStorage>),
+    // The variants that own nothing come first and last, the rest in between: then dropping
+    // a value tests one range before its single indirect jump (the VM drops values on every
+    // call; a trivial variant in the middle made the drop a full jump table, +0.7%).
     /// An opaque pointer (passed through to kernels and callbacks untouched).
     OpaquePtr(usize),
 }
@@ -69,6 +77,8 @@ impl Value {
             Value::Function(_) => "function",
             Value::Storage(_) => "storage",
             Value::OpaquePtr(_) => "pointer",
+            Value::DeviceTensor(_) => "device tensor",
+            Value::DeviceStorage(_) => "device storage",
         }
     }
 

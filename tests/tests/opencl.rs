@@ -211,6 +211,53 @@ mod opencl_zoo {
             matches!(&e, Error::Unsupported(m) if m.contains("vadd_kernel")),
             "{e}"
         );
+        let e = Model::load_with(path("mlp_cl"), LoadOptions::default().code_free(true))
+            .err()
+            .expect("a Relax model's host code launches its kernels");
+        assert!(
+            matches!(&e, Error::Unsupported(m) if m.contains("cannot be loaded code-free") && m.contains("_kernel")),
+            "{e}"
+        );
+    }
+
+    /// A Relax model on the device: a wrong input is the VM's typed error and the session goes
+    /// on; its weights' device copies count in the memory budget (a budget smaller than them
+    /// refuses the session), and so does the storage a call allocates.
+    #[test]
+    fn relax_on_the_device_checks_inputs_and_budgets() {
+        let model = Model::load(path("mlp_cl")).unwrap();
+        let (function, case) = first_case("mlp_cl");
+        let inputs = load_indexed_in(&dir(), case["inputs"].as_str().unwrap(), "arg");
+        let want = load_indexed_in(&dir(), case["expected"].as_str().unwrap(), "out");
+        let mut s = model.session().unwrap();
+        let weights = 4 * (16 * 32 + 32 + 32 * 8 + 8);
+        let held = s.memory_in_use();
+        assert!(held >= weights, "weights on the device: {held} bytes held");
+        let e = s
+            .run(&function, &[Tensor::zeros(&[1, 15], DType::F32).unwrap()])
+            .unwrap_err();
+        assert!(matches!(e, Error::Mismatch(_)), "{e}");
+        let got = s.run(&function, &inputs).unwrap();
+        mote_tests::assert_close("after an error", &got[0], &want[0], 1e-5, 1e-5);
+        assert_eq!(s.memory_in_use(), held, "the call's storage was given back");
+
+        let e = model
+            .session_with(SessionOptions {
+                memory_budget_bytes: weights / 2,
+                ..Default::default()
+            })
+            .err()
+            .expect("the weights do not fit");
+        assert!(matches!(e, Error::ResourceExhausted { .. }), "{e}");
+        // Room for the weights and the input, not for the first intermediate (1 x 32 f32).
+        let mut tight = model
+            .session_with(SessionOptions {
+                memory_budget_bytes: held + 4 * 16 + 64,
+                ..Default::default()
+            })
+            .unwrap();
+        let e = tight.run(&function, &inputs).unwrap_err();
+        assert!(matches!(e, Error::ResourceExhausted { .. }), "{e}");
     }
 
     #[test]
@@ -321,23 +368,57 @@ mod opencl_zoo {
         });
     }
 
-    /// Relax models compiled for OpenCL are decoded and refused, naming their kernels, until the
-    /// VM runs on devices (issue 28, next step).
+    /// Relax models compiled for OpenCL (the zero pipeline and dlight's GPU schedules) run on
+    /// the device: weights copied there once per session, inputs copied in and outputs back
+    /// by `Session::run`, against TVM's run of the same module built for the CPU. Device and
+    /// host storage are poisoned, and each case runs three times in one session (storage
+    /// reused), every output checked.
     #[test]
     fn mlp_cl() {
-        relax_refused("mlp_cl");
+        relax_model("mlp_cl");
     }
 
     #[test]
     fn cnn_cl() {
-        relax_refused("cnn_cl");
+        relax_model("cnn_cl");
     }
 
-    fn relax_refused(name: &str) {
-        let e = Model::load(path(name)).err().expect("not run yet");
+    fn relax_model(name: &str) {
+        let e = entry(name);
+        assert_eq!(e["kind"], "relax", "{name}");
+        let model = Model::load(path(name)).unwrap();
+        let mut s = mote_tests::poisoned_session(&model, 2);
         assert!(
-            matches!(&e, Error::Unsupported(m) if m.contains("OpenCL kernel(s)") && m.contains("_kernel")),
-            "{name}: {e}"
+            matches!(s.device(), mote::Device::OpenCl { .. }),
+            "{name}: session on {}",
+            s.device()
         );
+        let mut ran = 0;
+        for c in e["cases"].as_array().unwrap() {
+            let Some(expected) = c["expected"].as_str() else {
+                continue;
+            };
+            let inputs = load_indexed_in(&dir(), c["inputs"].as_str().unwrap(), "arg");
+            let want = load_indexed_in(&dir(), expected, "out");
+            let (rtol, atol) = (
+                c["tolerance"]["rtol"].as_f64().unwrap(),
+                c["tolerance"]["atol"].as_f64().unwrap(),
+            );
+            for round in 0..3 {
+                let got = s.run(c["function"].as_str().unwrap(), &inputs).unwrap();
+                assert_eq!(got.len(), want.len(), "{name}: outputs");
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    mote_tests::assert_close(
+                        &format!("{name} round {round} output {i}"),
+                        g,
+                        w,
+                        rtol,
+                        atol,
+                    );
+                }
+                ran += 1;
+            }
+        }
+        assert!(ran > 0, "{name}: no case with outputs");
     }
 }

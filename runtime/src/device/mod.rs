@@ -3,4 +3,7 @@
 //! attributes TVM asks about, contexts, memory, copies, programs and launches. OpenCL is the
 //! first; Metal and Vulkan would sit beside it.
 
+pub mod memory;
 pub mod opencl;
+
+pub use memory::{Device, DeviceStorage, DeviceTensor};

@@ -188,6 +188,7 @@ pub enum Instr {
 }
 
 /// A parsed, validated executable.
+#[derive(Clone)]
 pub struct Executable {
     pub funcs: Vec<FuncInfo>,
     /// The constant pool. A tensor left in the payload (`in_payload`) is `Value::None` here.

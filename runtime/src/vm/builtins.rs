@@ -89,6 +89,7 @@ fn arg(b: Builtin, args: &[Value], i: usize) -> Result<&Value> {
 fn shape_of_value<'a>(v: &'a Value, what: &str) -> Result<&'a [i64]> {
     match v {
         Value::Tensor(t) => Ok(t.shape()),
+        Value::DeviceTensor(t) => Ok(t.shape()),
         Value::Shape(s) => Ok(s),
         v => Err(Error::Mismatch(format!(
             "{what}: expected a tensor or shape, got {}",
@@ -206,8 +207,10 @@ impl Session {
         Ok(match b {
             Builtin::CheckTensorInfo => {
                 let ctx = context(args.last());
-                let t = match a(0)? {
-                    Value::Tensor(t) => t,
+                // Like TVM, the device is not checked here: the kernels' host code does that.
+                let (shape, dtype) = match a(0)? {
+                    Value::Tensor(t) => (t.shape(), t.dtype()),
+                    Value::DeviceTensor(t) => (t.shape(), t.dtype()),
                     v => {
                         return Err(mismatch(
                             &ctx,
@@ -216,23 +219,19 @@ impl Session {
                     }
                 };
                 let ndim = int(1)?;
-                if ndim != -1 && ndim != t.ndim() as i64 {
+                if ndim != -1 && ndim != shape.len() as i64 {
                     return Err(mismatch(
                         &ctx,
                         format!(
-                            "expected a tensor of rank {ndim}, got rank {} (shape {:?})",
-                            t.ndim(),
-                            t.shape()
+                            "expected a tensor of rank {ndim}, got rank {} (shape {shape:?})",
+                            shape.len(),
                         ),
                     ));
                 }
                 if args.len() == 4 {
                     if let Value::DType(d) = a(2)? {
-                        if *d != t.dtype() {
-                            return Err(mismatch(
-                                &ctx,
-                                format!("expected dtype {d}, got {}", t.dtype()),
-                            ));
+                        if *d != dtype {
+                            return Err(mismatch(&ctx, format!("expected dtype {d}, got {dtype}")));
                         }
                     }
                 }
@@ -390,12 +389,24 @@ impl Session {
             }
             Builtin::AllocStorage => {
                 let size = a(1)?.expect_shape("alloc_storage size")?;
+                // Device indices as TVM's VM numbers them: a session on a device has it first
+                // and the host last (docs/tvm-format.md §10.6); otherwise the host is the only
+                // one.
                 let dev = int(2)?;
-                if dev != 0 && dev != -1 {
-                    return Err(Error::Unsupported(format!(
-                        "storage on device index {dev}; Mote runs on one CPU device"
-                    )));
-                }
+                let on_device = match (dev, self.device.is_some()) {
+                    (0, true) => true,
+                    (1 | -1, true) | (0 | -1, false) => false,
+                    _ => {
+                        return Err(Error::Unsupported(format!(
+                            "storage on device index {dev}; this session has {}",
+                            if self.device.is_some() {
+                                "its OpenCL device (0) and the host (1)"
+                            } else {
+                                "the host only (0)"
+                            }
+                        )))
+                    }
+                };
                 let hint = match a(3)? {
                     Value::DType(d) => *d,
                     _ => DType::U8,
@@ -406,11 +417,35 @@ impl Session {
                     }
                 }
                 let n = byte_size(size, hint)?;
-                Value::Storage(Storage::alloc_hinted(n, Some(self.pool()), hint)?)
+                match self.device.as_mut() {
+                    Some(d) if on_device => Value::DeviceStorage(d.alloc(n, &self.pool, hint)?),
+                    _ => Value::Storage(Storage::alloc_hinted(n, Some(self.pool()), hint)?),
+                }
             }
             Builtin::AllocTensor => {
                 let storage = match a(0)? {
                     Value::Storage(s) => s.clone(),
+                    Value::DeviceStorage(s) => {
+                        // TVM's OpenCL host code takes device tensors at offset 0 only.
+                        if int(1)? != 0 {
+                            return Err(Error::Unsupported(format!(
+                                "a device tensor at offset {} of its storage",
+                                int(1)?
+                            )));
+                        }
+                        let shape = a(2)?.expect_shape("alloc_tensor shape")?;
+                        let Value::DType(dtype) = a(3)? else {
+                            return Err(Error::Mismatch(format!(
+                                "alloc_tensor: expected a dtype, got {}",
+                                a(3)?.kind()
+                            )));
+                        };
+                        return Ok(Value::DeviceTensor(crate::device::DeviceTensor::view(
+                            s.clone(),
+                            shape.clone(),
+                            *dtype,
+                        )?));
+                    }
                     v => {
                         return Err(Error::Mismatch(format!(
                             "alloc_tensor: expected a storage, got {}",
@@ -433,6 +468,23 @@ impl Session {
                 Value::Tensor(Tensor::view(storage, offset, shape.clone(), dtype)?)
             }
             Builtin::NullValue => Value::None,
+            Builtin::Reshape if matches!(a(0)?, Value::DeviceTensor(_)) => {
+                let Value::DeviceTensor(t) = a(0)? else {
+                    unreachable!("matched above")
+                };
+                let shape = a(1)?.expect_shape("reshape")?;
+                if crate::tensor::num_elements(shape)? != crate::tensor::num_elements(t.shape())? {
+                    return Err(Error::Mismatch(format!(
+                        "cannot reshape a tensor of shape {:?} into {shape:?}",
+                        t.shape()
+                    )));
+                }
+                Value::DeviceTensor(crate::device::DeviceTensor::view(
+                    t.storage().clone(),
+                    shape.clone(),
+                    t.dtype(),
+                )?)
+            }
             Builtin::Reshape => {
                 let t = a(0)?.expect_tensor("reshape")?;
                 let shape = a(1)?.expect_shape("reshape")?;
@@ -449,7 +501,10 @@ impl Session {
                     t.dtype(),
                 )?)
             }
-            Builtin::ShapeOf => Value::Shape(a(0)?.expect_tensor("shape_of")?.shape_arc().clone()),
+            Builtin::ShapeOf => match a(0)? {
+                Value::DeviceTensor(t) => Value::Shape(t.shape_arc().clone()),
+                v => Value::Shape(v.expect_tensor("shape_of")?.shape_arc().clone()),
+            },
             Builtin::TensorToShape => {
                 let t = a(0)?.expect_tensor("tensor_to_shape")?;
                 if t.ndim() != 1 || t.dtype().code != code::INT {
@@ -468,6 +523,34 @@ impl Session {
             // Mote folds offsets into the data pointer for every call: nothing to do.
             Builtin::EnsureZeroOffset => {
                 Value::Tensor(a(0)?.expect_tensor("ensure_zero_offset")?.clone())
+            }
+            // `R.to_vdevice` between the session's OpenCL device and the host.
+            Builtin::ToDevice if self.device.is_some() => {
+                let (dev_type, dev_id) = (int(1)?, int(2)?);
+                let d = self.device.as_mut().expect("matched above");
+                let here = d.device().dl();
+                match a(0)? {
+                    Value::Tensor(t)
+                        if dev_type == i64::from(here.device_type)
+                            && dev_id == i64::from(here.device_id) =>
+                    {
+                        Value::DeviceTensor(d.upload(t, &self.pool)?)
+                    }
+                    Value::Tensor(t) if dev_type == crate::host::abi::DEVICE_CPU as i64 => {
+                        Value::Tensor(t.deep_copy()?)
+                    }
+                    Value::DeviceTensor(t) if dev_type == crate::host::abi::DEVICE_CPU as i64 => {
+                        Value::Tensor(d.download(t)?)
+                    }
+                    v => {
+                        return Err(Error::Unsupported(format!(
+                            "copying a {} to device ({dev_type}, {dev_id}); this session runs on \
+                             {} and the host",
+                            v.kind(),
+                            d.device()
+                        )))
+                    }
+                }
             }
             Builtin::ToDevice => {
                 let t = a(0)?.expect_tensor("to_device")?;

@@ -194,6 +194,19 @@ impl Session {
                             pc += 1;
                             continue;
                         }
+                        Callee::DeviceKernel(k) => {
+                            if self.interrupt.take() {
+                                return Err(Error::Cancelled);
+                            }
+                            let words = m.exe().call_args(args, nargs);
+                            let v =
+                                self.call_device_kernel(m, func, k, Some((base, words)), &[])?;
+                            if let Some(d) = dst {
+                                self.regs[base + d as usize] = v;
+                            }
+                            pc += 1;
+                            continue;
+                        }
                         _ => {}
                     }
                     let mut argv = std::mem::take(&mut self.argbuf);
@@ -264,6 +277,7 @@ impl Session {
             _ if self.interrupt.take() => Err(Error::Cancelled),
             Callee::Vm(i) => self.invoke_vm(m, *i as usize, args),
             Callee::Kernel(k) => self.call_kernel_values(m, func, *k, args),
+            Callee::DeviceKernel(k) => self.call_device_kernel(m, func, *k, None, args),
             Callee::Subgraph => self.run_subgraph(m, args),
             Callee::Registered(f) => f(&args.iter().map(CallArg::from_value).collect::<Vec<_>>())
                 .map_err(|e| match e {

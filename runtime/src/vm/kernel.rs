@@ -22,7 +22,7 @@ impl Session {
     ) -> Result<Value> {
         let mut dl = std::mem::take(&mut self.dl_scratch);
         let mut anys = std::mem::take(&mut self.any_scratch);
-        let r = invoke_kernel(&mut dl, &mut anys, k, args.len(), None, |i| {
+        let r = invoke_kernel(&mut dl, &mut anys, k, args.len(), None, false, |i| {
             ArgView::Val(&args[i])
         });
         self.dl_scratch = dl;
@@ -44,16 +44,22 @@ impl Session {
         let mut dl = std::mem::take(&mut self.dl_scratch);
         let mut anys = std::mem::take(&mut self.any_scratch);
         let regs = &self.regs;
-        let r = invoke_kernel(&mut dl, &mut anys, k, words.len(), None, |i| {
-            match words[i] {
+        let r = invoke_kernel(
+            &mut dl,
+            &mut anys,
+            k,
+            words.len(),
+            None,
+            false,
+            |i| match words[i] {
                 Arg::Reg(r) => ArgView::Val(&regs[base + r as usize]),
                 Arg::Const(c) => ArgView::Val(&m.exe().constants[c as usize]),
                 Arg::Imm(v) => ArgView::Int(v),
                 Arg::Void | Arg::Vm | Arg::Func(_) => {
                     ArgView::Other("special register or function")
                 }
-            }
-        });
+            },
+        );
         self.dl_scratch = dl;
         self.any_scratch = anys;
         if let Some(start) = start {
@@ -64,6 +70,70 @@ impl Session {
 }
 
 impl Session {
+    /// Call kernel `k` (entry `func`) of a Relax model compiled for OpenCL, from the
+    /// instruction's argument words (`base`: the frame's first register) or, without them,
+    /// from `values` (docs/opencl.md §8). Device tensors go to the host function as the
+    /// device's (their buffer handles), host tensors (shape heaps) as the host's; the session's
+    /// device state is lent to the thread while it runs, and only this call's device tensors
+    /// and workspaces may be launched on. Nothing waits for the launches: the queue runs them
+    /// in order, and a copy back to the host waits for them.
+    pub(super) fn call_device_kernel(
+        &mut self,
+        m: &Program,
+        func: u32,
+        k: SafeCallFn,
+        words: Option<(usize, &[Arg])>,
+        values: &[Value],
+    ) -> Result<Value> {
+        let start = self.profiler.is_some().then(Instant::now);
+        let budget = self.pool.budget_left();
+        let mut dl = std::mem::take(&mut self.dl_scratch);
+        let mut anys = std::mem::take(&mut self.any_scratch);
+        let Some(dev) = self.device.as_mut() else {
+            return Err(Error::Unsupported(
+                "a device kernel in a session without a device".into(),
+            ));
+        };
+        let regs = &self.regs;
+        let get = |i: usize| match words {
+            Some((base, words)) => match words[i] {
+                Arg::Reg(r) => ArgView::Val(&regs[base + r as usize]),
+                Arg::Const(c) => ArgView::Val(&m.exe().constants[c as usize]),
+                Arg::Imm(v) => ArgView::Int(v),
+                Arg::Void | Arg::Vm | Arg::Func(_) => {
+                    ArgView::Other("special register or function")
+                }
+            },
+            None => ArgView::Val(&values[i]),
+        };
+        let n = words.map_or(values.len(), |(_, w)| w.len());
+        let bufs: Vec<&ClBuf> = (0..n)
+            .filter_map(|i| match get(i) {
+                ArgView::Val(Value::DeviceTensor(d)) => Some(d.storage().cl_buf()),
+                _ => None,
+            })
+            .collect();
+        let mut state = CallState::new(dev, bufs, budget);
+        let r = state.run(|| invoke_kernel(&mut dl, &mut anys, k, n, None, true, get));
+        let times = std::mem::take(&mut state.times);
+        let exhausted = state.exhausted.take();
+        drop(state);
+        self.dl_scratch = dl;
+        self.any_scratch = anys;
+        self.device_times.extend(times);
+        if let Some(start) = start {
+            self.record(m, func, start);
+        }
+        let name = || &m.exe().funcs[func as usize].name;
+        if let Some(message) = exhausted {
+            return Err(Error::ResourceExhausted {
+                budget: "SessionOptions::memory_budget_bytes",
+                message: format!("`{}`: {message}", name()),
+            });
+        }
+        r.map_err(|e| e.into_error(name()))
+    }
+
     /// Call kernel `func` of a kernel-only library compiled for OpenCL (docs/opencl.md §5):
     /// each tensor argument is copied into a device buffer, the host function runs with this
     /// session's device state lent to the thread (it launches the kernels), and once the queue
@@ -122,11 +192,17 @@ impl Session {
         };
         let mut dl = std::mem::take(&mut self.dl_scratch);
         let mut anys = std::mem::take(&mut self.any_scratch);
-        let mut state = CallState::new(dev, &bufs, budget - needed);
+        let mut state = CallState::new(dev, bufs.iter().map(|b| &**b).collect(), budget - needed);
         let r = state.run(|| {
-            invoke_kernel(&mut dl, &mut anys, k, args.len(), Some(&placed), |i| {
-                ArgView::Val(&args[i])
-            })
+            invoke_kernel(
+                &mut dl,
+                &mut anys,
+                k,
+                args.len(),
+                Some(&placed),
+                false,
+                |i| ArgView::Val(&args[i]),
+            )
         });
         let times = std::mem::take(&mut state.times);
         let exhausted = state.exhausted.take();
@@ -200,6 +276,7 @@ fn invoke_kernel<'a>(
     k: SafeCallFn,
     n: usize,
     placed: Option<&Placed<'_>>,
+    on_device: bool,
     get: impl Fn(usize) -> ArgView<'a>,
 ) -> Result<Value, KernelFailure> {
     dl.clear();
@@ -224,6 +301,17 @@ fn invoke_kernel<'a>(
                 strides: std::ptr::null_mut(),
                 byte_offset: 0,
             }),
+            // Only where the host function was compiled for the device (`on_device`): any
+            // other kernel would read the handle as the tensor's bytes.
+            ArgView::Val(Value::DeviceTensor(d)) if on_device => dl.push(DLTensor {
+                data: d.handle(),
+                device: d.device().dl(),
+                ndim: d.ndim() as i32,
+                dtype: d.dtype(),
+                shape: d.shape().as_ptr().cast_mut(),
+                strides: std::ptr::null_mut(),
+                byte_offset: 0,
+            }),
             ArgView::Val(
                 Value::None
                 | Value::Int(_)
@@ -241,7 +329,7 @@ fn invoke_kernel<'a>(
     let mut next = 0;
     for i in 0..n {
         anys.push(match get(i) {
-            ArgView::Val(Value::Tensor(_)) => {
+            ArgView::Val(Value::Tensor(_) | Value::DeviceTensor(_)) => {
                 let p = &dl[next] as *const DLTensor;
                 next += 1;
                 FfiAny::ptr(ti::DL_TENSOR_PTR, p.cast())

@@ -61,6 +61,9 @@ pub struct Session {
     call: CallState,
     /// The OpenCL queue and kernels of a model compiled for OpenCL (docs/opencl.md §5).
     device: Option<crate::device::opencl::exec::DeviceSession>,
+    /// A Relax model on the device: its program with this session's device constants
+    /// (`Program::for_device`); `None` otherwise.
+    device_program: Option<Arc<program::Program>>,
     /// Device time of each OpenCL launch of the last call, when profiling.
     device_times: Vec<(String, u64)>,
 }

@@ -111,7 +111,7 @@ impl Session {
 pub(super) fn kind_of(c: &Callee) -> CallKind {
     match c {
         Callee::Vm(_) => CallKind::Function,
-        Callee::Kernel(_) => CallKind::Kernel,
+        Callee::Kernel(_) | Callee::DeviceKernel(_) => CallKind::Kernel,
         Callee::Builtin(_) => CallKind::Builtin,
         Callee::Registered(_) => CallKind::Registered,
         Callee::Subgraph => CallKind::Builtin,

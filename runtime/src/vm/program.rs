@@ -24,6 +24,10 @@ pub(crate) enum Callee {
     Registered(PackedFunc),
     /// `mote.subgraph`: an offloaded region, run by Mote's backends.
     Subgraph,
+    /// A kernel of a model compiled for OpenCL, in a session's device program
+    /// ([`Program::for_device`]): its host function takes device tensors and launches the
+    /// OpenCL kernels, so it runs with the session's device state lent to the thread.
+    DeviceKernel(SafeCallFn),
 }
 
 /// A linked executable. Its fields are private: sessions read it through the accessors, and
@@ -119,6 +123,40 @@ impl Program {
             callees,
             subgraphs: Vec::new(),
             kernel_library: true,
+        })
+    }
+
+    /// This Relax program as one session runs it on a device (docs/opencl.md §8): the same
+    /// code and function table, with `constants` (the session's device copies of the tensor
+    /// constants, the rest as they were) and every kernel called as a [`Callee::DeviceKernel`].
+    pub(crate) fn for_device(&self, constants: Vec<Value>) -> Result<Program> {
+        if !self.subgraphs.is_empty() {
+            return Err(Error::Unsupported(
+                "offloaded regions in a model compiled for OpenCL".into(),
+            ));
+        }
+        if self.kernel_library || constants.len() != self.exe.constants.len() {
+            return Err(Error::InvalidArgument(
+                "a device program needs a Relax program and one value per constant".into(),
+            ));
+        }
+        let mut exe = self.exe.clone();
+        exe.constants = constants;
+        let callees = self
+            .callees
+            .iter()
+            .map(|c| match *c {
+                Callee::Kernel(k) => Callee::DeviceKernel(k),
+                ref other => other.clone(),
+            })
+            .collect();
+        Ok(Program {
+            id: self.id,
+            library: self.library.clone(),
+            exe,
+            callees,
+            subgraphs: Vec::new(),
+            kernel_library: false,
         })
     }
 

@@ -94,6 +94,42 @@ impl Default for SessionOptions {
     }
 }
 
+/// `items` with their host tensors copied to `d` (nested tuples too).
+fn device_values(
+    d: &mut crate::device::opencl::exec::DeviceSession,
+    pool: &Arc<Pool>,
+    items: &[Value],
+    here: crate::Device,
+) -> Result<Vec<Value>> {
+    items
+        .iter()
+        .map(|a| match a {
+            Value::Tensor(t) => d.upload(t, pool).map(Value::DeviceTensor),
+            Value::DeviceTensor(t) if t.device() != here => Err(Error::InvalidArgument(format!(
+                "a tensor on {} passed to a session on {here}",
+                t.device()
+            ))),
+            Value::Tuple(inner) => Ok(Value::Tuple(Arc::new(device_values(d, pool, inner, here)?))),
+            other => Ok(other.clone()),
+        })
+        .collect()
+}
+
+/// `v` with its device tensors copied to the host (tuples walked).
+fn host_value(d: &mut crate::device::opencl::exec::DeviceSession, v: Value) -> Result<Value> {
+    Ok(match v {
+        Value::DeviceTensor(t) => Value::Tensor(d.download(&t)?),
+        Value::Tuple(items) => Value::Tuple(Arc::new(
+            items
+                .iter()
+                .cloned()
+                .map(|i| host_value(d, i))
+                .collect::<Result<Vec<_>>>()?,
+        )),
+        other => other,
+    })
+}
+
 /// Default [`SessionOptions::max_registers`].
 pub const DEFAULT_MAX_REGISTERS: usize = 1 << 20;
 /// Default [`SessionOptions::stack_budget_bytes`].
@@ -146,15 +182,37 @@ impl Session {
             )?),
             None => None,
         };
+        let pool = Pool::with_budget(
+            options.pool_limit_bytes,
+            options.poison_memory,
+            options.memory_budget_bytes,
+        );
+        // A Relax model compiled for OpenCL: the session's own program, with the tensor
+        // constants copied to the device once, as TVM's VM does when it starts (docs/opencl.md
+        // §8), counted in the session's memory budget.
+        let mut device = device;
+        let device_program = match device.as_mut() {
+            Some(d) if !model.inner.is_kernel_library() => {
+                let constants = model
+                    .inner
+                    .exe()
+                    .constants
+                    .iter()
+                    .map(|c| match c {
+                        Value::Tensor(t) => d.upload(t, &pool).map(Value::DeviceTensor),
+                        other => Ok(other.clone()),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Some(Arc::new(model.inner.for_device(constants)?))
+            }
+            _ => None,
+        };
         Ok(Session {
             device,
+            device_program,
             device_times: Vec::new(),
             model,
-            pool: Pool::with_budget(
-                options.pool_limit_bytes,
-                options.poison_memory,
-                options.memory_budget_bytes,
-            ),
+            pool,
             threads: Arc::new(ThreadPool::new(threads)),
             regs: Vec::new(),
             argbuf: Vec::new(),
@@ -187,6 +245,13 @@ impl Session {
         self.threads.threads()
     }
 
+    /// Bytes held now against [`SessionOptions::memory_budget_bytes`]: storage the VM
+    /// allocated (outputs the caller still holds included) and, for a model compiled for
+    /// OpenCL, device memory (its weights' copies, inputs and intermediates).
+    pub fn memory_in_use(&self) -> usize {
+        self.pool.live_bytes()
+    }
+
     pub(crate) fn pool(&self) -> &Arc<Pool> {
         &self.pool
     }
@@ -204,7 +269,65 @@ impl Session {
             return Err(use_call_kernel(name, "Session::call"));
         }
         let fidx = self.model.vm_function(name)?;
+        if let Some(program) = self.device_program.clone() {
+            self.device_times.clear();
+            return threads.install(|| {
+                self.enter(|s| {
+                    let args = s.device_args(args)?;
+                    let out = s.invoke_vm(&program, fidx, &args)?;
+                    s.host_result(out)
+                })
+            });
+        }
         threads.install(|| self.enter(|s| s.invoke_vm(&model, fidx, args)))
+    }
+
+    /// The device this session runs the model's kernels on: [`Device::Cpu`] unless the model
+    /// was compiled for OpenCL.
+    ///
+    /// [`Device::Cpu`]: crate::Device::Cpu
+    pub fn device(&self) -> crate::Device {
+        self.device
+            .as_ref()
+            .map_or(crate::Device::Cpu, |d| d.device())
+    }
+
+    /// A copy of `t` on this session's device, to pass to its calls without a copy each time
+    /// (docs/opencl.md §8). [`Error::InvalidArgument`] in a session on the CPU.
+    pub fn upload(&mut self, t: &crate::Tensor) -> Result<crate::DeviceTensor> {
+        let pool = self.pool.clone();
+        self.device_or_refuse("upload")?.upload(t, &pool)
+    }
+
+    /// A host copy of device tensor `t`, once the session's work on the device has finished.
+    pub fn download(&mut self, t: &crate::DeviceTensor) -> Result<crate::Tensor> {
+        self.device_or_refuse("download")?.download(t)
+    }
+
+    fn device_or_refuse(
+        &mut self,
+        what: &str,
+    ) -> Result<&mut crate::device::opencl::exec::DeviceSession> {
+        self.device.as_mut().ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "Session::{what}: this session runs on the CPU (its model has no OpenCL code)"
+            ))
+        })
+    }
+
+    /// Arguments of a call to a model on the device: host tensors copied there (device
+    /// tensors of this session's device pass as they are; docs/opencl.md §8).
+    fn device_args(&mut self, args: &[Value]) -> Result<Vec<Value>> {
+        let pool = self.pool.clone();
+        let here = self.device();
+        let d = self.device_or_refuse("call")?;
+        device_values(d, &pool, args, here)
+    }
+
+    /// A call's result with its device tensors copied to the host (tuples walked).
+    fn host_result(&mut self, v: Value) -> Result<Value> {
+        let d = self.device_or_refuse("call")?;
+        host_value(d, v)
     }
 
     /// Call kernel `name` of a kernel-only library ([`Model::is_kernel_library`]), the way TVM
@@ -329,6 +452,16 @@ impl Session {
         let threads = self.threads.clone();
         let model = self.model.inner.clone();
         check_function_value(model.id(), model.exe(), model.callees(), f)?;
+        if let Some(program) = self.device_program.clone() {
+            self.device_times.clear();
+            return threads.install(|| {
+                self.enter(|s| {
+                    let args = s.device_args(args)?;
+                    let out = s.call_function_value(&program, f, &args)?;
+                    s.host_result(out)
+                })
+            });
+        }
         threads.install(|| self.enter(|s| s.call_function_value(&model, f, args)))
     }
 

@@ -13,8 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::{Buffer, ClError, Context, Kernel, KernelArg, Program, Queue};
+use crate::device::{Device, DeviceStorage, DeviceTensor};
 use crate::host::abi::{type_index as ti, FfiAny};
 use crate::loader::opencl_module::{ClParam, LaunchDim, OpenClModule};
+use crate::tensor::{Pool, Tensor};
 
 /// Device type of OpenCL in DLPack (`kDLOpenCL`).
 pub(crate) const DEVICE_OPENCL: i32 = 4;
@@ -26,6 +28,13 @@ pub(crate) struct ClBuf {
     mem: super::sys::Mem,
     buffer: Buffer,
 }
+
+// SAFETY: OpenCL memory objects may be used from any thread (OpenCL 1.2 §A.2: every API call
+// but clSetKernelArg is thread-safe); a ClBuf is never changed after it is made, and `Buffer`
+// is Send and Sync itself.
+unsafe impl Send for ClBuf {}
+// SAFETY: as for Send.
+unsafe impl Sync for ClBuf {}
 
 impl ClBuf {
     pub(crate) fn new(buffer: Buffer) -> Box<ClBuf> {
@@ -145,13 +154,81 @@ impl DeviceSession {
     pub(crate) fn context(&self) -> &Arc<Context> {
         &self.programs.context
     }
+
+    /// The device this session runs on.
+    pub(crate) fn device(&self) -> Device {
+        Device::OpenCl {
+            index: self.device_index,
+        }
+    }
+
+    /// `bytes` of device memory, reserved from `pool`'s budget until the storage drops, and
+    /// filled with the poison byte of `hint` when the pool poisons (as host storage is, so
+    /// that a kernel that skips work cannot pass for done: `SessionOptions::poison_memory`).
+    pub(crate) fn alloc(
+        &mut self,
+        bytes: usize,
+        pool: &Arc<Pool>,
+        hint: crate::DType,
+    ) -> crate::Result<Arc<DeviceStorage>> {
+        pool.reserve(bytes)?;
+        let b = match self.context().buffer(bytes, false) {
+            Ok(b) => b,
+            Err(e) => {
+                pool.release(bytes);
+                return Err(device_error(e));
+            }
+        };
+        let storage = DeviceStorage::new(b, self.device(), pool.clone());
+        if pool.poisons() {
+            let poison = vec![crate::tensor::poison_byte(hint); bytes];
+            self.queue
+                .write(storage.buffer(), 0, &poison)
+                .map_err(device_error)?;
+        }
+        Ok(storage)
+    }
+
+    /// A device copy of host tensor `t` (the copy is complete when this returns).
+    pub(crate) fn upload(&mut self, t: &Tensor, pool: &Arc<Pool>) -> crate::Result<DeviceTensor> {
+        let storage = self.alloc(t.byte_len(), pool, t.dtype())?;
+        self.queue
+            .write(storage.buffer(), 0, t.data())
+            .map_err(device_error)?;
+        DeviceTensor::view(storage, t.shape_arc().clone(), t.dtype())
+    }
+
+    /// A host copy of `d`, once every command enqueued before has finished.
+    pub(crate) fn download(&mut self, d: &DeviceTensor) -> crate::Result<Tensor> {
+        if d.device() != self.device() {
+            return Err(crate::Error::InvalidArgument(format!(
+                "a tensor on {} given to a session on {}",
+                d.device(),
+                self.device()
+            )));
+        }
+        let mut t = Tensor::zeros(d.shape(), d.dtype())?;
+        let bytes = t.data_mut()?;
+        self.queue
+            .read(d.storage().buffer(), 0, bytes)
+            .map_err(device_error)?;
+        Ok(t)
+    }
+}
+
+/// An OpenCL failure as Mote's error.
+pub(crate) fn device_error(e: ClError) -> crate::Error {
+    crate::Error::Backend {
+        backend: "opencl".into(),
+        message: e.to_string(),
+    }
 }
 
 /// One call's state, lent to the calling thread while the host code runs.
 pub(crate) struct CallState<'a> {
     device: &'a mut DeviceSession,
     /// The tensors passed to the call: only these and the call's workspaces may be launched on.
-    args: &'a [Box<ClBuf>],
+    args: Vec<&'a ClBuf>,
     #[allow(
         clippy::vec_box,
         reason = "host code holds pointers to these, which must not move"
@@ -171,7 +248,7 @@ impl<'a> CallState<'a> {
     /// workspaces.
     pub(crate) fn new(
         device: &'a mut DeviceSession,
-        args: &'a [Box<ClBuf>],
+        args: Vec<&'a ClBuf>,
         budget_left: usize,
     ) -> CallState<'a> {
         CallState {
@@ -203,8 +280,8 @@ impl<'a> CallState<'a> {
     fn buffer(&self, p: *const c_void) -> Option<&ClBuf> {
         self.args
             .iter()
-            .chain(self.workspaces.iter())
-            .map(|b| &**b)
+            .copied()
+            .chain(self.workspaces.iter().map(|b| &**b))
             .find(|b| std::ptr::eq(*b as *const ClBuf as *const c_void, p))
     }
 }

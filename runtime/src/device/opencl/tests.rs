@@ -357,7 +357,7 @@ fn host_callbacks_check_what_they_are_given() {
     assert!(e.contains("no Mote session call in progress"), "{e}");
     assert!(exec::alloc_workspace(64).is_err());
 
-    let mut state = CallState::new(&mut dev, &bufs, 1 << 20);
+    let mut state = CallState::new(&mut dev, bufs.iter().map(|b| &**b).collect(), 1 << 20);
     state.run(|| {
         let stranger = ClBuf::new(ctx.buffer(4 * n, false).unwrap());
         let local = 0u64;

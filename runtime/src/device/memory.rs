@@ -1,0 +1,188 @@
+//! Tensors whose bytes live on a device (docs/opencl.md §8).
+//!
+//! A [`DeviceTensor`] is a shape and dtype over a [`DeviceStorage`]. It has no host view of its
+//! bytes: they are reached only through a session's explicit copies
+//! ([`crate::Session::download`] and the copies a call makes for host inputs and outputs).
+//! Device storage counts against the memory budget of the session that allocated it
+//! (`SessionOptions::memory_budget_bytes`), like host storage, until the last handle drops.
+
+use std::ffi::c_void;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::host::abi::DLDevice;
+use crate::tensor::Pool;
+
+use super::opencl::exec::{ClBuf, DEVICE_OPENCL};
+use super::opencl::Buffer;
+
+/// Where a tensor's bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Device {
+    /// Host memory.
+    Cpu,
+    /// OpenCL device `index` of the list [`crate::device::opencl::system_devices`] returns.
+    OpenCl { index: usize },
+}
+
+impl Device {
+    /// DLPack's `(device_type, device_id)` for this device, as kernels see it.
+    pub fn dl(self) -> DLDevice {
+        match self {
+            Device::Cpu => DLDevice {
+                device_type: crate::host::abi::DEVICE_CPU,
+                device_id: 0,
+            },
+            Device::OpenCl { index } => DLDevice {
+                device_type: DEVICE_OPENCL,
+                device_id: index as i32,
+            },
+        }
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Device::Cpu => write!(f, "cpu"),
+            Device::OpenCl { index } => write!(f, "opencl:{index}"),
+        }
+    }
+}
+
+/// Bytes on a device, allocated by a session (the VM's `alloc_storage`, a constant's or an
+/// input's copy). Released, and given back to the session's memory budget, when the last
+/// handle drops.
+pub struct DeviceStorage {
+    buf: Box<ClBuf>,
+    device: Device,
+    /// The budget the bytes were reserved from.
+    pool: Arc<Pool>,
+}
+
+impl DeviceStorage {
+    /// `buffer`, whose `len()` bytes were reserved from `pool`'s budget by the caller.
+    pub(crate) fn new(buffer: Buffer, device: Device, pool: Arc<Pool>) -> Arc<DeviceStorage> {
+        Arc::new(DeviceStorage {
+            buf: ClBuf::new(buffer),
+            device,
+            pool,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.buf.buffer().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    pub(crate) fn buffer(&self) -> &Buffer {
+        self.buf.buffer()
+    }
+
+    pub(crate) fn cl_buf(&self) -> &ClBuf {
+        &self.buf
+    }
+}
+
+impl Drop for DeviceStorage {
+    fn drop(&mut self) {
+        self.pool.release(self.buf.buffer().len());
+    }
+}
+
+impl fmt::Debug for DeviceStorage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DeviceStorage({} bytes on {})", self.len(), self.device)
+    }
+}
+
+/// A tensor on a device: shape and dtype over the whole of a [`DeviceStorage`]'s first bytes.
+/// Cheap to clone (the storage is shared). One pointer wide, like [`crate::Tensor`], so that
+/// dropping a `Value` stays a single branch and call (the VM drops values on every call).
+#[derive(Clone)]
+pub struct DeviceTensor(Arc<DeviceTensorInner>);
+
+struct DeviceTensorInner {
+    storage: Arc<DeviceStorage>,
+    shape: Arc<[i64]>,
+    dtype: DType,
+}
+
+impl DeviceTensor {
+    /// A tensor of `shape` and `dtype` at the start of `storage`, which must hold its bytes.
+    pub(crate) fn view(
+        storage: Arc<DeviceStorage>,
+        shape: Arc<[i64]>,
+        dtype: DType,
+    ) -> Result<DeviceTensor> {
+        let need = crate::tensor::byte_size(&shape, dtype)?;
+        if need > storage.len() {
+            return Err(Error::Mismatch(format!(
+                "a device tensor of shape {shape:?} {dtype} needs {need} bytes; its storage has {}",
+                storage.len()
+            )));
+        }
+        Ok(DeviceTensor(Arc::new(DeviceTensorInner {
+            storage,
+            shape,
+            dtype,
+        })))
+    }
+
+    pub fn shape(&self) -> &[i64] {
+        &self.0.shape
+    }
+
+    pub(crate) fn shape_arc(&self) -> &Arc<[i64]> {
+        &self.0.shape
+    }
+
+    pub fn ndim(&self) -> usize {
+        self.0.shape.len()
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.0.dtype
+    }
+
+    pub fn device(&self) -> Device {
+        self.0.storage.device
+    }
+
+    /// Bytes of the tensor's elements.
+    pub fn byte_len(&self) -> usize {
+        // Checked against the storage in `view`.
+        crate::tensor::byte_size(&self.0.shape, self.0.dtype).unwrap_or(0)
+    }
+
+    pub(crate) fn storage(&self) -> &Arc<DeviceStorage> {
+        &self.0.storage
+    }
+
+    /// What host code gets as the tensor's `data` (docs/tvm-format.md §10.5).
+    pub(crate) fn handle(&self) -> *mut c_void {
+        self.0.storage.buf.handle()
+    }
+}
+
+impl fmt::Debug for DeviceTensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "DeviceTensor({:?} {} on {})",
+            &*self.0.shape,
+            self.0.dtype,
+            self.device()
+        )
+    }
+}
