@@ -99,11 +99,12 @@ pub fn exception_class(code: ErrorCode) -> &'static str {
         ErrorCode::Busy => "org/mote/BusyException",
         ErrorCode::ResourceExhausted => "org/mote/ResourceExhaustedException",
         ErrorCode::Cancelled => "org/mote/CancelledException",
+        ErrorCode::Device => "org/mote/DeviceException",
     }
 }
 
 /// Every code, for the table test.
-pub const ALL_CODES: [ErrorCode; 19] = ErrorCode::ALL;
+pub const ALL_CODES: [ErrorCode; 20] = ErrorCode::ALL;
 
 /// Throw `class` with `msg` unless a Java exception is already pending (which then wins).
 fn throw(env: &mut Env<'_>, class: &str, msg: &str) -> jni::errors::Result<()> {
@@ -203,7 +204,7 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), ALL_CODES.len());
         for (i, c) in ALL_CODES.iter().enumerate() {
-            assert_eq!(*c as u32, i as u32 + 1, "codes are 1..=19 in order");
+            assert_eq!(*c as u32, i as u32 + 1, "codes are 1..=20 in order");
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use mote::ErrorCode;
 
-/// A failed Mote call: `code` is `mote::ErrorCode` as a number (1..=19), `message` the
+/// A failed Mote call: `code` is `mote::ErrorCode` as a number (1..=20), `message` the
 /// error's full text.
 #[derive(Debug, thiserror::Error, uniffi::Error)]
 pub enum NativeError {
@@ -43,7 +43,7 @@ impl From<uniffi::UnexpectedUniFFICallbackError> for NativeError {
 }
 
 /// Every code, in order.
-pub(crate) const ALL_CODES: [ErrorCode; 19] = ErrorCode::ALL;
+pub(crate) const ALL_CODES: [ErrorCode; 20] = ErrorCode::ALL;
 
 /// The Swift case name of a code. The match is exhaustive, so a new code fails to compile here
 /// until it is named here (`ErrorCode::ALL` lists every code).
@@ -68,5 +68,6 @@ pub(crate) fn code_name(c: ErrorCode) -> &'static str {
         ErrorCode::Busy => "busy",
         ErrorCode::ResourceExhausted => "resourceExhausted",
         ErrorCode::Cancelled => "cancelled",
+        ErrorCode::Device => "device",
     }
 }

@@ -186,7 +186,7 @@ fn load_options(config: &LoadConfig) -> Result<mote::LoadOptions, NativeError> {
     Ok(o)
 }
 
-/// The stable code and name of every Mote error, `(1, "io")` to `(19, "cancelled")`: the Swift
+/// The stable code and name of every Mote error, `(1, "io")` to `(20, "device")`: the Swift
 /// `MoteError` has one case per entry (its tests check the two agree).
 #[uniffi::export]
 pub fn error_codes() -> Vec<ErrorCodeInfo> {
@@ -208,7 +208,7 @@ pub struct ErrorCodeInfo {
     pub name: String,
 }
 
-/// For tests of the error mapping: fail with an error of `code` (1..=19) and `message`.
+/// For tests of the error mapping: fail with an error of `code` (1..=20) and `message`.
 #[uniffi::export]
 pub fn raise_for_test(code: u32, message: String) -> Result<(), NativeError> {
     Err(NativeError::Mote { code, message })
@@ -328,12 +328,13 @@ mod tests {
     #[test]
     fn every_code_has_its_swift_name() {
         let codes = error_codes();
-        assert_eq!(codes.len(), 19);
+        assert_eq!(codes.len(), 20);
         assert_eq!(
             codes.iter().map(|c| c.code).collect::<Vec<_>>(),
-            (1..=19).collect::<Vec<_>>()
+            (1..=20).collect::<Vec<_>>()
         );
         assert_eq!(codes[17].name, "resourceExhausted");
         assert_eq!(codes[18].name, "cancelled");
+        assert_eq!(codes[19].name, "device");
     }
 }

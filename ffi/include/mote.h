@@ -155,6 +155,11 @@ enum MoteErrorCode
   MOTE_ERROR_CODE_RESOURCE_EXHAUSTED = 18,
   // The call was stopped by `mote_session_interrupt`.
   MOTE_ERROR_CODE_CANCELLED = 19,
+  // A device (OpenCL) failed or is missing: no `libOpenCL` or no device where a model
+  // compiled for OpenCL needs one, a program the driver rejects (its build log in the
+  // message), or an allocation, copy or launch the driver refuses. The message names the
+  // device (`opencl` or `opencl:N`; docs/opencl.md).
+  MOTE_ERROR_CODE_DEVICE = 20,
   // A handle is not a live handle of the expected type (already freed, or of another type).
   MOTE_ERROR_CODE_INVALID_HANDLE = 64,
   // A required pointer argument is NULL.

@@ -54,6 +54,11 @@ pub enum MoteErrorCode {
     ResourceExhausted = 18,
     /// The call was stopped by `mote_session_interrupt`.
     Cancelled = 19,
+    /// A device (OpenCL) failed or is missing: no `libOpenCL` or no device where a model
+    /// compiled for OpenCL needs one, a program the driver rejects (its build log in the
+    /// message), or an allocation, copy or launch the driver refuses. The message names the
+    /// device (`opencl` or `opencl:N`; docs/opencl.md).
+    Device = 20,
     /// A handle is not a live handle of the expected type (already freed, or of another type).
     InvalidHandle = 64,
     /// A required pointer argument is NULL.
@@ -158,7 +163,7 @@ macro_rules! error_code_table {
 error_code_table!(
     Io, Load, Format, Unsupported, MissingFunctions, UnknownFunction, ArgumentCount, Mismatch,
     Kernel, Callback, InvalidArgument, Npy, Vm, OutOfMemory, Subgraph, Backend, Busy,
-    ResourceExhausted, Cancelled;
+    ResourceExhausted, Cancelled, Device;
     c_only: InvalidHandle, NullArgument, InvalidUtf8, Internal
 );
 

@@ -12,7 +12,8 @@ use std::rc::Rc;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use mote::{DType, Function, Model, Session, SessionOptions, Storage, Tensor, Value};
+use mote::device::{DeviceQueue, DeviceStorage};
+use mote::{DType, DeviceTensor, Function, Model, Session, SessionOptions, Storage, Tensor, Value};
 use serde_json::json;
 
 use crate::interrupt::Calls;
@@ -227,7 +228,7 @@ fn invoke_model(module: &ModuleObj, name: &str, args: &[Value], calls: &Calls<'_
                 all.extend(s.args.iter().cloned());
                 let (function, include_return) = (s.function.clone(), s.include_return);
                 let h = vm.session.interrupt_handle();
-                let r = calls.run(&h, || vm.session.call(&function, &all))?;
+                let r = calls.run(&h, || vm.session.call_device(&function, &all))?;
                 return Ok(if include_return { r } else { Value::None });
             }
             if VM_FUNCTIONS.contains(&name) {
@@ -236,7 +237,8 @@ fn invoke_model(module: &ModuleObj, name: &str, args: &[Value], calls: &Calls<'_
                 )));
             }
             let h = vm.session.interrupt_handle();
-            Ok(calls.run(&h, || vm.session.call(name, args))?)
+            // Results on an OpenCL device stay there, as TVM's VM leaves them.
+            Ok(calls.run(&h, || vm.session.call_device(name, args))?)
         }
         ModKind::Kernels {
             model,
@@ -245,7 +247,18 @@ fn invoke_model(module: &ModuleObj, name: &str, args: &[Value], calls: &Calls<'_
         } => {
             let mut s = session.borrow_mut();
             if s.is_none() {
-                *s = Some(model.session_with(options.clone())?);
+                // On the OpenCL device of the first device tensor passed, if any.
+                let opencl_device = args.iter().find_map(|a| match a {
+                    Value::DeviceTensor(t) => match t.device() {
+                        mote::Device::OpenCl { index } => Some(index),
+                        _ => None,
+                    },
+                    _ => None,
+                });
+                *s = Some(model.session_with(SessionOptions {
+                    opencl_device: opencl_device.or(options.opencl_device),
+                    ..options.clone()
+                })?);
             }
             match s.as_mut() {
                 // Kernel-only libraries: the kernel writes its outputs into the client's
@@ -325,13 +338,56 @@ enum Obj {
         tensor: Tensor,
         region: u64,
     },
+    /// A tensor on an OpenCL device returned by a call, registered likewise.
+    DeviceTensor {
+        tensor: DeviceTensor,
+        region: u64,
+    },
     /// Any other returned object (tuple, shape, closure).
     Value(Value),
 }
 
+/// Memory a data id names: host memory, or memory on one of the machine's OpenCL devices
+/// (`remote.cl(N)`; docs/rpc.md "Devices"), reached only through copies.
+enum Mem {
+    Host(Arc<Storage>),
+    Device(Arc<DeviceStorage>),
+}
+
+impl Mem {
+    fn len(&self) -> usize {
+        match self {
+            Mem::Host(s) => s.len(),
+            Mem::Device(s) => s.len(),
+        }
+    }
+
+    /// The key of the memory table's reverse index.
+    fn key(&self) -> usize {
+        match self {
+            Mem::Host(s) => s.as_ptr() as usize,
+            Mem::Device(s) => Arc::as_ptr(s) as usize,
+        }
+    }
+
+    /// The device this memory is on, as the wire names it.
+    fn device(&self) -> Device {
+        match self {
+            Mem::Host(_) => Device::CPU,
+            Mem::Device(s) => match s.device() {
+                mote::Device::OpenCl { index } => Device {
+                    device_type: OPENCL,
+                    device_id: index as i32,
+                },
+                _ => Device::CPU,
+            },
+        }
+    }
+}
+
 /// A block of server memory the client may name by its data id.
 struct Region {
-    storage: Arc<Storage>,
+    storage: Mem,
     /// Allocated by the client (kDevAllocData*): writable, freed by kDevFreeData.
     client_alloc: bool,
     /// Live handles of returned tensors over this storage.
@@ -363,6 +419,8 @@ pub(crate) struct State<'c> {
     /// holds it: `max_handles` bounds these too (each VM module owns a Mote session and its
     /// worker threads).
     modules: Vec<std::rc::Weak<ModuleObj>>,
+    /// One copy queue per OpenCL device the client allocated on, opened on first use.
+    device_queues: HashMap<usize, DeviceQueue>,
     initialized: bool,
 }
 
@@ -504,6 +562,28 @@ fn check_cpu(d: Device) -> Res<()> {
     Ok(())
 }
 
+/// A device the client may use: the CPU (`None`) or one of the OpenCL devices the machine
+/// lists (`Some(index)`); anything else is refused.
+fn check_device(d: Device) -> Res<Option<usize>> {
+    if d.device_type == OPENCL {
+        let n = mote::device::opencl::system_devices().map_or(0, |l| l.len());
+        return match usize::try_from(d.device_id) {
+            Ok(i) if i < n => Ok(Some(i)),
+            _ => Err(RequestError::Unsupported(format!(
+                "OpenCL device {} (this server has {n})",
+                d.device_id
+            ))),
+        };
+    }
+    if d.device_type != 1 {
+        return Err(RequestError::Unsupported(format!(
+            "device type {} (this server has cpu, device type 1, and the OpenCL devices, type 4)",
+            d.device_type
+        )));
+    }
+    Ok(None)
+}
+
 impl<'c> State<'c> {
     pub(crate) fn new(config: &'c SessionConfig, sandbox: Sandbox, calls: &'c Calls<'c>) -> Self {
         State {
@@ -516,6 +596,7 @@ impl<'c> State<'c> {
             next_id: 0x1000,
             client_storages: Vec::new(),
             modules: Vec::new(),
+            device_queues: HashMap::new(),
             initialized: false,
         }
     }
@@ -670,6 +751,10 @@ impl<'c> State<'c> {
             }
             RpcCode::CopyToRemote => {
                 let (t, data) = wire::decode_copy_to_remote(&p.body)?;
+                if let Some((s, dev)) = self.device_range(&t, data.len() as u64, true)? {
+                    self.queue(dev)?.write(&s, t.byte_offset as usize, data)?;
+                    return ret1(Arg::None);
+                }
                 let dst = self.range(&t, data.len() as u64, true)?;
                 // SAFETY: `range` checked that `dst..dst+len` lies inside a live storage the
                 // client allocated (the region keeps it alive). This session's thread is the only
@@ -686,6 +771,12 @@ impl<'c> State<'c> {
                         "a copy of {n} bytes exceeds the packet limit of {} bytes",
                         self.config.limits.max_packet
                     )));
+                }
+                if let Some((s, dev)) = self.device_range(&t, n, false)? {
+                    let mut bytes = vec![0u8; n as usize];
+                    self.queue(dev)?
+                        .read(&s, t.byte_offset as usize, &mut bytes)?;
+                    return Ok(Reply::Frame(wire::copy_ack_frame(&bytes)));
                 }
                 let src = self.range(&t, n, false)?;
                 // SAFETY: `range` checked that `src..src+n` lies inside a live storage of this
@@ -718,7 +809,7 @@ impl<'c> State<'c> {
             RpcCode::DevSetDevice => {
                 let args = wire::decode_seq(&p.body)?;
                 match args.first() {
-                    Some(Arg::Device(d)) => check_cpu(*d)?,
+                    Some(Arg::Device(d)) => check_device(*d).map(|_| ())?,
                     _ => {
                         return Err(RequestError::Invalid(
                             "kDevSetDevice: expected a device".into(),
@@ -743,14 +834,14 @@ impl<'c> State<'c> {
             RpcCode::DevAllocData => {
                 let args = wire::decode_seq(&p.body)?;
                 arity(&args, 4, "kDevAllocData")?;
-                match args[0] {
-                    Arg::Device(d) => check_cpu(d)?,
+                let dev = match args[0] {
+                    Arg::Device(d) => check_device(d)?,
                     _ => {
                         return Err(RequestError::Invalid(
                             "kDevAllocData: expected a device".into(),
                         ))
                     }
-                }
+                };
                 let n = int_arg(&args, 1, "nbytes")?;
                 let align = int_arg(&args, 2, "alignment")?;
                 if align <= 0 || align as usize > mote::ALIGNMENT || (align & (align - 1)) != 0 {
@@ -761,7 +852,7 @@ impl<'c> State<'c> {
                 }
                 let n = u64::try_from(n)
                     .map_err(|_| RequestError::Invalid(format!("negative size {n}")))?;
-                ret1(Arg::OpaquePtr(self.alloc(n)?))
+                ret1(Arg::OpaquePtr(self.alloc(n, dev)?))
             }
             RpcCode::DevAllocDataWithScope => {
                 let args = wire::decode_seq(&p.body)?;
@@ -773,7 +864,7 @@ impl<'c> State<'c> {
                         ))
                     }
                 };
-                check_cpu(t.device)?;
+                let dev = check_device(t.device)?;
                 match args.get(1) {
                     None | Some(Arg::None) => {}
                     Some(Arg::RawStr(s)) | Some(Arg::Str(s)) if s.is_empty() || s == "global" => {}
@@ -786,7 +877,7 @@ impl<'c> State<'c> {
                 let n = t.nbytes().ok_or_else(|| {
                     RequestError::Invalid(format!("tensor shape {:?} has no valid size", t.shape))
                 })?;
-                ret1(Arg::OpaquePtr(self.alloc(n)?))
+                ret1(Arg::OpaquePtr(self.alloc(n, dev)?))
             }
             RpcCode::DevFreeData => {
                 let args = wire::decode_seq(&p.body)?;
@@ -802,10 +893,11 @@ impl<'c> State<'c> {
                 ret1(Arg::None)
             }
             RpcCode::DevStreamSync | RpcCode::DevFreeStream | RpcCode::DevSetStream => {
-                // CPU work is finished when a call returns: there is only the null stream.
+                // Work is finished when a call or copy returns, on the CPU and on OpenCL
+                // devices alike: there is only the null stream.
                 let args = wire::decode_seq(&p.body)?;
                 match args.first() {
-                    Some(Arg::Device(d)) => check_cpu(*d)?,
+                    Some(Arg::Device(d)) => check_device(*d).map(|_| ())?,
                     _ => return Err(RequestError::Invalid("expected a device".into())),
                 }
                 ret1(Arg::None)
@@ -813,7 +905,7 @@ impl<'c> State<'c> {
             RpcCode::DevCreateStream | RpcCode::DevGetCurrentStream => {
                 let args = wire::decode_seq(&p.body)?;
                 match args.first() {
-                    Some(Arg::Device(d)) => check_cpu(*d)?,
+                    Some(Arg::Device(d)) => check_device(*d).map(|_| ())?,
                     _ => return Err(RequestError::Invalid("expected a device".into())),
                 }
                 ret1(Arg::OpaquePtr(0))
@@ -837,11 +929,47 @@ impl<'c> State<'c> {
                         to.nbytes()
                     )));
                 }
-                let src = self.range(from, n, false)?;
-                let dst = self.range(to, n, true)?;
-                // SAFETY: both ranges lie inside live storages of this session (checked by
-                // `range`); `copy` allows overlap; no other thread touches them now.
-                unsafe { std::ptr::copy(src, dst, n as usize) };
+                let on_device = (
+                    self.device_range(from, n, false)?,
+                    self.device_range(to, n, true)?,
+                );
+                match on_device {
+                    (None, None) => {
+                        let src = self.range(from, n, false)?;
+                        let dst = self.range(to, n, true)?;
+                        // SAFETY: both ranges lie inside live storages of this session (checked
+                        // by `range`); `copy` allows overlap; no other thread touches them now.
+                        unsafe { std::ptr::copy(src, dst, n as usize) };
+                    }
+                    (Some((s, dev)), None) => {
+                        let dst = self.range(to, n, true)?;
+                        // SAFETY: `range` checked that `dst..dst+n` lies inside a live storage the
+                        // client allocated; device memory is never host memory, so the two do
+                        // not overlap; no other thread touches the storage now.
+                        let out = unsafe { std::slice::from_raw_parts_mut(dst, n as usize) };
+                        self.queue(dev)?.read(&s, from.byte_offset as usize, out)?;
+                    }
+                    (None, Some((d, dev))) => {
+                        let src = self.range(from, n, false)?;
+                        // SAFETY: as above, for a read of the source range.
+                        let bytes = unsafe { std::slice::from_raw_parts(src, n as usize) };
+                        self.queue(dev)?.write(&d, to.byte_offset as usize, bytes)?;
+                    }
+                    (Some((s, dev)), Some((d, to_dev))) => {
+                        if dev != to_dev {
+                            return Err(RequestError::Unsupported(
+                                "copies between two OpenCL devices".into(),
+                            ));
+                        }
+                        self.queue(dev)?.copy(
+                            &s,
+                            from.byte_offset as usize,
+                            &d,
+                            to.byte_offset as usize,
+                            n as usize,
+                        )?;
+                    }
+                }
                 ret1(Arg::None)
             }
             RpcCode::Return | RpcCode::Exception | RpcCode::CopyAck | RpcCode::None => Err(
@@ -876,16 +1004,36 @@ impl<'c> State<'c> {
         })
     }
 
-    /// Allocates `n` bytes for the client; returns the data id.
-    fn alloc(&mut self, n: u64) -> Res<u64> {
+    /// The copy queue of OpenCL device `index`, opened on first use with the session's remote
+    /// memory limit as its budget.
+    fn queue(&mut self, index: usize) -> Res<&mut DeviceQueue> {
+        if !self.device_queues.contains_key(&index) {
+            let budget =
+                usize::try_from(self.config.limits.max_remote_memory).unwrap_or(usize::MAX);
+            let q = DeviceQueue::open(mote::Device::OpenCl { index }, budget)?;
+            self.device_queues.insert(index, q);
+        }
+        Ok(self.device_queues.get_mut(&index).expect("inserted above"))
+    }
+
+    /// Allocates `n` bytes for the client, on the host (`device` None) or on OpenCL device
+    /// `device`; returns the data id. Host and device memory count together against the
+    /// session's remote memory limit.
+    fn alloc(&mut self, n: u64, device: Option<usize>) -> Res<u64> {
         let max = self.config.limits.max_remote_memory;
         self.client_storages.retain(|w| w.strong_count() > 0);
+        let on_devices: u64 = self
+            .device_queues
+            .values()
+            .map(|q| q.bytes_in_use() as u64)
+            .sum();
         let used: u64 = self
             .client_storages
             .iter()
             .filter_map(Weak::upgrade)
             .map(|s| s.len() as u64)
-            .sum();
+            .sum::<u64>()
+            + on_devices;
         if used.saturating_add(n) > max {
             return Err(RequestError::Limit(format!(
                 "allocating {n} bytes would bring this session's remote memory to {} bytes, above \
@@ -894,10 +1042,16 @@ impl<'c> State<'c> {
             )));
         }
         let len = usize::try_from(n).map_err(|_| RequestError::Limit(format!("{n} bytes")))?;
-        let storage = Storage::zeroed(len)?;
-        self.client_storages.push(Arc::downgrade(&storage));
+        let storage = match device {
+            Some(index) => Mem::Device(self.queue(index)?.alloc(len)?),
+            None => {
+                let s = Storage::zeroed(len)?;
+                self.client_storages.push(Arc::downgrade(&s));
+                Mem::Host(s)
+            }
+        };
         let id = self.fresh_id();
-        self.region_of_storage.insert(storage.as_ptr() as usize, id);
+        self.region_of_storage.insert(storage.key(), id);
         self.regions.insert(
             id,
             Region {
@@ -923,7 +1077,7 @@ impl<'c> State<'c> {
     fn drop_region_if_unused(&mut self, id: u64) {
         if let Some(r) = self.regions.get(&id) {
             if !r.client_alloc && r.returned_refs == 0 {
-                let key = r.storage.as_ptr() as usize;
+                let key = r.storage.key();
                 self.regions.remove(&id);
                 self.region_of_storage.remove(&key);
             }
@@ -932,7 +1086,7 @@ impl<'c> State<'c> {
 
     fn free_handle(&mut self, h: u64) -> Res<()> {
         match self.handles.remove(&h) {
-            Some(Obj::Tensor { region, .. }) => {
+            Some(Obj::Tensor { region, .. } | Obj::DeviceTensor { region, .. }) => {
                 if let Some(r) = self.regions.get_mut(&region) {
                     r.returned_refs = r.returned_refs.saturating_sub(1);
                 }
@@ -947,6 +1101,27 @@ impl<'c> State<'c> {
     /// The address of `len` bytes at `t.data + t.byte_offset`, checked against the memory table.
     fn range(&self, t: &WireTensor, len: u64, write: bool) -> Res<*mut u8> {
         check_cpu(t.device)?;
+        let r = self.region_for(t, len, write)?;
+        let Mem::Host(storage) = &r.storage else {
+            return Err(RequestError::Invalid(format!(
+                "data handle {:#x} is device memory, named as cpu memory",
+                t.data
+            )));
+        };
+        let cap = storage.len() as u64;
+        if t.byte_offset.checked_add(len).is_none_or(|end| end > cap) {
+            return Err(RequestError::Invalid(format!(
+                "{len} bytes at offset {} do not fit in the {cap}-byte allocation",
+                t.byte_offset
+            )));
+        }
+        // SAFETY: offset + len <= storage length, checked above, so the pointer stays inside
+        // (or one past) the allocation.
+        Ok(unsafe { storage.as_ptr().add(t.byte_offset as usize) })
+    }
+
+    /// The region a tensor record names, checked for a write and for `len` bytes at its offset.
+    fn region_for(&self, t: &WireTensor, len: u64, write: bool) -> Res<&Region> {
         let r = self
             .regions
             .get(&t.data)
@@ -963,31 +1138,78 @@ impl<'c> State<'c> {
                 t.byte_offset
             )));
         }
-        // SAFETY: offset + len <= storage length, checked above, so the pointer stays inside
-        // (or one past) the allocation.
-        Ok(unsafe { r.storage.as_ptr().add(t.byte_offset as usize) })
+        if r.storage.device() != t.device {
+            return Err(RequestError::Invalid(format!(
+                "data handle {:#x} is memory of device ({}, {}), named as device ({}, {})",
+                t.data,
+                r.storage.device().device_type,
+                r.storage.device().device_id,
+                t.device.device_type,
+                t.device.device_id
+            )));
+        }
+        Ok(r)
     }
 
-    /// A view of a client tensor record over this session's memory.
-    fn view(&self, t: &WireTensor) -> Res<Tensor> {
-        check_cpu(t.device)?;
+    /// For a tensor record on an OpenCL device: its storage (checked as `region_for` does) and
+    /// the device index. `None` for a record on the CPU.
+    fn device_range(
+        &self,
+        t: &WireTensor,
+        len: u64,
+        write: bool,
+    ) -> Res<Option<(Arc<DeviceStorage>, usize)>> {
+        let Some(dev) = check_device(t.device)? else {
+            return Ok(None);
+        };
+        match &self.region_for(t, len, write)?.storage {
+            Mem::Device(s) => Ok(Some((s.clone(), dev))),
+            Mem::Host(_) => Err(RequestError::Invalid(format!(
+                "data handle {:#x} is cpu memory, named as OpenCL memory",
+                t.data
+            ))),
+        }
+    }
+
+    /// A view of a client tensor record over this session's memory: a host tensor, or a
+    /// device tensor for a record on an OpenCL device (at offset 0: TVM's OpenCL host code
+    /// takes no other).
+    fn view(&self, t: &WireTensor) -> Res<Value> {
         let n = t.nbytes().ok_or_else(|| {
             RequestError::Invalid(format!(
                 "tensor of shape {:?} and dtype {:?} has no valid size",
                 t.shape, t.dtype
             ))
         })?;
+        if let Some((storage, _)) = self.device_range(t, n, false)? {
+            if t.byte_offset != 0 {
+                return Err(RequestError::Unsupported(format!(
+                    "an OpenCL tensor at byte offset {}",
+                    t.byte_offset
+                )));
+            }
+            return Ok(Value::DeviceTensor(DeviceTensor::view(
+                storage,
+                t.shape.clone().into(),
+                dtype_of(t.dtype),
+            )?));
+        }
         self.range(t, n, false)?;
         let r = self
             .regions
             .get(&t.data)
             .ok_or_else(|| RequestError::Invalid(format!("unknown data handle {:#x}", t.data)))?;
-        Ok(Tensor::view(
-            r.storage.clone(),
+        let Mem::Host(storage) = &r.storage else {
+            return Err(RequestError::Invalid(
+                "device memory named as cpu memory".into(),
+            ));
+        };
+        Ok(Value::Tensor(Tensor::view(
+            storage.clone(),
             t.byte_offset as usize,
             t.shape.clone(),
             dtype_of(t.dtype),
-        )?)
+        )?))
     }
 
     /// A wire argument as a runtime value for a model function.
@@ -999,9 +1221,10 @@ impl<'c> State<'c> {
             Arg::Float(v) => Value::Float(*v),
             Arg::RawStr(s) | Arg::Str(s) => Value::Str(s.as_str().into()),
             Arg::DataType(d) => Value::DType(dtype_of(*d)),
-            Arg::Tensor(t) => Value::Tensor(self.view(t)?),
+            Arg::Tensor(t) => self.view(t)?,
             Arg::ObjectRef { handle, .. } | Arg::Function(handle) => match self.obj(*handle)? {
                 Obj::Tensor { tensor, .. } => Value::Tensor(tensor.clone()),
+                Obj::DeviceTensor { tensor, .. } => Value::DeviceTensor(tensor.clone()),
                 Obj::Value(v) => v.clone(),
                 Obj::Closure { f, .. } => Value::Function(f.clone()),
                 _ => {
@@ -1033,7 +1256,7 @@ impl<'c> State<'c> {
                 self.regions.insert(
                     id,
                     Region {
-                        storage: t.storage().clone(),
+                        storage: Mem::Host(t.storage().clone()),
                         client_alloc: false,
                         returned_refs: 0,
                     },
@@ -1055,6 +1278,52 @@ impl<'c> State<'c> {
             byte_offset: t.byte_offset() as u64,
         };
         let h = match self.insert(Obj::Tensor { tensor: t, region }) {
+            Ok(h) => h,
+            Err(e) => {
+                self.drop_region_if_unused(region);
+                return Err(e);
+            }
+        };
+        if let Some(r) = self.regions.get_mut(&region) {
+            r.returned_refs += 1;
+        }
+        Ok((rec, h))
+    }
+
+    /// Registers a returned device tensor, as `register_tensor` does a host one.
+    fn register_device_tensor(&mut self, t: DeviceTensor) -> Res<(WireTensor, u64)> {
+        let mem = Mem::Device(t.storage().clone());
+        let key = mem.key();
+        let device = mem.device();
+        let region = match self.region_of_storage.get(&key) {
+            Some(id) => *id,
+            None => {
+                let id = self.fresh_id();
+                self.regions.insert(
+                    id,
+                    Region {
+                        storage: mem,
+                        client_alloc: false,
+                        returned_refs: 0,
+                    },
+                );
+                self.region_of_storage.insert(key, id);
+                id
+            }
+        };
+        let d = t.dtype();
+        let rec = WireTensor {
+            data: region,
+            device,
+            dtype: WireDType {
+                code: d.code,
+                bits: d.bits,
+                lanes: d.lanes,
+            },
+            shape: t.shape().to_vec(),
+            byte_offset: 0,
+        };
+        let h = match self.insert(Obj::DeviceTensor { tensor: t, region }) {
             Ok(h) => h,
             Err(e) => {
                 self.drop_region_if_unused(region);
@@ -1094,6 +1363,10 @@ impl<'c> State<'c> {
             }),
             Value::Tensor(t) => {
                 let (rec, h) = self.register_tensor(t)?;
+                Ret::Tensor(rec, h)
+            }
+            Value::DeviceTensor(t) => {
+                let (rec, h) = self.register_device_tensor(t)?;
                 Ret::Tensor(rec, h)
             }
             v @ Value::Tuple(_) => Ret::Object(type_index::ARRAY, self.insert(Obj::Value(v))?),
@@ -1266,7 +1539,9 @@ impl<'c> State<'c> {
                     device_type: i32_arg(args, 2, "dev_type")?,
                     device_id: i32_arg(args, 3, "dev_id")?,
                 };
-                check_cpu(dev)?;
+                // On an OpenCL device each timed call has finished its device work when it
+                // returns, so the times are wall-clock times of whole calls (docs/rpc.md).
+                check_device(dev)?;
                 let params = TimerParams {
                     number: i32_arg(args, 4, "number")?,
                     repeat: i32_arg(args, 5, "repeat")?,
@@ -1351,8 +1626,10 @@ impl<'c> State<'c> {
     fn call_vm_api(&mut self, vm: &RefCell<VmModule>, name: &str, args: &[Arg]) -> Res<Ret> {
         match name {
             "vm_initialization" => {
-                // Triples (device_type, device_id, allocator kind); only CPU exists here and the
-                // allocator choice does not change results, so it is accepted and ignored.
+                // Triples (device_type, device_id, allocator kind). TVM's Python VM passes the
+                // device it was given and then the host; a model compiled for OpenCL runs on
+                // the OpenCL device named (its session is made again on it when it differs),
+                // any other on the CPU. The allocator choice does not change results.
                 if args.len() < 3 || args.len() % 3 != 0 {
                     return Err(RequestError::Invalid(format!(
                         "vm_initialization takes (device_type, device_id, alloc_type) triples, \
@@ -1360,12 +1637,45 @@ impl<'c> State<'c> {
                         args.len()
                     )));
                 }
+                let mut opencl = None;
                 for i in (0..args.len()).step_by(3) {
-                    check_cpu(Device {
+                    let d = check_device(Device {
                         device_type: i32_arg(args, i, "device_type")?,
                         device_id: i32_arg(args, i + 1, "device_id")?,
                     })?;
                     int_arg(args, i + 2, "alloc_type")?;
+                    if let Some(d) = d {
+                        if opencl.is_some_and(|o| o != d) {
+                            return Err(RequestError::Unsupported(
+                                "a VM on two OpenCL devices".into(),
+                            ));
+                        }
+                        opencl = Some(d);
+                    }
+                }
+                let mut vm = vm.borrow_mut();
+                let here = vm.session.device();
+                match (opencl, here) {
+                    (None, mote::Device::Cpu) => {}
+                    (Some(d), mote::Device::OpenCl { index }) if d == index => {}
+                    (Some(d), mote::Device::OpenCl { .. }) => {
+                        let model = vm.session.model().clone();
+                        vm.session = model.session_with(SessionOptions {
+                            opencl_device: Some(d),
+                            ..session_options(self.config)
+                        })?;
+                    }
+                    (Some(d), _) => {
+                        return Err(RequestError::Unsupported(format!(
+                            "a VM on OpenCL device {d} for a model compiled for the CPU"
+                        )))
+                    }
+                    (None, here) => {
+                        return Err(RequestError::Unsupported(format!(
+                            "a VM on the CPU for a model compiled for {here}; initialise it on \
+                             remote.cl(N)"
+                        )))
+                    }
                 }
                 Ok(Ret::None)
             }

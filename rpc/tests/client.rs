@@ -58,6 +58,20 @@ fn opencl_device_attributes_as_tvm_asks_for_them() {
     s.stop();
 }
 
+/// The seed's GPU flow with TVM's client: the OpenCL GEMM on `remote.cl(0)` tensors, checked
+/// against numpy and timed; a Relax model compiled for OpenCL through
+/// `relax.VirtualMachine(rexec, remote.cl(0))` against TVM's CPU build (docs/rpc.md "Devices").
+#[test]
+fn opencl_seed_flow_and_relax_on_remote_cl() {
+    let clzoo = std::env::var("MOTE_OPENCL_ZOO_DIR").unwrap_or_else(|_| {
+        panic!("MOTE_OPENCL_ZOO_DIR is not set: point it at the OpenCL zoo (scripts/opencl-zoo.sh)")
+    });
+    let s = server();
+    let out = run("opencl_seed.py", &s, &[&clzoo]);
+    assert!(out.contains("opencl_seed: ok"), "{out}");
+    s.stop();
+}
+
 #[test]
 fn stateful_api_and_saved_functions() {
     let s = server();

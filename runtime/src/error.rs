@@ -101,6 +101,12 @@ pub enum Error {
     /// `Thread.interrupt`, a cancelled Swift `Task`, an RPC timeout).
     #[error("the call was cancelled")]
     Cancelled,
+    /// A device failed or is missing (docs/opencl.md): no `libOpenCL` or no device where a
+    /// model compiled for OpenCL needs one, a program the driver rejects (its build log in the
+    /// message), or an allocation, copy or launch the driver refuses. `device` names it
+    /// (`opencl`, or `opencl:N` for device N).
+    #[error("device `{device}`: {message}")]
+    Device { device: String, message: String },
 }
 
 /// Stable numeric error codes, shared by every binding. Values are never reused.
@@ -137,12 +143,14 @@ pub enum ErrorCode {
     ResourceExhausted = 18,
     /// [`Error::Cancelled`]: the call was interrupted.
     Cancelled = 19,
+    /// [`Error::Device`]: a device (OpenCL) failed or is missing.
+    Device = 20,
 }
 
 impl ErrorCode {
     /// Every code, in numeric order: the table each binding maps one to one (a binding's test
     /// walks it, so a new code fails there until the binding names it).
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 20] = [
         ErrorCode::Io,
         ErrorCode::Load,
         ErrorCode::Format,
@@ -162,6 +170,7 @@ impl ErrorCode {
         ErrorCode::Busy,
         ErrorCode::ResourceExhausted,
         ErrorCode::Cancelled,
+        ErrorCode::Device,
     ];
 }
 
@@ -187,6 +196,7 @@ impl Error {
             Error::Backend { .. } => ErrorCode::Backend,
             Error::ResourceExhausted { .. } => ErrorCode::ResourceExhausted,
             Error::Cancelled => ErrorCode::Cancelled,
+            Error::Device { .. } => ErrorCode::Device,
         }
     }
 

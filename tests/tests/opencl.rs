@@ -220,6 +220,36 @@ mod opencl_zoo {
         );
     }
 
+    /// OpenCL C the driver rejects (the vector add's source with `__kernel` misspelled in the
+    /// file, the same length, so the module still decodes): the model loads, and its call is
+    /// `Error::Device` carrying the driver's build log, on every call (a failed build is kept
+    /// as a failure, not retried as if it had worked).
+    #[test]
+    fn a_source_the_driver_rejects_is_a_device_error_with_the_build_log() {
+        let bytes = std::fs::read(path("vadd_cl")).unwrap();
+        let mut bad = bytes.clone();
+        let at = bad
+            .windows(9)
+            .position(|w| w == b"__kernel ")
+            .expect("the source is in the file");
+        bad[at..at + 9].copy_from_slice(b"__kernxl ");
+        let file = std::env::temp_dir().join(format!("mote-bad-source-{}.so", std::process::id()));
+        std::fs::write(&file, &bad).unwrap();
+        let model = Model::load(&file).unwrap();
+        let (function, case) = first_case("vadd_cl");
+        let mut s = model.session().unwrap();
+        for _ in 0..2 {
+            let mut args = kernel_args(&dir(), &case);
+            let e = s.call_kernel(&function, &mut args).unwrap_err();
+            assert_eq!(e.code(), mote::ErrorCode::Device, "{e}");
+            assert!(
+                matches!(&e, Error::Device { message, .. } if message.contains("__kernxl")),
+                "the build log names the bad token: {e}"
+            );
+        }
+        std::fs::remove_file(&file).unwrap();
+    }
+
     /// A Relax model on the device: a wrong input is the VM's typed error and the session goes
     /// on; its weights' device copies count in the memory budget (a budget smaller than them
     /// refuses the session), and so does the storage a call allocates.

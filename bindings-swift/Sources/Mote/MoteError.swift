@@ -46,11 +46,16 @@ public enum MoteError: Error, Equatable, CustomStringConvertible {
     /// 19: the call was interrupted through the session's ``InterruptHandle`` (a cancelled
     /// `Task` throws `CancellationError` instead: ``Session/run(_:_:)-async``).
     case cancelled(String)
+    /// 20: a device (OpenCL) failed or is missing: no `libOpenCL` or no device where a model
+    /// compiled for OpenCL needs one, a program the driver rejects (its build log in the
+    /// message), or an allocation, copy or launch the driver refuses. The message names the
+    /// device (`opencl` or `opencl:N`). See `docs/opencl.md`.
+    case device(String)
     /// Not a Mote error code: a bug in Mote (a Rust panic, caught before it reached Swift), or a
     /// code this version does not know.
     case `internal`(String)
 
-    /// The stable code (1...19; 0 for ``internal(_:)``).
+    /// The stable code (1...20; 0 for ``internal(_:)``).
     public var code: Int {
         switch self {
         case .io: return 1
@@ -72,6 +77,7 @@ public enum MoteError: Error, Equatable, CustomStringConvertible {
         case .busy: return 17
         case .resourceExhausted: return 18
         case .cancelled: return 19
+        case .device: return 20
         case .internal: return 0
         }
     }
@@ -83,7 +89,8 @@ public enum MoteError: Error, Equatable, CustomStringConvertible {
              .missingFunctions(let m), .unknownFunction(let m), .argumentCount(let m),
              .mismatch(let m), .kernel(let m), .callback(let m), .invalidArgument(let m),
              .npy(let m), .vm(let m), .outOfMemory(let m), .subgraph(let m), .backend(let m),
-             .busy(let m), .resourceExhausted(let m), .cancelled(let m), .internal(let m):
+             .busy(let m), .resourceExhausted(let m), .cancelled(let m), .device(let m),
+             .internal(let m):
             return m
         }
     }
@@ -110,6 +117,7 @@ public enum MoteError: Error, Equatable, CustomStringConvertible {
         case .busy: return "busy"
         case .resourceExhausted: return "resourceExhausted"
         case .cancelled: return "cancelled"
+        case .device: return "device"
         case .internal: return "internal"
         }
     }
@@ -139,6 +147,7 @@ public enum MoteError: Error, Equatable, CustomStringConvertible {
         case 17: self = .busy(message)
         case 18: self = .resourceExhausted(message)
         case 19: self = .cancelled(message)
+        case 20: self = .device(message)
         default: self = .internal("code \(code): \(message)")
         }
     }

@@ -3450,7 +3450,7 @@ public func FfiConverterTypeNativeArg_lower(_ value: NativeArg) -> RustBuffer {
 
 
 /**
- * A failed Mote call: `code` is `mote::ErrorCode` as a number (1..=19), `message` the
+ * A failed Mote call: `code` is `mote::ErrorCode` as a number (1..=20), `message` the
  * error's full text.
  */
 public enum NativeError: Swift.Error {
@@ -3910,7 +3910,7 @@ public func backendNames() -> [String]  {
 })
 }
 /**
- * The stable code and name of every Mote error, `(1, "io")` to `(19, "cancelled")`: the Swift
+ * The stable code and name of every Mote error, `(1, "io")` to `(20, "device")`: the Swift
  * `MoteError` has one case per entry (its tests check the two agree).
  */
 public func errorCodes() -> [ErrorCodeInfo]  {
@@ -3962,7 +3962,7 @@ public func panicForTest(message: String)throws   {try rustCallWithError(FfiConv
 }
 }
 /**
- * For tests of the error mapping: fail with an error of `code` (1..=19) and `message`.
+ * For tests of the error mapping: fail with an error of `code` (1..=20) and `message`.
  */
 public func raiseForTest(code: UInt32, message: String)throws   {try rustCallWithError(FfiConverterTypeNativeError_lift) {
     uniffi_mote_swift_fn_func_raise_for_test(
@@ -4064,7 +4064,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mote_swift_checksum_func_backend_names() != 1172) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_error_codes() != 28844) {
+    if (uniffi_mote_swift_checksum_func_error_codes() != 61092) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_func_function_exists() != 31018) {
@@ -4079,7 +4079,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mote_swift_checksum_func_panic_for_test() != 52993) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_raise_for_test() != 29310) {
+    if (uniffi_mote_swift_checksum_func_raise_for_test() != 26650) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_func_read_npz() != 27271) {

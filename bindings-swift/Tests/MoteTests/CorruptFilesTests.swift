@@ -9,7 +9,7 @@ import XCTest
 ///
 /// Every copy is loaded with `Model(path:)` (`.so` copies: their code is never changed) and
 /// with `Model(path:codeFree: true)` (every copy). A load that succeeds gets a session and both
-/// are released; a load (or session) that fails must throw a typed `MoteError` (code 1...19,
+/// are released; a load (or session) that fails must throw a typed `MoteError` (code 1...20,
 /// never `.internal`, which is a caught Rust panic) with a message. The list is swept twice:
 /// after each pass no corpus file is still mapped, and the open descriptors are the same after
 /// both passes.

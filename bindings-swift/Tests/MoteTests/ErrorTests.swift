@@ -64,8 +64,8 @@ final class ErrorTests: XCTestCase {
 
     func testEveryCodeMapsOneToOne() throws {
         let codes = testingErrorCodes()
-        XCTAssertEqual(codes.map { $0.code }, Array(1...19))
-        XCTAssertEqual(codes.suffix(2).map { $0.name }, ["resourceExhausted", "cancelled"])
+        XCTAssertEqual(codes.map { $0.code }, Array(1...20))
+        XCTAssertEqual(codes.suffix(3).map { $0.name }, ["resourceExhausted", "cancelled", "device"])
         for (code, name) in codes {
             XCTAssertThrowsError(try testingRaise(code: code, message: "m\(code)")) { e in
                 guard let m = e as? MoteError else { return XCTFail("code \(code): \(e)") }

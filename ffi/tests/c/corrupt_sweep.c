@@ -5,7 +5,7 @@
  * Reads CORPUS_DIR/corpus.tsv (written by the fuzz crate's `corrupt`) and loads every EVERY-th
  * copy PASSES times: mapped (`.so` copies only: a changed byte is never in their code) and
  * read as data (MOTE_LOAD_CODE_FREE). A load that succeeds gets a session, and both are freed.
- * A failure must be a typed error: a code from MOTE_ERROR_CODE_IO to MOTE_ERROR_CODE_CANCELLED with
+ * A failure must be a typed error: a code from MOTE_ERROR_CODE_IO to MOTE_ERROR_CODE_DEVICE with
  * a message (MOTE_ERROR_CODE_INTERNAL is a caught Rust panic: a bug). After each pass the
  * resident memory, the open descriptors and the mappings are read: from the end of the first
  * pass to the end of the last, descriptors and mappings must not change and memory may grow by
@@ -68,7 +68,7 @@ static void check(MoteError *err, MoteModel *model, const char *copy, int code_f
     }
     unsigned code = mote_error_code(err);
     const char *msg = mote_error_message(err);
-    if (code < MOTE_ERROR_CODE_IO || code > MOTE_ERROR_CODE_CANCELLED || !msg || !*msg) {
+    if (code < MOTE_ERROR_CODE_IO || code > MOTE_ERROR_CODE_DEVICE || !msg || !*msg) {
         fprintf(stderr, "FAIL %s (%s): error code %u: %s\n", copy, code_free ? "code-free" : "mapped",
                 code, msg ? msg : "(no message)");
         failures++;

@@ -120,7 +120,7 @@ struct DeviceTensorInner {
 
 impl DeviceTensor {
     /// A tensor of `shape` and `dtype` at the start of `storage`, which must hold its bytes.
-    pub(crate) fn view(
+    pub fn view(
         storage: Arc<DeviceStorage>,
         shape: Arc<[i64]>,
         dtype: DType,
@@ -165,7 +165,7 @@ impl DeviceTensor {
         crate::tensor::byte_size(&self.0.shape, self.0.dtype).unwrap_or(0)
     }
 
-    pub(crate) fn storage(&self) -> &Arc<DeviceStorage> {
+    pub fn storage(&self) -> &Arc<DeviceStorage> {
         &self.0.storage
     }
 
@@ -184,5 +184,126 @@ impl fmt::Debug for DeviceTensor {
             self.0.dtype,
             self.device()
         )
+    }
+}
+
+/// A queue of its own on a device, for memory outside any session: what an app, or Mote's RPC
+/// server for a client's `remote.cl(0)` tensors, allocates and copies before and between calls
+/// (docs/opencl.md §8). Its storage can be passed to any session on the same device; every copy
+/// here has finished when it returns, and a session's call has finished its device work when
+/// it returns, so the two never need to wait for each other.
+pub struct DeviceQueue {
+    device: Device,
+    queue: super::opencl::Queue,
+    /// Counts this queue's live storage against its budget.
+    pool: Arc<Pool>,
+}
+
+impl DeviceQueue {
+    /// A queue on `device` whose storage may hold at most `budget_bytes` at once.
+    pub fn open(device: Device, budget_bytes: usize) -> Result<DeviceQueue> {
+        let Device::OpenCl { index } = device else {
+            return Err(Error::InvalidArgument(format!(
+                "DeviceQueue::open: {device} is the host; host memory needs no device queue"
+            )));
+        };
+        let failed = |message: String| Error::Device {
+            device: device.to_string(),
+            message,
+        };
+        let list = super::opencl::system_devices().map_err(|e| failed(e.to_string()))?;
+        let info = list.get(index).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "OpenCL device {index}: OpenCL lists {} device(s)",
+                list.len()
+            ))
+        })?;
+        let context = super::opencl::shared_context(info).map_err(|e| failed(e.to_string()))?;
+        let queue = context.queue(false).map_err(|e| failed(e.to_string()))?;
+        Ok(DeviceQueue {
+            device,
+            queue,
+            pool: Pool::with_budget(0, false, budget_bytes),
+        })
+    }
+
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// Bytes of live storage allocated here.
+    pub fn bytes_in_use(&self) -> usize {
+        self.pool.live_bytes()
+    }
+
+    fn failed(&self, e: super::opencl::ClError) -> Error {
+        Error::Device {
+            device: self.device.to_string(),
+            message: e.to_string(),
+        }
+    }
+
+    /// `bytes` of zeroed device memory; `ResourceExhausted` past the budget.
+    pub fn alloc(&mut self, bytes: usize) -> Result<Arc<DeviceStorage>> {
+        self.pool.reserve(bytes)?;
+        let b = match self.queue.context().buffer(bytes, false) {
+            Ok(b) => b,
+            Err(e) => {
+                self.pool.release(bytes);
+                return Err(self.failed(e));
+            }
+        };
+        let storage = DeviceStorage::new(b, self.device, self.pool.clone());
+        self.write(&storage, 0, &vec![0u8; bytes])?;
+        Ok(storage)
+    }
+
+    fn own<'s>(&self, s: &'s DeviceStorage) -> Result<&'s Buffer> {
+        if !Arc::ptr_eq(s.buffer().context(), self.queue.context()) {
+            return Err(Error::InvalidArgument(format!(
+                "device storage on {} used with a queue on {}",
+                s.device(),
+                self.device
+            )));
+        }
+        Ok(s.buffer())
+    }
+
+    /// Copy `src` into `dst` at `offset` (bounds checked).
+    pub fn write(&mut self, dst: &DeviceStorage, offset: usize, src: &[u8]) -> Result<()> {
+        let b = self.own(dst)?;
+        self.queue.write(b, offset, src).map_err(|e| self.failed(e))
+    }
+
+    /// Copy `dst.len()` bytes of `src` from `offset` into `dst` (bounds checked).
+    pub fn read(&mut self, src: &DeviceStorage, offset: usize, dst: &mut [u8]) -> Result<()> {
+        let b = self.own(src)?;
+        self.queue.read(b, offset, dst).map_err(|e| self.failed(e))
+    }
+
+    /// Copy `len` bytes between two storages on this device (bounds checked; overlapping
+    /// ranges of one storage are refused, as OpenCL requires).
+    pub fn copy(
+        &mut self,
+        src: &DeviceStorage,
+        src_offset: usize,
+        dst: &DeviceStorage,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        let (s, d) = (self.own(src)?, self.own(dst)?);
+        if std::ptr::eq(src, dst)
+            && src_offset < dst_offset.saturating_add(len)
+            && dst_offset < src_offset.saturating_add(len)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "copying {len} bytes within one device storage from {src_offset} to \
+                 {dst_offset}: the ranges overlap"
+            )));
+        }
+        self.queue
+            .copy(s, src_offset, d, dst_offset, len)
+            .and_then(|()| self.queue.finish())
+            .map_err(|e| self.failed(e))
     }
 }

@@ -1,6 +1,7 @@
 //! Calling compiled kernels through the safe-call ABI (docs/tvm-format.md §7).
 
 use std::ffi::c_void;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::program::{Callee, Program};
@@ -117,6 +118,7 @@ impl Session {
         let r = state.run(|| invoke_kernel(&mut dl, &mut anys, k, n, None, true, get));
         let times = std::mem::take(&mut state.times);
         let exhausted = state.exhausted.take();
+        let driver = state.device_failed.take();
         drop(state);
         self.dl_scratch = dl;
         self.any_scratch = anys;
@@ -125,6 +127,12 @@ impl Session {
             self.record(m, func, start);
         }
         let name = || &m.exe().funcs[func as usize].name;
+        if let Some(message) = driver {
+            return Err(Error::Device {
+                device: "opencl".into(),
+                message: format!("`{}`: {message}", name()),
+            });
+        }
         if let Some(message) = exhausted {
             return Err(Error::ResourceExhausted {
                 budget: "SessionOptions::memory_budget_bytes",
@@ -149,10 +157,9 @@ impl Session {
         let Callee::Kernel(k) = *m.callee(func) else {
             return Err(Error::InvalidArgument(format!("`{name}` is not a kernel")));
         };
-        let failed = |e: crate::device::opencl::ClError| Error::Kernel {
-            kernel: name.clone(),
-            kind: "OpenCLError".into(),
-            message: e.to_string(),
+        let failed = |e: crate::device::opencl::ClError| Error::Device {
+            device: "opencl".into(),
+            message: format!("`{name}`: {e}"),
         };
         // Device memory counts against the session's memory budget, like the storage the VM
         // allocates (docs/opencl.md §5): the copies of the arguments, then any workspace.
@@ -174,15 +181,36 @@ impl Session {
             .device
             .as_mut()
             .expect("the caller checked the session has a device");
-        let mut bufs = Vec::new();
+        // Device tensors (`Session::upload`, an RPC client's `remote.cl` memory) are passed as
+        // they are, when they are on this session's device.
         for a in args.iter() {
-            if let Value::Tensor(t) = a {
-                let b = dev.context().buffer(t.byte_len(), false).map_err(failed)?;
-                dev.queue().write(&b, 0, t.data()).map_err(failed)?;
-                bufs.push(ClBuf::new(b));
+            if let Value::DeviceTensor(t) = a {
+                if t.device() != dev.device()
+                    || !Arc::ptr_eq(t.storage().buffer().context(), dev.context())
+                {
+                    return Err(Error::InvalidArgument(format!(
+                        "`{name}`: a tensor on {} passed to a session on {}",
+                        t.device(),
+                        dev.device()
+                    )));
+                }
             }
         }
-        let data: Vec<*mut c_void> = bufs.iter().map(|b| b.handle()).collect();
+        let mut bufs = Vec::new();
+        let mut data: Vec<*mut c_void> = Vec::with_capacity(args.len());
+        for a in args.iter() {
+            data.push(match a {
+                Value::Tensor(t) => {
+                    let b = dev.context().buffer(t.byte_len(), false).map_err(failed)?;
+                    dev.queue().write(&b, 0, t.data()).map_err(failed)?;
+                    let b = ClBuf::new(b);
+                    let h = b.handle();
+                    bufs.push(b);
+                    h
+                }
+                _ => std::ptr::null_mut(),
+            });
+        }
         let placed = Placed {
             data: &data,
             device: DLDevice {
@@ -192,7 +220,15 @@ impl Session {
         };
         let mut dl = std::mem::take(&mut self.dl_scratch);
         let mut anys = std::mem::take(&mut self.any_scratch);
-        let mut state = CallState::new(dev, bufs.iter().map(|b| &**b).collect(), budget - needed);
+        let on_device = args.iter().filter_map(|a| match a {
+            Value::DeviceTensor(t) => Some(t.storage().cl_buf()),
+            _ => None,
+        });
+        let mut state = CallState::new(
+            dev,
+            bufs.iter().map(|b| &**b).chain(on_device).collect(),
+            budget - needed,
+        );
         let r = state.run(|| {
             invoke_kernel(
                 &mut dl,
@@ -200,17 +236,24 @@ impl Session {
                 k,
                 args.len(),
                 Some(&placed),
-                false,
+                true,
                 |i| ArgView::Val(&args[i]),
             )
         });
         let times = std::mem::take(&mut state.times);
+        let driver = state.device_failed.take();
         let exhausted = state.exhausted.take();
         drop(state);
         self.dl_scratch = dl;
         self.any_scratch = anys;
         let dev = self.device.as_mut().expect("checked above");
         dev.queue().finish().map_err(failed)?;
+        if let Some(message) = driver {
+            return Err(Error::Device {
+                device: "opencl".into(),
+                message: format!("`{name}`: {message}"),
+            });
+        }
         if let Some(message) = exhausted {
             return Err(Error::ResourceExhausted {
                 budget: "SessionOptions::memory_budget_bytes",
@@ -259,8 +302,8 @@ impl KernelFailure {
     }
 }
 
-/// Where the tensors of a kernel call live when not in host memory: the `data` of the j-th
-/// tensor argument, and the device.
+/// Where the host tensors of a kernel call were copied: the device `data` of argument `i` (null
+/// for the others), and the device.
 struct Placed<'p> {
     data: &'p [*mut c_void],
     device: DLDevice,
@@ -285,7 +328,7 @@ fn invoke_kernel<'a>(
         match get(i) {
             ArgView::Val(Value::Tensor(t)) => dl.push(DLTensor {
                 data: match placed {
-                    Some(p) => p.data[dl.len()],
+                    Some(p) => p.data[i],
                     None => t.data_ptr().cast(),
                 },
                 device: match placed {

@@ -282,6 +282,30 @@ impl Session {
         threads.install(|| self.enter(|s| s.invoke_vm(&model, fidx, args)))
     }
 
+    /// [`Session::call`], but the device tensors of the result stay on the device (no copy
+    /// back; [`Session::download`] copies one, and they can be passed to the next call as they
+    /// are). The call's device work has finished when it returns. The same as
+    /// [`Session::call`] in a session on the CPU.
+    pub fn call_device(&mut self, name: &str, args: &[Value]) -> Result<Value> {
+        let Some(program) = self.device_program.clone() else {
+            return self.call(name, args);
+        };
+        let fidx = self.model.vm_function(name)?;
+        let threads = self.threads.clone();
+        self.device_times.clear();
+        threads.install(|| {
+            self.enter(|s| {
+                let args = s.device_args(args)?;
+                let out = s.invoke_vm(&program, fidx, &args)?;
+                s.device_or_refuse("call_device")?
+                    .queue()
+                    .finish()
+                    .map_err(crate::device::opencl::exec::device_error)?;
+                Ok(out)
+            })
+        })
+    }
+
     /// The device this session runs the model's kernels on: [`Device::Cpu`] unless the model
     /// was compiled for OpenCL.
     ///

@@ -218,8 +218,8 @@ impl DeviceSession {
 
 /// An OpenCL failure as Mote's error.
 pub(crate) fn device_error(e: ClError) -> crate::Error {
-    crate::Error::Backend {
-        backend: "opencl".into(),
+    crate::Error::Device {
+        device: "opencl".into(),
         message: e.to_string(),
     }
 }
@@ -241,6 +241,10 @@ pub(crate) struct CallState<'a> {
     pub(crate) exhausted: Option<String>,
     /// Device time of each launch, when the queue profiles: (kernel name, nanoseconds).
     pub(crate) times: Vec<(String, u64)>,
+    /// Set when the driver refused something the host code asked for (a build, an argument,
+    /// a launch, a workspace): the call's error is then `Error::Device`, whatever the host code
+    /// made of it.
+    pub(crate) device_failed: Option<String>,
 }
 
 impl<'a> CallState<'a> {
@@ -258,7 +262,16 @@ impl<'a> CallState<'a> {
             budget_left,
             exhausted: None,
             times: Vec::new(),
+            device_failed: None,
         }
+    }
+
+    /// Note a driver failure (the first one is the call's error) and give its message to the
+    /// host code.
+    fn driver_failed(&mut self, e: ClError) -> String {
+        let m = e.to_string();
+        self.device_failed.get_or_insert_with(|| m.clone());
+        m
     }
 
     /// Runs `body` (which calls the host code) with this state installed on the thread.
@@ -343,7 +356,7 @@ pub(crate) fn alloc_workspace(nbytes: u64) -> Result<*mut c_void, String> {
             .device
             .context()
             .buffer(n, false)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| s.driver_failed(e))?;
         s.budget_left -= n;
         let b = ClBuf::new(b);
         let h = b.handle();
@@ -394,8 +407,8 @@ pub(crate) fn launch(module: &OpenClModule, index: usize, args: &[FfiAny]) -> Re
                 .device
                 .programs
                 .program(index, s.device.cache.as_deref())
-                .map_err(|e| e.to_string())?;
-            s.device.kernels[index] = Some(program.kernel(name).map_err(|e| e.to_string())?);
+                .map_err(|e| s.driver_failed(e))?;
+            s.device.kernels[index] = Some(program.kernel(name).map_err(|e| s.driver_failed(e))?);
         }
         let mut kernel = s.device.kernels[index].take().expect("created above");
         let r = set_and_launch(s, &mut kernel, info, args);
@@ -450,7 +463,7 @@ fn set_and_launch(
             (ClParam::F32 | ClParam::F64, _) => return Err(bad(i, "a float", a)),
             _ => return Err(bad(i, "an int", a)),
         };
-        r.map_err(|e| e.to_string())?;
+        r.map_err(|e| s.driver_failed(e))?;
     }
     // Launch sizes (§10.5): group counts and group sizes per dimension, 1 where not named or
     // not positive; the dynamic shared memory size, last, is not an argument of the OpenCL
@@ -492,7 +505,7 @@ fn set_and_launch(
         .device
         .queue
         .launch(kernel, &global[..dims], Some(&items[..dims]))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| s.driver_failed(e))?;
     if let Some(t) = t {
         s.times.push((name.clone(), t.nanos));
     }
@@ -509,8 +522,8 @@ pub(crate) fn open_session(
     profiling: bool,
     cache: Option<PathBuf>,
 ) -> crate::Result<DeviceSession> {
-    let err = |message: String| crate::Error::Backend {
-        backend: "opencl".into(),
+    let err = |message: String| crate::Error::Device {
+        device: "opencl".into(),
         message,
     };
     let list =

@@ -43,7 +43,9 @@ public enum ErrorCode {
     /** a budget of the load or session options would be exceeded ({@link ResourceExhaustedException}). */
     RESOURCE_EXHAUSTED(18),
     /** the call was interrupted ({@link CancelledException}). */
-    CANCELLED(19);
+    CANCELLED(19),
+    /** a device (OpenCL) failed or is missing ({@link DeviceException}). */
+    DEVICE(20);
 
     private final int value;
 

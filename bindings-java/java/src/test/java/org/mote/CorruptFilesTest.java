@@ -28,7 +28,7 @@ import org.junit.jupiter.api.Test;
  * <p>Every copy is loaded with {@link Model#load(String)} ({@code .so} copies: their code is
  * never changed) and with {@link Model#load(String, boolean)} code-free (every copy). A load
  * that succeeds gets a session and both are closed; a load (or session) that fails must throw
- * one of the 19 {@link MoteException} subclasses with a message. A caught Rust panic
+ * one of the 20 {@link MoteException} subclasses with a message. A caught Rust panic
  * ({@code IllegalStateException}), any other exception, an {@link Error} or a JVM crash fails.
  * The list is swept twice: after each pass no mapping of a corpus file is left, the open
  * descriptors are the same after both passes, and no native tensor is left behind.

@@ -16,19 +16,21 @@ class ErrorsTest {
         return Tensor.empty(shape, "float32");
     }
 
-    /** The exception classes are one to one with the codes 1..19, in the Rust table's order. */
+    /** The exception classes are one to one with the codes 1..20, in the Rust table's order. */
     @Test
     void everyCodeHasItsClass() throws Exception {
         String[] classes = {"MoteIoException", "LoadException", "FormatException", "UnsupportedException",
             "MissingFunctionsException", "UnknownFunctionException", "ArgumentCountException",
             "MismatchException", "KernelException", "CallbackException", "InvalidArgumentException",
             "NpyException", "VmException", "MoteOutOfMemoryException", "SubgraphException",
-            "BackendException", "BusyException", "ResourceExhaustedException", "CancelledException"};
+            "BackendException", "BusyException", "ResourceExhaustedException", "CancelledException",
+            "DeviceException"};
         ErrorCode[] codes = ErrorCode.values();
-        assertEquals(19, codes.length, "mote::ErrorCode::ALL has 19 codes");
+        assertEquals(20, codes.length, "mote::ErrorCode::ALL has 20 codes");
         assertEquals(classes.length, codes.length);
         assertEquals(ErrorCode.RESOURCE_EXHAUSTED, codes[17]);
         assertEquals(ErrorCode.CANCELLED, codes[18]);
+        assertEquals(ErrorCode.DEVICE, codes[19]);
         for (int i = 0; i < classes.length; i++) {
             Class<?> c = Class.forName("org.mote." + classes[i]);
             assertTrue(MoteException.class.isAssignableFrom(c), classes[i]);
