@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The C ABI suite: header drift, header hygiene, ABI baseline, C tests under valgrind, and the
-# CMake example. Needs MOTE_ZOO_DIR (the x86_64 zoo from scripts/zoo.sh).
+# CMake example. Needs MOTE_ZOO_DIR (the x86_64 zoo from scripts/zoo.sh), MOTE_OPENCL_ZOO_DIR
+# (scripts/opencl-zoo.sh) and an OpenCL device (POCL: scripts/opencl.sh).
 #
 #   scripts/test-ffi.sh                 run everything
 #   scripts/test-ffi.sh --update-abi    rewrite ffi/abi/{symbols,layout}.txt from this build
@@ -13,6 +14,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 die() { echo "test-ffi.sh: error: $*" >&2; exit 1; }
 [ -n "${MOTE_ZOO_DIR:-}" ] || die "MOTE_ZOO_DIR is not set (run scripts/zoo.sh)"
+[ -n "${MOTE_OPENCL_ZOO_DIR:-}" ] || die "MOTE_OPENCL_ZOO_DIR is not set (scripts/opencl-zoo.sh | tail -n 1)"
+[ -f "$MOTE_OPENCL_ZOO_DIR/mlp_cl.so" ] || die "MOTE_OPENCL_ZOO_DIR=$MOTE_OPENCL_ZOO_DIR has no mlp_cl.so"
 for tool in gcc g++ cmake valgrind pkg-config nm; do
     command -v "$tool" >/dev/null || die "$tool is required and missing"
 done
@@ -70,7 +73,7 @@ check abi-structs-covered test -z "$missing_structs"
 
 # C tests, built against the installed header and library, run under valgrind memcheck.
 cflags=(-std=c11 -D_GNU_SOURCE "${warn[@]}" -Wno-pedantic -g -O1)
-for t in test_api test_zoo test_callbacks test_budgets; do
+for t in test_api test_zoo test_callbacks test_budgets test_opencl; do
     gcc "${cflags[@]}" "ffi/tests/c/$t.c" -o "$out/$t" $(pkg-config --cflags --libs mote) -lpthread -lm \
         || die "$t did not build"
 done
@@ -107,6 +110,19 @@ check c-zoo-valgrind "${vg[@]}" "$out/test_zoo" "$out/cases" "$zoo_run"
 check c-callbacks-valgrind "${vg[@]}" "$out/test_callbacks" "$MOTE_ZOO_DIR" "$out/models"
 check c-budgets-valgrind "${vg[@]}" "$out/test_budgets" "$out/crafted" "$MOTE_ZOO_DIR"
 check c-dlopen-local-valgrind "${vg[@]}" "$out/test_dlopen" "$prefix/lib/libmote.so" "$MOTE_ZOO_DIR"
+
+# OpenCL (docs/opencl.md): mlp_cl.so on device 0 of this host (POCL) with the C options, its
+# output against TVM's (the zoo's .npz files as raw floats), device 99 refused. Not under
+# valgrind: POCL compiles the kernels with LLVM in-process (minutes under memcheck, and its
+# own allocations are not Mote's to answer for).
+"$venv/bin/python" -c 'import sys, numpy as np
+d = sys.argv[1]
+np.load(d + "/mlp_cl.main.inputs.npz")["arg0"].astype("<f4").tofile(sys.argv[2])
+np.load(d + "/mlp_cl.main.expected.npz")["out0"].astype("<f4").tofile(sys.argv[3])' \
+    "$MOTE_OPENCL_ZOO_DIR" "$out/mlp_cl.in.f32" "$out/mlp_cl.expected.f32" || die "cannot read mlp_cl's .npz files"
+mkdir -p "$out/cl-cache"
+check c-opencl "$out/test_opencl" "$MOTE_OPENCL_ZOO_DIR" "$MOTE_ZOO_DIR" "$out/cl-cache" \
+    "$out/mlp_cl.in.f32" "$out/mlp_cl.expected.f32"
 
 # Statically linked models (docs/system-lib.md): the zoo's system-library objects in one static
 # archive, linked whole into C programs against libmote.a: they load by prefix and match TVM

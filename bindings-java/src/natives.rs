@@ -331,6 +331,15 @@ fn budget<T: TryFrom<i64>>(v: i64, what: &str, default: T) -> Result<T, JErr> {
 /// `{memoryBudgetBytes, maxRegisters, stackBudgetBytes, maxInstructions}`, 0 for a default.
 const SESSION_BUDGETS: usize = 4;
 
+/// The OpenCL options `org.mote.SessionOptions` sends: the device index (-1 for the default:
+/// the first GPU, else the first device), profiling, and the program cache directory (null:
+/// none).
+struct OpenClArgs<'a, 'l> {
+    device: jint,
+    profiling: jboolean,
+    program_cache: &'a JString<'l>,
+}
+
 /// `mote::SessionOptions` from what `org.mote.SessionOptions` sends.
 fn session_options(
     env: &mut Env<'_>,
@@ -338,8 +347,29 @@ fn session_options(
     backends: &JString<'_>,
     poison: jboolean,
     budgets: &JLongArray<'_>,
+    opencl: &OpenClArgs<'_, '_>,
 ) -> Result<SessionOptions, JErr> {
     let backends = string(env, backends, "backends")?;
+    let opencl_device = match opencl.device {
+        -1 => None,
+        n if n >= 0 => Some(n as usize),
+        n => {
+            return Err(JErr::Mote(mote::Error::InvalidArgument(format!(
+                "openclDevice {n} is negative"
+            ))))
+        }
+    };
+    let opencl_program_cache = if opencl.program_cache.is_null() {
+        None
+    } else {
+        let dir = string(env, opencl.program_cache, "openclProgramCache")?;
+        if dir.is_empty() {
+            return Err(JErr::Mote(mote::Error::InvalidArgument(
+                "openclProgramCache is empty".into(),
+            )));
+        }
+        Some(std::path::PathBuf::from(dir))
+    };
     let threads = match threads {
         0 => None,
         n if n > 0 => Some(n as usize),
@@ -368,6 +398,9 @@ fn session_options(
         max_registers: budget(b[1], "maxRegisters", mote::DEFAULT_MAX_REGISTERS)?,
         stack_budget_bytes: budget(b[2], "stackBudgetBytes", mote::DEFAULT_STACK_BUDGET)?,
         max_instructions: budget(b[3], "maxInstructions", mote::DEFAULT_MAX_INSTRUCTIONS)?,
+        opencl_device,
+        opencl_profiling: opencl.profiling,
+        opencl_program_cache,
         ..Default::default()
     })
 }
@@ -566,7 +599,8 @@ pub extern "system" fn Java_org_mote_NativeBridge_modelParamNames<'l>(
 
 /// `budgets`: `{memoryBudgetBytes, maxRegisters, stackBudgetBytes, maxInstructions}`, 0 for
 /// a default (`mote::SessionOptions`).
-/// java: static native long sessionNew(long model, int threads, String backends, boolean poison, boolean profiling, long[] budgets);
+/// `openclDevice` -1: the default device; `openclProgramCache` null: no cache.
+/// java: static native long sessionNew(long model, int threads, String backends, boolean poison, boolean profiling, long[] budgets, int openclDevice, boolean openclProfiling, String openclProgramCache);
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_org_mote_NativeBridge_sessionNew<'l>(
@@ -578,11 +612,19 @@ pub extern "system" fn Java_org_mote_NativeBridge_sessionNew<'l>(
     poison: jboolean,
     profiling: jboolean,
     budgets: JLongArray<'l>,
+    opencl_device: jint,
+    opencl_profiling: jboolean,
+    opencl_program_cache: JString<'l>,
 ) -> jlong {
     entry(&mut env, |env| {
         // SAFETY: a live model handle (see `handle_ref`).
         let m = unsafe { handle_ref::<Model>(model, "Model")? };
-        let options = session_options(env, threads, &backends, poison, &budgets)?;
+        let opencl = OpenClArgs {
+            device: opencl_device,
+            profiling: opencl_profiling,
+            program_cache: &opencl_program_cache,
+        };
+        let options = session_options(env, threads, &backends, poison, &budgets, &opencl)?;
         let mut s = m.session_with(options)?;
         s.set_profiling(profiling);
         Ok(into_handle(SessionH(Mutex::new(s))))
@@ -603,6 +645,31 @@ pub extern "system" fn Java_org_mote_NativeBridge_sessionFree<'l>(
         // SAFETY: Java frees each handle once, after its last call finished.
         unsafe { free_handle::<SessionH>(session) };
         Ok(())
+    })
+}
+
+/// The session's device as DLPack's `{device_type, device_id}` (`{1, 0}` for the CPU, `{4, N}`
+/// for OpenCL device N).
+/// java: static native long[] sessionDevice(long session);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_sessionDevice<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    session: jlong,
+) -> JLongArray<'l> {
+    entry(&mut env, |env| {
+        // SAFETY: a live session handle (see `handle_ref`).
+        let s = unsafe { handle_ref::<SessionH>(session, "Session")? };
+        let pair = match lock_session(s)?.device() {
+            mote::Device::Cpu => [1, 0],
+            mote::Device::OpenCl { index } => [4, index as i64],
+            other => {
+                return Err(JErr::Mote(mote::Error::Unsupported(format!(
+                    "no DLPack code for device {other}"
+                ))))
+            }
+        };
+        new_longs(env, &pair)
     })
 }
 
@@ -739,7 +806,7 @@ pub extern "system" fn Java_org_mote_NativeBridge_sessionProfile<'l>(
 
 /// Load options as for [`Java_org_mote_NativeBridge_modelLoadWith`]; the pool's sessions get
 /// the session options as for [`Java_org_mote_NativeBridge_sessionNew`].
-/// java: static native long moduleLoad(String path, int maxSessions, boolean codeFree, boolean readIntoMemory, long loadBudget, int threads, String backends, boolean poison, long[] budgets);
+/// java: static native long moduleLoad(String path, int maxSessions, boolean codeFree, boolean readIntoMemory, long loadBudget, int threads, String backends, boolean poison, long[] budgets, int openclDevice, boolean openclProfiling, String openclProgramCache);
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_org_mote_NativeBridge_moduleLoad<'l>(
@@ -754,6 +821,9 @@ pub extern "system" fn Java_org_mote_NativeBridge_moduleLoad<'l>(
     backends: JString<'l>,
     poison: jboolean,
     budgets: JLongArray<'l>,
+    opencl_device: jint,
+    opencl_profiling: jboolean,
+    opencl_program_cache: JString<'l>,
 ) -> jlong {
     entry(&mut env, |env| {
         let path = string(env, &path, "module path")?;
@@ -761,7 +831,12 @@ pub extern "system" fn Java_org_mote_NativeBridge_moduleLoad<'l>(
             .ok()
             .filter(|n| *n >= 1)
             .ok_or_else(|| JErr::Arg(format!("maxSessions {max_sessions} is not at least 1")))?;
-        let session = session_options(env, threads, &backends, poison, &budgets)?;
+        let opencl = OpenClArgs {
+            device: opencl_device,
+            profiling: opencl_profiling,
+            program_cache: &opencl_program_cache,
+        };
+        let session = session_options(env, threads, &backends, poison, &budgets, &opencl)?;
         let load = load_options(code_free, read_into_memory, load_budget)?;
         let model = Model::load_with(path, load)?;
         Ok(into_handle(ModuleH {

@@ -531,6 +531,24 @@ MoteError *mote_session_options_set_stack_budget(MoteSessionOptions *options, si
 MoteError *mote_session_options_set_max_instructions(MoteSessionOptions *options,
                                                      uint64_t instructions);
 
+// The OpenCL device a model compiled for OpenCL runs on: an index into the devices OpenCL
+// lists, in order (docs/opencl.md §2). Without it, the first GPU, else the first device. An
+// index past the list makes `mote_session_new` fail with `MOTE_ERROR_CODE_INVALID_ARGUMENT`
+// for such a model; no OpenCL library or no device is `MOTE_ERROR_CODE_DEVICE`. Ignored for
+// models without OpenCL code.
+MoteError *mote_session_options_set_opencl_device(MoteSessionOptions *options, uint32_t index);
+
+// Time each OpenCL kernel launch of the session's calls (OpenCL profiling events;
+// docs/opencl.md). Default off. Ignored for models without OpenCL code.
+MoteError *mote_session_options_set_opencl_profiling(MoteSessionOptions *options, bool on);
+
+// A directory (the app's own: what is in it is loaded into the OpenCL driver) where compiled
+// OpenCL programs are kept, so that loading the same model again skips the compiler
+// (docs/opencl.md §7). NULL restores the default: no cache, every load compiles. An empty
+// path is `MOTE_ERROR_CODE_INVALID_ARGUMENT`. The string is copied.
+MoteError *mote_session_options_set_opencl_program_cache(MoteSessionOptions *options,
+                                                         const char *dir);
+
 // Free session options. NULL is a no-op.
 void mote_session_options_free(MoteSessionOptions *options);
 
@@ -538,6 +556,14 @@ void mote_session_options_free(MoteSessionOptions *options);
 MoteError *mote_session_new(const MoteModel *model,
                             const MoteSessionOptions *options,
                             MoteSession **out);
+
+// The device `session` runs its model's kernels on, as DLPack codes: `*device_type` 1
+// (`kDLCPU`) and `*device_id` 0 for a model without OpenCL code, `*device_type` 4
+// (`kDLOpenCL`) and `*device_id` the OpenCL device index (see
+// `mote_session_options_set_opencl_device`) for one compiled for OpenCL.
+MoteError *mote_session_device(const MoteSession *session,
+                               int32_t *device_type,
+                               int32_t *device_id);
 
 // Free a session. NULL is a no-op. Tensors it returned stay valid.
 void mote_session_free(MoteSession *session);

@@ -126,6 +126,41 @@ fn budget_setters_refuse_zero_and_store_the_value() {
 }
 
 #[test]
+fn opencl_setters_store_the_value() {
+    let mut o = ptr::null_mut();
+    // SAFETY: a valid out-param; `o` is live until freed at the end; the strings are
+    // NUL-terminated literals.
+    unsafe {
+        result(mote_session_options_new(&mut o)).unwrap();
+        let stored = options_of(o);
+        assert_eq!(stored.opencl_device, None);
+        assert!(!stored.opencl_profiling);
+        assert_eq!(stored.opencl_program_cache, None);
+        result(mote_session_options_set_opencl_device(o, 3)).unwrap();
+        result(mote_session_options_set_opencl_profiling(o, true)).unwrap();
+        result(mote_session_options_set_opencl_program_cache(o, c"/tmp/cl".as_ptr())).unwrap();
+        let stored = options_of(o);
+        assert_eq!(stored.opencl_device, Some(3));
+        assert!(stored.opencl_profiling);
+        assert_eq!(
+            stored.opencl_program_cache.as_deref(),
+            Some(std::path::Path::new("/tmp/cl"))
+        );
+        assert_eq!(
+            code(mote_session_options_set_opencl_program_cache(o, c"".as_ptr())),
+            Some(MoteErrorCode::InvalidArgument as u32)
+        );
+        result(mote_session_options_set_opencl_program_cache(o, ptr::null())).unwrap();
+        assert_eq!(options_of(o).opencl_program_cache, None);
+        assert_eq!(
+            code(mote_session_options_set_opencl_device(ptr::null_mut(), 0)),
+            Some(MoteErrorCode::NullArgument as u32)
+        );
+        mote_session_options_free(o);
+    }
+}
+
+#[test]
 fn an_endless_loop_ends_at_the_instruction_budget_every_call() {
     let (model, s) = endless_session(1000);
     for _ in 0..2 {

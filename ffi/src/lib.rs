@@ -40,15 +40,16 @@ pub use model::{
     MoteParamInfo, MOTE_LOAD_CODE_FREE, MOTE_LOAD_READ_FILE,
 };
 pub use session::{
-    mote_profile_free, mote_profile_get, mote_profile_len, mote_session_free,
+    mote_profile_free, mote_profile_get, mote_profile_len, mote_session_device, mote_session_free,
     mote_session_get_output, mote_session_interrupt, mote_session_invoke_stateful,
     mote_session_new, mote_session_options_add_backend, mote_session_options_free,
     mote_session_options_new, mote_session_options_set_max_instructions,
     mote_session_options_set_max_registers, mote_session_options_set_memory_budget,
-    mote_session_options_set_pool_limit, mote_session_options_set_stack_budget,
-    mote_session_options_set_threads, mote_session_run, mote_session_set_input,
-    mote_session_set_profiling, mote_session_take_profile, MoteProfile, MoteProfileEntry,
-    MoteSession, MoteSessionOptions,
+    mote_session_options_set_opencl_device, mote_session_options_set_opencl_profiling,
+    mote_session_options_set_opencl_program_cache, mote_session_options_set_pool_limit,
+    mote_session_options_set_stack_budget, mote_session_options_set_threads, mote_session_run,
+    mote_session_set_input, mote_session_set_profiling, mote_session_take_profile, MoteProfile,
+    MoteProfileEntry, MoteSession, MoteSessionOptions,
 };
 pub use tensor::{
     mote_tensor_clone, mote_tensor_free, mote_tensor_from_borrowed, mote_tensor_from_copy,

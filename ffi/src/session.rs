@@ -300,6 +300,65 @@ pub unsafe extern "C" fn mote_session_options_set_max_instructions(
     })
 }
 
+/// The OpenCL device a model compiled for OpenCL runs on: an index into the devices OpenCL
+/// lists, in order (docs/opencl.md §2). Without it, the first GPU, else the first device. An
+/// index past the list makes `mote_session_new` fail with `MOTE_ERROR_CODE_INVALID_ARGUMENT`
+/// for such a model; no OpenCL library or no device is `MOTE_ERROR_CODE_DEVICE`. Ignored for
+/// models without OpenCL code.
+#[no_mangle]
+pub unsafe extern "C" fn mote_session_options_set_opencl_device(
+    options: *mut MoteSessionOptions,
+    index: u32,
+) -> *mut MoteError {
+    guard(|| {
+        let o = OPTIONS.get(options)?;
+        lock(&o).opencl_device = Some(index as usize);
+        Ok(())
+    })
+}
+
+/// Time each OpenCL kernel launch of the session's calls (OpenCL profiling events;
+/// docs/opencl.md). Default off. Ignored for models without OpenCL code.
+#[no_mangle]
+pub unsafe extern "C" fn mote_session_options_set_opencl_profiling(
+    options: *mut MoteSessionOptions,
+    on: bool,
+) -> *mut MoteError {
+    guard(|| {
+        let o = OPTIONS.get(options)?;
+        lock(&o).opencl_profiling = on;
+        Ok(())
+    })
+}
+
+/// A directory (the app's own: what is in it is loaded into the OpenCL driver) where compiled
+/// OpenCL programs are kept, so that loading the same model again skips the compiler
+/// (docs/opencl.md §7). NULL restores the default: no cache, every load compiles. An empty
+/// path is `MOTE_ERROR_CODE_INVALID_ARGUMENT`. The string is copied.
+#[no_mangle]
+pub unsafe extern "C" fn mote_session_options_set_opencl_program_cache(
+    options: *mut MoteSessionOptions,
+    dir: *const c_char,
+) -> *mut MoteError {
+    guard(|| {
+        let o = OPTIONS.get(options)?;
+        let dir = if dir.is_null() {
+            None
+        } else {
+            let d = str_arg(dir, "dir")?;
+            if d.is_empty() {
+                return Err(MoteError::new(
+                    MoteErrorCode::InvalidArgument,
+                    "empty OpenCL program cache directory (NULL turns the cache off)",
+                ));
+            }
+            Some(std::path::PathBuf::from(d))
+        };
+        lock(&o).opencl_program_cache = dir;
+        Ok(())
+    })
+}
+
 /// What `options` holds, for tests.
 #[cfg(test)]
 pub(crate) fn options_of(options: *const MoteSessionOptions) -> SessionOptions {
@@ -335,6 +394,39 @@ pub unsafe extern "C" fn mote_session_new(
         write_out(out, SESSIONS.insert(entry)?.cast());
         Ok(())
     })
+}
+
+/// The device `session` runs its model's kernels on, as DLPack codes: `*device_type` 1
+/// (`kDLCPU`) and `*device_id` 0 for a model without OpenCL code, `*device_type` 4
+/// (`kDLOpenCL`) and `*device_id` the OpenCL device index (see
+/// `mote_session_options_set_opencl_device`) for one compiled for OpenCL.
+#[no_mangle]
+pub unsafe extern "C" fn mote_session_device(
+    session: *const MoteSession,
+    device_type: *mut i32,
+    device_id: *mut i32,
+) -> *mut MoteError {
+    guard(|| {
+        check_out(device_type, "device_type")?;
+        check_out(device_id, "device_id")?;
+        let s = SESSIONS.get(session)?;
+        let (t, id) = dl_device(s.lock()?.device())?;
+        write_out(device_type, t);
+        write_out(device_id, id);
+        Ok(())
+    })
+}
+
+/// DLPack's `(device_type, device_id)` for `d`.
+pub(crate) fn dl_device(d: mote::Device) -> Result<(i32, i32)> {
+    match d {
+        mote::Device::Cpu => Ok((1, 0)),
+        mote::Device::OpenCl { index } => Ok((4, index as i32)),
+        other => Err(MoteError::new(
+            MoteErrorCode::Internal,
+            format!("no DLPack code for device {other}"),
+        )),
+    }
 }
 
 /// Free a session. NULL is a no-op. Tensors it returned stay valid.

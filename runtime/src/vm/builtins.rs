@@ -9,10 +9,6 @@ use crate::value::{Function, Value};
 use crate::vm::program::Program;
 use crate::vm::Session;
 
-/// Shape heaps up to this size are not checked against the memory budget (`AllocShapeHeap`):
-/// 512 entries, far more than TVM gives one, for a few hundred bytes freed with their frame.
-const SMALL_SHAPE_HEAP_BYTES: usize = 4096;
-
 macro_rules! builtins {
     ($($variant:ident => $name:literal),* $(,)?) => {
         /// A builtin Mote implements.
@@ -370,22 +366,18 @@ impl Session {
             }
             Builtin::MakePrimValue => Value::Int(make_dim(&heap_of(a(0)?)?, int(1)?, int(2)?)?),
             Builtin::AllocShapeHeap => {
-                // Its size comes from the file: held to the session's memory budget too, but
-                // a heap of a few entries (TVM's hold a handful; it lives only as long as its
-                // frame) skips taking the pool's lock to ask (docs/untrusted-models.md §3).
+                // Its size comes from the file, so it is the session's storage like any other:
+                // from the session's pool (a heap of the same size is reused from one call to
+                // the next, with no allocation) and under its memory budget, then zeroed.
                 let n = int(1)?;
-                let bytes = usize::try_from(n).unwrap_or(usize::MAX).saturating_mul(8);
-                if bytes > SMALL_SHAPE_HEAP_BYTES && bytes > self.pool().budget_left() {
-                    return Err(Error::ResourceExhausted {
-                        budget: "SessionOptions::memory_budget_bytes",
-                        message: format!(
-                            "a shape heap of {n} entries is more than the {} bytes the budget \
-                             has left",
-                            self.pool().budget_left()
-                        ),
-                    });
-                }
-                Value::Tensor(Tensor::zeros(&[n], DType::I64)?)
+                let bytes = usize::try_from(n)
+                    .ok()
+                    .and_then(|n| n.checked_mul(8))
+                    .ok_or_else(|| Error::Mismatch(format!("alloc_shape_heap: {n} entries")))?;
+                let storage = Storage::alloc_hinted(bytes, Some(self.pool()), DType::I64)?;
+                let mut heap = Tensor::view(storage, 0, Arc::from([n]), DType::I64)?;
+                heap.data_mut()?.fill(0);
+                Value::Tensor(heap)
             }
             Builtin::AllocStorage => {
                 let size = a(1)?.expect_shape("alloc_storage size")?;

@@ -30,8 +30,8 @@ pub struct SessionOptions {
     /// else off (it costs a memset per allocation).
     pub poison_memory: bool,
     /// The most bytes of storage this session's calls may hold at once: storage the VM
-    /// allocates (`vm.builtin.alloc_storage`, shape heaps over 4 KiB; outputs the caller still
-    /// holds count until dropped) and an offloaded region's scratch memory. Over it, a call fails
+    /// allocates (`vm.builtin.alloc_storage`, shape heaps; outputs the caller still holds
+    /// count until dropped) and an offloaded region's scratch memory. Over it, a call fails
     /// with [`Error::ResourceExhausted`] instead of asking the system for more. Default
     /// [`default_memory_budget`]: half the machine's physical memory (docs/untrusted-models.md
     /// §3 gives the reasoning).

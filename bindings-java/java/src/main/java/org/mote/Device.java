@@ -1,16 +1,33 @@
 package org.mote;
 
 /**
- * Where a tensor lives. Mote runs on the CPU (offloaded subgraphs pick their backend per
- * session, see {@link SessionOptions#backends}), so {@link #cpu()} is the only device.
+ * Where a session runs, or where a tensor lives. Arrays ({@link NDArray}, {@link Tensor}) are
+ * always on the CPU ({@link #cpu()}; offloaded subgraphs pick their backend per session, see
+ * {@link SessionOptions#backends}). A session of a model compiled for OpenCL runs on an OpenCL
+ * device ({@link Session#device()}: {@code opencl(N)}, N an index into the devices OpenCL
+ * lists), copying host arrays in and out itself.
  *
  * <p><b>Threads.</b> Immutable; share it freely.
  */
 public final class Device {
+    /** DLPack's device type codes: kDLCPU, kDLOpenCL. */
+    static final int DL_CPU = 1;
+    static final int DL_OPENCL = 4;
+
+    private final int type;
     private final int id;
 
-    private Device(int id) {
+    private Device(int type, int id) {
+        this.type = type;
         this.id = id;
+    }
+
+    /** The device of DLPack's {@code (deviceType, deviceId)}, as the natives return it. */
+    static Device fromDlpack(int deviceType, int deviceId) {
+        if (deviceType != DL_CPU && deviceType != DL_OPENCL) {
+            throw new IllegalStateException("unknown DLPack device type " + deviceType);
+        }
+        return new Device(deviceType, deviceId);
     }
 
     /**
@@ -19,7 +36,7 @@ public final class Device {
      * @return the CPU device
      */
     public static Device cpu() {
-        return new Device(0);
+        return new Device(DL_CPU, 0);
     }
 
     /**
@@ -32,29 +49,57 @@ public final class Device {
         if (id != 0) {
             throw new IllegalArgumentException("Mote has one CPU device, id 0");
         }
-        return new Device(id);
+        return new Device(DL_CPU, id);
     }
 
     /**
      * The device type's name.
      *
-     * @return {@code "cpu"}
+     * @return {@code "cpu"} or {@code "opencl"}
      */
     public String deviceType() {
-        return "cpu";
+        return type == DL_OPENCL ? "opencl" : "cpu";
     }
 
     /**
-     * The device id.
+     * DLPack's device type code.
      *
-     * @return 0
+     * @return 1 (CPU) or 4 (OpenCL)
+     */
+    public int dlpackType() {
+        return type;
+    }
+
+    /**
+     * Whether this is the CPU.
+     *
+     * @return true for {@link #cpu()}
+     */
+    public boolean isCpu() {
+        return type == DL_CPU;
+    }
+
+    /**
+     * The device id: 0 for the CPU, the OpenCL device index for an OpenCL device.
+     *
+     * @return the id
      */
     public int id() {
         return id;
     }
 
     @Override
+    public boolean equals(Object o) {
+        return o instanceof Device && ((Device) o).type == type && ((Device) o).id == id;
+    }
+
+    @Override
+    public int hashCode() {
+        return type * 31 + id;
+    }
+
+    @Override
     public String toString() {
-        return "cpu(" + id + ")";
+        return deviceType() + "(" + id + ")";
     }
 }

@@ -188,7 +188,8 @@ public final class Model extends NativeObject {
         try {
             String backends = join(",", options.backends);
             return new Session(this, NativeBridge.sessionNew(h, options.threads, backends,
-                    options.poisonMemory, options.profiling, options.budgets.clone()),
+                    options.poisonMemory, options.profiling, options.budgets.clone(),
+                    options.openclDevice, options.openclProfiling, options.openclProgramCache),
                     NativeBridge.modelIsKernelLibrary(h));
         } finally {
             handle.release();

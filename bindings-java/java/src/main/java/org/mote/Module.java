@@ -91,7 +91,8 @@ public final class Module extends NativeObject {
         }
         return new Module(NativeBridge.moduleLoad(path, maxSessions, loadOptions.codeFree, loadOptions.readIntoMemory,
                 loadOptions.memoryBudgetBytes, sessionOptions.threads, Model.join(",", sessionOptions.backends),
-                sessionOptions.poisonMemory, sessionOptions.budgets.clone()));
+                sessionOptions.poisonMemory, sessionOptions.budgets.clone(), sessionOptions.openclDevice,
+                sessionOptions.openclProfiling, sessionOptions.openclProgramCache));
     }
 
     /**

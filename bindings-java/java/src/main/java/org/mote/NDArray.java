@@ -52,6 +52,9 @@ public class NDArray extends Tensor {
      */
     public static NDArray empty(long[] shape, String dtype, Device device) {
         java.util.Objects.requireNonNull(device, "device");
+        if (!device.isCpu()) {
+            throw new IllegalArgumentException("arrays live on the CPU, not " + device);
+        }
         return new NDArray(NativeBridge.tensorEmpty(shape, dtype));
     }
 

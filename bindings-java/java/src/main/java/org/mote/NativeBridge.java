@@ -33,15 +33,16 @@ final class NativeBridge {
     static native boolean modelIsKernelLibrary(long model);
     static native String modelFunctionNames(long model);
     static native String modelParamNames(long model, String function);
-    static native long sessionNew(long model, int threads, String backends, boolean poison, boolean profiling, long[] budgets);
+    static native long sessionNew(long model, int threads, String backends, boolean poison, boolean profiling, long[] budgets, int openclDevice, boolean openclProfiling, String openclProgramCache);
     static native void sessionFree(long session);
+    static native long[] sessionDevice(long session);
     static native int sessionThreads(long session);
     static native long sessionCall(long session, long token, String function, int[] tags, long[] longs, double[] doubles, String[] strs);
     static native void sessionSetInput(long session, String function, int[] tags, long[] longs, double[] doubles, String[] strs);
     static native void sessionInvokeStateful(long session, long token, String function);
     static native long sessionGetOutput(long session, String function);
     static native String sessionProfile(long session);
-    static native long moduleLoad(String path, int maxSessions, boolean codeFree, boolean readIntoMemory, long loadBudget, int threads, String backends, boolean poison, long[] budgets);
+    static native long moduleLoad(String path, int maxSessions, boolean codeFree, boolean readIntoMemory, long loadBudget, int threads, String backends, boolean poison, long[] budgets, int openclDevice, boolean openclProfiling, String openclProgramCache);
     static native void moduleFree(long module);
     static native String moduleFunctionNames(long module);
     static native long moduleCall(long module, long token, String function, int[] tags, long[] longs, double[] doubles, String[] strs);

@@ -41,6 +41,23 @@ public final class Session extends NativeObject {
     }
 
     /**
+     * The device this session runs its model's kernels on: {@link Device#cpu()} unless the
+     * model was compiled for OpenCL, then the OpenCL device chosen with
+     * {@link SessionOptions#openclDevice} (or the default one).
+     *
+     * @return the device
+     */
+    public Device device() {
+        long h = handle.acquire();
+        try {
+            long[] d = NativeBridge.sessionDevice(h);
+            return Device.fromDlpack((int) d[0], (int) d[1]);
+        } finally {
+            handle.release();
+        }
+    }
+
+    /**
      * Threads available to parallel kernels.
      *
      * @return the thread count

@@ -19,6 +19,11 @@ public final class SessionOptions {
     boolean profiling;
     /** {memoryBudgetBytes, maxRegisters, stackBudgetBytes, maxInstructions}; 0: the default. */
     final long[] budgets = new long[4];
+    /** -1: the default OpenCL device. */
+    int openclDevice = -1;
+    boolean openclProfiling;
+    /** null: no program cache. */
+    String openclProgramCache;
 
     /** Default options: all CPUs, every backend available, no profiling, default budgets. */
     public SessionOptions() {}
@@ -136,6 +141,54 @@ public final class SessionOptions {
      */
     public SessionOptions maxInstructions(long count) {
         budgets[3] = positive("maxInstructions", count);
+        return this;
+    }
+
+    /**
+     * The OpenCL device a model compiled for OpenCL runs on: an index into the devices OpenCL
+     * lists, in order. Default: the first GPU, else the first device. An index past the list
+     * makes {@link Model#newSession(SessionOptions)} throw {@link InvalidArgumentException};
+     * no OpenCL library or no device is {@link DeviceException}. Ignored for models without
+     * OpenCL code.
+     *
+     * @param index the device index, 0 or more
+     * @return this
+     * @throws InvalidArgumentException when {@code index} is negative
+     */
+    public SessionOptions openclDevice(int index) {
+        if (index < 0) {
+            throw new InvalidArgumentException("openclDevice " + index + " is negative");
+        }
+        this.openclDevice = index;
+        return this;
+    }
+
+    /**
+     * Time each OpenCL kernel launch of the session's calls (OpenCL profiling events). Default
+     * off. Ignored for models without OpenCL code.
+     *
+     * @param on whether to time launches
+     * @return this
+     */
+    public SessionOptions openclProfiling(boolean on) {
+        this.openclProfiling = on;
+        return this;
+    }
+
+    /**
+     * A directory of the app's own (what is in it is loaded into the OpenCL driver) where
+     * compiled OpenCL programs are kept, so that loading the same model again skips the
+     * compiler. Default (null): no cache, every load compiles.
+     *
+     * @param dir the directory, or null for none
+     * @return this
+     * @throws InvalidArgumentException when {@code dir} is empty
+     */
+    public SessionOptions openclProgramCache(String dir) {
+        if (dir != null && dir.isEmpty()) {
+            throw new InvalidArgumentException("openclProgramCache is empty");
+        }
+        this.openclProgramCache = dir;
         return this;
     }
 

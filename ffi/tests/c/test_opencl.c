@@ -1,0 +1,145 @@
+/* The OpenCL options of the C ABI (docs/opencl.md): a model compiled for OpenCL on a chosen
+ * device, the session's device as DLPack codes, its outputs against TVM's, and the errors.
+ *
+ *   test_opencl OPENCL_ZOO ZOO CACHE_DIR INPUT.f32 EXPECTED.f32
+ *
+ * OPENCL_ZOO: scripts/opencl-zoo.sh's folder (mlp_cl.so: main(x[1,16] f32) -> [1,8]); ZOO: the
+ * x86_64 zoo (raise.so, a CPU model); CACHE_DIR: an empty directory for the program cache;
+ * INPUT/EXPECTED: mlp_cl.main's input `arg0` and TVM's output `out0` as raw little-endian
+ * floats (scripts/test-ffi.sh writes them from the zoo's .npz files). Needs an OpenCL device
+ * (POCL on the test host: scripts/opencl.sh). */
+#include <dirent.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "mote.h"
+#include "check.h"
+
+static const char *file_in(const char *dir, const char *name) {
+    static char buf[4][1200];
+    static int i = 0;
+    i = (i + 1) % 4;
+    snprintf(buf[i], sizeof buf[i], "%s/%s", dir, name);
+    return buf[i];
+}
+
+/* Reads exactly `n` floats from `path`; exits on a short or long file. */
+static void read_floats(const char *path, float *out, size_t n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", path);
+        exit(1);
+    }
+    size_t got = fread(out, sizeof(float), n, f);
+    int extra = fgetc(f);
+    fclose(f);
+    if (got != n || extra != EOF) {
+        fprintf(stderr, "%s: expected exactly %zu floats\n", path, n);
+        exit(1);
+    }
+}
+
+static int entries_in(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 6) {
+        fprintf(stderr, "usage: %s OPENCL_ZOO ZOO CACHE_DIR INPUT.f32 EXPECTED.f32\n", argv[0]);
+        return 2;
+    }
+    const char *clzoo = argv[1], *zoo = argv[2], *cache = argv[3];
+    float x[16], expected[8];
+    read_floats(argv[4], x, 16);
+    read_floats(argv[5], expected, 8);
+
+    MoteModel *m = NULL;
+    OK(mote_model_load(file_in(clzoo, "mlp_cl.so"), &m));
+    MoteSessionOptions *o = NULL;
+    OK(mote_session_options_new(&o));
+
+    /* Argument checks of the new options. */
+    FAILS(mote_session_options_set_opencl_program_cache(o, ""), MOTE_ERROR_CODE_INVALID_ARGUMENT,
+          "empty OpenCL program cache");
+    OK(mote_session_options_set_opencl_program_cache(o, NULL));
+    FAILS(mote_session_options_set_opencl_device(NULL, 0), MOTE_ERROR_CODE_NULL_ARGUMENT, "");
+
+    /* Device 99 does not exist: the session is refused, naming the option. */
+    OK(mote_session_options_set_opencl_device(o, 99));
+    MoteSession *s = NULL;
+    FAILS(mote_session_new(m, o, &s), MOTE_ERROR_CODE_INVALID_ARGUMENT, "opencl_device 99");
+    CHECK(s == NULL);
+
+    /* Device 0, profiled, with a program cache: runs main and matches TVM's output. */
+    OK(mote_session_options_set_opencl_device(o, 0));
+    OK(mote_session_options_set_opencl_profiling(o, true));
+    OK(mote_session_options_set_opencl_program_cache(o, cache));
+    OK(mote_session_new(m, o, &s));
+    int32_t type = -1, id = -1;
+    OK(mote_session_device(s, &type, &id));
+    CHECK(type == 4 && id == 0);
+    FAILS(mote_session_device(s, NULL, &id), MOTE_ERROR_CODE_NULL_ARGUMENT, "device_type");
+    FAILS(mote_session_device(s, &type, NULL), MOTE_ERROR_CODE_NULL_ARGUMENT, "device_id");
+
+    int64_t shape[2] = {1, 16};
+    MoteDtype f32 = {MOTE_DTYPE_CODE_FLOAT, 32, 1};
+    MoteTensor *in = NULL;
+    OK(mote_tensor_from_copy(f32, shape, 2, x, sizeof x, &in));
+    for (int round = 0; round < 2; round++) {
+        MoteTensorList *outs = NULL;
+        MoteTensor *y = NULL;
+        MoteTensorInfo info;
+        size_t n = 0;
+        OK(mote_session_run(s, "main", (const MoteTensor *const *)&in, 1, &outs));
+        OK(mote_tensor_list_len(outs, &n));
+        CHECK(n == 1);
+        OK(mote_tensor_list_get(outs, 0, &y));
+        OK(mote_tensor_info(y, &info));
+        CHECK(info.ndim == 2 && info.shape[0] == 1 && info.shape[1] == 8);
+        CHECK(info.byte_size == sizeof expected);
+        const float *got = info.data;
+        int bad = 0;
+        for (int i = 0; i < 8; i++)
+            if (!(fabsf(got[i] - expected[i]) <= 1e-5f + 1e-5f * fabsf(expected[i]))) {
+                fprintf(stderr, "round %d out0[%d] = %g, expected %g\n", round, i, got[i], expected[i]);
+                bad++;
+            }
+        CHECK(bad == 0);
+        mote_tensor_free(y);
+        mote_tensor_list_free(outs);
+    }
+    /* The program built on device 0 went into the cache directory. */
+    CHECK(entries_in(cache) > 0);
+    mote_tensor_free(in);
+    mote_session_free(s);
+
+    /* A session without the options picks a device by itself (POCL's CPU device here: 0). */
+    OK(mote_session_new(m, NULL, &s));
+    OK(mote_session_device(s, &type, &id));
+    CHECK(type == 4 && id == 0);
+    mote_session_free(s);
+    mote_model_free(m);
+
+    /* A CPU model ignores the OpenCL options and says it runs on the CPU. */
+    OK(mote_session_options_set_opencl_device(o, 99));
+    OK(mote_model_load(file_in(zoo, "raise.so"), &m));
+    OK(mote_session_new(m, o, &s));
+    type = -1, id = -1;
+    OK(mote_session_device(s, &type, &id));
+    CHECK(type == 1 && id == 0);
+    mote_session_free(s);
+    mote_model_free(m);
+    mote_session_options_free(o);
+    FAILS(mote_session_device(NULL, &type, &id), MOTE_ERROR_CODE_NULL_ARGUMENT, "");
+    return finish("test_opencl");
+}
