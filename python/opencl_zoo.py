@@ -520,6 +520,56 @@ def model_cnn_cl() -> Model:
     )
 
 
+# ---- mlp_dyn_cl (Relax, symbolic batch) ---------------------------------------------------
+
+
+@I.ir_module
+class _MlpDyn:
+    @R.function
+    def main(
+        x: R.Tensor(("n", 16), "float32"),
+        w1: R.Tensor((16, 32), "float32"),
+        b1: R.Tensor((32,), "float32"),
+        w2: R.Tensor((32, 8), "float32"),
+    ) -> R.Tensor(("n", 8), "float32"):
+        R.func_attr({"num_input": 1})
+        with R.dataflow():
+            h = R.nn.relu(R.add(R.matmul(x, w1), b1))
+            y = R.matmul(h, w2)
+            R.output(y)
+        return y
+
+
+def model_mlp_dyn_cl() -> Model:
+    """A Relax model for OpenCL with a symbolic batch: its program keeps a shape heap on the
+    host, matches n from the input, computes storage sizes with a host shape function, and
+    passes n to the kernels as an int64 argument; two cases, n = 1 and n = 5."""
+    seed = 208
+    r = rng_for(seed, 0)
+    w = {
+        "w1": (r.standard_normal((16, 32)) / np.sqrt(16)).astype("float32"),
+        "b1": (0.1 * r.standard_normal(32)).astype("float32"),
+        "w2": (r.standard_normal((32, 8)) / np.sqrt(32)).astype("float32"),
+    }
+    f = {k: v.astype(np.float64) for k, v in w.items()}
+    return Model(
+        name="mlp_dyn_cl",
+        kind="relax",
+        description="Relax MLP for OpenCL with a symbolic batch: main(x[n,16]) -> [n,8] f32 = "
+        "relu(x @ w1[16,32] + b1) @ w2[32,8], weights bound as constants; the shape heap and the "
+        "shape function run on the host, n reaches the kernels as an int64 argument; zero "
+        "pipeline + dlight's default GPU schedules; oracle: the same module through the zero "
+        "pipeline for llvm, run by TVM's VM on the CPU. Tolerance 1e-5: dot products of 16 and "
+        "32 terms of size ~1",
+        mod=_bind(_MlpDyn, w),
+        cases=[
+            Case("n1", "main", [rng_for(seed, 1).standard_normal((1, 16)).astype("float32")]),
+            Case("n5", "main", [rng_for(seed, 2).standard_normal((5, 16)).astype("float32")]),
+        ],
+        numpy_ref=lambda c: [np.maximum(c.inputs[0] @ f["w1"] + f["b1"], 0) @ f["w2"]],
+    )
+
+
 MODELS: list[Callable[[], Model]] = [
     model_gemm_cl,
     model_vadd_cl,
@@ -528,6 +578,7 @@ MODELS: list[Callable[[], Model]] = [
     model_twostage_cl,
     model_mlp_cl,
     model_cnn_cl,
+    model_mlp_dyn_cl,
 ]
 
 # --------------------------------------------------------------------------------------
@@ -627,8 +678,10 @@ def check_inputs(model: Model, case: Case):
     if len(params) != len(case.inputs):
         raise ValueError(f"{model.name}.{case.case}: {len(case.inputs)} inputs for {len(params)} parameters")
     for p, a in zip(params, case.inputs):
-        want = [int(d) for d in p.ty.shape.values]
-        if str(p.ty.dtype) != str(a.dtype) or want != list(a.shape):
+        # A symbolic dimension (a tir.Var) matches any size.
+        want = [int(d) if type(d).__name__ == "IntImm" else None for d in p.ty.shape.values]
+        shape = [None if w is None else d for w, d in zip(want, a.shape)]
+        if str(p.ty.dtype) != str(a.dtype) or want != shape or len(want) != a.ndim:
             raise ValueError(f"{model.name}.{case.case}: {p.name} is {a.dtype}{list(a.shape)}, "
                              f"expected {p.ty.dtype}{want}")
 

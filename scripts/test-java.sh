@@ -15,7 +15,10 @@
 #                                    MOTE_CORRUPT_DIR: the corrupted-file corpus for
 #                                    CorruptFilesTest; default: written into
 #                                    target/java-test/corrupt from MOTE_ZOO_DIR and
-#                                    MOTE_OFFLOAD_ZOO_DIR, default scripts/offload-zoo.sh's)
+#                                    MOTE_OFFLOAD_ZOO_DIR, default scripts/offload-zoo.sh's;
+#                                    MOTE_OPENCL_ZOO_DIR: the OpenCL zoo for OpenClTest, which
+#                                    needs an OpenCL device (POCL, scripts/opencl.sh); default:
+#                                    scripts/opencl-zoo.sh's)
 #
 # Prints "java checks: N passed, M failed" from surefire's reports; exits non-zero on failure.
 set -euo pipefail
@@ -35,6 +38,10 @@ if [ -z "${MOTE_ZOO_DIR:-}" ]; then
     MOTE_ZOO_DIR="$("$HERE/zoo.sh" | tail -n 1)"
 fi
 [ -f "$MOTE_ZOO_DIR/manifest.json" ] || die "MOTE_ZOO_DIR=$MOTE_ZOO_DIR has no manifest.json (run scripts/zoo.sh)"
+if [ -z "${MOTE_OPENCL_ZOO_DIR:-}" ]; then
+    MOTE_OPENCL_ZOO_DIR="$("$HERE/opencl-zoo.sh" | tail -n 1)"
+fi
+[ -f "$MOTE_OPENCL_ZOO_DIR/mlp_cl.so" ] || die "MOTE_OPENCL_ZOO_DIR=$MOTE_OPENCL_ZOO_DIR has no mlp_cl.so (run scripts/opencl-zoo.sh)"
 python="${MOTE_PYTHON:-}"
 if [ -z "$python" ]; then
     python="$("$HERE/venv.sh" | tail -n 1)/bin/python"
@@ -167,7 +174,7 @@ status=0
     -Dmote.library="$lib" -Dmote.zoo="$MOTE_ZOO_DIR" -Dmote.cases="$data/zoo-cases.tsv" \
     -Dmote.testPlugin="$data/libmote_test_plugin_good.so" -Dmote.testPluginBadAbi="$data/libmote_test_plugin_bad.so" \
     -Dmote.syslibLibrary="$data/libzoo_syslib.so" -Dmote.syslibModels="$syslib_list" \
-    -Dmote.corrupt="$MOTE_CORRUPT_DIR" -Dmote.python="$python" test) 2>&1 \
+    -Dmote.corrupt="$MOTE_CORRUPT_DIR" -Dmote.python="$python" -Dmote.openclZoo="$MOTE_OPENCL_ZOO_DIR" test) 2>&1 \
     | sed 's/\x1b\[[0-9;]*m//g' || status=$?
 
 reports=bindings-java/java/target/surefire-reports

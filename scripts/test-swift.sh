@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Swift binding tests: build libmote_swift, check the generated bindings, run `swift test`.
 #
-#   MOTE_ZOO_DIR=... MOTE_PYTHON=... scripts/test-swift.sh
+#   MOTE_ZOO_DIR=... MOTE_OFFLOAD_ZOO_DIR=... MOTE_OPENCL_ZOO_DIR=... MOTE_PYTHON=... scripts/test-swift.sh
 #
 # 1. `cargo build -p mote-swift --features bindgen` on the host (the host's Rust: the library
 #    links only glibc symbols older than trixie's glibc, so the chroot's Swift links and runs it;
@@ -14,7 +14,9 @@
 #    (pyenv), so that installation's folder is bound into the chroot too.
 #    CorruptFilesTests sweeps the corrupted-file corpus at MOTE_CORRUPT_DIR; when that is unset
 #    the corpus is written into target/swift-corrupt from MOTE_ZOO_DIR and MOTE_OFFLOAD_ZOO_DIR
-#    (scripts/lib/corrupt-corpus.sh, as scripts/test-corrupt.sh writes it).
+#    (scripts/lib/corrupt-corpus.sh, as scripts/test-corrupt.sh writes it). OpenClTests load
+#    MOTE_OPENCL_ZOO_DIR/mlp_cl.so: the chroot has no libOpenCL, so its session must throw
+#    MoteError.device naming it.
 # Ends with `swift checks: N passed, M failed` (N: XCTest cases that passed).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -26,6 +28,7 @@ cd "$ROOT"
 missing=()
 [ -n "${MOTE_ZOO_DIR:-}" ] && [ -f "${MOTE_ZOO_DIR}/manifest.json" ] || missing+=("MOTE_ZOO_DIR (the x86_64 zoo: \`scripts/zoo.sh | tail -1\`)")
 [ -n "${MOTE_OFFLOAD_ZOO_DIR:-}" ] && [ -f "${MOTE_OFFLOAD_ZOO_DIR}/manifest.json" ] || missing+=("MOTE_OFFLOAD_ZOO_DIR (the x86_64 offload zoo: \`scripts/offload-zoo.sh | tail -1\`)")
+[ -n "${MOTE_OPENCL_ZOO_DIR:-}" ] && [ -f "${MOTE_OPENCL_ZOO_DIR}/mlp_cl.so" ] || missing+=("MOTE_OPENCL_ZOO_DIR (the OpenCL zoo: \`scripts/opencl-zoo.sh | tail -1\`; the chroot has no libOpenCL, and OpenClTests expect the Device error)")
 [ -n "${MOTE_PYTHON:-}" ] && [ -x "${MOTE_PYTHON}" ] || missing+=("MOTE_PYTHON (the TVM 0.27 venv's python: \`scripts/venv.sh\`)")
 if [ ${#missing[@]} -gt 0 ]; then
   for m in "${missing[@]}"; do echo "test-swift: set $m" >&2; done
@@ -57,7 +60,7 @@ echo "test-swift: $(wc -l <"$MOTE_CORRUPT_DIR/corpus.tsv") corrupted copies in $
 
 # The interpreter behind the venv's python, bound into the chroot at the same path, and the
 # corpus (when it is outside what the chroot sees anyway).
-binds="$(python_binds "$MOTE_PYTHON") $MOTE_CORRUPT_DIR"
+binds="$(python_binds "$MOTE_PYTHON") $MOTE_CORRUPT_DIR $MOTE_OPENCL_ZOO_DIR"
 
 # The zoo's system-library objects in one archive, linked whole into the test executable
 # (docs/system-lib.md): the static-model tests load them by prefix.

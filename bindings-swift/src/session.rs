@@ -31,6 +31,23 @@ pub struct SessionConfig {
     pub stack_budget_bytes: Option<u64>,
     /// `SessionOptions::max_instructions`; `None`: Mote's default (2^28). 0 is refused.
     pub max_instructions: Option<u64>,
+    /// `SessionOptions::opencl_device`: the OpenCL device a model compiled for OpenCL runs on
+    /// (an index into the devices OpenCL lists); `None`: the first GPU, else the first device.
+    /// An index past the list is `InvalidArgument` when the session is made.
+    pub opencl_device: Option<u32>,
+    /// `SessionOptions::opencl_profiling`: time each OpenCL kernel launch.
+    pub opencl_profiling: bool,
+    /// `SessionOptions::opencl_program_cache`: a directory of the app's own for compiled
+    /// OpenCL programs; `None`: no cache. An empty path is refused.
+    pub opencl_program_cache: Option<String>,
+}
+
+/// Where a session runs, as DLPack codes: `device_type` 1 (CPU, `device_id` 0) or 4 (OpenCL,
+/// `device_id` the device's index).
+#[derive(uniffi::Record, Debug, PartialEq, Eq)]
+pub struct SessionDevice {
+    pub device_type: i32,
+    pub device_id: i32,
 }
 
 /// A budget of `config`: `None` keeps Mote's default; 0 (a call could do nothing) is refused,
@@ -59,6 +76,14 @@ fn size_budget(name: &str, value: Option<u64>, default: usize) -> Result<usize, 
 /// Mote's options for `config`, every value checked.
 fn session_options(config: SessionConfig) -> Result<SessionOptions, NativeError> {
     let d = SessionOptions::default();
+    let opencl_program_cache = match config.opencl_program_cache {
+        Some(dir) if dir.is_empty() => {
+            return Err(NativeError::invalid(
+                "SessionOptions.openclProgramCache is empty (nil: no cache)",
+            ))
+        }
+        dir => dir.map(std::path::PathBuf::from),
+    };
     Ok(SessionOptions {
         threads: (config.threads > 0).then_some(config.threads as usize),
         backends: config.backends,
@@ -76,6 +101,9 @@ fn session_options(config: SessionConfig) -> Result<SessionOptions, NativeError>
         )?,
         max_instructions: budget("maxInstructions", config.max_instructions)?
             .unwrap_or(d.max_instructions),
+        opencl_device: config.opencl_device.map(|i| i as usize),
+        opencl_profiling: config.opencl_profiling,
+        opencl_program_cache,
         ..d
     })
 }
@@ -247,6 +275,23 @@ impl NativeSession {
         })
     }
 
+    /// The device the session runs its model's kernels on (`mote::Session::device`).
+    pub fn device(&self) -> Result<SessionDevice, NativeError> {
+        match self.lock()?.device() {
+            mote::Device::Cpu => Ok(SessionDevice {
+                device_type: 1,
+                device_id: 0,
+            }),
+            mote::Device::OpenCl { index } => Ok(SessionDevice {
+                device_type: 4,
+                device_id: index as i32,
+            }),
+            other => Err(NativeError::invalid(format!(
+                "no DLPack code for device {other}"
+            ))),
+        }
+    }
+
     /// Threads parallel kernels may use.
     pub fn threads(&self) -> Result<u32, NativeError> {
         Ok(self.lock()?.threads() as u32)
@@ -383,6 +428,9 @@ mod tests {
             max_registers: None,
             stack_budget_bytes: None,
             max_instructions: None,
+            opencl_device: None,
+            opencl_profiling: false,
+            opencl_program_cache: None,
         }
     }
 
@@ -438,6 +486,47 @@ mod tests {
             Ok(_) => panic!("an endless loop returned"),
         }
         assert_eq!(code(s.run("main".into(), vec![])), EXHAUSTED, "again");
+    }
+
+    #[test]
+    fn opencl_options_reach_mote_and_an_empty_cache_path_is_refused() {
+        let o = session_options(SessionConfig {
+            opencl_device: Some(2),
+            opencl_profiling: true,
+            opencl_program_cache: Some("/tmp/cl".into()),
+            ..config()
+        })
+        .unwrap();
+        assert_eq!(o.opencl_device, Some(2));
+        assert!(o.opencl_profiling);
+        assert_eq!(
+            o.opencl_program_cache.as_deref(),
+            Some(std::path::Path::new("/tmp/cl"))
+        );
+        let d = session_options(config()).unwrap();
+        assert_eq!((d.opencl_device, d.opencl_profiling), (None, false));
+        assert_eq!(d.opencl_program_cache, None);
+        let e = session_options(SessionConfig {
+            opencl_program_cache: Some(String::new()),
+            ..config()
+        });
+        assert!(matches!(e, Err(NativeError::Mote { code: INVALID, .. })));
+        // A CPU model's session says it runs on the CPU, whatever the OpenCL device option.
+        let s = NativeSession::new(
+            endless_loop(),
+            SessionConfig {
+                opencl_device: Some(99),
+                ..config()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            s.device().unwrap(),
+            SessionDevice {
+                device_type: 1,
+                device_id: 0
+            }
+        );
     }
 
     #[test]

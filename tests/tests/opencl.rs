@@ -48,7 +48,7 @@ mod opencl_zoo {
             /// Every model of the OpenCL zoo has a test here (the Relax ones below).
             #[test]
             fn every_opencl_zoo_model_has_a_test() {
-                let tested = [$(stringify!($name),)* "mlp_cl", "cnn_cl"];
+                let tested = [$(stringify!($name),)* "mlp_cl", "cnn_cl", "mlp_dyn_cl"];
                 for m in manifest_in(&dir())["models"].as_array().unwrap() {
                     let n = m["name"].as_str().unwrap();
                     assert!(tested.contains(&n), "OpenCL zoo model `{n}` has no test");
@@ -411,6 +411,13 @@ mod opencl_zoo {
     #[test]
     fn cnn_cl() {
         relax_model("cnn_cl");
+    }
+
+    /// A symbolic batch: the shape heap and the shape function on the host, n = 1 and n = 5 in
+    /// one session (the device storage of one size, then the other).
+    #[test]
+    fn mlp_dyn_cl() {
+        relax_model("mlp_dyn_cl");
     }
 
     fn relax_model(name: &str) {

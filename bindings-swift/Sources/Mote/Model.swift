@@ -157,11 +157,24 @@ public struct SessionOptions: Sendable {
     /// The most VM instructions one call may execute (a kernel counts one); `nil`: 2^28, about
     /// a second of a tight loop.
     public var maxInstructions: Int?
+    /// The OpenCL device a model compiled for OpenCL runs on: an index into the devices OpenCL
+    /// lists; `nil`: the first GPU, else the first device. An index past the list throws
+    /// ``MoteError/invalidArgument(_:)`` when the session is made; no OpenCL library or no
+    /// device throws ``MoteError/device(_:)``. Ignored for models without OpenCL code.
+    public var openclDevice: Int?
+    /// Time each OpenCL kernel launch of the session's calls. Ignored for models without
+    /// OpenCL code.
+    public var openclProfiling: Bool
+    /// A directory of the app's own (what is in it is loaded into the OpenCL driver) where
+    /// compiled OpenCL programs are kept, so that loading the same model again skips the
+    /// compiler; `nil`: no cache. An empty path throws ``MoteError/invalidArgument(_:)``.
+    public var openclProgramCache: String?
 
     /// Options with every field at its default unless given.
     public init(threads: Int? = nil, backends: [String] = [], profiling: Bool = false, poisonMemory: Bool = false,
                 memoryBudgetBytes: Int? = nil, maxRegisters: Int? = nil, stackBudgetBytes: Int? = nil,
-                maxInstructions: Int? = nil) {
+                maxInstructions: Int? = nil, openclDevice: Int? = nil, openclProfiling: Bool = false,
+                openclProgramCache: String? = nil) {
         self.threads = threads
         self.backends = backends
         self.profiling = profiling
@@ -170,6 +183,9 @@ public struct SessionOptions: Sendable {
         self.maxRegisters = maxRegisters
         self.stackBudgetBytes = stackBudgetBytes
         self.maxInstructions = maxInstructions
+        self.openclDevice = openclDevice
+        self.openclProfiling = openclProfiling
+        self.openclProgramCache = openclProgramCache
     }
 
     /// A budget as the bridge takes it: `nil` stays `nil`; below 1 throws.
@@ -179,6 +195,22 @@ public struct SessionOptions: Sendable {
             throw MoteError.invalidArgument("SessionOptions.\(name) is \(v) (must be at least 1; nil keeps Mote's default)")
         }
         return UInt64(v)
+    }
+}
+
+/// Where a ``Session`` runs its model's kernels (``Session/device``).
+public enum Device: Equatable, Sendable, CustomStringConvertible {
+    /// The CPU: every model without OpenCL code.
+    case cpu
+    /// OpenCL device `index` of the devices OpenCL lists (``SessionOptions/openclDevice``).
+    case opencl(index: Int)
+
+    /// `cpu` or `opencl:N`, as Mote's messages name devices.
+    public var description: String {
+        switch self {
+        case .cpu: return "cpu"
+        case .opencl(let index): return "opencl:\(index)"
+        }
     }
 }
 
@@ -255,7 +287,10 @@ public final class Session: @unchecked Sendable {
             memoryBudgetBytes: try SessionOptions.budget("memoryBudgetBytes", options.memoryBudgetBytes),
             maxRegisters: try SessionOptions.budget("maxRegisters", options.maxRegisters),
             stackBudgetBytes: try SessionOptions.budget("stackBudgetBytes", options.stackBudgetBytes),
-            maxInstructions: try SessionOptions.budget("maxInstructions", options.maxInstructions))
+            maxInstructions: try SessionOptions.budget("maxInstructions", options.maxInstructions),
+            openclDevice: try Session.openclIndex(options.openclDevice),
+            openclProfiling: options.openclProfiling,
+            openclProgramCache: options.openclProgramCache)
         self.model = model
         raw = try bridged { try NativeSession(model: model.raw, config: config) }
     }
@@ -264,6 +299,27 @@ public final class Session: @unchecked Sendable {
     /// call throws ``MoteError/cancelled(_:)``). To stop an `async` run, cancelling its `Task`
     /// is enough.
     public var interruptHandle: InterruptHandle { InterruptHandle(raw: raw.interruptHandle()) }
+
+    static func openclIndex(_ index: Int?) throws -> UInt32? {
+        guard let i = index else { return nil }
+        guard i >= 0 && i <= Int(UInt32.max) else {
+            throw MoteError.invalidArgument("SessionOptions.openclDevice is \(i) (must be 0 or more)")
+        }
+        return UInt32(i)
+    }
+
+    /// The device this session runs its model's kernels on: ``Device/cpu`` unless the model
+    /// was compiled for OpenCL.
+    public var device: Device {
+        get throws {
+            let d = try bridged { try raw.device() }
+            switch d.deviceType {
+            case 1: return .cpu
+            case 4: return .opencl(index: Int(d.deviceId))
+            default: throw MoteError.invalidArgument("unknown DLPack device type \(d.deviceType)")
+            }
+        }
+    }
 
     /// Threads parallel kernels may use.
     public var threads: Int {

@@ -351,7 +351,7 @@ public final class RpcService extends Service {
                         hub.log("stop failed: " + e);
                     }
                 }
-                hub.setStatus("stopped (" + config + ")", false);
+                hub.setStatus("stopped (" + config + ")\n" + openclLine(), false);
             }
         }
 
@@ -431,9 +431,31 @@ public final class RpcService extends Service {
             }
             b.append("last error: ").append(lastError).append('\n');
             b.append("restarts: ").append(restarts).append('\n');
-            b.append("device: ").append(String.join(", ", localAddresses()));
+            b.append("device: ").append(String.join(", ", localAddresses())).append('\n');
+            b.append(openclLine());
             return b.toString();
         }
+    }
+
+    private static volatile String openclLine;
+
+    /**
+     * Whether OpenCL is usable here, for the status: {@code "OpenCL: <device>, ..."} or
+     * {@code "OpenCL: none (<reason>)"} ({@link Server#openclStatus()}). Asked once per process
+     * (OpenCL lists its devices once), on the first status that shows it: Mote opens
+     * {@code libOpenCL} at run time, so the app does not need it to start.
+     */
+    static String openclLine() {
+        String line = openclLine;
+        if (line == null) {
+            try {
+                line = Server.openclStatus();
+            } catch (RuntimeException | LinkageError e) {
+                line = "OpenCL: unknown (" + e + ")";
+            }
+            openclLine = line;
+        }
+        return line;
     }
 
     static Intent startIntent(Context c, RpcConfig config) {

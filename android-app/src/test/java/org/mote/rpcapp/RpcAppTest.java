@@ -186,6 +186,7 @@ public class RpcAppTest {
         until("the status shows the address", 10,
                 () -> StatusHub.get().status().contains("address: /127.0.0.1:" + port));
         assertTrue(StatusHub.get().running());
+        assertOpenClLine(StatusHub.get().status());
         // A partial wake lock is held while the server runs (its timeout: the next test).
         PowerManager.WakeLock lock = ShadowPowerManager.getLatestWakeLock();
         assertNotNull(lock);
@@ -201,9 +202,33 @@ public class RpcAppTest {
         assertNull(service.keepAwake());
         assertFalse(StatusHub.get().running());
         assertTrue(StatusHub.get().status(), StatusHub.get().status().startsWith("stopped ("));
+        assertOpenClLine(StatusHub.get().status());
         String log = StatusHub.get().logText();
         assertTrue(log, log.contains("server stopped"));
         assertTrue(log, log.endsWith("service destroyed"));
+    }
+
+    /**
+     * The status's OpenCL line: where the host has an OpenCL driver registered with the ICD
+     * loader (POCL on the test machine: scripts/opencl.sh), it names a device (its name as
+     * OpenCL gives it, no "none"); without one, "OpenCL: none (" and the reason.
+     */
+    static void assertOpenClLine(String status) {
+        String line = null;
+        for (String l : status.split("\n")) {
+            if (l.startsWith("OpenCL: ")) {
+                line = l;
+            }
+        }
+        assertNotNull("no OpenCL line in the status:\n" + status, line);
+        String[] icds = new java.io.File("/etc/OpenCL/vendors").list();
+        boolean driver = icds != null && java.util.Arrays.stream(icds).anyMatch(n -> n.endsWith(".icd"));
+        if (driver) {
+            assertFalse(line, line.startsWith("OpenCL: none") || line.startsWith("OpenCL: unknown"));
+            assertTrue(line, line.length() > "OpenCL: ".length());
+        } else {
+            assertTrue(line, line.startsWith("OpenCL: none ("));
+        }
     }
 
     @Test

@@ -118,8 +118,13 @@ final class Zoo {
 
     /** The arrays of a zoo .npz whose keys are prefix0, prefix1..., in index order. */
     static List<Npy> npz(String file, String prefix) throws IOException {
+        return npz(dir(), file, prefix);
+    }
+
+    /** {@link #npz(String, String)} of a .npz in {@code zoo} (another zoo than mote.zoo). */
+    static List<Npy> npz(Path zoo, String file, String prefix) throws IOException {
         TreeMap<Integer, Npy> byIndex = new TreeMap<>();
-        try (ZipFile z = new ZipFile(dir().resolve(file).toFile())) {
+        try (ZipFile z = new ZipFile(zoo.resolve(file).toFile())) {
             Enumeration<? extends ZipEntry> e = z.entries();
             while (e.hasMoreElements()) {
                 ZipEntry entry = e.nextElement();
