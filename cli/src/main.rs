@@ -270,6 +270,14 @@ enum Command {
         /// Write a Chrome/Perfetto trace of a few runs.
         #[arg(long, value_name = "FILE.json")]
         trace: Option<PathBuf>,
+        /// For a model on an OpenCL device: copy the tensor arguments to the device once and
+        /// time calls that keep their results there (no host copies in the timed runs).
+        #[arg(long)]
+        device_resident: bool,
+        /// For a model on an OpenCL device: write one call's kernel launches (sources, work
+        /// sizes, arguments) to FILE, which `scripts/bench/opencl-replay.c` replays without Mote.
+        #[arg(long, value_name = "FILE")]
+        opencl_trace: Option<PathBuf>,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
@@ -297,8 +305,22 @@ fn main() -> ExitCode {
             runs,
             profile,
             trace,
+            device_resident,
+            opencl_trace,
             json,
-        } => bench(&model, &io, warmup, runs, profile, trace.as_deref(), json),
+        } => bench(
+            &model,
+            &io,
+            warmup,
+            runs,
+            BenchExtras {
+                profile,
+                trace: trace.as_deref(),
+                resident: device_resident,
+                opencl_trace: opencl_trace.as_deref(),
+            },
+            json,
+        ),
         Command::Rpc(cmd) => rpc::run(cmd),
     };
     match r {
@@ -1098,20 +1120,39 @@ fn session(model: &Model, io: &InputArgs) -> Res<Session> {
 
 /// [`session`], with each OpenCL launch timed on the device when `opencl_profiling`.
 fn session_profiling(model: &Model, io: &InputArgs, opencl_profiling: bool) -> Res<Session> {
+    session_with(model, io, |o| o.opencl_profiling = opencl_profiling)
+}
+
+/// A session with the options `io` gives, changed by `adjust`.
+fn session_with(
+    model: &Model,
+    io: &InputArgs,
+    adjust: impl FnOnce(&mut SessionOptions),
+) -> Res<Session> {
     io.backend.load_plugins()?;
     let b = &io.budgets;
     let d = SessionOptions::default();
-    Ok(model.session_with(SessionOptions {
+    let mut o = SessionOptions {
         threads: io.threads,
         opencl_device: io.opencl_device,
-        opencl_profiling,
         backends: io.backend.backends.clone(),
         memory_budget_bytes: b.memory_budget.unwrap_or(d.memory_budget_bytes),
         max_registers: b.max_registers.unwrap_or(d.max_registers),
         stack_budget_bytes: b.stack_budget.unwrap_or(d.stack_budget_bytes),
         max_instructions: b.max_instructions.unwrap_or(d.max_instructions),
         ..d
-    })?)
+    };
+    adjust(&mut o);
+    Ok(model.session_with(o)?)
+}
+
+/// `mote bench`'s options beyond the timed runs: per-kernel profile, Chrome trace, and for a
+/// model on an OpenCL device, device-resident tensors and the launch trace.
+struct BenchExtras<'a> {
+    profile: bool,
+    trace: Option<&'a std::path::Path>,
+    resident: bool,
+    opencl_trace: Option<&'a std::path::Path>,
 }
 
 fn preview(t: &Tensor) -> String {
@@ -1273,10 +1314,15 @@ fn bench(
     io: &InputArgs,
     warmup: usize,
     runs: usize,
-    profile: bool,
-    trace: Option<&std::path::Path>,
+    extras: BenchExtras<'_>,
     as_json: bool,
 ) -> Res<()> {
+    let BenchExtras {
+        profile,
+        trace,
+        resident,
+        opencl_trace,
+    } = extras;
     // Also checked by the parser; `stats` needs at least one timing.
     if runs == 0 {
         return usage(format!(
@@ -1292,6 +1338,34 @@ fn bench(
     let mut s = session(&model, io)?;
     load_time += t.elapsed();
     let load_ms = load_time.as_secs_f64() * 1e3;
+    if (resident || opencl_trace.is_some()) && s.device() == mote::Device::Cpu {
+        return usage(format!(
+            "--device-resident and --opencl-trace are for models compiled for OpenCL; {} runs on \
+             the CPU",
+            path.display()
+        ));
+    }
+    if let Some(p) = opencl_trace {
+        // One call on a session of its own, whose launches are written to the file.
+        let mut ts = session_with(&model, io, |o| o.opencl_trace = Some(p.to_path_buf()))?;
+        drop(call(&mut ts, &io.function, &mut args)?);
+    }
+    if resident {
+        args = args
+            .into_iter()
+            .map(|a| match a {
+                Value::Tensor(t) => s.upload(&t).map(Value::DeviceTensor),
+                other => Ok(other),
+            })
+            .collect::<mote::Result<_>>()?;
+    }
+    let call = |s: &mut Session, f: &str, a: &mut [Value]| {
+        if resident && !s.model().is_kernel_library() {
+            s.call_device(f, a)
+        } else {
+            call(s, f, a)
+        }
+    };
     let t = Instant::now();
     drop(call(&mut s, &io.function, &mut args)?);
     let first_run_ms = t.elapsed().as_secs_f64() * 1e3;

@@ -881,4 +881,56 @@ fn opencl_libraries_show_their_device_kernels_and_device_time() {
         "99",
     ]);
     assert!(!ok && err.contains("opencl_device 99"), "{err}");
+    // The launch trace the C replay reads (scripts/bench/opencl-replay.c): the kernel's source
+    // once, then 16 launches of 4096 work items in groups of 64 with three 256 KiB buffers and
+    // the two int32 loop indices; timed with the tensors resident on the device.
+    let trace = std::env::temp_dir().join(format!("mote-cli-trace-{}.txt", std::process::id()));
+    let (ok, _, err) = mote(&[
+        "bench",
+        &gemm,
+        "--function",
+        "main",
+        "--inputs",
+        &inputs,
+        "--runs",
+        "2",
+        "--device-resident",
+        "--opencl-trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    std::fs::remove_file(&trace).unwrap();
+    assert_eq!(
+        text.matches("\nkernel 0 gemm_gpu_kernel ").count()
+            + usize::from(text.starts_with("kernel 0 gemm_gpu_kernel ")),
+        1,
+        "{text}"
+    );
+    let launches: Vec<&str> = text.lines().filter(|l| l.starts_with("launch ")).collect();
+    assert_eq!(launches.len(), 16, "{text}");
+    assert!(
+        launches.iter().all(|l| *l == "launch 0 1 4096 64 5"),
+        "{launches:?}"
+    );
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("buffer ") && l.ends_with(" 262144"))
+            .count(),
+        48
+    );
+    assert!(
+        text.contains("scalar 03000000"),
+        "the last loop index, 3 as int32"
+    );
+    // On a CPU model the two options are refused.
+    let zoo = std::path::PathBuf::from(std::env::var_os("MOTE_ZOO_DIR").expect("MOTE_ZOO_DIR"));
+    let (ok, _, err) = mote(&[
+        "bench",
+        zoo.join("mlp.so").to_str().unwrap(),
+        "--function",
+        "forward",
+        "--device-resident",
+    ]);
+    assert!(!ok && err.contains("compiled for OpenCL"), "{err}");
 }

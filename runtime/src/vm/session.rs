@@ -66,6 +66,11 @@ pub struct SessionOptions {
     /// all three match. Applies when a model's kernel is first built on a device, by
     /// whichever session launches it first. `None` (default): every load compiles.
     pub opencl_program_cache: Option<std::path::PathBuf>,
+    /// Write every OpenCL kernel launch of this session to this file, in a text format a plain
+    /// OpenCL host program replays (kernel sources, work sizes, arguments): for benchmarks
+    /// against the same launches without Mote (docs/benchmarks.md, "OpenCL"). `None` (default):
+    /// no trace.
+    pub opencl_trace: Option<std::path::PathBuf>,
 }
 
 /// Default [`SessionOptions::memory_budget_bytes`]: half the physical memory where the system
@@ -90,6 +95,7 @@ impl Default for SessionOptions {
             opencl_device: None,
             opencl_profiling: false,
             opencl_program_cache: None,
+            opencl_trace: None,
         }
     }
 }
@@ -191,6 +197,12 @@ impl Session {
         // constants copied to the device once, as TVM's VM does when it starts (docs/opencl.md
         // §8), counted in the session's memory budget.
         let mut device = device;
+        if let (Some(d), Some(path)) = (device.as_mut(), options.opencl_trace.as_ref()) {
+            d.trace = Some(
+                crate::device::opencl::exec::Trace::create(path)
+                    .map_err(|e| Error::io(path.clone(), e))?,
+            );
+        }
         let device_program = match device.as_mut() {
             Some(d) if !model.inner.is_kernel_library() => {
                 let constants = model

@@ -127,6 +127,8 @@ pub(crate) struct DeviceSession {
     queue: Queue,
     programs: Arc<ModelPrograms>,
     kernels: Vec<Option<Kernel>>,
+    /// `SessionOptions::opencl_trace`.
+    pub(crate) trace: Option<Trace>,
 }
 
 impl DeviceSession {
@@ -144,6 +146,7 @@ impl DeviceSession {
             queue,
             programs,
             kernels,
+            trace: None,
         })
     }
 
@@ -411,7 +414,7 @@ pub(crate) fn launch(module: &OpenClModule, index: usize, args: &[FfiAny]) -> Re
             s.device.kernels[index] = Some(program.kernel(name).map_err(|e| s.driver_failed(e))?);
         }
         let mut kernel = s.device.kernels[index].take().expect("created above");
-        let r = set_and_launch(s, &mut kernel, info, args);
+        let r = set_and_launch(s, &mut kernel, index, info, args);
         s.device.kernels[index] = Some(kernel);
         r
     })
@@ -420,6 +423,7 @@ pub(crate) fn launch(module: &OpenClModule, index: usize, args: &[FfiAny]) -> Re
 fn set_and_launch(
     s: &mut CallState<'_>,
     kernel: &mut Kernel,
+    index: usize,
     info: &crate::loader::opencl_module::ClKernel,
     args: &[FfiAny],
 ) -> Result<(), String> {
@@ -430,40 +434,43 @@ fn set_and_launch(
             a.type_index
         )
     };
+    let mut traced = Vec::new();
     for (i, (p, a)) in info.params.iter().zip(args).enumerate() {
         let idx = i as u32;
-        let r = match (p, a.type_index) {
+        let scalar = |b: &[u8]| {
+            let mut v = [0u8; 8];
+            v[..b.len()].copy_from_slice(b);
+            TraceArg::Scalar(v, b.len())
+        };
+        let arg = match (p, a.type_index) {
             (ClParam::Buffer, ti::OPAQUE_PTR) => {
                 let b = s.buffer(a.value as usize as *const c_void).ok_or_else(|| {
                     format!("OpenCL kernel `{name}` argument {i}: not a device buffer of this call")
                 })?;
-                kernel.set_arg(idx, KernelArg::Buffer(&b.buffer))
+                let set = kernel.set_arg(idx, KernelArg::Buffer(&b.buffer));
+                let traced = TraceArg::Buffer(b as *const ClBuf as usize, b.buffer.len());
+                set.map_err(|e| s.driver_failed(e))?;
+                traced
             }
-            (ClParam::Buffer, ti::NONE) => kernel.set_arg(idx, KernelArg::NullBuffer),
-            (ClParam::I32, ti::INT) => kernel.set_arg(
-                idx,
-                KernelArg::Bytes(&(a.value as i64 as i32).to_ne_bytes()),
-            ),
-            (ClParam::U32, ti::INT) => kernel.set_arg(
-                idx,
-                KernelArg::Bytes(&(a.value as i64 as u32).to_ne_bytes()),
-            ),
-            (ClParam::I64, ti::INT) => {
-                kernel.set_arg(idx, KernelArg::Bytes(&(a.value as i64).to_ne_bytes()))
-            }
-            (ClParam::F32, ti::FLOAT) => kernel.set_arg(
-                idx,
-                KernelArg::Bytes(&(f64::from_bits(a.value) as f32).to_ne_bytes()),
-            ),
-            (ClParam::F64, ti::FLOAT) => kernel.set_arg(
-                idx,
-                KernelArg::Bytes(&f64::from_bits(a.value).to_ne_bytes()),
-            ),
+            (ClParam::Buffer, ti::NONE) => TraceArg::Null,
+            (ClParam::I32, ti::INT) => scalar(&(a.value as i64 as i32).to_ne_bytes()),
+            (ClParam::U32, ti::INT) => scalar(&(a.value as i64 as u32).to_ne_bytes()),
+            (ClParam::I64, ti::INT) => scalar(&(a.value as i64).to_ne_bytes()),
+            (ClParam::F32, ti::FLOAT) => scalar(&(f64::from_bits(a.value) as f32).to_ne_bytes()),
+            (ClParam::F64, ti::FLOAT) => scalar(&f64::from_bits(a.value).to_ne_bytes()),
             (ClParam::Buffer, _) => return Err(bad(i, "a device buffer", a)),
             (ClParam::F32 | ClParam::F64, _) => return Err(bad(i, "a float", a)),
             _ => return Err(bad(i, "an int", a)),
         };
+        let r = match &arg {
+            TraceArg::Buffer(..) => Ok(()),
+            TraceArg::Null => kernel.set_arg(idx, KernelArg::NullBuffer),
+            TraceArg::Scalar(v, n) => kernel.set_arg(idx, KernelArg::Bytes(&v[..*n])),
+        };
         r.map_err(|e| s.driver_failed(e))?;
+        if s.device.trace.is_some() {
+            traced.push(arg);
+        }
     }
     // Launch sizes (§10.5): group counts and group sizes per dimension, 1 where not named or
     // not positive; the dynamic shared memory size, last, is not an argument of the OpenCL
@@ -509,7 +516,101 @@ fn set_and_launch(
     if let Some(t) = t {
         s.times.push((name.clone(), t.nanos));
     }
+    if let Some(trace) = s.device.trace.as_mut() {
+        let module = &s.device.programs.module;
+        trace
+            .launch(module, index, &global[..dims], &items[..dims], &traced)
+            .map_err(|e| format!("writing the OpenCL trace: {e}"))?;
+    }
     Ok(())
+}
+
+/// One kernel argument as a launch set it, for the trace.
+enum TraceArg {
+    /// The buffer record's address and the buffer's size.
+    Buffer(usize, usize),
+    Null,
+    Scalar([u8; 8], usize),
+}
+
+/// `SessionOptions::opencl_trace`: every launch of the session written to a text file a plain
+/// OpenCL host program can replay (`scripts/bench/opencl-replay.c`, docs/benchmarks.md "OpenCL"). The
+/// format, one record per line:
+///
+/// - `kernel K NAME SOURCE_BYTES` then the kernel's OpenCL C source (that many bytes) and a
+///   newline: the first launch of kernel K of the model's module;
+/// - `launch K DIMS G0 .. L0 .. NARGS` (DIMS global sizes, then DIMS work-group sizes), then
+///   NARGS lines: `buffer ID BYTES` (a device buffer: the same ID is the same buffer), `null`, or
+///   `scalar HEX` (the argument's bytes as the kernel takes them).
+pub(crate) struct Trace {
+    out: std::io::BufWriter<std::fs::File>,
+    written: Vec<bool>,
+    /// Buffer record address -> (id, size); a new size at an old address is a new buffer.
+    buffers: std::collections::HashMap<usize, (usize, usize)>,
+}
+
+impl Trace {
+    pub(crate) fn create(path: &Path) -> std::io::Result<Trace> {
+        Ok(Trace {
+            out: std::io::BufWriter::new(std::fs::File::create(path)?),
+            written: Vec::new(),
+            buffers: std::collections::HashMap::new(),
+        })
+    }
+
+    fn launch(
+        &mut self,
+        module: &OpenClModule,
+        index: usize,
+        global: &[usize],
+        local: &[usize],
+        args: &[TraceArg],
+    ) -> std::io::Result<()> {
+        use std::io::Write;
+        if self.written.len() <= index {
+            self.written.resize(index + 1, false);
+        }
+        if !self.written[index] {
+            let k = &module.kernels[index];
+            let source = module.chunk(k);
+            writeln!(self.out, "kernel {index} {} {}", k.name, source.len())?;
+            self.out.write_all(source.as_bytes())?;
+            writeln!(self.out)?;
+            self.written[index] = true;
+        }
+        let sizes = |v: &[usize]| {
+            v.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        writeln!(
+            self.out,
+            "launch {index} {} {} {} {}",
+            global.len(),
+            sizes(global),
+            sizes(local),
+            args.len()
+        )?;
+        for a in args {
+            match *a {
+                TraceArg::Buffer(addr, size) => {
+                    let next = self.buffers.len();
+                    let e = self.buffers.entry(addr).or_insert((next, size));
+                    if e.1 != size {
+                        *e = (next, size);
+                    }
+                    writeln!(self.out, "buffer {} {size}", e.0)?;
+                }
+                TraceArg::Null => writeln!(self.out, "null")?,
+                TraceArg::Scalar(v, n) => {
+                    let hex: String = v[..n].iter().map(|b| format!("{b:02x}")).collect();
+                    writeln!(self.out, "scalar {hex}")?;
+                }
+            }
+        }
+        self.out.flush()
+    }
 }
 
 /// The device state of a new session of a model whose library has `module`: the device the

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# OpenCL benchmark (not a test; docs/benchmarks.md "OpenCL"): Mote's time per call of every
+# case of the OpenCL zoo against a plain C host program enqueueing the same kernels with the
+# same work sizes and arguments on the same device (scripts/bench/opencl-replay.c, replaying
+# the launches `mote bench --opencl-trace` wrote), and host<->device copy times against
+# clEnqueueWriteBuffer/clEnqueueReadBuffer. Mote's calls keep their tensors on the device
+# (`mote bench --device-resident`), as the C program does; both are medians of RUNS calls, in
+# ROUNDS interleaved rounds (the median of the rounds' medians). Prints the CPU's ISA and the
+# OpenCL device, then two tables.
+#
+#   scripts/bench-opencl.sh [--runs N] [--rounds N] [--device N]
+#
+# Needs POCL or another OpenCL driver (scripts/opencl.sh) and the OpenCL headers and library
+# link (Debian's opencl-c-headers and ocl-icd-opencl-dev, installed when missing and root).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+runs=300
+rounds=3
+device=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --runs) runs="$2"; shift 2 ;;
+        --rounds) rounds="$2"; shift 2 ;;
+        --device) device="$2"; shift 2 ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        *) echo "bench-opencl.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+scripts/opencl.sh >/dev/null
+missing=()
+for p in opencl-c-headers ocl-icd-opencl-dev; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    [ "$(id -u)" = 0 ] || { echo "bench-opencl.sh: missing Debian packages: ${missing[*]}" >&2; exit 1; }
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2
+fi
+zoo="$(scripts/opencl-zoo.sh | tail -n 1)"
+venv="$(scripts/venv.sh | tail -n 1)"
+cargo build --release --locked -q -p mote-cli
+cargo build --release --locked -q -p mote --example opencl_copies
+mkdir -p target
+cc -O2 -Wall -Wextra -o target/opencl-replay scripts/bench/opencl-replay.c -lOpenCL
+exec "$venv/bin/python" - "$zoo" "$runs" "$rounds" "$device" <<'PY'
+import json, os, platform, statistics, subprocess, sys, tempfile
+zoo, runs, rounds, device = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+mote, replay = "target/release/mote", "target/opencl-replay"
+flags = open("/proc/cpuinfo").read().split("flags")[1].split("\n")[0].split()
+isa = [f for f in ("avx512f", "avx512_vnni", "avx2", "fma", "asimd") if f in flags]
+name = [l for l in subprocess.run(["clinfo", "-l"], capture_output=True, text=True).stdout.splitlines() if "Device #" in l]
+print(f"CPU: {platform.processor() or platform.machine()}, ISA {' '.join(isa)}; OpenCL device {device}: "
+      f"{name[int(device)].split(':', 1)[1].strip() if len(name) > int(device) else '?'}")
+print(f"medians of {runs} calls, median of {rounds} interleaved rounds\n")
+print("| case | launches | Mote us/call | C us/call | Mote/C | added us per launch |")
+print("|---|---|---|---|---|---|")
+tmp = tempfile.mkdtemp()
+for m in json.load(open(os.path.join(zoo, "manifest.json")))["models"]:
+    for c in m["cases"]:
+        if not c.get("expected"):
+            continue
+        label = f"{m['name']}.{c['case']}"
+        trace = os.path.join(tmp, label + ".trace")
+        base = [mote, "bench", os.path.join(zoo, m["file"]), "--function", c["function"],
+                "--inputs", os.path.join(zoo, c["inputs"]), "--opencl-device", device,
+                "--device-resident", "--threads", "1", "--json"]
+        p = subprocess.run(base + ["--runs", "1", "--opencl-trace", trace], capture_output=True, text=True)
+        if p.returncode != 0:
+            print(f"| {label} | skipped: {p.stderr.strip().splitlines()[-1][:80]} | | | | |")
+            continue
+        a, b, launches = [], [], 0
+        for _ in range(rounds):
+            out = subprocess.run(base + ["--runs", str(runs)], capture_output=True, text=True, check=True).stdout
+            a.append(json.loads(out)["median_ms"] * 1e3)
+            r = json.loads(subprocess.run([replay, trace, device, str(runs)], capture_output=True, text=True,
+                                          check=True).stdout)
+            b.append(r["median_us"])
+            launches = r["launches"]
+        ma, mb = statistics.median(a), statistics.median(b)
+        print(f"| {label} | {launches} | {ma:.1f} | {mb:.1f} | {ma / mb:.2f} | {(ma - mb) / launches:.1f} |", flush=True)
+print("\n| bytes | Mote write us | C write us | Mote read us | C read us |")
+print("|---|---|---|---|---|")
+any_trace = next(os.path.join(tmp, f) for f in os.listdir(tmp))
+rows = {}
+for _ in range(rounds):
+    out = subprocess.run(["cargo", "run", "--release", "--locked", "-q", "-p", "mote", "--example", "opencl_copies",
+                          "--", device, str(runs)], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        j = json.loads(line)
+        c = json.loads(subprocess.run([replay, any_trace, device, "20", str(j["copy_bytes"])], capture_output=True,
+                                      text=True, check=True).stdout)
+        rows.setdefault(j["copy_bytes"], []).append((j["write_us"], c["write_us"], j["read_us"], c["read_us"]))
+for n, v in rows.items():
+    med = [statistics.median(x[i] for x in v) for i in range(4)]
+    print(f"| {n} | {med[0]:.1f} | {med[1]:.1f} | {med[2]:.1f} | {med[3]:.1f} |")
+PY
