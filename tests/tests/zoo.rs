@@ -173,6 +173,17 @@ fn kernel_library_runs_through_call_kernel_only() {
             &["stateful", "call_kernel"],
         );
         assert!(to_f64(&tensors[2]).iter().all(|v| v.is_nan()));
+        // A pending interrupt cancels the next kernel call before the kernel runs (the output
+        // stays poisoned), once: the call after it computes.
+        let (mut args, want) = gemm_case();
+        s.interrupt_handle().interrupt();
+        assert!(matches!(
+            s.call_kernel("gemm", &mut args),
+            Err(Error::Cancelled)
+        ));
+        assert!(to_f64(tensor(&args[2])).iter().all(|v| v.is_nan()));
+        s.call_kernel("gemm", &mut args).unwrap();
+        assert_close("after a cancel: C", tensor(&args[2]), &want, 1e-5, 1e-5);
         // Profiling sees the kernel.
         let (mut args, _) = gemm_case();
         s.set_profiling(true);
