@@ -54,22 +54,65 @@ impl fmt::Display for Device {
 }
 
 /// Bytes on a device, allocated by a session (the VM's `alloc_storage`, a constant's or an
-/// input's copy). Released, and given back to the session's memory budget, when the last
-/// handle drops.
+/// input's copy). Given back to the session's memory budget when the last handle drops, and its
+/// buffer to the session's [`BufferCache`] (when it came from one) for the next allocation of
+/// the same size.
 pub struct DeviceStorage {
-    buf: Box<ClBuf>,
+    /// Taken out only in `drop`.
+    buf: std::mem::ManuallyDrop<Box<ClBuf>>,
     device: Device,
     /// The budget the bytes were reserved from.
     pool: Arc<Pool>,
+    cache: Option<Arc<BufferCache>>,
+}
+
+/// Device buffers a session's dropped storage left, kept by size for the next allocation of
+/// the same size, up to `SessionOptions::pool_limit_bytes` in all, as the host pool keeps host
+/// buffers: a model allocates the same few sizes on every call, and a driver's allocation costs
+/// far more than a lookup (tens of microseconds on phones' drivers).
+pub(crate) struct BufferCache {
+    free: std::sync::Mutex<Vec<Buffer>>,
+    limit_bytes: usize,
+}
+
+impl BufferCache {
+    pub(crate) fn new(limit_bytes: usize) -> Arc<BufferCache> {
+        Arc::new(BufferCache {
+            free: std::sync::Mutex::new(Vec::new()),
+            limit_bytes,
+        })
+    }
+
+    /// A kept buffer of exactly `size` bytes, if there is one.
+    pub(crate) fn take(&self, size: usize) -> Option<Buffer> {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let i = free.iter().position(|b| b.len() == size)?;
+        Some(free.swap_remove(i))
+    }
+
+    fn give(&self, b: Buffer) {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let held: usize = free.iter().map(Buffer::len).sum();
+        if held.saturating_add(b.len()) <= self.limit_bytes {
+            free.push(b);
+        }
+    }
 }
 
 impl DeviceStorage {
-    /// `buffer`, whose `len()` bytes were reserved from `pool`'s budget by the caller.
-    pub(crate) fn new(buffer: Buffer, device: Device, pool: Arc<Pool>) -> Arc<DeviceStorage> {
+    /// `buffer`, whose `len()` bytes were reserved from `pool`'s budget by the caller; its
+    /// buffer goes to `cache` when the storage drops.
+    pub(crate) fn new(
+        buffer: Buffer,
+        device: Device,
+        pool: Arc<Pool>,
+        cache: Option<Arc<BufferCache>>,
+    ) -> Arc<DeviceStorage> {
         Arc::new(DeviceStorage {
-            buf: ClBuf::new(buffer),
+            buf: std::mem::ManuallyDrop::new(ClBuf::new(buffer)),
             device,
             pool,
+            cache,
         })
     }
 
@@ -97,6 +140,11 @@ impl DeviceStorage {
 impl Drop for DeviceStorage {
     fn drop(&mut self) {
         self.pool.release(self.buf.buffer().len());
+        // SAFETY: `buf` is taken once, here, and nothing reads it after (the storage is going).
+        let buf = unsafe { std::mem::ManuallyDrop::take(&mut self.buf) };
+        if let Some(cache) = &self.cache {
+            cache.give((*buf).into_buffer());
+        }
     }
 }
 
@@ -253,7 +301,7 @@ impl DeviceQueue {
                 return Err(self.failed(e));
             }
         };
-        let storage = DeviceStorage::new(b, self.device, self.pool.clone());
+        let storage = DeviceStorage::new(b, self.device, self.pool.clone(), None);
         self.write(&storage, 0, &vec![0u8; bytes])?;
         Ok(storage)
     }

@@ -197,6 +197,10 @@ impl Session {
         // constants copied to the device once, as TVM's VM does when it starts (docs/opencl.md
         // §8), counted in the session's memory budget.
         let mut device = device;
+        if let Some(d) = device.as_mut() {
+            // Device buffers are kept for reuse up to the same limit as host ones.
+            d.buffers = crate::device::memory::BufferCache::new(options.pool_limit_bytes);
+        }
         if let (Some(d), Some(path)) = (device.as_mut(), options.opencl_trace.as_ref()) {
             d.trace = Some(
                 crate::device::opencl::exec::Trace::create(path)

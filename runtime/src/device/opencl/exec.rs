@@ -48,6 +48,11 @@ impl ClBuf {
         &self.buffer
     }
 
+    /// The buffer, for reuse (the record goes).
+    pub(crate) fn into_buffer(self) -> Buffer {
+        self.buffer
+    }
+
     /// The pointer host code gets as the tensor's data.
     pub(crate) fn handle(&self) -> *mut c_void {
         self as *const ClBuf as *mut c_void
@@ -129,6 +134,8 @@ pub(crate) struct DeviceSession {
     kernels: Vec<Option<Kernel>>,
     /// `SessionOptions::opencl_trace`.
     pub(crate) trace: Option<Trace>,
+    /// The device buffers of this session's dropped storage, for reuse.
+    pub(crate) buffers: Arc<crate::device::memory::BufferCache>,
 }
 
 impl DeviceSession {
@@ -147,6 +154,7 @@ impl DeviceSession {
             programs,
             kernels,
             trace: None,
+            buffers: crate::device::memory::BufferCache::new(0),
         })
     }
 
@@ -175,14 +183,18 @@ impl DeviceSession {
         hint: crate::DType,
     ) -> crate::Result<Arc<DeviceStorage>> {
         pool.reserve(bytes)?;
-        let b = match self.context().buffer(bytes, false) {
-            Ok(b) => b,
-            Err(e) => {
-                pool.release(bytes);
-                return Err(device_error(e));
-            }
+        let b = match self.buffers.take(bytes) {
+            Some(b) => b,
+            None => match self.context().buffer(bytes, false) {
+                Ok(b) => b,
+                Err(e) => {
+                    pool.release(bytes);
+                    return Err(device_error(e));
+                }
+            },
         };
-        let storage = DeviceStorage::new(b, self.device(), pool.clone());
+        let storage =
+            DeviceStorage::new(b, self.device(), pool.clone(), Some(self.buffers.clone()));
         if pool.poisons() {
             let poison = vec![crate::tensor::poison_byte(hint); bytes];
             self.queue

@@ -464,3 +464,43 @@ fn host_callbacks_check_what_they_are_given() {
     dev.queue().read(bufs[0].buffer(), 0, &mut out).unwrap();
     assert_eq!(from_bytes(&out), vec![3.5f32; n]);
 }
+
+/// A session's dropped device storage gives its buffer back for the next allocation of the same
+/// size (the same `cl_mem`), and its bytes back to the budget; a cache at its limit lets the
+/// buffer go instead.
+#[test]
+fn dropped_device_storage_returns_its_buffer_for_reuse() {
+    use crate::device::memory::BufferCache;
+    use crate::device::{Device, DeviceStorage};
+    let ctx = shared_context(&device()).unwrap();
+    let pool = crate::tensor::Pool::with_budget(0, false, 1 << 20);
+    let cache = BufferCache::new(1 << 20);
+    let storage = |cache: &std::sync::Arc<BufferCache>| {
+        pool.reserve(4096).unwrap();
+        let b = cache
+            .take(4096)
+            .unwrap_or_else(|| ctx.buffer(4096, false).unwrap());
+        DeviceStorage::new(
+            b,
+            Device::OpenCl { index: 0 },
+            pool.clone(),
+            Some(cache.clone()),
+        )
+    };
+    let first = storage(&cache);
+    let raw = first.buffer().raw();
+    assert_eq!(pool.live_bytes(), 4096);
+    drop(first);
+    assert_eq!(pool.live_bytes(), 0);
+    let second = storage(&cache);
+    assert_eq!(second.buffer().raw(), raw, "the kept buffer is used again");
+    assert!(cache.take(4096).is_none(), "and is no longer kept");
+    drop(second);
+    let tiny = BufferCache::new(100);
+    drop(storage(&tiny));
+    assert!(
+        tiny.take(4096).is_none(),
+        "over the cache's limit, not kept"
+    );
+    assert_eq!(pool.live_bytes(), 0);
+}
