@@ -419,7 +419,7 @@ pub extern "system" fn Java_org_mote_rpc_RpcBridge_openclStatus<'l>(
                     .collect()
             })
             .map_err(|e| e.to_string());
-        Ok(JString::from_str(env, &opencl_status(devices))?)
+        Ok(JString::from_str(env, opencl_status(devices))?)
     })
 }
 
@@ -441,7 +441,9 @@ mod tests {
             "OpenCL: none (OpenCL lists no device)"
         );
         assert_eq!(
-            opencl_status(Err("no usable OpenCL library (looked for libOpenCL.so)".into())),
+            opencl_status(Err(
+                "no usable OpenCL library (looked for libOpenCL.so)".into()
+            )),
             "OpenCL: none (no usable OpenCL library (looked for libOpenCL.so))"
         );
     }

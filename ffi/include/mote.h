@@ -211,6 +211,17 @@ enum MoteArgKind
 typedef uint32_t MoteArgKind;
 #endif // __cplusplus
 
+// A tensor on an OpenCL device (opaque handle), made by `mote_session_upload` or returned by
+// `mote_session_run_device`. It belongs to the device of the session that made it and may be
+// passed to that session's calls (and to other sessions on the same device). Its device
+// memory counts in that session's memory budget until the last handle to it is freed. Any
+// thread; the handle itself is immutable.
+typedef struct MoteDeviceTensor MoteDeviceTensor;
+
+// A list of device tensors, the outputs of `mote_session_run_device` (opaque handle).
+// Immutable; any thread.
+typedef struct MoteDeviceTensorList MoteDeviceTensorList;
+
 // An error: a stable code and a message. Owned by the caller, freed with `mote_error_free`.
 typedef struct MoteError MoteError;
 
@@ -244,6 +255,13 @@ typedef struct MoteTensor MoteTensor;
 
 // A list of tensors, the outputs of a call (opaque handle). Immutable; any thread.
 typedef struct MoteTensorList MoteTensorList;
+
+// One input of `mote_session_run_device`: exactly one of the two handles is non-NULL. A host
+// tensor is copied to the device for the call; a device tensor is passed as it is.
+typedef struct {
+  const MoteTensor *tensor;
+  const MoteDeviceTensor *device_tensor;
+} MoteCallArg;
 
 // One argument of a callback. Only the field matching `kind` is meaningful. Everything is
 // lent for the duration of the callback and released by Mote when it returns.
@@ -365,6 +383,56 @@ uint32_t mote_abi_version(void);
 
 // Mote's version, e.g. "0.1.0": a static string, never freed.
 const char *mote_version(void);
+
+// A copy of host tensor `tensor` on `session`'s device, as a new handle the caller frees.
+// The copy has finished when this returns: `tensor` may be changed or freed. A session on
+// the CPU (its model has no OpenCL code) is `MOTE_ERROR_CODE_INVALID_ARGUMENT`; a copy the
+// driver refuses is `MOTE_ERROR_CODE_DEVICE`, and device memory over the session's budget
+// `MOTE_ERROR_CODE_RESOURCE_EXHAUSTED`.
+MoteError *mote_session_upload(MoteSession *session,
+                               const MoteTensor *tensor,
+                               MoteDeviceTensor **out);
+
+// A host copy of device tensor `tensor`, once `session`'s work on the device has finished, as
+// a new tensor handle the caller frees. `session` must run on the device `tensor` is on.
+MoteError *mote_session_download(MoteSession *session,
+                                 const MoteDeviceTensor *tensor,
+                                 MoteTensor **out);
+
+// Where `tensor` is, as DLPack codes (`*device_type` 4, `*device_id` the OpenCL device index),
+// and how many dimensions it has (`*ndim`). Any out-param may be NULL to skip it.
+MoteError *mote_device_tensor_info(const MoteDeviceTensor *tensor,
+                                   int32_t *device_type,
+                                   int32_t *device_id,
+                                   size_t *ndim);
+
+// Free a device tensor handle. NULL is a no-op. The device memory is released when no
+// handle, list or running call holds it any more.
+void mote_device_tensor_free(MoteDeviceTensor *tensor);
+
+// Call Relax function `function` of a model compiled for OpenCL with `num_inputs` inputs, each
+// a host tensor (copied to the device) or a device tensor (passed as it is); its results stay
+// on the device and are written to `*outputs` as a new list of device tensors the caller
+// frees (tuples flattened depth-first; `mote_session_download` copies one to the host, and
+// they can be passed to the next call as they are). The device work has finished when it
+// returns. A session on the CPU is `MOTE_ERROR_CODE_INVALID_ARGUMENT`: use
+// `mote_session_run`. Busy rules as for `mote_session_run`.
+MoteError *mote_session_run_device(MoteSession *session,
+                                   const char *function,
+                                   const MoteCallArg *inputs,
+                                   size_t num_inputs,
+                                   MoteDeviceTensorList **outputs);
+
+// Number of device tensors in a list.
+MoteError *mote_device_tensor_list_len(const MoteDeviceTensorList *list, size_t *out);
+
+// Device tensor `index` of a list, as a new handle the caller frees (the list keeps its own).
+MoteError *mote_device_tensor_list_get(const MoteDeviceTensorList *list,
+                                       size_t index,
+                                       MoteDeviceTensor **out);
+
+// Free a device tensor list. NULL is a no-op. Handles taken from it stay valid.
+void mote_device_tensor_list_free(MoteDeviceTensorList *list);
 
 // The error's code (a `MoteErrorCode` value). 0 for a NULL error.
 uint32_t mote_error_code(const MoteError *error);

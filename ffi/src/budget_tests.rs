@@ -138,7 +138,11 @@ fn opencl_setters_store_the_value() {
         assert_eq!(stored.opencl_program_cache, None);
         result(mote_session_options_set_opencl_device(o, 3)).unwrap();
         result(mote_session_options_set_opencl_profiling(o, true)).unwrap();
-        result(mote_session_options_set_opencl_program_cache(o, c"/tmp/cl".as_ptr())).unwrap();
+        result(mote_session_options_set_opencl_program_cache(
+            o,
+            c"/tmp/cl".as_ptr(),
+        ))
+        .unwrap();
         let stored = options_of(o);
         assert_eq!(stored.opencl_device, Some(3));
         assert!(stored.opencl_profiling);
@@ -147,10 +151,17 @@ fn opencl_setters_store_the_value() {
             Some(std::path::Path::new("/tmp/cl"))
         );
         assert_eq!(
-            code(mote_session_options_set_opencl_program_cache(o, c"".as_ptr())),
+            code(mote_session_options_set_opencl_program_cache(
+                o,
+                c"".as_ptr()
+            )),
             Some(MoteErrorCode::InvalidArgument as u32)
         );
-        result(mote_session_options_set_opencl_program_cache(o, ptr::null())).unwrap();
+        result(mote_session_options_set_opencl_program_cache(
+            o,
+            ptr::null(),
+        ))
+        .unwrap();
         assert_eq!(options_of(o).opencl_program_cache, None);
         assert_eq!(
             code(mote_session_options_set_opencl_device(ptr::null_mut(), 0)),

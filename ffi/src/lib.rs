@@ -15,6 +15,7 @@
 #[cfg(test)]
 mod budget_tests;
 mod callback;
+mod device;
 mod error;
 mod function;
 mod handle;
@@ -23,6 +24,12 @@ mod model;
 mod session;
 mod tensor;
 
+pub use device::{
+    mote_device_tensor_free, mote_device_tensor_info, mote_device_tensor_list_free,
+    mote_device_tensor_list_get, mote_device_tensor_list_len, mote_session_download,
+    mote_session_run_device, mote_session_upload, MoteCallArg, MoteDeviceTensor,
+    MoteDeviceTensorList,
+};
 pub use error::{
     mote_error_code, mote_error_free, mote_error_message, mote_error_new, MoteError, MoteErrorCode,
 };

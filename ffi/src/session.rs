@@ -50,7 +50,7 @@ pub(crate) struct Profile {
 }
 
 static OPTIONS: Table<Mutex<SessionOptions>> = Table::new(0x4f, "MoteSessionOptions");
-static SESSIONS: Table<FfiSession> = Table::new(0x53, "MoteSession");
+pub(crate) static SESSIONS: Table<FfiSession> = Table::new(0x53, "MoteSession");
 
 /// A session's table entry: the session behind its lock, and beside it, outside the lock, the
 /// session's interrupt handle, so that `mote_session_interrupt` never waits for a running call.

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::mem::{align_of, offset_of, size_of};
 
-use mote_ffi::{MoteArg, MoteDtype, MoteParamInfo, MoteProfileEntry, MoteTensorInfo};
+use mote_ffi::{MoteArg, MoteCallArg, MoteDtype, MoteParamInfo, MoteProfileEntry, MoteTensorInfo};
 
 fn baseline() -> HashMap<String, (usize, usize)> {
     let text = include_str!("../abi/layout.txt");
@@ -60,6 +60,7 @@ fn repr_c_types_match_the_baseline() {
     check_struct!(b, MoteParamInfo { name: *const u8, dtype: MoteDtype, ndim: i32, shape: *const i64 });
     check_struct!(b, MoteProfileEntry { name: *const u8, kind: *const u8, calls: u64, total_ns: u64 });
     check_struct!(b, MoteArg { kind: u32, int_value: i64, float_value: f64, pointer: *mut u8, string: *const u8, tensor: *mut u8 });
+    check_struct!(b, MoteCallArg { tensor: *const u8, device_tensor: *const u8 });
 }
 
 #[test]

@@ -454,6 +454,22 @@ fileprivate struct FfiConverterUInt32: FfiConverterPrimitive {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterInt32: FfiConverterPrimitive {
+    typealias FfiType = Int32
+    typealias SwiftType = Int32
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Int32 {
+        return try lift(readInt(&buf))
+    }
+
+    public static func write(_ value: Int32, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterUInt64: FfiConverterPrimitive {
     typealias FfiType = UInt64
     typealias SwiftType = UInt64
@@ -1743,6 +1759,11 @@ public protocol NativeSessionProtocol: AnyObject, Sendable {
     func callKernel(kernel: String, args: [NativeArg]) throws 
     
     /**
+     * The device the session runs its model's kernels on (`mote::Session::device`).
+     */
+    func device() throws  -> SessionDevice
+    
+    /**
      * Stateful API: the outputs of the last `invoke_stateful(function)` (tuples flattened).
      */
     func getOutput(function: String) throws  -> [NativeTensor]
@@ -1869,6 +1890,16 @@ open func callKernel(kernel: String, args: [NativeArg])throws   {try rustCallWit
         FfiConverterSequenceTypeNativeArg.lower(args),$0
     )
 }
+}
+    
+    /**
+     * The device the session runs its model's kernels on (`mote::Session::device`).
+     */
+open func device()throws  -> SessionDevice  {
+    return try  FfiConverterTypeSessionDevice_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
+    uniffi_mote_swift_fn_method_nativesession_device(self.uniffiClonePointer(),$0
+    )
+})
 }
     
     /**
@@ -3145,6 +3176,21 @@ public struct SessionConfig {
      * `SessionOptions::max_instructions`; `None`: Mote's default (2^28). 0 is refused.
      */
     public var maxInstructions: UInt64?
+    /**
+     * `SessionOptions::opencl_device`: the OpenCL device a model compiled for OpenCL runs on
+     * (an index into the devices OpenCL lists); `None`: the first GPU, else the first device.
+     * An index past the list is `InvalidArgument` when the session is made.
+     */
+    public var openclDevice: UInt32?
+    /**
+     * `SessionOptions::opencl_profiling`: time each OpenCL kernel launch.
+     */
+    public var openclProfiling: Bool
+    /**
+     * `SessionOptions::opencl_program_cache`: a directory of the app's own for compiled
+     * OpenCL programs; `None`: no cache. An empty path is refused.
+     */
+    public var openclProgramCache: String?
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -3173,7 +3219,19 @@ public struct SessionConfig {
          */stackBudgetBytes: UInt64?, 
         /**
          * `SessionOptions::max_instructions`; `None`: Mote's default (2^28). 0 is refused.
-         */maxInstructions: UInt64?) {
+         */maxInstructions: UInt64?, 
+        /**
+         * `SessionOptions::opencl_device`: the OpenCL device a model compiled for OpenCL runs on
+         * (an index into the devices OpenCL lists); `None`: the first GPU, else the first device.
+         * An index past the list is `InvalidArgument` when the session is made.
+         */openclDevice: UInt32?, 
+        /**
+         * `SessionOptions::opencl_profiling`: time each OpenCL kernel launch.
+         */openclProfiling: Bool, 
+        /**
+         * `SessionOptions::opencl_program_cache`: a directory of the app's own for compiled
+         * OpenCL programs; `None`: no cache. An empty path is refused.
+         */openclProgramCache: String?) {
         self.threads = threads
         self.backends = backends
         self.poisonMemory = poisonMemory
@@ -3182,6 +3240,9 @@ public struct SessionConfig {
         self.maxRegisters = maxRegisters
         self.stackBudgetBytes = stackBudgetBytes
         self.maxInstructions = maxInstructions
+        self.openclDevice = openclDevice
+        self.openclProfiling = openclProfiling
+        self.openclProgramCache = openclProgramCache
     }
 }
 
@@ -3216,6 +3277,15 @@ extension SessionConfig: Equatable, Hashable {
         if lhs.maxInstructions != rhs.maxInstructions {
             return false
         }
+        if lhs.openclDevice != rhs.openclDevice {
+            return false
+        }
+        if lhs.openclProfiling != rhs.openclProfiling {
+            return false
+        }
+        if lhs.openclProgramCache != rhs.openclProgramCache {
+            return false
+        }
         return true
     }
 
@@ -3228,6 +3298,9 @@ extension SessionConfig: Equatable, Hashable {
         hasher.combine(maxRegisters)
         hasher.combine(stackBudgetBytes)
         hasher.combine(maxInstructions)
+        hasher.combine(openclDevice)
+        hasher.combine(openclProfiling)
+        hasher.combine(openclProgramCache)
     }
 }
 
@@ -3247,7 +3320,10 @@ public struct FfiConverterTypeSessionConfig: FfiConverterRustBuffer {
                 memoryBudgetBytes: FfiConverterOptionUInt64.read(from: &buf), 
                 maxRegisters: FfiConverterOptionUInt64.read(from: &buf), 
                 stackBudgetBytes: FfiConverterOptionUInt64.read(from: &buf), 
-                maxInstructions: FfiConverterOptionUInt64.read(from: &buf)
+                maxInstructions: FfiConverterOptionUInt64.read(from: &buf), 
+                openclDevice: FfiConverterOptionUInt32.read(from: &buf), 
+                openclProfiling: FfiConverterBool.read(from: &buf), 
+                openclProgramCache: FfiConverterOptionString.read(from: &buf)
         )
     }
 
@@ -3260,6 +3336,9 @@ public struct FfiConverterTypeSessionConfig: FfiConverterRustBuffer {
         FfiConverterOptionUInt64.write(value.maxRegisters, into: &buf)
         FfiConverterOptionUInt64.write(value.stackBudgetBytes, into: &buf)
         FfiConverterOptionUInt64.write(value.maxInstructions, into: &buf)
+        FfiConverterOptionUInt32.write(value.openclDevice, into: &buf)
+        FfiConverterBool.write(value.openclProfiling, into: &buf)
+        FfiConverterOptionString.write(value.openclProgramCache, into: &buf)
     }
 }
 
@@ -3276,6 +3355,80 @@ public func FfiConverterTypeSessionConfig_lift(_ buf: RustBuffer) throws -> Sess
 #endif
 public func FfiConverterTypeSessionConfig_lower(_ value: SessionConfig) -> RustBuffer {
     return FfiConverterTypeSessionConfig.lower(value)
+}
+
+
+/**
+ * Where a session runs, as DLPack codes: `device_type` 1 (CPU, `device_id` 0) or 4 (OpenCL,
+ * `device_id` the device's index).
+ */
+public struct SessionDevice {
+    public var deviceType: Int32
+    public var deviceId: Int32
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(deviceType: Int32, deviceId: Int32) {
+        self.deviceType = deviceType
+        self.deviceId = deviceId
+    }
+}
+
+#if compiler(>=6)
+extension SessionDevice: Sendable {}
+#endif
+
+
+extension SessionDevice: Equatable, Hashable {
+    public static func ==(lhs: SessionDevice, rhs: SessionDevice) -> Bool {
+        if lhs.deviceType != rhs.deviceType {
+            return false
+        }
+        if lhs.deviceId != rhs.deviceId {
+            return false
+        }
+        return true
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(deviceType)
+        hasher.combine(deviceId)
+    }
+}
+
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeSessionDevice: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SessionDevice {
+        return
+            try SessionDevice(
+                deviceType: FfiConverterInt32.read(from: &buf), 
+                deviceId: FfiConverterInt32.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: SessionDevice, into buf: inout [UInt8]) {
+        FfiConverterInt32.write(value.deviceType, into: &buf)
+        FfiConverterInt32.write(value.deviceId, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSessionDevice_lift(_ buf: RustBuffer) throws -> SessionDevice {
+    return try FfiConverterTypeSessionDevice.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSessionDevice_lower(_ value: SessionDevice) -> RustBuffer {
+    return FfiConverterTypeSessionDevice.lower(value)
 }
 
 // Note that we don't yet support `indirect` for enums.
@@ -3649,6 +3802,30 @@ fileprivate struct FfiConverterOptionUInt16: FfiConverterRustBuffer {
         switch try readInt(&buf) as Int8 {
         case 0: return nil
         case 1: return try FfiConverterUInt16.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionUInt32: FfiConverterRustBuffer {
+    typealias SwiftType = UInt32?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterUInt32.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterUInt32.read(from: &buf)
         default: throw UniffiInternalError.unexpectedOptionalTag
         }
     }
@@ -4152,6 +4329,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_method_nativesession_call_kernel() != 28141) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mote_swift_checksum_method_nativesession_device() != 47938) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_method_nativesession_get_output() != 39951) {

@@ -20,6 +20,7 @@ int main(void) {
     F(MoteProfileEntry, calls); F(MoteProfileEntry, total_ns);
     S(MoteArg); F(MoteArg, kind); F(MoteArg, int_value); F(MoteArg, float_value);
     F(MoteArg, pointer); F(MoteArg, string); F(MoteArg, tensor);
+    S(MoteCallArg); F(MoteCallArg, tensor); F(MoteCallArg, device_tensor);
 #include "abi_enums.inc"
     return 0;
 }

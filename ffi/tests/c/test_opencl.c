@@ -1,5 +1,6 @@
 /* The OpenCL options of the C ABI (docs/opencl.md): a model compiled for OpenCL on a chosen
- * device, the session's device as DLPack codes, its outputs against TVM's, and the errors.
+ * device, the session's device as DLPack codes, its outputs against TVM's, device tensors
+ * (upload, a call that keeps its results on the device, download), and the errors.
  *
  *   test_opencl OPENCL_ZOO ZOO CACHE_DIR INPUT.f32 EXPECTED.f32
  *
@@ -120,6 +121,63 @@ int main(int argc, char **argv) {
     }
     /* The program built on device 0 went into the cache directory. */
     CHECK(entries_in(cache) > 0);
+
+    /* Device tensors: the input uploaded once, main run on it and on a host tensor with the
+     * results kept on the device, then downloaded and compared. */
+    MoteDeviceTensor *dx = NULL;
+    OK(mote_session_upload(s, in, &dx));
+    size_t dndim = 0;
+    type = -1, id = -1;
+    OK(mote_device_tensor_info(dx, &type, &id, &dndim));
+    CHECK(type == 4 && id == 0 && dndim == 2);
+    OK(mote_device_tensor_info(dx, NULL, NULL, NULL));
+    MoteCallArg args[2] = {{NULL, dx}, {in, NULL}};
+    for (int k = 0; k < 2; k++) {
+        MoteDeviceTensorList *douts = NULL;
+        MoteDeviceTensor *dy = NULL;
+        MoteTensor *y = NULL;
+        MoteTensorInfo info;
+        size_t n = 0;
+        OK(mote_session_run_device(s, "main", &args[k], 1, &douts));
+        OK(mote_device_tensor_list_len(douts, &n));
+        CHECK(n == 1);
+        FAILS(mote_device_tensor_list_get(douts, 1, &dy), MOTE_ERROR_CODE_INVALID_ARGUMENT, "");
+        OK(mote_device_tensor_list_get(douts, 0, &dy));
+        mote_device_tensor_list_free(douts); /* the handle taken from it stays valid */
+        OK(mote_device_tensor_info(dy, &type, &id, &dndim));
+        CHECK(type == 4 && id == 0 && dndim == 2);
+        OK(mote_session_download(s, dy, &y));
+        OK(mote_tensor_info(y, &info));
+        CHECK(info.ndim == 2 && info.shape[0] == 1 && info.shape[1] == 8);
+        CHECK(info.byte_size == sizeof expected);
+        const float *got = info.data;
+        int bad = 0;
+        for (int i = 0; i < 8; i++)
+            if (!(fabsf(got[i] - expected[i]) <= 1e-5f + 1e-5f * fabsf(expected[i]))) {
+                fprintf(stderr, "device call %d: out0[%d] = %g, expected %g\n", k, i, got[i], expected[i]);
+                bad++;
+            }
+        CHECK(bad == 0);
+        mote_tensor_free(y);
+        mote_device_tensor_free(dy);
+    }
+    /* A downloaded input is the uploaded one, bit for bit. */
+    MoteTensor *back = NULL;
+    MoteTensorInfo binfo;
+    OK(mote_session_download(s, dx, &back));
+    OK(mote_tensor_info(back, &binfo));
+    CHECK(binfo.byte_size == sizeof x && memcmp(binfo.data, x, sizeof x) == 0);
+    mote_tensor_free(back);
+    /* Malformed call arguments. */
+    MoteDeviceTensorList *dl = NULL;
+    MoteCallArg neither = {NULL, NULL}, both = {in, dx};
+    FAILS(mote_session_run_device(s, "main", &neither, 1, &dl), MOTE_ERROR_CODE_INVALID_ARGUMENT,
+          "input 0");
+    FAILS(mote_session_run_device(s, "main", &both, 1, &dl), MOTE_ERROR_CODE_INVALID_ARGUMENT,
+          "exactly one");
+    FAILS(mote_session_run_device(s, "main", NULL, 1, &dl), MOTE_ERROR_CODE_NULL_ARGUMENT, "inputs");
+    FAILS(mote_session_run_device(s, "main", args, 1, NULL), MOTE_ERROR_CODE_NULL_ARGUMENT, "outputs");
+    FAILS(mote_session_upload(s, in, NULL), MOTE_ERROR_CODE_NULL_ARGUMENT, "out");
     mote_tensor_free(in);
     mote_session_free(s);
 
@@ -137,9 +195,26 @@ int main(int argc, char **argv) {
     type = -1, id = -1;
     OK(mote_session_device(s, &type, &id));
     CHECK(type == 1 && id == 0);
+    /* Device tensors need a session on a device. */
+    MoteTensor *h = NULL;
+    float eight[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    int64_t eshape[1] = {8};
+    OK(mote_tensor_from_copy(f32, eshape, 1, eight, sizeof eight, &h));
+    MoteDeviceTensor *none = NULL;
+    FAILS(mote_session_upload(s, h, &none), MOTE_ERROR_CODE_INVALID_ARGUMENT, "runs on the CPU");
+    CHECK(none == NULL);
+    MoteCallArg harg = {h, NULL};
+    FAILS(mote_session_run_device(s, "main", &harg, 1, &dl), MOTE_ERROR_CODE_INVALID_ARGUMENT,
+          "runs on the CPU");
+    FAILS(mote_session_download(s, dx, &h), MOTE_ERROR_CODE_INVALID_ARGUMENT, "opencl:0");
+    mote_tensor_free(h);
     mote_session_free(s);
     mote_model_free(m);
     mote_session_options_free(o);
+    /* The device tensor outlives its session and model; freed last. */
+    mote_device_tensor_free(dx);
+    FAILS(mote_device_tensor_info(dx, NULL, NULL, NULL), MOTE_ERROR_CODE_INVALID_HANDLE, "");
+    mote_device_tensor_free(NULL);
     FAILS(mote_session_device(NULL, &type, &id), MOTE_ERROR_CODE_NULL_ARGUMENT, "");
     return finish("test_opencl");
 }

@@ -477,6 +477,11 @@ void*_Nonnull uniffi_mote_swift_fn_constructor_nativesession_new(void*_Nonnull m
 void uniffi_mote_swift_fn_method_nativesession_call_kernel(void*_Nonnull ptr, RustBuffer kernel, RustBuffer args, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_DEVICE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_DEVICE
+RustBuffer uniffi_mote_swift_fn_method_nativesession_device(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_GET_OUTPUT
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_GET_OUTPUT
 RustBuffer uniffi_mote_swift_fn_method_nativesession_get_output(void*_Nonnull ptr, RustBuffer function, RustCallStatus *_Nonnull out_status
@@ -1124,6 +1129,12 @@ uint16_t uniffi_mote_swift_checksum_method_nativerpcserver_stop(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVESESSION_CALL_KERNEL
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVESESSION_CALL_KERNEL
 uint16_t uniffi_mote_swift_checksum_method_nativesession_call_kernel(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVESESSION_DEVICE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVESESSION_DEVICE
+uint16_t uniffi_mote_swift_checksum_method_nativesession_device(void
     
 );
 #endif

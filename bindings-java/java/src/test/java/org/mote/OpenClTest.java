@@ -62,6 +62,15 @@ class OpenClTest {
     }
 
     @Test
+    void theRpcStatusLineNamesThisHostsDevice() {
+        // POCL's one CPU device on the test host, as OpenCL names it.
+        String line = org.mote.rpc.Server.openclStatus();
+        assertTrue(line.startsWith("OpenCL: 0: "), line);
+        assertFalse(line.contains("none"), line);
+        assertTrue(line.contains("(OpenCL "), line);
+    }
+
+    @Test
     void aDeviceOpenClDoesNotListIsAnInvalidArgument() {
         try (Model m = Model.load(mlpCl())) {
             InvalidArgumentException e = assertThrows(InvalidArgumentException.class,

@@ -34,4 +34,5 @@ final class RpcBridge {
     static native long[] serverState(long server, String[] texts);
     static native void serverStop(long server);
     static native void serverFree(long server);
+    static native String openclStatus();
 }

@@ -97,6 +97,20 @@ public final class Server implements AutoCloseable {
     }
 
     /**
+     * Whether OpenCL is usable in this process, as one line for a status text:
+     * {@code "OpenCL: 0: <device name> (<OpenCL version>), 1: ..."} (the indices
+     * {@link org.mote.SessionOptions#openclDevice} takes), or {@code "OpenCL: none (<reason>)"}
+     * when there is no {@code libOpenCL}, no platform or no device. Mote opens
+     * {@code libOpenCL} at run time, so an app needs none to load Mote; OpenCL lists its
+     * devices once per process (the first call may take a moment while drivers load).
+     *
+     * @return the line
+     */
+    public static String openclStatus() {
+        return RpcBridge.openclStatus();
+    }
+
+    /**
      * The mode the server runs in.
      *
      * @return listen, tracker or proxy
