@@ -1248,51 +1248,34 @@ impl<'c> State<'c> {
 
     /// Registers a returned tensor: a handle owning it and a data id naming its storage.
     fn register_tensor(&mut self, t: Tensor) -> Res<(WireTensor, u64)> {
-        let key = t.storage().as_ptr() as usize;
-        let region = match self.region_of_storage.get(&key) {
-            Some(id) => *id,
-            None => {
-                let id = self.fresh_id();
-                self.regions.insert(
-                    id,
-                    Region {
-                        storage: Mem::Host(t.storage().clone()),
-                        client_alloc: false,
-                        returned_refs: 0,
-                    },
-                );
-                self.region_of_storage.insert(key, id);
-                id
-            }
-        };
-        let d = t.dtype();
-        let rec = WireTensor {
-            data: region,
-            device: Device::CPU,
-            dtype: WireDType {
-                code: d.code,
-                bits: d.bits,
-                lanes: d.lanes,
-            },
-            shape: t.shape().to_vec(),
-            byte_offset: t.byte_offset() as u64,
-        };
-        let h = match self.insert(Obj::Tensor { tensor: t, region }) {
-            Ok(h) => h,
-            Err(e) => {
-                self.drop_region_if_unused(region);
-                return Err(e);
-            }
-        };
-        if let Some(r) = self.regions.get_mut(&region) {
-            r.returned_refs += 1;
-        }
-        Ok((rec, h))
+        let mem = Mem::Host(t.storage().clone());
+        let (dtype, shape, offset) = (t.dtype(), t.shape().to_vec(), t.byte_offset() as u64);
+        self.register(mem, dtype, shape, offset, |region| Obj::Tensor {
+            tensor: t,
+            region,
+        })
     }
 
     /// Registers a returned device tensor, as `register_tensor` does a host one.
     fn register_device_tensor(&mut self, t: DeviceTensor) -> Res<(WireTensor, u64)> {
         let mem = Mem::Device(t.storage().clone());
+        let (dtype, shape) = (t.dtype(), t.shape().to_vec());
+        self.register(mem, dtype, shape, 0, |region| Obj::DeviceTensor {
+            tensor: t,
+            region,
+        })
+    }
+
+    /// The memory table's region for `mem` (made when new), the tensor record naming it, and a
+    /// handle owning `obj(region)`.
+    fn register(
+        &mut self,
+        mem: Mem,
+        d: DType,
+        shape: Vec<i64>,
+        byte_offset: u64,
+        obj: impl FnOnce(u64) -> Obj,
+    ) -> Res<(WireTensor, u64)> {
         let key = mem.key();
         let device = mem.device();
         let region = match self.region_of_storage.get(&key) {
@@ -1311,7 +1294,6 @@ impl<'c> State<'c> {
                 id
             }
         };
-        let d = t.dtype();
         let rec = WireTensor {
             data: region,
             device,
@@ -1320,10 +1302,10 @@ impl<'c> State<'c> {
                 bits: d.bits,
                 lanes: d.lanes,
             },
-            shape: t.shape().to_vec(),
-            byte_offset: 0,
+            shape,
+            byte_offset,
         };
-        let h = match self.insert(Obj::DeviceTensor { tensor: t, region }) {
+        let h = match self.insert(obj(region)) {
             Ok(h) => h,
             Err(e) => {
                 self.drop_region_if_unused(region);

@@ -8,6 +8,15 @@
 
 static int failures = 0;
 
+/* `dir/name` in one of four rotating buffers (so a few can be used in one call). */
+static inline const char *file_in(const char *dir, const char *name) {
+    static char buf[4][1200];
+    static int i = 0;
+    i = (i + 1) % 4;
+    snprintf(buf[i], sizeof buf[i], "%s/%s", dir, name);
+    return buf[i];
+}
+
 #define CHECK(cond)                                                              \
     do {                                                                         \
         if (!(cond)) {                                                           \

@@ -18,14 +18,6 @@
 
 static char crafted[1024], zoo[1024];
 
-static const char *file_in(const char *dir, const char *name) {
-    static char buf[4][1200];
-    static int i = 0;
-    i = (i + 1) % 4;
-    snprintf(buf[i], sizeof buf[i], "%s/%s", dir, name);
-    return buf[i];
-}
-
 static double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);

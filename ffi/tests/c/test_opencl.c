@@ -17,14 +17,6 @@
 #include "mote.h"
 #include "check.h"
 
-static const char *file_in(const char *dir, const char *name) {
-    static char buf[4][1200];
-    static int i = 0;
-    i = (i + 1) % 4;
-    snprintf(buf[i], sizeof buf[i], "%s/%s", dir, name);
-    return buf[i];
-}
-
 /* Reads exactly `n` floats from `path`; exits on a short or long file. */
 static void read_floats(const char *path, float *out, size_t n) {
     FILE *f = fopen(path, "rb");
@@ -52,6 +44,22 @@ static int entries_in(const char *dir) {
             n++;
     closedir(d);
     return n;
+}
+
+/* `y` is mlp_cl's [1, 8] output, within 1e-5 of `expected`; `what` and `k` name the call. */
+static void check_output(const MoteTensor *y, const float expected[8], const char *what, int k) {
+    MoteTensorInfo info;
+    OK(mote_tensor_info(y, &info));
+    CHECK(info.ndim == 2 && info.shape[0] == 1 && info.shape[1] == 8);
+    CHECK(info.byte_size == 8 * sizeof(float));
+    const float *got = info.data;
+    int bad = 0;
+    for (int i = 0; i < 8; i++)
+        if (!(fabsf(got[i] - expected[i]) <= 1e-5f + 1e-5f * fabsf(expected[i]))) {
+            fprintf(stderr, "%s %d: out0[%d] = %g, expected %g\n", what, k, i, got[i], expected[i]);
+            bad++;
+        }
+    CHECK(bad == 0);
 }
 
 int main(int argc, char **argv) {
@@ -99,23 +107,12 @@ int main(int argc, char **argv) {
     for (int round = 0; round < 2; round++) {
         MoteTensorList *outs = NULL;
         MoteTensor *y = NULL;
-        MoteTensorInfo info;
         size_t n = 0;
         OK(mote_session_run(s, "main", (const MoteTensor *const *)&in, 1, &outs));
         OK(mote_tensor_list_len(outs, &n));
         CHECK(n == 1);
         OK(mote_tensor_list_get(outs, 0, &y));
-        OK(mote_tensor_info(y, &info));
-        CHECK(info.ndim == 2 && info.shape[0] == 1 && info.shape[1] == 8);
-        CHECK(info.byte_size == sizeof expected);
-        const float *got = info.data;
-        int bad = 0;
-        for (int i = 0; i < 8; i++)
-            if (!(fabsf(got[i] - expected[i]) <= 1e-5f + 1e-5f * fabsf(expected[i]))) {
-                fprintf(stderr, "round %d out0[%d] = %g, expected %g\n", round, i, got[i], expected[i]);
-                bad++;
-            }
-        CHECK(bad == 0);
+        check_output(y, expected, "host call", round);
         mote_tensor_free(y);
         mote_tensor_list_free(outs);
     }
@@ -136,7 +133,6 @@ int main(int argc, char **argv) {
         MoteDeviceTensorList *douts = NULL;
         MoteDeviceTensor *dy = NULL;
         MoteTensor *y = NULL;
-        MoteTensorInfo info;
         size_t n = 0;
         OK(mote_session_run_device(s, "main", &args[k], 1, &douts));
         OK(mote_device_tensor_list_len(douts, &n));
@@ -147,17 +143,7 @@ int main(int argc, char **argv) {
         OK(mote_device_tensor_info(dy, &type, &id, &dndim));
         CHECK(type == 4 && id == 0 && dndim == 2);
         OK(mote_session_download(s, dy, &y));
-        OK(mote_tensor_info(y, &info));
-        CHECK(info.ndim == 2 && info.shape[0] == 1 && info.shape[1] == 8);
-        CHECK(info.byte_size == sizeof expected);
-        const float *got = info.data;
-        int bad = 0;
-        for (int i = 0; i < 8; i++)
-            if (!(fabsf(got[i] - expected[i]) <= 1e-5f + 1e-5f * fabsf(expected[i]))) {
-                fprintf(stderr, "device call %d: out0[%d] = %g, expected %g\n", k, i, got[i], expected[i]);
-                bad++;
-            }
-        CHECK(bad == 0);
+        check_output(y, expected, "device call", k);
         mote_tensor_free(y);
         mote_device_tensor_free(dy);
     }
