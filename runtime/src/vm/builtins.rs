@@ -460,38 +460,38 @@ impl Session {
                 Value::Tensor(Tensor::view(storage, offset, shape.clone(), dtype)?)
             }
             Builtin::NullValue => Value::None,
-            Builtin::Reshape if matches!(a(0)?, Value::DeviceTensor(_)) => {
-                let Value::DeviceTensor(t) = a(0)? else {
-                    unreachable!("matched above")
+            Builtin::Reshape => {
+                let (dims, dtype) = match a(0)? {
+                    Value::DeviceTensor(t) => (t.shape(), t.dtype()),
+                    v => {
+                        let t = v.expect_tensor("reshape")?;
+                        (t.shape(), t.dtype())
+                    }
                 };
                 let shape = a(1)?.expect_shape("reshape")?;
-                if crate::tensor::num_elements(shape)? != crate::tensor::num_elements(t.shape())? {
+                if crate::tensor::num_elements(shape)? != crate::tensor::num_elements(dims)? {
                     return Err(Error::Mismatch(format!(
-                        "cannot reshape a tensor of shape {:?} into {shape:?}",
-                        t.shape()
+                        "cannot reshape a tensor of shape {dims:?} into {shape:?}"
                     )));
                 }
-                Value::DeviceTensor(crate::device::DeviceTensor::view(
-                    t.storage().clone(),
-                    shape.clone(),
-                    t.dtype(),
-                )?)
-            }
-            Builtin::Reshape => {
-                let t = a(0)?.expect_tensor("reshape")?;
-                let shape = a(1)?.expect_shape("reshape")?;
-                if crate::tensor::num_elements(shape)? != t.num_elements() {
-                    return Err(Error::Mismatch(format!(
-                        "cannot reshape a tensor of shape {:?} into {shape:?}",
-                        t.shape()
-                    )));
+                match a(0)? {
+                    Value::DeviceTensor(t) => {
+                        Value::DeviceTensor(crate::device::DeviceTensor::view(
+                            t.storage().clone(),
+                            shape.clone(),
+                            dtype,
+                        )?)
+                    }
+                    v => {
+                        let t = v.expect_tensor("reshape")?;
+                        Value::Tensor(Tensor::view(
+                            t.storage().clone(),
+                            t.byte_offset(),
+                            shape.clone(),
+                            dtype,
+                        )?)
+                    }
                 }
-                Value::Tensor(Tensor::view(
-                    t.storage().clone(),
-                    t.byte_offset(),
-                    shape.clone(),
-                    t.dtype(),
-                )?)
             }
             Builtin::ShapeOf => match a(0)? {
                 Value::DeviceTensor(t) => Value::Shape(t.shape_arc().clone()),

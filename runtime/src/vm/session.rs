@@ -285,34 +285,29 @@ impl Session {
             return Err(use_call_kernel(name, "Session::call"));
         }
         let fidx = self.model.vm_function(name)?;
-        if let Some(program) = self.device_program.clone() {
-            self.device_times.clear();
-            return threads.install(|| {
-                self.enter(|s| {
-                    let args = s.device_args(args)?;
-                    let out = s.invoke_vm(&program, fidx, &args)?;
-                    s.host_result(out)
-                })
-            });
+        if self.device_program.is_some() {
+            return self.call_on_device(fidx, args, true);
         }
         threads.install(|| self.enter(|s| s.invoke_vm(&model, fidx, args)))
     }
 
-    /// [`Session::call`], but the device tensors of the result stay on the device (no copy
-    /// back; [`Session::download`] copies one, and they can be passed to the next call as they
-    /// are). The call's device work has finished when it returns. The same as
-    /// [`Session::call`] in a session on the CPU.
-    pub fn call_device(&mut self, name: &str, args: &[Value]) -> Result<Value> {
-        let Some(program) = self.device_program.clone() else {
-            return self.call(name, args);
-        };
-        let fidx = self.model.vm_function(name)?;
+    /// Function `fidx` of the session's device program, with host tensor arguments copied to
+    /// the device; the result's device tensors copied back when `to_host`, else left there with
+    /// the device's work finished.
+    fn call_on_device(&mut self, fidx: usize, args: &[Value], to_host: bool) -> Result<Value> {
+        let program = self
+            .device_program
+            .clone()
+            .ok_or_else(|| Error::InvalidArgument("the session runs on the CPU".into()))?;
         let threads = self.threads.clone();
         self.device_times.clear();
         threads.install(|| {
             self.enter(|s| {
                 let args = s.device_args(args)?;
                 let out = s.invoke_vm(&program, fidx, &args)?;
+                if to_host {
+                    return s.host_result(out);
+                }
                 s.device_or_refuse("call_device")?
                     .queue()
                     .finish()
@@ -320,6 +315,18 @@ impl Session {
                 Ok(out)
             })
         })
+    }
+
+    /// [`Session::call`], but the device tensors of the result stay on the device (no copy
+    /// back; [`Session::download`] copies one, and they can be passed to the next call as they
+    /// are). The call's device work has finished when it returns. The same as
+    /// [`Session::call`] in a session on the CPU.
+    pub fn call_device(&mut self, name: &str, args: &[Value]) -> Result<Value> {
+        if self.device_program.is_none() {
+            return self.call(name, args);
+        }
+        let fidx = self.model.vm_function(name)?;
+        self.call_on_device(fidx, args, false)
     }
 
     /// The device this session runs the model's kernels on: [`Device::Cpu`] unless the model
