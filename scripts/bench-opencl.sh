@@ -2,13 +2,20 @@
 # OpenCL benchmark (not a test; docs/benchmarks.md "OpenCL"): Mote's time per call of every
 # case of the OpenCL zoo against a plain C host program enqueueing the same kernels with the
 # same work sizes and arguments on the same device (scripts/bench/opencl-replay.c, replaying
-# the launches `mote bench --opencl-trace` wrote), and host<->device copy times against
-# clEnqueueWriteBuffer/clEnqueueReadBuffer. Mote's calls keep their tensors on the device
-# (`mote bench --device-resident`), as the C program does; both are medians of RUNS calls, in
+# the launches `mote bench --opencl-trace` wrote); host<->device copy times against
+# clEnqueueWriteBuffer/clEnqueueReadBuffer; and mapping device memory into host memory (the
+# zero-copy path) against clEnqueueMapBuffer/clEnqueueUnmapMemObject. Mote's calls keep their
+# tensors on the device (`mote bench --device-resident`), as the C program does; both are
+# medians of RUNS calls, in
 # ROUNDS interleaved rounds (the median of the rounds' medians). Prints the CPU's ISA and the
 # OpenCL device, then two tables.
 #
-#   scripts/bench-opencl.sh [--runs N] [--rounds N] [--device N]
+#   scripts/bench-opencl.sh [--runs N] [--rounds N] [--device N] [--pocl-driver basic|pthread]
+#
+# --pocl-driver picks POCL's driver for both programs (POCL_DEVICES): `pthread`, its default,
+# runs kernels on worker threads that sleep when idle, so every blocking call pays their
+# wake-up (tens of microseconds, varying); `basic` runs them on the calling thread, which
+# leaves only the host programs' own costs to differ (docs/benchmarks.md "OpenCL").
 #
 # Needs POCL or another OpenCL driver (scripts/opencl.sh) and the OpenCL headers and library
 # link (Debian's opencl-c-headers and ocl-icd-opencl-dev, installed when missing and root).
@@ -23,7 +30,10 @@ while [ $# -gt 0 ]; do
         --runs) runs="$2"; shift 2 ;;
         --rounds) rounds="$2"; shift 2 ;;
         --device) device="$2"; shift 2 ;;
-        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        --pocl-driver)
+            case "$2" in basic|pthread) export POCL_DEVICES="$2" ;; *) echo "bench-opencl.sh: --pocl-driver basic|pthread" >&2; exit 2 ;; esac
+            shift 2 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
         *) echo "bench-opencl.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -78,10 +88,10 @@ for m in json.load(open(os.path.join(zoo, "manifest.json")))["models"]:
             launches = r["launches"]
         ma, mb = statistics.median(a), statistics.median(b)
         print(f"| {label} | {launches} | {ma:.1f} | {mb:.1f} | {ma / mb:.2f} | {(ma - mb) / launches:.1f} |", flush=True)
-print("\n| bytes | Mote write us | C write us | Mote read us | C read us |")
-print("|---|---|---|---|---|")
+print("\n| bytes | Mote write us | C write us | Mote read us | C read us | Mote map+unmap us | C map+unmap us | in place |")
+print("|---|---|---|---|---|---|---|---|")
 any_trace = next(os.path.join(tmp, f) for f in os.listdir(tmp))
-rows = {}
+rows, in_place = {}, {}
 for _ in range(rounds):
     out = subprocess.run(["cargo", "run", "--release", "--locked", "-q", "-p", "mote", "--example", "opencl_copies",
                           "--", device, str(runs)], capture_output=True, text=True, check=True).stdout
@@ -89,8 +99,10 @@ for _ in range(rounds):
         j = json.loads(line)
         c = json.loads(subprocess.run([replay, any_trace, device, "20", str(j["copy_bytes"])], capture_output=True,
                                       text=True, check=True).stdout)
-        rows.setdefault(j["copy_bytes"], []).append((j["write_us"], c["write_us"], j["read_us"], c["read_us"]))
+        rows.setdefault(j["copy_bytes"], []).append(
+            (j["write_us"], c["write_us"], j["read_us"], c["read_us"], j["map_us"], c["map_us"]))
+        in_place[j["copy_bytes"]] = j["in_place"]
 for n, v in rows.items():
-    med = [statistics.median(x[i] for x in v) for i in range(4)]
-    print(f"| {n} | {med[0]:.1f} | {med[1]:.1f} | {med[2]:.1f} | {med[3]:.1f} |")
+    med = [statistics.median(x[i] for x in v) for i in range(6)]
+    print(f"| {n} | " + " | ".join(f"{x:.1f}" for x in med) + f" | {'yes' if in_place[n] else 'no'} |")
 PY

@@ -1,7 +1,9 @@
 //! Host <-> device copy times through Mote (not a test): a `DeviceQueue` writing and reading
-//! device buffers of several sizes on OpenCL device 0, median of RUNS blocking copies each,
+//! device buffers of several sizes on OpenCL device 0, and mapping them into host memory and
+//! back (the zero-copy path: `DeviceQueue::map`, then `Mapped::unmap`), median of RUNS each,
 //! printed as one JSON line per size. `scripts/bench-opencl.sh` sets them beside a plain C
-//! program's `clEnqueueWriteBuffer`/`clEnqueueReadBuffer` of the same sizes.
+//! program's `clEnqueueWriteBuffer`/`clEnqueueReadBuffer` and `clEnqueueMapBuffer`/
+//! `clEnqueueUnmapMemObject` of the same sizes.
 //!
 //!   cargo run --release -p mote --example opencl_copies [-- DEVICE RUNS]
 
@@ -19,9 +21,10 @@ fn main() -> mote::Result<()> {
         .max(1);
     let mut q = DeviceQueue::open(mote::Device::OpenCl { index }, 1 << 30)?;
     for bytes in [4usize << 10, 64 << 10, 1 << 20, 16 << 20] {
-        let storage = q.alloc(bytes)?;
+        let mut storage = q.alloc(bytes)?;
         let mut host = vec![1u8; bytes];
-        let (mut w, mut r) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+        let (mut w, mut r, mut m) = (Vec::new(), Vec::new(), Vec::new());
+        let mut in_place = false;
         for i in 0..runs + 5 {
             let t0 = Instant::now();
             q.write(&storage, 0, &host)?;
@@ -32,12 +35,25 @@ fn main() -> mote::Result<()> {
                 r.push(t1.elapsed().as_secs_f64() * 1e6);
             }
         }
-        w.sort_by(f64::total_cmp);
-        r.sort_by(f64::total_cmp);
+        // As the C program does: the mappings in a loop of their own.
+        for i in 0..runs + 5 {
+            let t0 = Instant::now();
+            let mapped = q.map(&mut storage)?;
+            in_place = mapped.in_place();
+            mapped.unmap()?;
+            if i >= 5 {
+                m.push(t0.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+        for v in [&mut w, &mut r, &mut m] {
+            v.sort_by(f64::total_cmp);
+        }
         println!(
-            "{{\"copy_bytes\": {bytes}, \"write_us\": {:.3}, \"read_us\": {:.3}}}",
+            "{{\"copy_bytes\": {bytes}, \"write_us\": {:.3}, \"read_us\": {:.3}, \"map_us\": {:.3}, \
+             \"in_place\": {in_place}}}",
             w[runs / 2],
-            r[runs / 2]
+            r[runs / 2],
+            m[runs / 2]
         );
     }
     Ok(())

@@ -290,6 +290,91 @@ mod opencl_zoo {
         assert!(matches!(e, Error::ResourceExhausted { .. }), "{e}");
     }
 
+    /// The zero-copy path (docs/opencl.md §8): an input written straight into a mapped device
+    /// tensor and the output read where the kernels left it give TVM's results; on POCL, which
+    /// shares memory with the host, the mapping is the device's own bytes. Shared tensors and
+    /// wrong element types are refused, and what a mapping writes reaches the device (a second
+    /// input, written over the first through a new mapping, gives the second result).
+    #[test]
+    fn mapped_device_tensors_carry_inputs_and_outputs_in_place() {
+        let model = Model::load(path("mlp_cl")).unwrap();
+        let (function, case) = first_case("mlp_cl");
+        let inputs = load_indexed_in(&dir(), case["inputs"].as_str().unwrap(), "arg");
+        let want = load_indexed_in(&dir(), case["expected"].as_str().unwrap(), "out");
+        let mut s = mote_tests::poisoned_session(&model, 1);
+        let zeros_want = s
+            .run(
+                &function,
+                &[Tensor::zeros(inputs[0].shape(), DType::F32).unwrap()],
+            )
+            .unwrap();
+        let mut x = s.alloc_device(inputs[0].shape(), DType::F32).unwrap();
+        for (round, (input, expect)) in [(&inputs[0], &want[0]), (&inputs[0], &want[0])]
+            .into_iter()
+            .chain([(
+                &Tensor::zeros(inputs[0].shape(), DType::F32).unwrap(),
+                &zeros_want[0],
+            )])
+            .enumerate()
+        {
+            let shared = x.clone();
+            let e = s.map(&mut x).unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+            drop(shared);
+            let mut m = s.map(&mut x).unwrap();
+            assert!(m.in_place(), "POCL shares memory with the host: {m:?}");
+            let e = m.as_mut_slice::<i32>().unwrap_err();
+            assert!(matches!(e, Error::Mismatch(_)), "{e}");
+            m.as_mut_slice::<f32>()
+                .unwrap()
+                .copy_from_slice(input.as_slice::<f32>().unwrap());
+            m.unmap().unwrap();
+            let out = s
+                .call_device(&function, &[Value::DeviceTensor(x.clone())])
+                .unwrap();
+            let mut y = match out {
+                Value::DeviceTensor(t) => t,
+                Value::Tuple(v) => match &v[0] {
+                    Value::DeviceTensor(t) => t.clone(),
+                    v => panic!("output {v:?}"),
+                },
+                v => panic!("output {v:?}"),
+            };
+            let m = s.map(&mut y).unwrap();
+            let got = Tensor::from_slice(expect.shape(), m.as_slice::<f32>().unwrap()).unwrap();
+            drop(m);
+            mote_tests::assert_close(&format!("mapped round {round}"), &got, expect, 1e-5, 1e-5);
+        }
+    }
+
+    /// A `DeviceQueue`'s storage maps too: bytes written through the mapping are what a read
+    /// copies back; a shared storage is refused.
+    #[test]
+    fn device_queue_storage_maps_in_place() {
+        let mut q =
+            mote::device::DeviceQueue::open(mote::Device::OpenCl { index: 0 }, 1 << 20).unwrap();
+        let mut st = q.alloc(4096).unwrap();
+        let other = st.clone();
+        let e = q.map(&mut st).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        drop(other);
+        let mut m = q.map(&mut st).unwrap();
+        assert!(m.in_place(), "{m:?}");
+        assert!(m.iter().all(|&b| b == 0), "alloc zeroes");
+        let e = m.as_slice::<f32>().unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        for (i, b) in m.iter_mut().enumerate() {
+            *b = (i * 7 % 251) as u8;
+        }
+        m.unmap().unwrap();
+        let mut back = vec![0u8; 4096];
+        q.read(&st, 0, &mut back).unwrap();
+        assert!(back
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == (i * 7 % 251) as u8));
+    }
+
     #[test]
     fn kernel_errors_leave_the_session_usable() {
         let model = Model::load(path("twostage_cl")).unwrap();

@@ -2,7 +2,9 @@
 //!
 //! A [`DeviceTensor`] is a shape and dtype over a [`DeviceStorage`]. It has no host view of its
 //! bytes: they are reached only through a session's explicit copies
-//! ([`crate::Session::download`] and the copies a call makes for host inputs and outputs).
+//! ([`crate::Session::download`] and the copies a call makes for host inputs and outputs) or
+//! an explicit mapping ([`crate::Session::map`], [`DeviceQueue::map`]), which on devices that
+//! share memory with the host (phones' GPUs) reaches the device's bytes without a copy.
 //! Device storage counts against the memory budget of the session that allocated it
 //! (`SessionOptions::memory_budget_bytes`), like host storage, until the last handle drops.
 
@@ -16,7 +18,7 @@ use crate::host::abi::DLDevice;
 use crate::tensor::Pool;
 
 use super::opencl::exec::{ClBuf, DEVICE_OPENCL};
-use super::opencl::Buffer;
+use super::opencl::{Buffer, Mapping};
 
 /// Where a tensor's bytes are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -217,6 +219,13 @@ impl DeviceTensor {
         &self.0.storage
     }
 
+    /// Whether this handle is the only way to reach its bytes: neither it (a clone) nor its
+    /// storage (another view, or an `Arc` from [`DeviceTensor::storage`]) is shared. Mapping
+    /// requires it ([`crate::Session::map`]).
+    pub fn is_exclusive(&mut self) -> bool {
+        Arc::get_mut(&mut self.0).is_some_and(|i| Arc::get_mut(&mut i.storage).is_some())
+    }
+
     /// What host code gets as the tensor's `data` (docs/tvm-format.md §10.5).
     pub(crate) fn handle(&self) -> *mut c_void {
         self.0.storage.buf.handle()
@@ -233,6 +242,124 @@ impl fmt::Debug for DeviceTensor {
             self.device()
         )
     }
+}
+
+/// Device bytes mapped into host memory, for reading and writing: from
+/// [`crate::Session::map`] (a device tensor's bytes) or [`DeviceQueue::map`] (a storage's).
+/// Where [`Mapped::in_place`] is true (memory the device shares with the host, allocated
+/// host-visible: what Mote allocates on such devices) the bytes are the device's own and
+/// nothing is copied; elsewhere the driver copies them out at mapping and back at unmapping.
+/// The mapping borrows the queue and the tensor or storage, so no call or copy runs on them
+/// while the host holds the bytes; it ends with [`Mapped::unmap`] (which reports a failure) or
+/// when dropped (which logs one).
+pub struct Mapped<'a> {
+    mapping: Mapping<'a>,
+    device: Device,
+    /// The tensor's dtype and element count, when a tensor was mapped.
+    element: Option<(DType, usize)>,
+}
+
+impl Mapped<'_> {
+    /// Whether these are the device's own bytes (no copy was made, none will be).
+    pub fn in_place(&self) -> bool {
+        self.mapping.in_place()
+    }
+
+    /// The elements of a mapped tensor as `T`, which must be its dtype.
+    pub fn as_slice<T: crate::tensor::Element>(&self) -> Result<&[T]> {
+        let n = self.elements::<T>()?;
+        // SAFETY: `elements` checked the dtype (same size, any bit pattern valid), the
+        // alignment and that `n` elements fit in the mapped bytes.
+        Ok(unsafe { std::slice::from_raw_parts(self.mapping.bytes().as_ptr().cast::<T>(), n) })
+    }
+
+    /// As [`Mapped::as_slice`], for writing.
+    pub fn as_mut_slice<T: crate::tensor::Element>(&mut self) -> Result<&mut [T]> {
+        let n = self.elements::<T>()?;
+        let p = self.mapping.bytes_mut().as_mut_ptr().cast::<T>();
+        // SAFETY: as in `as_slice`; `&mut self` makes this the only reference to the bytes.
+        Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
+    }
+
+    fn elements<T: crate::tensor::Element>(&self) -> Result<usize> {
+        let Some((dtype, n)) = self.element else {
+            return Err(Error::InvalidArgument(
+                "a mapped storage has no dtype; map a device tensor for typed access".into(),
+            ));
+        };
+        if T::DTYPE != dtype && !(T::DTYPE == DType::U8 && dtype == DType::BOOL) {
+            return Err(Error::Mismatch(format!(
+                "the mapped tensor is {dtype}, not {}",
+                T::DTYPE
+            )));
+        }
+        let bytes = self.mapping.bytes();
+        if (bytes.as_ptr() as usize) % std::mem::align_of::<T>() != 0
+            || n.checked_mul(std::mem::size_of::<T>()) != Some(bytes.len())
+        {
+            return Err(Error::Mismatch(
+                "the mapped bytes are not aligned or sized for the element type".into(),
+            ));
+        }
+        Ok(n)
+    }
+
+    /// Gives the bytes back to the device and waits until it has them.
+    pub fn unmap(self) -> Result<()> {
+        let device = self.device;
+        self.mapping.unmap().map_err(|e| Error::Device {
+            device: device.to_string(),
+            message: e.to_string(),
+        })
+    }
+}
+
+impl std::ops::Deref for Mapped<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.mapping.bytes()
+    }
+}
+
+impl std::ops::DerefMut for Mapped<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.mapping.bytes_mut()
+    }
+}
+
+impl fmt::Debug for Mapped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Mapped({} bytes of {}, {})",
+            self.mapping.bytes().len(),
+            self.device,
+            if self.in_place() {
+                "in place"
+            } else {
+                "copied"
+            }
+        )
+    }
+}
+
+/// Maps `len` bytes of `buffer` through `queue`, for a tensor of `element` when given.
+pub(crate) fn map<'a>(
+    queue: &'a mut super::opencl::Queue,
+    buffer: &'a Buffer,
+    len: usize,
+    device: Device,
+    element: Option<(DType, usize)>,
+) -> Result<Mapped<'a>> {
+    let mapping = queue.map(buffer, len).map_err(|e| Error::Device {
+        device: device.to_string(),
+        message: e.to_string(),
+    })?;
+    Ok(Mapped {
+        mapping,
+        device,
+        element,
+    })
 }
 
 /// A queue of its own on a device, for memory outside any session: what an app, or Mote's RPC
@@ -291,10 +418,12 @@ impl DeviceQueue {
         }
     }
 
-    /// `bytes` of zeroed device memory; `ResourceExhausted` past the budget.
+    /// `bytes` of zeroed device memory; `ResourceExhausted` past the budget. Host-visible on a
+    /// device that shares memory with the host, so [`DeviceQueue::map`] copies nothing.
     pub fn alloc(&mut self, bytes: usize) -> Result<Arc<DeviceStorage>> {
         self.pool.reserve(bytes)?;
-        let b = match self.queue.context().buffer(bytes, false) {
+        let context = self.queue.context();
+        let b = match context.buffer(bytes, context.device().unified_memory) {
             Ok(b) => b,
             Err(e) => {
                 self.pool.release(bytes);
@@ -327,6 +456,20 @@ impl DeviceQueue {
     pub fn read(&mut self, src: &DeviceStorage, offset: usize, dst: &mut [u8]) -> Result<()> {
         let b = self.own(src)?;
         self.queue.read(b, offset, dst).map_err(|e| self.failed(e))
+    }
+
+    /// `storage`'s bytes in host memory (docs/opencl.md §8), once every copy before has
+    /// finished. The storage must not be shared (no other `Arc` of it, no device tensor over
+    /// it): the host then holds its only way in until the mapping ends.
+    pub fn map<'a>(&'a mut self, storage: &'a mut Arc<DeviceStorage>) -> Result<Mapped<'a>> {
+        if Arc::get_mut(storage).is_none() {
+            return Err(Error::InvalidArgument(
+                "DeviceQueue::map: the storage is shared; map it where it has one owner".into(),
+            ));
+        }
+        let storage: &'a DeviceStorage = storage;
+        let b = self.own(storage)?;
+        map(&mut self.queue, b, b.len(), self.device, None)
     }
 
     /// Copy `len` bytes between two storages on this device (bounds checked; overlapping

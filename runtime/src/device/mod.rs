@@ -6,4 +6,4 @@
 pub mod memory;
 pub mod opencl;
 
-pub use memory::{Device, DeviceQueue, DeviceStorage, DeviceTensor};
+pub use memory::{Device, DeviceQueue, DeviceStorage, DeviceTensor, Mapped};

@@ -346,6 +346,33 @@ impl Session {
         self.device_or_refuse("upload")?.upload(t, &pool)
     }
 
+    /// A zeroed tensor of `shape` and `dtype` on this session's device, counted against its
+    /// memory budget: to fill through [`Session::map`] and pass to calls (docs/opencl.md §8).
+    /// [`Error::InvalidArgument`] in a session on the CPU.
+    pub fn alloc_device(
+        &mut self,
+        shape: &[i64],
+        dtype: crate::DType,
+    ) -> Result<crate::DeviceTensor> {
+        let pool = self.pool.clone();
+        self.device_or_refuse("alloc_device")?
+            .zeros(shape, dtype, &pool)
+    }
+
+    /// Device tensor `t`'s bytes in host memory, for reading and writing, once the session's
+    /// work on the device has finished (docs/opencl.md §8). On a device that shares memory
+    /// with the host (phones' GPUs; [`crate::device::Mapped::in_place`]) these are the device's
+    /// own bytes and nothing is copied: an app writes its input straight into the tensor a
+    /// call then reads, and reads an output where the kernels left it. `t` must not be shared
+    /// ([`DeviceTensor::is_exclusive`](crate::DeviceTensor::is_exclusive)); the mapping
+    /// borrows the session and `t`, so no call runs until it ends.
+    pub fn map<'a>(
+        &'a mut self,
+        t: &'a mut crate::DeviceTensor,
+    ) -> Result<crate::device::Mapped<'a>> {
+        self.device_or_refuse("map")?.map(t)
+    }
+
     /// A host copy of device tensor `t`, once the session's work on the device has finished.
     pub fn download(&mut self, t: &crate::DeviceTensor) -> Result<crate::Tensor> {
         self.device_or_refuse("download")?.download(t)

@@ -185,7 +185,12 @@ impl DeviceSession {
         pool.reserve(bytes)?;
         let b = match self.buffers.take(bytes) {
             Some(b) => b,
-            None => match self.context().buffer(bytes, false) {
+            // Host-visible where the device shares memory with the host, so that mapping a
+            // tensor (`Session::map`) reaches its bytes without a copy.
+            None => match self
+                .context()
+                .buffer(bytes, self.context().device().unified_memory)
+            {
                 Ok(b) => b,
                 Err(e) => {
                     pool.release(bytes);
@@ -211,6 +216,56 @@ impl DeviceSession {
             .write(storage.buffer(), 0, t.data())
             .map_err(device_error)?;
         DeviceTensor::view(storage, t.shape_arc().clone(), t.dtype())
+    }
+
+    /// A zeroed device tensor of `shape` and `dtype`, reserved from `pool`'s budget.
+    pub(crate) fn zeros(
+        &mut self,
+        shape: &[i64],
+        dtype: crate::DType,
+        pool: &Arc<Pool>,
+    ) -> crate::Result<DeviceTensor> {
+        let bytes = crate::tensor::byte_size(shape, dtype)?;
+        let storage = self.alloc(bytes, pool, dtype)?;
+        let mut m = self
+            .queue
+            .map(storage.buffer(), bytes)
+            .map_err(device_error)?;
+        m.bytes_mut().fill(0);
+        m.unmap().map_err(device_error)?;
+        DeviceTensor::view(storage, shape.into(), dtype)
+    }
+
+    /// `t`'s bytes in host memory (docs/opencl.md §8), once every command enqueued before
+    /// has finished; `t` must be this session's device's and not shared.
+    pub(crate) fn map<'a>(
+        &'a mut self,
+        t: &'a mut DeviceTensor,
+    ) -> crate::Result<crate::device::Mapped<'a>> {
+        if t.device() != self.device() {
+            return Err(crate::Error::InvalidArgument(format!(
+                "a tensor on {} given to a session on {}",
+                t.device(),
+                self.device()
+            )));
+        }
+        if !t.is_exclusive() {
+            return Err(crate::Error::InvalidArgument(
+                "Session::map: the device tensor is shared (a clone, another view of its \
+                 storage, or its storage kept); map it where it has one owner"
+                    .into(),
+            ));
+        }
+        let t: &'a DeviceTensor = t;
+        let element = (t.dtype(), crate::tensor::num_elements(t.shape())?);
+        let device = self.device();
+        crate::device::memory::map(
+            &mut self.queue,
+            t.storage().buffer(),
+            t.byte_len(),
+            device,
+            Some(element),
+        )
     }
 
     /// A host copy of `d`, once every command enqueued before has finished.

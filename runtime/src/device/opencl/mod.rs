@@ -355,6 +355,7 @@ impl Context {
             context: self.clone(),
             raw,
             size,
+            host_visible,
         })
     }
 
@@ -435,6 +436,8 @@ pub struct Buffer {
     context: Arc<Context>,
     raw: sys::Mem,
     size: usize,
+    /// Allocated with `CL_MEM_ALLOC_HOST_PTR`.
+    host_visible: bool,
 }
 
 // SAFETY: memory objects may be used from any thread; released once in Drop.
@@ -476,6 +479,13 @@ impl Buffer {
     /// The `cl_mem` handle.
     pub fn raw(&self) -> sys::Mem {
         self.raw
+    }
+
+    /// Whether mapping this buffer into host memory copies nothing: it was allocated where
+    /// the host can reach it (`CL_MEM_ALLOC_HOST_PTR`) on a device that shares memory with
+    /// the host (`CL_DEVICE_HOST_UNIFIED_MEMORY`), as phones' GPUs do.
+    pub fn maps_in_place(&self) -> bool {
+        self.host_visible && self.context.device.unified_memory
     }
 }
 
@@ -909,6 +919,130 @@ impl Queue {
         check(code, || {
             format!("waiting for `{}`", self.context.device.name)
         })
+    }
+}
+
+/// A buffer mapped into host memory for reading and writing (docs/opencl.md §8): made by
+/// [`Queue::map`], which waits for every command enqueued before; unmapped by
+/// [`Mapping::unmap`] or when dropped, after which the device sees what the host wrote. It
+/// borrows the queue, so nothing else is enqueued there while the host holds the bytes, and
+/// the buffer, so the memory outlives the mapping.
+pub struct Mapping<'q> {
+    queue: &'q mut Queue,
+    buffer: &'q Buffer,
+    ptr: *mut u8,
+    len: usize,
+    mapped: bool,
+}
+
+impl Queue {
+    /// The first `len` bytes of `buffer` in host memory, once every command enqueued before
+    /// has finished. On a buffer that [`Buffer::maps_in_place`] this copies nothing; on others
+    /// the driver copies the bytes out now and back at unmapping.
+    pub fn map<'q>(&'q mut self, buffer: &'q Buffer, len: usize) -> ClResult<Mapping<'q>> {
+        self.own(buffer)?;
+        in_bounds(buffer, 0, len)?;
+        if len == 0 {
+            // OpenCL refuses an empty mapping; there are no bytes to reach.
+            self.finish()?;
+            return Ok(Mapping {
+                queue: self,
+                buffer,
+                ptr: ptr::NonNull::<u8>::dangling().as_ptr(),
+                len: 0,
+                mapped: false,
+            });
+        }
+        let mut code = 0;
+        // SAFETY: a blocking map of a range checked to lie inside a buffer of this queue's
+        // context; the pointer it returns stays valid until the matching unmap, which only
+        // `Mapping` (holding both borrows) enqueues.
+        let p = unsafe {
+            (self.context.api().enqueue_map_buffer)(
+                self.raw,
+                buffer.raw,
+                sys::TRUE,
+                sys::MAP_READ | sys::MAP_WRITE,
+                0,
+                len,
+                0,
+                ptr::null(),
+                ptr::null_mut(),
+                &mut code,
+            )
+        };
+        check(code, || {
+            format!(
+                "mapping {len} bytes of `{}` into host memory",
+                self.context.device.name
+            )
+        })?;
+        if p.is_null() {
+            return Err(fail(format!(
+                "mapping {len} bytes of `{}` gave NULL",
+                self.context.device.name
+            )));
+        }
+        Ok(Mapping {
+            queue: self,
+            buffer,
+            ptr: p.cast(),
+            len,
+            mapped: true,
+        })
+    }
+}
+
+impl Mapping<'_> {
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: `len` bytes mapped for reading and writing (or none, at a dangling aligned
+        // pointer); the mapping lives while `self` does, and `&self` excludes `bytes_mut`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`; `&mut self` makes this the only reference to the bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    /// Whether this mapping reaches the device's own memory (no copy made).
+    pub fn in_place(&self) -> bool {
+        self.buffer.maps_in_place()
+    }
+
+    /// Gives the bytes back to the device and waits until it has them.
+    pub fn unmap(mut self) -> ClResult<()> {
+        self.release()
+    }
+
+    fn release(&mut self) -> ClResult<()> {
+        if !std::mem::replace(&mut self.mapped, false) {
+            return Ok(());
+        }
+        // SAFETY: `ptr` came from the map of `buffer` on this queue and is unmapped once (the
+        // flag is cleared above); no reference to the bytes outlives `self`.
+        let code = unsafe {
+            (self.queue.context.api().enqueue_unmap_mem_object)(
+                self.queue.raw,
+                self.buffer.raw,
+                self.ptr.cast(),
+                0,
+                ptr::null(),
+                ptr::null_mut(),
+            )
+        };
+        check(code, || {
+            format!("unmapping a buffer of `{}`", self.queue.context.device.name)
+        })?;
+        self.queue.finish()
+    }
+}
+
+impl Drop for Mapping<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.release() {
+            log::error!("OpenCL: {e}");
+        }
     }
 }
 

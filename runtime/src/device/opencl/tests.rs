@@ -144,6 +144,44 @@ fn a_program_binary_loads_again_and_runs() {
     assert!(ctx.from_binary(b"not a program binary", "").is_err());
 }
 
+/// Mapping (docs/opencl.md §8): what the host writes into a mapping is what the device holds
+/// once it is unmapped (by drop or by `unmap`), and what the device holds is what a mapping
+/// shows; a host-visible buffer on a unified-memory device maps in place, another buffer
+/// still maps (the driver copies); ranges past the end and another context's buffer are
+/// refused, and an empty mapping has no bytes.
+#[test]
+fn mapped_buffers_carry_bytes_both_ways() {
+    let d = device();
+    let ctx = shared_context(&d).unwrap();
+    let mut q = ctx.queue(false).unwrap();
+    for host_visible in [true, false] {
+        let b = ctx.buffer(256, host_visible).unwrap();
+        assert_eq!(b.maps_in_place(), host_visible && d.unified_memory);
+        {
+            let mut m = q.map(&b, 256).unwrap();
+            assert_eq!(m.in_place(), b.maps_in_place());
+            for (i, x) in m.bytes_mut().iter_mut().enumerate() {
+                *x = i as u8;
+            }
+        }
+        let mut back = [0u8; 256];
+        q.read(&b, 0, &mut back).unwrap();
+        assert!(back.iter().enumerate().all(|(i, &x)| x == i as u8));
+        q.write(&b, 0, &[9u8; 256]).unwrap();
+        let m = q.map(&b, 100).unwrap();
+        assert_eq!(m.bytes(), &[9u8; 100][..]);
+        m.unmap().unwrap();
+        let e = q.map(&b, 257).err().expect("past the end");
+        assert!(e.message.contains("do not fit"), "{e}");
+        let m = q.map(&b, 0).unwrap();
+        assert!(m.bytes().is_empty());
+        m.unmap().unwrap();
+    }
+    let other = Context::new(&d).unwrap();
+    let foreign = other.buffer(16, true).unwrap();
+    assert!(q.map(&foreign, 16).is_err(), "a buffer of another context");
+}
+
 #[test]
 fn bad_requests_are_errors() {
     let ctx = shared_context(&device()).unwrap();
