@@ -107,7 +107,7 @@ private final class Trampoline: NativeFunction, @unchecked Sendable {
 }
 
 /// Mote's log records.
-public enum Logging {
+public enum MoteLogging {
     /// Severity of a record.
     public enum Level: UInt8, Sendable, Comparable {
         /// Nothing is logged.

@@ -24,7 +24,7 @@ public final class Model: Sendable {
     /// Load the library at `path`. Throws ``MoteError/io(_:)`` for a missing file and
     /// ``MoteError/load(_:)`` for a file the system loader refuses.
     public init(path: String) throws {
-        Logging.installDefault()
+        MoteLogging.installDefault()
         raw = try bridged { try NativeModel.load(path: path) }
     }
 
@@ -45,7 +45,7 @@ public final class Model: Sendable {
     /// ``MoteError/resourceExhausted(_:)``). An invalid combination or value throws
     /// ``MoteError/invalidArgument(_:)``; nothing is silently ignored.
     public init(path: String, options: LoadOptions) throws {
-        Logging.installDefault()
+        MoteLogging.installDefault()
         var budget: UInt64?
         if let b = options.memoryBudgetBytes {
             guard b >= 1 else {
@@ -65,7 +65,7 @@ public final class Model: Sendable {
     /// prefix throws ``MoteError/load(_:)`` listing the prefixes there are. See
     /// `docs/system-lib.md`.
     public init(systemLib prefix: String) throws {
-        Logging.installDefault()
+        MoteLogging.installDefault()
         raw = try bridged { try NativeModel.fromSystemLib(prefix: prefix) }
     }
 

@@ -1,9 +1,12 @@
+import Foundation
 import MoteUniFFI
 
 /// An error from Mote. One case per Mote error code (`mote::ErrorCode`, the C ABI's
 /// `MoteErrorCode`, the Java exception classes): same numbers, same names. Each case carries
-/// Mote's full message.
-public enum MoteError: Error, Equatable, CustomStringConvertible {
+/// Mote's full message, which is also its `localizedDescription` (``LocalizedError``) and, as an
+/// `NSError`, its `NSLocalizedDescriptionKey`, in domain ``errorDomain`` with the code as
+/// `code` (``CustomNSError``).
+public enum MoteError: Error, Equatable, CustomStringConvertible, LocalizedError, CustomNSError {
     /// 1: a file could not be read or written.
     case io(String)
     /// 2: the system loader refused the model library.
@@ -124,6 +127,20 @@ public enum MoteError: Error, Equatable, CustomStringConvertible {
 
     /// `"<name>: <message>"`.
     public var description: String { "\(name): \(message)" }
+
+    /// ``description``: what `localizedDescription` shows (Mote's messages are English).
+    public var errorDescription: String? { description }
+
+    /// `"org.mote"`.
+    public static var errorDomain: String { "org.mote" }
+
+    /// ``code``.
+    public var errorCode: Int { code }
+
+    /// The message under `NSLocalizedDescriptionKey`, and the case's name under `"name"`.
+    public var errorUserInfo: [String: Any] {
+        [NSLocalizedDescriptionKey: description, "name": name]
+    }
 
     /// The error of a code and message (an unknown code gives ``internal(_:)``).
     public init(code: Int, message: String) {

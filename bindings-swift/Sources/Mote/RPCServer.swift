@@ -87,6 +87,15 @@ public final class RPCServer: Sendable {
         if c.maxSessions < 1 { throw MoteError.invalidArgument("maxSessions must be at least 1") }
         if let t = c.sessionThreads, t < 1 { throw MoteError.invalidArgument("sessionThreads must be at least 1") }
         if let t = c.idleTimeout, !(t > 0) { throw MoteError.invalidArgument("idleTimeout must be positive") }
+        // Milliseconds in a UInt64, without trapping: infinite, NaN or astronomically long
+        // timeouts are refused.
+        var idleMs: UInt64 = 0
+        if let t = c.idleTimeout {
+            guard t.isFinite, let ms = UInt64(exactly: (t * 1000).rounded(.up)) else {
+                throw MoteError.invalidArgument("idleTimeout \(t) s is not a finite number of milliseconds; use nil for none")
+            }
+            idleMs = ms
+        }
         let mode: RpcMode
         switch c.mode {
         case .listen: mode = .listen
@@ -96,7 +105,7 @@ public final class RPCServer: Sendable {
         let config = RpcConfig(
             host: c.host, port: c.port, key: c.key, mode: mode, allow: c.allow,
             maxSessions: UInt32(clamping: c.maxSessions), sessionThreads: UInt32(clamping: c.sessionThreads ?? 0),
-            idleTimeoutMs: UInt64((c.idleTimeout ?? 0) * 1000), sandbox: c.sandbox, codeFree: c.codeFree)
+            idleTimeoutMs: idleMs, sandbox: c.sandbox, codeFree: c.codeFree)
         raw = try bridged { try NativeRpcServer.start(config: config) }
     }
 
@@ -131,14 +140,18 @@ public final class RPCServer: Sendable {
     /// The state now and at every change, polled every `interval` seconds, ending after the
     /// stopped state. For a status screen: `for await s in server.states() { ... }`.
     public func states(every interval: TimeInterval = 0.1) -> AsyncStream<State> {
-        AsyncStream { continuation in
+        // A poll period that cannot trap: NaN, negative or infinite periods poll every 0.1 s,
+        // longer than an hour polls hourly.
+        let seconds = interval.isFinite && interval > 0 ? min(interval, 3600) : 0.1
+        let pause = UInt64((seconds * 1e9).rounded(.up))
+        return AsyncStream { continuation in
             let task = Task {
                 var last: State?
                 while !Task.isCancelled {
                     let s = self.state
                     if s != last { continuation.yield(s); last = s }
                     if s.stopped { break }
-                    try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
+                    try? await Task.sleep(nanoseconds: pause)
                 }
                 continuation.finish()
             }

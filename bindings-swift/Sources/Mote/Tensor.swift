@@ -75,6 +75,14 @@ extension UInt64: TensorElement {
     /// `uint64`.
     public static var dtype: DType { .uint64 }
 }
+// Swift has no Float16 on Intel Macs (x86_64 macOS and Mac Catalyst); everywhere else it is
+// IEEE binary16, the layout of `float16`.
+#if !((os(macOS) || targetEnvironment(macCatalyst)) && arch(x86_64))
+extension Float16: TensorElement {
+    /// `float16`.
+    public static var dtype: DType { .float16 }
+}
+#endif
 extension Bool: TensorElement {
     /// `bool` (Swift's `Bool` is one byte, 0 or 1).
     public static var dtype: DType { .bool }
@@ -145,7 +153,7 @@ public final class Tensor: @unchecked Sendable {
         guard shape.allSatisfy({ $0 >= 0 }) else {
             throw MoteError.mismatch("negative dimension in shape \(shape)")
         }
-        let n = shape.reduce(1, *) * dtype.size
+        let n = try checkedByteCount(of: shape, dtype: dtype)
         guard bytes.count == n else {
             throw MoteError.mismatch(
                 "\(bytes.count) bytes given for a \(dtype.rawValue) tensor of shape \(shape) (\(n) bytes)")
@@ -207,6 +215,20 @@ public final class Tensor: @unchecked Sendable {
     public func copy() throws -> Tensor {
         try Tensor(raw: bridged { try raw.deepCopy() })
     }
+}
+
+/// Bytes of a tensor of `shape` and `dtype`, or ``MoteError/invalidArgument(_:)`` when that
+/// does not fit in an `Int` (a shape from user input must not trap).
+func checkedByteCount(of shape: [Int], dtype: DType) throws -> Int {
+    var n = dtype.size
+    for d in shape {
+        let (p, overflow) = n.multipliedReportingOverflow(by: d)
+        guard !overflow else {
+            throw MoteError.invalidArgument("a \(dtype.rawValue) tensor of shape \(shape) has more bytes than an Int holds")
+        }
+        n = p
+    }
+    return n
 }
 
 /// The arrays of a numpy `.npz` file, in file order (read by Mote's own reader: float16/32/64,

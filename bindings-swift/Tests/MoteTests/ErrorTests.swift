@@ -12,6 +12,25 @@ final class ErrorTests: XCTestCase {
         }
     }
 
+    /// What apps show and log: `localizedDescription` is Mote's message (not "error 0"), and as
+    /// an `NSError` the domain is `org.mote` with Mote's code.
+    func testErrorsDescribeThemselvesToFoundation() throws {
+        do {
+            _ = try Model(path: "/no/such/model.so")
+            XCTFail("loaded a missing file")
+        } catch {
+            XCTAssertTrue(error.localizedDescription.hasPrefix("io: "), error.localizedDescription)
+            XCTAssertTrue(error.localizedDescription.contains("/no/such/model.so"), error.localizedDescription)
+            let ns = error as NSError
+            XCTAssertEqual(ns.domain, "org.mote")
+            XCTAssertEqual(ns.code, 1)
+            XCTAssertEqual(ns.userInfo["name"] as? String, "io")
+            XCTAssertEqual(ns.localizedDescription, error.localizedDescription)
+        }
+        XCTAssertEqual(MoteError.device("no GPU").localizedDescription, "device: no GPU")
+        XCTAssertEqual((MoteError.cancelled("x") as NSError).code, 19)
+    }
+
     func testMissingAndGarbageFiles() throws {
         expect(1, "missing file", contains: "/no/such/model.so") { _ = try Model(path: "/no/such/model.so") }
         let garbage = FileManager.default.temporaryDirectory.appendingPathComponent("mote-swift-garbage-\(getpid()).so")

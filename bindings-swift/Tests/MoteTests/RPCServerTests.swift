@@ -92,6 +92,14 @@ final class RPCServerTests: XCTestCase {
         bad = RPCServer.Configuration()
         bad.maxSessions = 0
         XCTAssertThrowsError(try RPCServer(bad)) { XCTAssertEqual(($0 as? MoteError)?.code, 11, "\($0)") }
+        // Timeouts no UInt64 of milliseconds holds throw instead of trapping.
+        for t in [TimeInterval.infinity, .nan, 1e30, -1] {
+            bad = RPCServer.Configuration()
+            bad.idleTimeout = t
+            XCTAssertThrowsError(try RPCServer(bad), "idleTimeout \(t)") {
+                XCTAssertEqual(($0 as? MoteError)?.code, 11, "\($0)")
+            }
+        }
     }
 
     func testTrackerAndProxyModesReportUnreachablePeers() async throws {

@@ -16,6 +16,26 @@ final class TensorTests: XCTestCase {
         XCTAssertEqual(try Tensor([Int8](arrayLiteral: -1, 2)).toArray(of: Int8.self), [-1, 2])
         XCTAssertEqual(try Tensor([true, false]).toArray(of: Bool.self), [true, false])
         XCTAssertEqual(try Tensor([Int64](arrayLiteral: 1 << 40)).toArray(of: Int64.self), [1 << 40])
+        #if !((os(macOS) || targetEnvironment(macCatalyst)) && arch(x86_64))
+        let h: [Float16] = [1.5, -2, 65504]
+        let t16 = try Tensor(h, shape: [3])
+        XCTAssertEqual(t16.dtype, .float16)
+        XCTAssertEqual(try t16.toArray(of: Float16.self), h)
+        // IEEE binary16 bits, as Mote's float16 holds them: 1.5 is 0x3e00.
+        XCTAssertEqual(try t16.withUnsafeBytes { $0.load(as: UInt16.self) }, 0x3e00)
+        #endif
+    }
+
+    /// Shapes whose byte count no Int holds throw instead of trapping.
+    func testHugeShapesThrow() throws {
+        for shape in [[Int.max, 2], [1 << 40, 1 << 40], [Int.max / 2 + 1, 2]] {
+            XCTAssertThrowsError(try Tensor([Float](), shape: shape), "\(shape)") {
+                XCTAssertEqual(($0 as? MoteError)?.code, 11, "\($0)")
+            }
+        }
+        XCTAssertThrowsError(try Tensor(data: Data(), shape: [Int.max, Int.max], dtype: .int8)) {
+            XCTAssertEqual(($0 as? MoteError)?.code, 11, "\($0)")
+        }
     }
 
     func testZeroCopyInPlaceInputAndOutput() throws {
@@ -71,14 +91,14 @@ final class TensorTests: XCTestCase {
     }
 
     func testLogsReachTheSwiftHandler() throws {
-        final class Records: @unchecked Sendable { let lock = NSLock(); var all: [(Logging.Level, String, String)] = [] }
+        final class Records: @unchecked Sendable { let lock = NSLock(); var all: [(MoteLogging.Level, String, String)] = [] }
         let records = Records()
-        Logging.setHandler(level: .debug) { level, target, message in
+        MoteLogging.setHandler(level: .debug) { level, target, message in
             records.lock.lock(); records.all.append((level, target, message)); records.lock.unlock()
         }
-        defer { Logging.setHandler(level: .off, nil) }
-        Logging.log(.info, "hello from swift")
-        Logging.log(.trace, "too verbose")
+        defer { MoteLogging.setHandler(level: .off, nil) }
+        MoteLogging.log(.info, "hello from swift")
+        MoteLogging.log(.trace, "too verbose")
         _ = try Model(path: try Env.zoo("mlp.so")).session().run("forward", try inputs("mlp.forward.inputs.npz"))
         records.lock.lock(); defer { records.lock.unlock() }
         XCTAssertTrue(records.all.contains { $0.0 == .info && $0.2 == "hello from swift" }, "\(records.all)")

@@ -8,7 +8,7 @@ public struct LogLine: Sendable, Equatable, Identifiable {
     /// When it was logged.
     public let date: Date
     /// Severity (Mote's levels; the app's own lines are `.info` or `.warn`).
-    public let level: Logging.Level
+    public let level: MoteLogging.Level
     /// The Rust module that logged it (`mote_rpc::state`...), or `app` for the app's own lines.
     public let source: String
     /// The text.
@@ -39,7 +39,7 @@ public final class LogBuffer: @unchecked Sendable {
     }
 
     /// Add a line, dropping the oldest when full.
-    public func append(_ level: Logging.Level, _ source: String, _ message: String) {
+    public func append(_ level: MoteLogging.Level, _ source: String, _ message: String) {
         lock.lock()
         defer { lock.unlock() }
         nextId += 1
@@ -83,7 +83,7 @@ public final class LogBuffer: @unchecked Sendable {
     }
 }
 
-/// Mote's log handler (`Logging.setHandler`) is one per process; this hands each record to every
+/// Mote's log handler (`MoteLogging.setHandler`) is one per process; this hands each record to every
 /// live controller's buffer. Installed once, at the first ``ServerController``.
 final class MoteLogRouter: @unchecked Sendable {
     static let shared = MoteLogRouter()
@@ -108,13 +108,13 @@ final class MoteLogRouter: @unchecked Sendable {
         if install {
             // `.info`: the server's lines (connections, load_module, sessions ended) are what a
             // user watching the phone wants; `.debug` would flood the buffer with every call.
-            Logging.setHandler(level: .info) { level, target, message in
+            MoteLogging.setHandler(level: .info) { level, target, message in
                 MoteLogRouter.shared.deliver(level, target, message)
             }
         }
     }
 
-    private func deliver(_ level: Logging.Level, _ target: String, _ message: String) {
+    private func deliver(_ level: MoteLogging.Level, _ target: String, _ message: String) {
         lock.lock()
         let live = buffers.compactMap { $0.buffer }
         lock.unlock()

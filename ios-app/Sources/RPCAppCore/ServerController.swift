@@ -14,7 +14,7 @@ import Mote
 ///   app run no code it downloaded (Mote forces this on iOS anyway; setting it everywhere makes
 ///   the Linux tests serve as an iPhone does). Clients run models linked into the app by prefix
 ///   (``linkedModels``) and upload code-free models (docs/code-free.md).
-/// - Mote's log records (`Logging.setHandler`, level `.info`) and the controller's own lines
+/// - Mote's log records (`MoteLogging.setHandler`, level `.info`) and the controller's own lines
 ///   go to ``log``, a bounded buffer.
 ///
 /// The watchdog thread holds the controller while a server is wanted: a started controller
@@ -313,7 +313,7 @@ public final class ServerController: @unchecked Sendable {
         notifications.async { for t in targets { t(s) } }
     }
 
-    private func note(_ level: Logging.Level, _ message: String) {
+    private func note(_ level: MoteLogging.Level, _ message: String) {
         log.append(level, "app", message)
     }
 

@@ -33,7 +33,7 @@ final class LogBufferTests: XCTestCase {
 final class LogLineTests: XCTestCase {
     func testProblemsAreErrorsAndWarnings() {
         let b = LogBuffer(capacity: 10)
-        for level in [Logging.Level.error, .warn, .info, .debug, .trace] { b.append(level, "t", "x") }
+        for level in [MoteLogging.Level.error, .warn, .info, .debug, .trace] { b.append(level, "t", "x") }
         XCTAssertEqual(b.snapshot.map(\.isProblem), [true, true, false, false, false])
     }
 }
