@@ -68,6 +68,14 @@ public enum Functions {
     public static func exists(_ name: String) -> Bool {
         functionExists(name: name)
     }
+
+    /// Whether this thread is running a registered function for Mote (a session's call is
+    /// then in progress on its behalf: see ``CallGate``).
+    static var insideCallback: Bool {
+        Thread.current.threadDictionary[callbackKey] != nil
+    }
+
+    static let callbackKey = "org.mote.insideCallback"
 }
 
 private final class Trampoline: NativeFunction, @unchecked Sendable {
@@ -75,6 +83,11 @@ private final class Trampoline: NativeFunction, @unchecked Sendable {
     init(_ body: @escaping MoteFunction) { self.body = body }
 
     func call(args: [NativeArg]) throws -> NativeArg {
+        // Nested callbacks on one thread keep the mark until the outermost ends.
+        let thread = Thread.current
+        let outermost = thread.threadDictionary[Functions.callbackKey] == nil
+        if outermost { thread.threadDictionary[Functions.callbackKey] = true }
+        defer { if outermost { thread.threadDictionary.removeObject(forKey: Functions.callbackKey) } }
         do {
             let swiftArgs = try args.map(Trampoline.lift)
             switch try body(swiftArgs) {

@@ -266,14 +266,51 @@ public enum Argument: Sendable {
     }
 }
 
+/// The one-call-at-a-time rule of a ``Session``: callers from other threads and tasks wait
+/// their turn (in no promised order), a waiting `async` run gives up when its task is
+/// cancelled, and a call from inside a Mote callback (the session's own model calling Swift,
+/// which calls the session again) does not wait, since the call it would wait for is the one
+/// running it: Mote answers it with ``MoteError/busy(_:)``.
+final class CallGate: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var running = false
+
+    /// Runs `body` when no other call of the session runs; `cancelled` is polled while waiting.
+    func run<R>(cancelled: () -> Bool = { false }, _ body: () throws -> R) throws -> R {
+        if Functions.insideCallback {
+            return try body()
+        }
+        condition.lock()
+        while running {
+            if cancelled() {
+                condition.unlock()
+                throw CancellationError()
+            }
+            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.01))
+        }
+        running = true
+        condition.unlock()
+        defer {
+            condition.lock()
+            running = false
+            condition.signal()
+            condition.unlock()
+        }
+        return try body()
+    }
+}
+
 /// A session: runs a model's functions.
 ///
-/// **Sendable: yes, serialized.** One call at a time: a call while another is running (from
-/// another thread or task, or from a callback of its own call) throws ``MoteError/busy(_:)``
-/// instead of waiting or racing. Use one session per thread or task; they may share a
-/// ``Model``.
+/// **Sendable: yes, calls queue.** One call runs at a time; calls from other threads and tasks
+/// wait for it (as ONNX Runtime and Core ML let several callers share one session), and an
+/// `async` run waiting its turn stops waiting when its task is cancelled. A call from a callback
+/// of the session's own running call (the model calling Swift, which calls the same session)
+/// cannot wait for the call that runs it, and throws ``MoteError/busy(_:)``. For calls in
+/// parallel, use one session per thread or task; they may share a ``Model``.
 public final class Session: @unchecked Sendable {
     let raw: NativeSession
+    private let gate = CallGate()
     /// The model this session runs.
     public let model: Model
 
@@ -312,7 +349,7 @@ public final class Session: @unchecked Sendable {
     /// was compiled for OpenCL.
     public var device: Device {
         get throws {
-            let d = try bridged { try raw.device() }
+            let d = try gate.run { try bridged { try raw.device() } }
             switch d.deviceType {
             case 1: return .cpu
             case 4: return .opencl(index: Int(d.deviceId))
@@ -323,13 +360,13 @@ public final class Session: @unchecked Sendable {
 
     /// Threads parallel kernels may use.
     public var threads: Int {
-        get throws { Int(try bridged { try raw.threads() }) }
+        get throws { Int(try gate.run { try bridged { try raw.threads() } }) }
     }
 
     /// Run the Relax function `function` on `inputs` (by position); returns its outputs (a
     /// tuple's fields in order). Inputs are only read, never copied.
     public func run(_ function: String, _ inputs: [Tensor]) throws -> [Tensor] {
-        try bridged { try raw.run(function: function, inputs: inputs.map { $0.raw }) }.map { try Tensor(raw: $0) }
+        try gate.run { try bridged { try raw.run(function: function, inputs: inputs.map { $0.raw }) } }.map { try Tensor(raw: $0) }
     }
 
     /// Run `function` with inputs by parameter name (``Model/parameterNames(of:)``); every
@@ -348,8 +385,9 @@ public final class Session: @unchecked Sendable {
     ///   the model finished changes nothing: the outputs are returned, and the session's next
     ///   call is never cancelled by it.
     /// - An interrupt through ``interruptHandle`` throws ``MoteError/cancelled(_:)`` instead.
-    /// - The session is then usable again. A session busy with another call throws
-    ///   ``MoteError/busy(_:)``, and cancelling that task never stops the other call.
+    /// - The session is then usable again. While the session runs another call, this waits
+    ///   its turn; cancelling the task meanwhile throws `CancellationError()` without running
+    ///   anything, and never stops the other call.
     public func run(_ function: String, _ inputs: [Tensor]) async throws -> [Tensor] {
         let token = NativeCancelToken()
         return try await withTaskCancellationHandler {
@@ -368,8 +406,10 @@ public final class Session: @unchecked Sendable {
 
     private func run(_ function: String, _ inputs: [Tensor], cancelledBy token: NativeCancelToken) throws -> [Tensor] {
         do {
-            return try bridged {
-                try raw.runCancellable(function: function, inputs: inputs.map { $0.raw }, token: token)
+            return try gate.run(cancelled: { token.isCancelled() }) {
+                try bridged {
+                    try raw.runCancellable(function: function, inputs: inputs.map { $0.raw }, token: token)
+                }
             }.map { try Tensor(raw: $0) }
         } catch MoteError.cancelled(let m) {
             // The task's own cancellation is Swift's CancellationError; an explicit interrupt
@@ -384,35 +424,35 @@ public final class Session: @unchecked Sendable {
     /// (others touching it meanwhile get ``MoteError/busy(_:)``); one passed twice is passed as
     /// a copy at its later positions.
     public func callKernel(_ kernel: String, _ args: [Argument]) throws {
-        try bridged { try raw.callKernel(kernel: kernel, args: args.map { $0.native }) }
+        try gate.run { try bridged { try raw.callKernel(kernel: kernel, args: args.map { $0.native }) } }
     }
 
     /// Stateful API (TVM's `set_input`): keep `inputs` for ``invokeStateful(_:)``.
     public func setInput(_ function: String, _ inputs: [Tensor]) throws {
-        try bridged { try raw.setInput(function: function, inputs: inputs.map { $0.raw }) }
+        try gate.run { try bridged { try raw.setInput(function: function, inputs: inputs.map { $0.raw }) } }
     }
 
     /// Stateful API (TVM's `invoke_stateful`): run `function` on the inputs set before.
     public func invokeStateful(_ function: String) throws {
-        try bridged { try raw.invokeStateful(function: function) }
+        try gate.run { try bridged { try raw.invokeStateful(function: function) } }
     }
 
     /// Stateful API (TVM's `get_output`): the outputs of the last ``invokeStateful(_:)``.
     public func output(_ function: String) throws -> [Tensor] {
-        try bridged { try raw.getOutput(function: function) }.map { try Tensor(raw: $0) }
+        try gate.run { try bridged { try raw.getOutput(function: function) } }.map { try Tensor(raw: $0) }
     }
 
     /// Time per callee since profiling started or the last call of this method (then reset).
     /// Empty unless ``SessionOptions/profiling`` or ``setProfiling(_:)`` turned it on.
     public func profile() throws -> [ProfileEntry] {
-        try bridged { try raw.takeProfile() }.map {
+        try gate.run { try bridged { try raw.takeProfile() } }.map {
             ProfileEntry(name: $0.name, kind: $0.kind, calls: Int($0.calls), seconds: Double($0.totalNanos) / 1e9)
         }
     }
 
     /// Turn profiling on or off.
     public func setProfiling(_ on: Bool) throws {
-        try bridged { try raw.setProfiling(on: on) }
+        try gate.run { try bridged { try raw.setProfiling(on: on) } }
     }
 
     private func ordered(_ function: String, _ inputs: [String: Tensor]) throws -> [Tensor] {

@@ -61,6 +61,37 @@ final class BudgetsAndCancellationTests: XCTestCase {
         XCTAssertFalse(session.interruptHandle.isPending)
     }
 
+    /// Calls queue on a busy session: an `async` run waiting behind an endless one is cancelled
+    /// while it waits (`CancellationError`, at once, without running or stopping the other);
+    /// another waits, then runs once the first is interrupted.
+    func testRunsWaitingForABusySessionQueueAndCancel() async throws {
+        let session = try endless(maxInstructions: nil)
+        let first = Task { await outcome { try await session.run("main", []) } }
+        try await Task.sleep(nanoseconds: 100_000_000)
+        let waiting = Task { await outcome { try await session.run("main", []) } }
+        try await Task.sleep(nanoseconds: 100_000_000)
+        waiting.cancel()
+        let (r, seconds) = await timed { await waiting.value }
+        guard case .failure(let e) = r, e is CancellationError else { return XCTFail("queued run: \(r)") }
+        XCTAssertLessThan(seconds, 1.0)
+        let second = Task { await outcome { try await session.run("main", []) } }
+        try await Task.sleep(nanoseconds: 100_000_000)
+        session.interruptHandle.interrupt()
+        guard case .failure(MoteError.cancelled) = await first.value else { return XCTFail("the first run was not interrupted") }
+        // The second now runs (the endless loop), until interrupted in turn: interrupt every
+        // 50 ms until it ends (an interrupt between the two calls may be dropped).
+        let handle = session.interruptHandle
+        let stopper = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: 50_000_000)
+                handle.interrupt()
+            }
+        }
+        let r2 = await second.value
+        stopper.cancel()
+        guard case .failure(MoteError.cancelled) = r2 else { return XCTFail("the second run: \(r2)") }
+    }
+
     func testInvalidBudgetsAndLoadOptionsThrow() throws {
         let model = try Model(path: Self.endlessPath, options: LoadOptions(codeFree: true))
         let bad: [(String, SessionOptions)] = [0, -1].flatMap { v in [

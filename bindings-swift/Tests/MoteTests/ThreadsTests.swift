@@ -2,8 +2,8 @@ import Foundation
 import XCTest
 @testable import Mote
 
-/// One Model shared by several threads and tasks, one Session each; a Session used by two
-/// callers at once refuses the second.
+/// One Model shared by several threads and tasks, one Session each; one Session shared by
+/// several queues its calls; a Session re-entered from its own callback refuses.
 final class ThreadsTests: XCTestCase {
     func testOneModelManyThreads() throws {
         let model = try Model(path: try Env.zoo("mlp.so"))
@@ -47,6 +47,39 @@ final class ThreadsTests: XCTestCase {
         }
         XCTAssertEqual(outputs.count, 3)
         for o in outputs { try assertClose(o[0], expected, Tolerance(rtol: 1e-5, atol: 1e-5), "async cnn") }
+    }
+
+    /// 100 calls from 8 threads and 20 tasks on one session: none is refused as busy (they
+    /// queue), every output right.
+    func testConcurrentCallsOnOneSessionQueue() async throws {
+        let model = try Model(path: try Env.zoo("mlp.so"))
+        let session = try model.session(SessionOptions(threads: 2, poisonMemory: true))
+        let ins = try inputs("mlp.forward.inputs.npz")
+        let expected = try values(try loadNpz(Env.zoo("mlp.forward.expected.npz"))[0].tensor)
+        let check: @Sendable ([Tensor]) throws -> Bool = { out in
+            let a = try values(out[0])
+            return a.count == expected.count && !zip(a, expected).contains(where: { !(abs($0 - $1) <= 1e-5 + 1e-5 * abs($1)) })
+        }
+        final class Tally: @unchecked Sendable { let lock = NSLock(); var good = 0; var bad: [String] = [] }
+        let tally = Tally()
+        DispatchQueue.concurrentPerform(iterations: 8) { worker in
+            for _ in 0..<10 {
+                do {
+                    let ok = try check(try session.run("forward", ins))
+                    tally.lock.lock(); if ok { tally.good += 1 } else { tally.bad.append("thread \(worker): wrong output") }; tally.lock.unlock()
+                } catch {
+                    tally.lock.lock(); tally.bad.append("thread \(worker): \(error)"); tally.lock.unlock()
+                }
+            }
+        }
+        let asyncGood = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<20 { group.addTask { try check(try await session.run("forward", ins)) } }
+            var n = 0
+            for try await ok in group where ok { n += 1 }
+            return n
+        }
+        XCTAssertEqual(tally.bad, [])
+        XCTAssertEqual(tally.good + asyncGood, 100)
     }
 
     func testSessionReenteredFromItsCallbackIsBusy() throws {
