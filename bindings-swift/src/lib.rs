@@ -132,6 +132,30 @@ impl NativeModel {
             .collect())
     }
 
+    /// The parameters of `function` (a Relax function, or a kernel of a kernel-only library):
+    /// name, and dtype and shape where the model records them (a scalar or a value of another
+    /// kind has none).
+    pub fn parameters(&self, function: String) -> Result<Vec<NativeParam>, NativeError> {
+        Ok(self
+            .inner
+            .function_info(&function)?
+            .params
+            .into_iter()
+            .map(|p| NativeParam {
+                name: p.name,
+                dtype: p.dtype.map(|d| d.to_string()),
+                shape: p.shape.map(|dims| {
+                    dims.into_iter()
+                        .map(|d| match d {
+                            mote::Dim::Fixed(size) => NativeDim::Fixed { size },
+                            mote::Dim::Var(name) => NativeDim::Symbolic { name },
+                        })
+                        .collect()
+                }),
+            })
+            .collect())
+    }
+
     /// Parameter names of the kernel `kernel` of a kernel-only library, as the kernel reports
     /// them (empty when it does not).
     pub fn kernel_parameter_names(&self, kernel: String) -> Vec<String> {
@@ -145,6 +169,28 @@ impl NativeModel {
     pub fn path(&self) -> String {
         self.inner.path().display().to_string()
     }
+}
+
+/// A parameter of a function (`mote::ParamInfo`).
+#[derive(uniffi::Record)]
+pub struct NativeParam {
+    pub name: String,
+    /// The dtype's name (`float32`), when the model records it.
+    pub dtype: Option<String>,
+    /// The shape, when the model records it.
+    pub shape: Option<Vec<NativeDim>>,
+}
+
+/// One dimension of a parameter's shape.
+#[derive(uniffi::Enum)]
+pub enum NativeDim {
+    Fixed {
+        size: i64,
+    },
+    /// A symbolic dimension (`n`), named as the model names it ("?" when it does not).
+    Symbolic {
+        name: String,
+    },
 }
 
 /// Options of a load (`mote::LoadOptions`).

@@ -96,9 +96,63 @@ public final class Model: Sendable {
         try bridged { try raw.parameterNames(function: function) }
     }
 
+    /// The parameters of `function` (a Relax function, or a kernel of a kernel-only library):
+    /// each one's name, and its dtype and shape where the model records them. A model records
+    /// its inputs only: TVM's executables carry no description of what a function returns, so
+    /// outputs are known from the tensors a call gives back.
+    public func parameters(of function: String) throws -> [Parameter] {
+        try bridged { try raw.parameters(function: function) }.map { p in
+            var dtype: DType?
+            if let name = p.dtype {
+                guard let d = DType(rawValue: name) else {
+                    throw MoteError.unsupported("parameter `\(p.name)` of `\(function)` is \(name), which has no Swift DType")
+                }
+                dtype = d
+            }
+            return Parameter(name: p.name, dtype: dtype, shape: p.shape?.map { d in
+                switch d {
+                case .fixed(let size): return .fixed(Int(size))
+                case .symbolic(let name): return .symbolic(name)
+                }
+            })
+        }
+    }
+
     /// A new session with `options`.
     public func session(_ options: SessionOptions = SessionOptions()) throws -> Session {
         try Session(model: self, options: options)
+    }
+}
+
+/// A parameter of a model's function (``Model/parameters(of:)``).
+public struct Parameter: Sendable, Equatable, CustomStringConvertible {
+    /// One dimension of a shape.
+    public enum Dimension: Sendable, Equatable, CustomStringConvertible {
+        /// A size fixed when the model was compiled.
+        case fixed(Int)
+        /// A size chosen per call (TVM's symbolic variable, by the name the model gives it).
+        case symbolic(String)
+
+        public var description: String {
+            switch self {
+            case .fixed(let n): return String(n)
+            case .symbolic(let name): return name
+            }
+        }
+    }
+
+    /// The parameter's name.
+    public let name: String
+    /// Its element type; `nil` for a scalar or a value that is not a tensor, or when the model
+    /// does not record it.
+    public let dtype: DType?
+    /// Its shape; `nil` when the model does not record it.
+    public let shape: [Dimension]?
+
+    /// `"x: float32[n, 16]"`.
+    public var description: String {
+        let shape = self.shape.map { "[" + $0.map(\.description).joined(separator: ", ") + "]" } ?? ""
+        return "\(name): \(dtype?.rawValue ?? "?")\(shape)"
     }
 }
 

@@ -1339,6 +1339,13 @@ public protocol NativeModelProtocol: AnyObject, Sendable {
     func parameterNames(function: String) throws  -> [String]
     
     /**
+     * The parameters of `function` (a Relax function, or a kernel of a kernel-only library):
+     * name, and dtype and shape where the model records them (a scalar or a value of another
+     * kind has none).
+     */
+    func parameters(function: String) throws  -> [NativeParam]
+    
+    /**
      * The file the model was loaded from.
      */
     func path()  -> String
@@ -1496,6 +1503,19 @@ open func kernelParameterNames(kernel: String) -> [String]  {
 open func parameterNames(function: String)throws  -> [String]  {
     return try  FfiConverterSequenceString.lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
     uniffi_mote_swift_fn_method_nativemodel_parameter_names(self.uniffiClonePointer(),
+        FfiConverterString.lower(function),$0
+    )
+})
+}
+    
+    /**
+     * The parameters of `function` (a Relax function, or a kernel of a kernel-only library):
+     * name, and dtype and shape where the model records them (a scalar or a value of another
+     * kind has none).
+     */
+open func parameters(function: String)throws  -> [NativeParam]  {
+    return try  FfiConverterSequenceTypeNativeParam.lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
+    uniffi_mote_swift_fn_method_nativemodel_parameters(self.uniffiClonePointer(),
         FfiConverterString.lower(function),$0
     )
 })
@@ -2595,6 +2615,99 @@ public func FfiConverterTypeNamedTensor_lower(_ value: NamedTensor) -> RustBuffe
 
 
 /**
+ * A parameter of a function (`mote::ParamInfo`).
+ */
+public struct NativeParam {
+    public var name: String
+    /**
+     * The dtype's name (`float32`), when the model records it.
+     */
+    public var dtype: String?
+    /**
+     * The shape, when the model records it.
+     */
+    public var shape: [NativeDim]?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(name: String, 
+        /**
+         * The dtype's name (`float32`), when the model records it.
+         */dtype: String?, 
+        /**
+         * The shape, when the model records it.
+         */shape: [NativeDim]?) {
+        self.name = name
+        self.dtype = dtype
+        self.shape = shape
+    }
+}
+
+#if compiler(>=6)
+extension NativeParam: Sendable {}
+#endif
+
+
+extension NativeParam: Equatable, Hashable {
+    public static func ==(lhs: NativeParam, rhs: NativeParam) -> Bool {
+        if lhs.name != rhs.name {
+            return false
+        }
+        if lhs.dtype != rhs.dtype {
+            return false
+        }
+        if lhs.shape != rhs.shape {
+            return false
+        }
+        return true
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(name)
+        hasher.combine(dtype)
+        hasher.combine(shape)
+    }
+}
+
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeNativeParam: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> NativeParam {
+        return
+            try NativeParam(
+                name: FfiConverterString.read(from: &buf), 
+                dtype: FfiConverterOptionString.read(from: &buf), 
+                shape: FfiConverterOptionSequenceTypeNativeDim.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: NativeParam, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.name, into: &buf)
+        FfiConverterOptionString.write(value.dtype, into: &buf)
+        FfiConverterOptionSequenceTypeNativeDim.write(value.shape, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeNativeParam_lift(_ buf: RustBuffer) throws -> NativeParam {
+    return try FfiConverterTypeNativeParam.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeNativeParam_lower(_ value: NativeParam) -> RustBuffer {
+    return FfiConverterTypeNativeParam.lower(value)
+}
+
+
+/**
  * Accumulated time of one callee of a profiled session.
  */
 public struct ProfileRecord {
@@ -3601,6 +3714,88 @@ public func FfiConverterTypeNativeArg_lower(_ value: NativeArg) -> RustBuffer {
 
 
 
+// Note that we don't yet support `indirect` for enums.
+// See https://github.com/mozilla/uniffi-rs/issues/396 for further discussion.
+/**
+ * One dimension of a parameter's shape.
+ */
+
+public enum NativeDim {
+    
+    case fixed(size: Int64
+    )
+    /**
+     * A symbolic dimension (`n`), named as the model names it ("?" when it does not).
+     */
+    case symbolic(name: String
+    )
+}
+
+
+#if compiler(>=6)
+extension NativeDim: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeNativeDim: FfiConverterRustBuffer {
+    typealias SwiftType = NativeDim
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> NativeDim {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .fixed(size: try FfiConverterInt64.read(from: &buf)
+        )
+        
+        case 2: return .symbolic(name: try FfiConverterString.read(from: &buf)
+        )
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: NativeDim, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case let .fixed(size):
+            writeInt(&buf, Int32(1))
+            FfiConverterInt64.write(size, into: &buf)
+            
+        
+        case let .symbolic(name):
+            writeInt(&buf, Int32(2))
+            FfiConverterString.write(name, into: &buf)
+            
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeNativeDim_lift(_ buf: RustBuffer) throws -> NativeDim {
+    return try FfiConverterTypeNativeDim.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeNativeDim_lower(_ value: NativeDim) -> RustBuffer {
+    return FfiConverterTypeNativeDim.lower(value)
+}
+
+
+extension NativeDim: Equatable, Hashable {}
+
+
+
+
+
+
 
 /**
  * A failed Mote call: `code` is `mote::ErrorCode` as a number (1..=20), `message` the
@@ -3906,6 +4101,30 @@ fileprivate struct FfiConverterOptionTypeLogSink: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionSequenceTypeNativeDim: FfiConverterRustBuffer {
+    typealias SwiftType = [NativeDim]?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterSequenceTypeNativeDim.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterSequenceTypeNativeDim.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceInt64: FfiConverterRustBuffer {
     typealias SwiftType = [Int64]
 
@@ -4031,6 +4250,31 @@ fileprivate struct FfiConverterSequenceTypeNamedTensor: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypeNativeParam: FfiConverterRustBuffer {
+    typealias SwiftType = [NativeParam]
+
+    public static func write(_ value: [NativeParam], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeNativeParam.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [NativeParam] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [NativeParam]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeNativeParam.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeProfileRecord: FfiConverterRustBuffer {
     typealias SwiftType = [ProfileRecord]
 
@@ -4073,6 +4317,31 @@ fileprivate struct FfiConverterSequenceTypeNativeArg: FfiConverterRustBuffer {
         seq.reserveCapacity(Int(len))
         for _ in 0 ..< len {
             seq.append(try FfiConverterTypeNativeArg.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeNativeDim: FfiConverterRustBuffer {
+    typealias SwiftType = [NativeDim]
+
+    public static func write(_ value: [NativeDim], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeNativeDim.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [NativeDim] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [NativeDim]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeNativeDim.read(from: &buf))
         }
         return seq
     }
@@ -4314,6 +4583,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_method_nativemodel_parameter_names() != 13624) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mote_swift_checksum_method_nativemodel_parameters() != 48456) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_method_nativemodel_path() != 47548) {

@@ -73,6 +73,26 @@ final class TensorTests: XCTestCase {
         }
     }
 
+    /// What a model says of its inputs, as `mote inspect` prints it: names, dtypes and shapes
+    /// with symbolic dimensions by name; a kernel's scalar parameter has neither dtype nor shape.
+    func testParametersDescribeInputs() throws {
+        let dyn = try Model(path: try Env.zoo("mlp_dyn.so"))
+        let p = try dyn.parameters(of: "forward")
+        XCTAssertEqual(p.map(\.description), [
+            "x: float32[n, 16]", "fc1.weight: float32[32, 16]", "fc1.bias: float32[32]",
+            "fc2.weight: float32[8, 32]", "fc2.bias: float32[8]",
+        ])
+        XCTAssertEqual(p[0].shape, [.symbolic("n"), .fixed(16)])
+        XCTAssertEqual(p[0].dtype, .float32)
+        XCTAssertEqual(try dyn.parameterNames(of: "forward"), p.map(\.name))
+        let kernels = try Model(path: try Env.zoo("kernels.so"))
+        let shift = try kernels.parameters(of: "shift")
+        XCTAssertEqual(shift.map(\.name), ["X", "n", "Y"])
+        XCTAssertEqual(shift[0], Parameter(name: "X", dtype: .int32, shape: [.fixed(16)]))
+        XCTAssertNil(shift[1].dtype); XCTAssertNil(shift[1].shape)
+        XCTAssertThrowsError(try dyn.parameters(of: "nope")) { XCTAssertEqual(($0 as? MoteError)?.code, 6, "\($0)") }
+    }
+
     func testInputsByNameProfilesAndOptions() throws {
         let model = try Model(path: try Env.zoo("mlp.so"))
         let names = try model.parameterNames(of: "forward")

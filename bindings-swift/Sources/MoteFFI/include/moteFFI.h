@@ -422,6 +422,11 @@ RustBuffer uniffi_mote_swift_fn_method_nativemodel_kernel_parameter_names(void*_
 RustBuffer uniffi_mote_swift_fn_method_nativemodel_parameter_names(void*_Nonnull ptr, RustBuffer function, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_PARAMETERS
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_PARAMETERS
+RustBuffer uniffi_mote_swift_fn_method_nativemodel_parameters(void*_Nonnull ptr, RustBuffer function, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_PATH
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_PATH
 RustBuffer uniffi_mote_swift_fn_method_nativemodel_path(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
@@ -1099,6 +1104,12 @@ uint16_t uniffi_mote_swift_checksum_method_nativemodel_kernel_parameter_names(vo
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEMODEL_PARAMETER_NAMES
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEMODEL_PARAMETER_NAMES
 uint16_t uniffi_mote_swift_checksum_method_nativemodel_parameter_names(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEMODEL_PARAMETERS
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEMODEL_PARAMETERS
+uint16_t uniffi_mote_swift_checksum_method_nativemodel_parameters(void
     
 );
 #endif
