@@ -331,34 +331,10 @@ impl NativeSession {
     /// is taken out of its handle for the call (so the kernel holds it alone); one passed twice
     /// is passed as a copy at its later positions.
     pub fn call_kernel(&self, kernel: String, args: Vec<NativeArg>) -> Result<(), NativeError> {
-        let mut values = Vec::with_capacity(args.len());
-        let mut taken: Vec<(usize, Arc<NativeTensor>)> = Vec::new();
-        let result = (|| {
-            for a in &args {
-                let v = match a {
-                    NativeArg::Tensor { tensor } => {
-                        let earlier = taken.iter().find(|(_, t)| Arc::ptr_eq(t, tensor));
-                        if let Some(Value::Tensor(t)) = earlier.and_then(|(i, _)| values.get(*i)) {
-                            Value::Tensor(t.deep_copy()?)
-                        } else {
-                            let t = tensor.take()?;
-                            taken.push((values.len(), tensor.clone()));
-                            Value::Tensor(t)
-                        }
-                    }
-                    other => other.to_value()?,
-                };
-                values.push(v);
-            }
-            self.lock()?.call_kernel(&kernel, &mut values)?;
+        with_taken(&args, |values| {
+            self.lock()?.call_kernel(&kernel, values)?;
             Ok(())
-        })();
-        for (i, handle) in taken {
-            if let Some(Value::Tensor(t)) = values.get_mut(i).map(std::mem::take) {
-                handle.restore(t);
-            }
-        }
-        result
+        })
     }
 
     /// Stateful API: keep `inputs` for a later `invoke_stateful(function)`.
@@ -404,6 +380,46 @@ impl NativeSession {
     }
 }
 
+/// Runs `body` on the values of `args`, each tensor taken out of its handle for the duration
+/// (one passed twice is passed as a copy at its later positions), and puts every taken tensor
+/// back afterwards, also when `body` panics (the panic then goes on to uniffi's boundary, which
+/// turns it into an error): a tensor must never stay taken, and so busy, after its call.
+fn with_taken<R>(
+    args: &[NativeArg],
+    body: impl FnOnce(&mut Vec<Value>) -> Result<R, NativeError>,
+) -> Result<R, NativeError> {
+    let mut values = Vec::with_capacity(args.len());
+    let mut taken: Vec<(usize, Arc<NativeTensor>)> = Vec::new();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for a in args {
+            let v = match a {
+                NativeArg::Tensor { tensor } => {
+                    let earlier = taken.iter().find(|(_, t)| Arc::ptr_eq(t, tensor));
+                    if let Some(Value::Tensor(t)) = earlier.and_then(|(i, _)| values.get(*i)) {
+                        Value::Tensor(t.deep_copy()?)
+                    } else {
+                        let t = tensor.take()?;
+                        taken.push((values.len(), tensor.clone()));
+                        Value::Tensor(t)
+                    }
+                }
+                other => other.to_value()?,
+            };
+            values.push(v);
+        }
+        body(&mut values)
+    }));
+    for (i, handle) in taken {
+        if let Some(Value::Tensor(t)) = values.get_mut(i).map(std::mem::take) {
+            handle.restore(t);
+        }
+    }
+    match result {
+        Ok(r) => r,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -416,6 +432,38 @@ mod tests {
             Ok(_) => 0,
             Err(NativeError::Mote { code, .. }) => code,
         }
+    }
+
+    /// A call that panics with tensors taken gives them all back (they are not busy after),
+    /// and the panic goes on; a tensor passed twice is taken once.
+    #[test]
+    fn tensors_taken_by_a_panicking_call_are_given_back() {
+        let a = NativeTensor::zeros(vec![4], "float32".into()).unwrap();
+        let b = NativeTensor::zeros(vec![2], "int32".into()).unwrap();
+        let args = vec![
+            NativeArg::Tensor { tensor: a.clone() },
+            NativeArg::Int { value: 3 },
+            NativeArg::Tensor { tensor: b.clone() },
+            NativeArg::Tensor { tensor: a.clone() },
+        ];
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            with_taken(&args, |values| -> Result<(), NativeError> {
+                assert_eq!(values.len(), 4);
+                // Taken: reading either handle is busy while the call runs.
+                assert!(a.clone().begin_read().is_err() && b.clone().begin_read().is_err());
+                panic!("a bug in the middle of a kernel call");
+            })
+        }));
+        assert!(r.is_err(), "the panic goes on");
+        a.clone().begin_write().unwrap().end();
+        b.clone().begin_write().unwrap().end();
+        // And after a call that returns an error.
+        let e = with_taken(&args, |_| -> Result<(), NativeError> {
+            Err(NativeError::invalid("refused"))
+        });
+        assert!(e.is_err());
+        a.clone().begin_write().unwrap().end();
+        b.clone().begin_write().unwrap().end();
     }
 
     fn config() -> SessionConfig {

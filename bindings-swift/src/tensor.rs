@@ -1,7 +1,8 @@
 //! Tensors shared with Swift.
 //!
-//! Swift reads and writes a tensor's memory in place (no copy) between `begin_read`/`end_read`
-//! or `begin_write`/`end_write`, which hand out the data's address. A small lock state makes
+//! Swift reads and writes a tensor's memory in place (no copy) through an access
+//! (`NativeAccess`) from `begin_read` or `begin_write`, which holds the data's address until it
+//! ends (by `end` or by being dropped, once, and only by its holder). A small lock state makes
 //! that sound without holding a Rust lock across calls from Swift:
 //!
 //! - any number of readers at once, or one writer, never both (a conflicting request fails at
@@ -147,52 +148,104 @@ impl NativeTensor {
         Ok(NativeTensor::wrap(self.share()?.deep_copy()?))
     }
 
-    /// Start reading the memory in place: returns its address (valid for `byte_len` bytes
-    /// until `end_read`). Fails with `Busy` while a writer or a kernel call has it.
-    pub fn begin_read(&self) -> Result<u64, NativeError> {
-        let mut s = self.lock();
-        if s.writing {
-            return Err(NativeError::busy(
-                "the tensor is being written on another thread",
-            ));
-        }
-        let addr = s.tensor.as_ref().ok_or_else(in_kernel)?.data_ptr() as u64;
-        s.readers += 1;
-        Ok(addr)
+    /// Start reading the memory in place: the access holds the data's address (valid for
+    /// `byte_len` bytes until the access ends). Fails with `Busy` while a writer or a kernel
+    /// call has it.
+    pub fn begin_read(self: Arc<Self>) -> Result<Arc<NativeAccess>, NativeError> {
+        let address = {
+            let mut s = self.lock();
+            if s.writing {
+                return Err(NativeError::busy(
+                    "the tensor is being written on another thread",
+                ));
+            }
+            let addr = s.tensor.as_ref().ok_or_else(in_kernel)?.data_ptr() as u64;
+            s.readers += 1;
+            addr
+        };
+        Ok(NativeAccess::new(self, address, false))
     }
 
-    /// End one `begin_read`.
-    pub fn end_read(&self) {
-        let mut s = self.lock();
-        s.readers = s.readers.saturating_sub(1);
+    /// Start writing the memory in place: the access holds the data's address (valid for
+    /// `byte_len` bytes until the access ends). Fails with `Busy` while anyone reads, writes or
+    /// runs a kernel on it, and with `InvalidArgument` when the memory is shared (a session or
+    /// another view holds it, e.g. two outputs of one call that are the same tensor).
+    pub fn begin_write(self: Arc<Self>) -> Result<Arc<NativeAccess>, NativeError> {
+        let address = {
+            let mut s = self.lock();
+            if s.writing || s.readers > 0 {
+                return Err(NativeError::busy(
+                    "the tensor is being read or written through its memory on another thread",
+                ));
+            }
+            let t = s.tensor.as_mut().ok_or_else(in_kernel)?;
+            if !t.is_exclusive() {
+                return Err(NativeError::invalid(
+                    "the tensor's memory is shared (a running session or another view holds it), \
+                     so it cannot be written in place; write a copy (Tensor.copy())",
+                ));
+            }
+            let addr = t.data_ptr() as u64;
+            s.writing = true;
+            addr
+        };
+        Ok(NativeAccess::new(self, address, true))
+    }
+}
+
+/// One in-place read or write of a tensor's memory, from `begin_read`/`begin_write`: the
+/// ownership token of that access. Only its holder can end it (`end`, or dropping it), and
+/// only once, so no caller can end another's access and let a writer in under a reader.
+#[derive(uniffi::Object)]
+pub struct NativeAccess {
+    tensor: Arc<NativeTensor>,
+    address: u64,
+    write: bool,
+    ended: std::sync::atomic::AtomicBool,
+}
+
+impl NativeAccess {
+    fn new(tensor: Arc<NativeTensor>, address: u64, write: bool) -> Arc<NativeAccess> {
+        Arc::new(NativeAccess {
+            tensor,
+            address,
+            write,
+            ended: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+}
+
+#[uniffi::export]
+impl NativeAccess {
+    /// The data's address, valid for the tensor's `byte_len` bytes until the access ends.
+    pub fn address(&self) -> u64 {
+        self.address
     }
 
-    /// Start writing the memory in place: returns its address (valid for `byte_len` bytes
-    /// until `end_write`). Fails with `Busy` while anyone reads, writes or runs a kernel on
-    /// it, and with `InvalidArgument` when the memory is shared (a session or another view
-    /// holds it, e.g. two outputs of one call that are the same tensor).
-    pub fn begin_write(&self) -> Result<u64, NativeError> {
-        let mut s = self.lock();
-        if s.writing || s.readers > 0 {
-            return Err(NativeError::busy(
-                "the tensor is being read or written through its memory on another thread",
-            ));
+    /// End the access (again: nothing).
+    pub fn end(&self) {
+        if self.ended.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return;
         }
-        let t = s.tensor.as_mut().ok_or_else(in_kernel)?;
-        if !t.is_exclusive() {
-            return Err(NativeError::invalid(
-                "the tensor's memory is shared (a running session or another view holds it), \
-                 so it cannot be written in place; write a copy (Tensor.copy())",
-            ));
+        let mut s = self.tensor.lock();
+        if self.write {
+            s.writing = false;
+        } else {
+            s.readers = s.readers.saturating_sub(1);
         }
-        let addr = t.data_ptr() as u64;
-        s.writing = true;
-        Ok(addr)
     }
+}
 
-    /// End a `begin_write`.
-    pub fn end_write(&self) {
-        self.lock().writing = false;
+impl std::fmt::Debug for NativeAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = if self.write { "write" } else { "read" };
+        write!(f, "NativeAccess({kind} at {:#x})", self.address)
+    }
+}
+
+impl Drop for NativeAccess {
+    fn drop(&mut self) {
+        self.end();
     }
 }
 
@@ -223,18 +276,51 @@ mod tests {
     #[test]
     fn readers_and_one_writer_never_both() {
         let t = NativeTensor::zeros(vec![4], "float32".into()).unwrap();
-        let w = t.begin_write().unwrap();
-        assert_eq!(code(t.begin_read().unwrap_err()), ErrorCode::Busy as u32);
+        let w = t.clone().begin_write().unwrap();
+        assert_eq!(
+            code(t.clone().begin_read().unwrap_err()),
+            ErrorCode::Busy as u32
+        );
         assert_eq!(code(t.share().unwrap_err()), ErrorCode::Busy as u32);
-        assert_eq!(code(t.begin_write().unwrap_err()), ErrorCode::Busy as u32);
-        t.end_write();
-        let r = t.begin_read().unwrap();
-        assert_eq!(r, w);
-        assert_eq!(code(t.begin_write().unwrap_err()), ErrorCode::Busy as u32);
+        assert_eq!(
+            code(t.clone().begin_write().unwrap_err()),
+            ErrorCode::Busy as u32
+        );
+        let address = w.address();
+        w.end();
+        let r = t.clone().begin_read().unwrap();
+        assert_eq!(r.address(), address);
+        assert_eq!(
+            code(t.clone().begin_write().unwrap_err()),
+            ErrorCode::Busy as u32
+        );
         assert_eq!(code(t.take().unwrap_err()), ErrorCode::Busy as u32);
-        t.end_read();
-        t.begin_write().unwrap();
-        t.end_write();
+        r.end();
+        t.clone().begin_write().unwrap().end();
+    }
+
+    /// An access ends once, by its holder: ending the writer's access twice, or ending it after
+    /// a reader came in, cannot end anyone else's; dropping an access ends it.
+    #[test]
+    fn accesses_are_ownership_tokens() {
+        let t = NativeTensor::zeros(vec![4], "float32".into()).unwrap();
+        let w = t.clone().begin_write().unwrap();
+        w.end();
+        let r1 = t.clone().begin_read().unwrap();
+        let r2 = t.clone().begin_read().unwrap();
+        // A stale end of the writer's access, and a second end of one reader's, change nothing:
+        // one reader is still in, so no writer may start.
+        w.end();
+        r1.end();
+        r1.end();
+        assert_eq!(
+            code(t.clone().begin_write().unwrap_err()),
+            ErrorCode::Busy as u32
+        );
+        drop(r2);
+        let w2 = t.clone().begin_write().unwrap();
+        drop(w2);
+        t.clone().begin_read().unwrap().end();
     }
 
     #[test]
@@ -242,15 +328,17 @@ mod tests {
         let t = NativeTensor::zeros(vec![4], "float32".into()).unwrap();
         let held = t.share().unwrap();
         assert_eq!(
-            code(t.begin_write().unwrap_err()),
+            code(t.clone().begin_write().unwrap_err()),
             ErrorCode::InvalidArgument as u32
         );
         drop(held);
         let inner = t.take().unwrap();
-        assert_eq!(code(t.begin_read().unwrap_err()), ErrorCode::Busy as u32);
+        assert_eq!(
+            code(t.clone().begin_read().unwrap_err()),
+            ErrorCode::Busy as u32
+        );
         t.restore(inner);
-        t.begin_write().unwrap();
-        t.end_write();
+        t.clone().begin_write().unwrap().end();
     }
 
     #[test]

@@ -159,9 +159,9 @@ public final class Tensor: @unchecked Sendable {
                 "\(bytes.count) bytes given for a \(dtype.rawValue) tensor of shape \(shape) (\(n) bytes)")
         }
         let raw = try bridged { try NativeTensor.zeros(shape: shape.map(Int64.init), dtype: dtype.rawValue) }
-        let address = try bridged { try raw.beginWrite() }
-        defer { raw.endWrite() }
-        if n > 0, let src = bytes.baseAddress, let dst = UnsafeMutableRawPointer(bitPattern: UInt(address)) {
+        let access = try bridged { try raw.beginWrite() }
+        defer { access.end() }
+        if n > 0, let src = bytes.baseAddress, let dst = UnsafeMutableRawPointer(bitPattern: UInt(access.address())) {
             dst.copyMemory(from: src, byteCount: n)
         }
         return raw
@@ -177,18 +177,18 @@ public final class Tensor: @unchecked Sendable {
     /// Throws ``MoteError/busy(_:)`` while another thread writes the tensor in place or a
     /// kernel call holds it.
     public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        let address = try bridged { try raw.beginRead() }
-        defer { raw.endRead() }
-        return try body(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: UInt(address)), count: byteCount))
+        let access = try bridged { try raw.beginRead() }
+        defer { access.end() }
+        return try body(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: UInt(access.address())), count: byteCount))
     }
 
     /// Write the tensor's memory in place (no copy). The pointer is valid only inside `body`.
     /// Throws ``MoteError/busy(_:)`` while anyone else reads or writes it, and
     /// ``MoteError/invalidArgument(_:)`` when its memory is shared.
     public func withUnsafeMutableBytes<R>(_ body: (UnsafeMutableRawBufferPointer) throws -> R) throws -> R {
-        let address = try bridged { try raw.beginWrite() }
-        defer { raw.endWrite() }
-        return try body(UnsafeMutableRawBufferPointer(start: UnsafeMutableRawPointer(bitPattern: UInt(address)), count: byteCount))
+        let access = try bridged { try raw.beginWrite() }
+        defer { access.end() }
+        return try body(UnsafeMutableRawBufferPointer(start: UnsafeMutableRawPointer(bitPattern: UInt(access.address())), count: byteCount))
     }
 
     /// The elements, copied into an array. `T` must match ``dtype`` (else

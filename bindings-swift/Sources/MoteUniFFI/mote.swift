@@ -793,6 +793,158 @@ public func FfiConverterTypeLogSink_lower(_ value: LogSink) -> UnsafeMutableRawP
 
 
 /**
+ * One in-place read or write of a tensor's memory, from `begin_read`/`begin_write`: the
+ * ownership token of that access. Only its holder can end it (`end`, or dropping it), and
+ * only once, so no caller can end another's access and let a writer in under a reader.
+ */
+public protocol NativeAccessProtocol: AnyObject, Sendable {
+    
+    /**
+     * The data's address, valid for the tensor's `byte_len` bytes until the access ends.
+     */
+    func address()  -> UInt64
+    
+    /**
+     * End the access (again: nothing).
+     */
+    func end() 
+    
+}
+/**
+ * One in-place read or write of a tensor's memory, from `begin_read`/`begin_write`: the
+ * ownership token of that access. Only its holder can end it (`end`, or dropping it), and
+ * only once, so no caller can end another's access and let a writer in under a reader.
+ */
+open class NativeAccess: NativeAccessProtocol, @unchecked Sendable {
+    fileprivate let pointer: UnsafeMutableRawPointer!
+
+    /// Used to instantiate a [FFIObject] without an actual pointer, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoPointer {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromRawPointer pointer: UnsafeMutableRawPointer) {
+        self.pointer = pointer
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noPointer: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing [Pointer] the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noPointer: NoPointer) {
+        self.pointer = nil
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiClonePointer() -> UnsafeMutableRawPointer {
+        return try! rustCall { uniffi_mote_swift_fn_clone_nativeaccess(self.pointer, $0) }
+    }
+    // No primary constructor declared for this class.
+
+    deinit {
+        guard let pointer = pointer else {
+            return
+        }
+
+        try! rustCall { uniffi_mote_swift_fn_free_nativeaccess(pointer, $0) }
+    }
+
+    
+
+    
+    /**
+     * The data's address, valid for the tensor's `byte_len` bytes until the access ends.
+     */
+open func address() -> UInt64  {
+    return try!  FfiConverterUInt64.lift(try! rustCall() {
+    uniffi_mote_swift_fn_method_nativeaccess_address(self.uniffiClonePointer(),$0
+    )
+})
+}
+    
+    /**
+     * End the access (again: nothing).
+     */
+open func end()  {try! rustCall() {
+    uniffi_mote_swift_fn_method_nativeaccess_end(self.uniffiClonePointer(),$0
+    )
+}
+}
+    
+
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeNativeAccess: FfiConverter {
+
+    typealias FfiType = UnsafeMutableRawPointer
+    typealias SwiftType = NativeAccess
+
+    public static func lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeAccess {
+        return NativeAccess(unsafeFromRawPointer: pointer)
+    }
+
+    public static func lower(_ value: NativeAccess) -> UnsafeMutableRawPointer {
+        return value.uniffiClonePointer()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> NativeAccess {
+        let v: UInt64 = try readInt(&buf)
+        // The Rust code won't compile if a pointer won't fit in a UInt64.
+        // We have to go via `UInt` because that's the thing that's the size of a pointer.
+        let ptr = UnsafeMutableRawPointer(bitPattern: UInt(truncatingIfNeeded: v))
+        if (ptr == nil) {
+            throw UniffiInternalError.unexpectedNullPointer
+        }
+        return try lift(ptr!)
+    }
+
+    public static func write(_ value: NativeAccess, into buf: inout [UInt8]) {
+        // This fiddling is because `Int` is the thing that's the same size as a pointer.
+        // The Rust code won't compile if a pointer won't fit in a `UInt64`.
+        writeInt(&buf, UInt64(bitPattern: Int64(Int(bitPattern: lower(value)))))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeNativeAccess_lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeAccess {
+    return try FfiConverterTypeNativeAccess.lift(pointer)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeNativeAccess_lower(_ value: NativeAccess) -> UnsafeMutableRawPointer {
+    return FfiConverterTypeNativeAccess.lower(value)
+}
+
+
+
+
+
+
+/**
  * Cancels one call (`run_cancellable`) on behalf of its caller, e.g. a Swift `Task`. It
  * interrupts the session only while that call runs ("armed"); once the call returns it is
  * disarmed, and an interrupt it sent that no instruction consumed is cleared, under the same
@@ -2087,18 +2239,19 @@ public func FfiConverterTypeNativeSession_lower(_ value: NativeSession) -> Unsaf
 public protocol NativeTensorProtocol: AnyObject, Sendable {
     
     /**
-     * Start reading the memory in place: returns its address (valid for `byte_len` bytes
-     * until `end_read`). Fails with `Busy` while a writer or a kernel call has it.
+     * Start reading the memory in place: the access holds the data's address (valid for
+     * `byte_len` bytes until the access ends). Fails with `Busy` while a writer or a kernel
+     * call has it.
      */
-    func beginRead() throws  -> UInt64
+    func beginRead() throws  -> NativeAccess
     
     /**
-     * Start writing the memory in place: returns its address (valid for `byte_len` bytes
-     * until `end_write`). Fails with `Busy` while anyone reads, writes or runs a kernel on
-     * it, and with `InvalidArgument` when the memory is shared (a session or another view
-     * holds it, e.g. two outputs of one call that are the same tensor).
+     * Start writing the memory in place: the access holds the data's address (valid for
+     * `byte_len` bytes until the access ends). Fails with `Busy` while anyone reads, writes or
+     * runs a kernel on it, and with `InvalidArgument` when the memory is shared (a session or
+     * another view holds it, e.g. two outputs of one call that are the same tensor).
      */
-    func beginWrite() throws  -> UInt64
+    func beginWrite() throws  -> NativeAccess
     
     /**
      * Bytes of data.
@@ -2114,16 +2267,6 @@ public protocol NativeTensorProtocol: AnyObject, Sendable {
      * The element type's name (`float32`, `int8`, `bool`...).
      */
     func dtype()  -> String
-    
-    /**
-     * End one `begin_read`.
-     */
-    func endRead() 
-    
-    /**
-     * End a `begin_write`.
-     */
-    func endWrite() 
     
     /**
      * The dimensions.
@@ -2218,24 +2361,25 @@ public static func zeros(shape: [Int64], dtype: String)throws  -> NativeTensor  
 
     
     /**
-     * Start reading the memory in place: returns its address (valid for `byte_len` bytes
-     * until `end_read`). Fails with `Busy` while a writer or a kernel call has it.
+     * Start reading the memory in place: the access holds the data's address (valid for
+     * `byte_len` bytes until the access ends). Fails with `Busy` while a writer or a kernel
+     * call has it.
      */
-open func beginRead()throws  -> UInt64  {
-    return try  FfiConverterUInt64.lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
+open func beginRead()throws  -> NativeAccess  {
+    return try  FfiConverterTypeNativeAccess_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
     uniffi_mote_swift_fn_method_nativetensor_begin_read(self.uniffiClonePointer(),$0
     )
 })
 }
     
     /**
-     * Start writing the memory in place: returns its address (valid for `byte_len` bytes
-     * until `end_write`). Fails with `Busy` while anyone reads, writes or runs a kernel on
-     * it, and with `InvalidArgument` when the memory is shared (a session or another view
-     * holds it, e.g. two outputs of one call that are the same tensor).
+     * Start writing the memory in place: the access holds the data's address (valid for
+     * `byte_len` bytes until the access ends). Fails with `Busy` while anyone reads, writes or
+     * runs a kernel on it, and with `InvalidArgument` when the memory is shared (a session or
+     * another view holds it, e.g. two outputs of one call that are the same tensor).
      */
-open func beginWrite()throws  -> UInt64  {
-    return try  FfiConverterUInt64.lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
+open func beginWrite()throws  -> NativeAccess  {
+    return try  FfiConverterTypeNativeAccess_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
     uniffi_mote_swift_fn_method_nativetensor_begin_write(self.uniffiClonePointer(),$0
     )
 })
@@ -2269,24 +2413,6 @@ open func dtype() -> String  {
     uniffi_mote_swift_fn_method_nativetensor_dtype(self.uniffiClonePointer(),$0
     )
 })
-}
-    
-    /**
-     * End one `begin_read`.
-     */
-open func endRead()  {try! rustCall() {
-    uniffi_mote_swift_fn_method_nativetensor_end_read(self.uniffiClonePointer(),$0
-    )
-}
-}
-    
-    /**
-     * End a `begin_write`.
-     */
-open func endWrite()  {try! rustCall() {
-    uniffi_mote_swift_fn_method_nativetensor_end_write(self.uniffiClonePointer(),$0
-    )
-}
 }
     
     /**
@@ -4552,6 +4678,12 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mote_swift_checksum_method_logsink_log() != 23998) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_mote_swift_checksum_method_nativeaccess_address() != 35578) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mote_swift_checksum_method_nativeaccess_end() != 9310) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_mote_swift_checksum_method_nativecanceltoken_cancel() != 21914) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -4633,10 +4765,10 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mote_swift_checksum_method_nativesession_threads() != 48359) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativetensor_begin_read() != 63442) {
+    if (uniffi_mote_swift_checksum_method_nativetensor_begin_read() != 41589) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativetensor_begin_write() != 7330) {
+    if (uniffi_mote_swift_checksum_method_nativetensor_begin_write() != 3955) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_method_nativetensor_byte_len() != 33241) {
@@ -4646,12 +4778,6 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_method_nativetensor_dtype() != 35767) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_mote_swift_checksum_method_nativetensor_end_read() != 46071) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_mote_swift_checksum_method_nativetensor_end_write() != 38507) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_method_nativetensor_shape() != 48458) {

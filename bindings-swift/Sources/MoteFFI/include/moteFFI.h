@@ -301,6 +301,26 @@ void uniffi_mote_swift_fn_init_callback_vtable_logsink(const UniffiVTableCallbac
 void uniffi_mote_swift_fn_method_logsink_log(void*_Nonnull ptr, uint8_t level, RustBuffer target, RustBuffer message, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEACCESS
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEACCESS
+void*_Nonnull uniffi_mote_swift_fn_clone_nativeaccess(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEACCESS
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEACCESS
+void uniffi_mote_swift_fn_free_nativeaccess(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEACCESS_ADDRESS
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEACCESS_ADDRESS
+uint64_t uniffi_mote_swift_fn_method_nativeaccess_address(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEACCESS_END
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEACCESS_END
+void uniffi_mote_swift_fn_method_nativeaccess_end(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVECANCELTOKEN
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVECANCELTOKEN
 void*_Nonnull uniffi_mote_swift_fn_clone_nativecanceltoken(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
@@ -554,12 +574,12 @@ void*_Nonnull uniffi_mote_swift_fn_constructor_nativetensor_zeros(RustBuffer sha
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_BEGIN_READ
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_BEGIN_READ
-uint64_t uniffi_mote_swift_fn_method_nativetensor_begin_read(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+void*_Nonnull uniffi_mote_swift_fn_method_nativetensor_begin_read(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_BEGIN_WRITE
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_BEGIN_WRITE
-uint64_t uniffi_mote_swift_fn_method_nativetensor_begin_write(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+void*_Nonnull uniffi_mote_swift_fn_method_nativetensor_begin_write(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_BYTE_LEN
@@ -575,16 +595,6 @@ void*_Nonnull uniffi_mote_swift_fn_method_nativetensor_deep_copy(void*_Nonnull p
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_DTYPE
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_DTYPE
 RustBuffer uniffi_mote_swift_fn_method_nativetensor_dtype(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_END_READ
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_END_READ
-void uniffi_mote_swift_fn_method_nativetensor_end_read(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_END_WRITE
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_END_WRITE
-void uniffi_mote_swift_fn_method_nativetensor_end_write(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_SHAPE
@@ -1041,6 +1051,18 @@ uint16_t uniffi_mote_swift_checksum_method_logsink_log(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEACCESS_ADDRESS
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEACCESS_ADDRESS
+uint16_t uniffi_mote_swift_checksum_method_nativeaccess_address(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEACCESS_END
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEACCESS_END
+uint16_t uniffi_mote_swift_checksum_method_nativeaccess_end(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVECANCELTOKEN_CANCEL
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVECANCELTOKEN_CANCEL
 uint16_t uniffi_mote_swift_checksum_method_nativecanceltoken_cancel(void
@@ -1230,18 +1252,6 @@ uint16_t uniffi_mote_swift_checksum_method_nativetensor_deep_copy(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVETENSOR_DTYPE
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVETENSOR_DTYPE
 uint16_t uniffi_mote_swift_checksum_method_nativetensor_dtype(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVETENSOR_END_READ
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVETENSOR_END_READ
-uint16_t uniffi_mote_swift_checksum_method_nativetensor_end_read(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVETENSOR_END_WRITE
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVETENSOR_END_WRITE
-uint16_t uniffi_mote_swift_checksum_method_nativetensor_end_write(void
     
 );
 #endif
