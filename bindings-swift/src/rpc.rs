@@ -191,6 +191,28 @@ impl NativeRpcServer {
     }
 }
 
+/// Releasing the server never blocks the releasing thread (in Swift, often the main thread):
+/// stopping waits for running calls, so a server still running when its last reference goes
+/// is stopped on a thread of its own.
+impl Drop for NativeRpcServer {
+    fn drop(&mut self) {
+        let taken = self
+            .handle
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(h) = taken {
+            let stopping = std::thread::Builder::new()
+                .name("mote-rpc-release".into())
+                .spawn(move || h.stop());
+            if let Err(e) = stopping {
+                // No thread to stop it on: stop it here rather than leave it serving.
+                log::warn!("RPC server released: stopping on the releasing thread ({e})");
+            }
+        }
+    }
+}
+
 impl NativeRpcServer {
     fn empty_state(&self, stopped: bool) -> RpcState {
         RpcState {
@@ -212,6 +234,52 @@ impl NativeRpcServer {
             proxy_sessions: 0,
             proxy_last_error: None,
             stopped,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn config() -> RpcConfig {
+        RpcConfig {
+            host: "127.0.0.1".into(),
+            port: 0,
+            key: String::new(),
+            mode: RpcMode::Listen,
+            allow: vec![],
+            max_sessions: 2,
+            session_threads: 1,
+            idle_timeout_ms: 0,
+            sandbox: None,
+            code_free: false,
+        }
+    }
+
+    /// Dropping the last reference of a running server stops it (on a thread of its own, so
+    /// the release does not wait for running calls): its connections are closed and soon
+    /// nothing listens on its port.
+    #[test]
+    fn releasing_a_running_server_stops_it_in_the_background() {
+        let s = NativeRpcServer::start(config()).unwrap();
+        let port = s.port().unwrap();
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        drop(s);
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 8];
+        use std::io::Read;
+        // The server closes the connection when it stops (end of stream or a reset).
+        assert!(matches!(c.read(&mut buf), Ok(0) | Err(_)));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            assert!(
+                Instant::now() < deadline,
+                "port {port} still accepts 5 s after release"
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }

@@ -5,7 +5,8 @@ import MoteUniFFI
 /// `load_module`, `time_evaluator`) runs models on the machine this app runs on.
 ///
 /// **Sendable: yes.** Every method may be called from any thread. A started server runs
-/// until ``stop()`` (or until the object is released).
+/// until ``stop()`` (which waits for running calls to end) or until the object is released
+/// (which never waits: a server released while running is stopped on a thread of its own).
 public final class RPCServer: Sendable {
     /// How clients reach the server (docs/rpc.md "Three ways to serve").
     public enum Mode: Sendable, Equatable {
