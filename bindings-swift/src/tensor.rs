@@ -122,6 +122,67 @@ impl NativeTensor {
         )?))
     }
 
+    /// A tensor over memory the caller owns, without a copy: `byte_len` bytes at `address`,
+    /// which must be `mote::ALIGNMENT` (64) byte aligned and hold `shape` x `dtype`. The
+    /// caller's contract (the Swift API's, `Tensor(borrowing:...)`): the memory stays valid,
+    /// and nobody else reads or writes it while a call uses the tensor, until `deallocator` is
+    /// called (once, on any thread, when Mote holds the tensor no more). When this fails the
+    /// memory stays the caller's and `deallocator` is not called.
+    #[uniffi::constructor]
+    pub fn borrowing(
+        address: u64,
+        byte_len: u64,
+        shape: Vec<i64>,
+        dtype: String,
+        deallocator: Option<Arc<dyn NativeDeallocator>>,
+    ) -> Result<Arc<Self>, NativeError> {
+        let dt = dtype_of(&dtype)?;
+        let len = usize::try_from(byte_len)
+            .map_err(|_| NativeError::invalid(format!("{byte_len} bytes")))?;
+        let addr = usize::try_from(address)
+            .map_err(|_| NativeError::invalid(format!("address {address:#x}")))?;
+        let Some(ptr) = std::ptr::NonNull::new(addr as *mut u8) else {
+            return Err(NativeError::invalid(
+                "the borrowed memory's address is null",
+            ));
+        };
+        if addr % mote::ALIGNMENT != 0 {
+            return Err(NativeError::invalid(format!(
+                "the borrowed memory at {addr:#x} is not {}-byte aligned, as Mote's kernels \
+                 need; allocate it aligned (UnsafeMutableRawBufferPointer.allocate(byteCount:\
+                 alignment: 64)) or copy it (Tensor(bytes:shape:dtype:))",
+                mote::ALIGNMENT
+            )));
+        }
+        let mut need = Some(dt.size_bytes());
+        for &d in &shape {
+            let d = usize::try_from(d).map_err(|_| {
+                NativeError::new(
+                    mote::ErrorCode::Mismatch,
+                    format!("negative dimension in shape {shape:?}"),
+                )
+            })?;
+            need = need.and_then(|n| n.checked_mul(d));
+        }
+        let need = need.ok_or_else(|| {
+            NativeError::invalid(format!("a {dt} tensor of shape {shape:?} is too large"))
+        })?;
+        if need > len {
+            return Err(NativeError::new(
+                mote::ErrorCode::Mismatch,
+                format!("a {dt} tensor of shape {shape:?} needs {need} bytes; {len} were given"),
+            ));
+        }
+        // Only now does the deallocator become Mote's to call.
+        let owner =
+            deallocator.map(|d| Box::new(Release(d)) as Box<dyn std::any::Any + Send + Sync>);
+        // SAFETY: the caller promised (the contract above, the Swift API's documented one)
+        // that `len` bytes at `ptr` stay valid and unused by others during calls until the
+        // deallocator runs, which happens when the storage drops.
+        let storage = unsafe { mote::Storage::borrowed(ptr, len, owner) };
+        Ok(NativeTensor::wrap(Tensor::view(storage, 0, shape, dt)?))
+    }
+
     /// The dimensions.
     pub fn shape(&self) -> Vec<i64> {
         self.shape.clone()
@@ -249,6 +310,22 @@ impl Drop for NativeAccess {
     }
 }
 
+/// What frees memory lent to `NativeTensor::borrowing` (a Swift closure).
+#[uniffi::export(with_foreign)]
+pub trait NativeDeallocator: Send + Sync {
+    /// Called once, when Mote uses the memory no more.
+    fn release(&self);
+}
+
+/// Calls the deallocator when the storage holding it drops.
+struct Release(Arc<dyn NativeDeallocator>);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
 /// Read every array of an `.npz` file (numpy's format), in file order. For tests and tools
 /// that compare with numpy/TVM outputs.
 #[uniffi::export]
@@ -339,6 +416,62 @@ mod tests {
         );
         t.restore(inner);
         t.clone().begin_write().unwrap().end();
+    }
+
+    struct Counted(std::sync::atomic::AtomicUsize);
+    impl NativeDeallocator for Counted {
+        fn release(&self) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// Borrowed memory is the tensor's memory (no copy, both ways), its deallocator runs once
+    /// when the last holder goes, and a refused borrow (misaligned, too small, bad shape)
+    /// leaves the memory the caller's: its deallocator is never called.
+    #[test]
+    fn borrowed_memory_is_used_in_place_and_released_once() {
+        #[repr(C, align(64))]
+        struct Buf([f32; 32]);
+        let mut buf = Box::new(Buf([1.5; 32]));
+        let addr = buf.0.as_mut_ptr() as u64;
+        let count = Arc::new(Counted(std::sync::atomic::AtomicUsize::new(0)));
+        let released = || count.0.load(std::sync::atomic::Ordering::SeqCst);
+        let refuse = |a: u64, n: u64, shape: Vec<i64>| {
+            let d: Arc<dyn NativeDeallocator> = count.clone();
+            match NativeTensor::borrowing(a, n, shape, "float32".into(), Some(d)) {
+                Ok(_) => panic!("borrowed"),
+                Err(e) => e,
+            }
+        };
+        assert_eq!(
+            code(refuse(addr + 4, 124, vec![31])),
+            ErrorCode::InvalidArgument as u32
+        );
+        assert_eq!(
+            code(refuse(addr, 128, vec![33])),
+            ErrorCode::Mismatch as u32
+        );
+        assert_eq!(
+            code(refuse(addr, 128, vec![-1])),
+            ErrorCode::Mismatch as u32
+        );
+        assert_eq!(
+            code(refuse(0, 128, vec![32])),
+            ErrorCode::InvalidArgument as u32
+        );
+        assert_eq!(released(), 0, "refused borrows never release");
+        let d: Arc<dyn NativeDeallocator> = count.clone();
+        let t = NativeTensor::borrowing(addr, 128, vec![4, 8], "float32".into(), Some(d)).unwrap();
+        let r = t.clone().begin_read().unwrap();
+        assert_eq!(r.address(), addr, "in place");
+        drop(r);
+        let held = t.share().unwrap();
+        assert_eq!(held.as_slice::<f32>().unwrap()[31], 1.5);
+        drop(t);
+        assert_eq!(released(), 0, "a session's handle still holds it");
+        drop(held);
+        assert_eq!(released(), 1);
+        buf.0[0] = 0.0;
     }
 
     #[test]

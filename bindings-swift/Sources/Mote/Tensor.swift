@@ -129,6 +129,35 @@ public final class Tensor: @unchecked Sendable {
         try self.init(raw: Tensor.filled(bytes, shape: shape, dtype: dtype))
     }
 
+    /// A tensor over the caller's memory, **without a copy** (as ONNX Runtime wraps an
+    /// `NSMutableData` and Core ML an `MLMultiArray(dataPointer:...)`): sessions read it and
+    /// kernel calls write it in place.
+    ///
+    /// `buffer` must be 64-byte aligned (Mote's kernels need it; allocate with
+    /// `UnsafeMutableRawBufferPointer.allocate(byteCount:alignment: 64)`) and hold at least
+    /// `shape` x `dtype.size` bytes, else this throws ``MoteError/invalidArgument(_:)`` or
+    /// ``MoteError/mismatch(_:)`` and the memory stays yours (`deallocator` is not called).
+    /// Otherwise Mote holds it until the tensor and every session or output holding it are
+    /// gone, then calls `deallocator` once, on any thread (`nil`: nothing is called; the memory
+    /// must then outlive every use). Until then the memory must stay valid, and you must not
+    /// write it while a call uses the tensor, nor read it while a kernel call writes it:
+    /// through ``withUnsafeBytes(_:)``/``withUnsafeMutableBytes(_:)`` Mote enforces that for
+    /// you.
+    public convenience init(
+        borrowing buffer: UnsafeMutableRawBufferPointer, shape: [Int], dtype: DType,
+        deallocator: (@Sendable (UnsafeMutableRawBufferPointer) -> Void)?
+    ) throws {
+        guard let base = buffer.baseAddress else {
+            throw MoteError.invalidArgument("the borrowed buffer has no memory")
+        }
+        let release = deallocator.map { d in Deallocator { d(buffer) } }
+        try self.init(raw: bridged {
+            try NativeTensor.borrowing(
+                address: UInt64(UInt(bitPattern: base)), byteLen: UInt64(buffer.count),
+                shape: shape.map(Int64.init), dtype: dtype.rawValue, deallocator: release)
+        })
+    }
+
     /// A tensor holding a copy of `data` (raw little-endian elements of `dtype`).
     public convenience init(data: Data, shape: [Int], dtype: DType) throws {
         let raw = try data.withUnsafeBytes { try Tensor.filled($0, shape: shape, dtype: dtype) }
@@ -215,6 +244,13 @@ public final class Tensor: @unchecked Sendable {
     public func copy() throws -> Tensor {
         try Tensor(raw: bridged { try raw.deepCopy() })
     }
+}
+
+/// Calls a Swift deallocator when Mote lets go of borrowed memory.
+private final class Deallocator: NativeDeallocator, @unchecked Sendable {
+    let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    func release() { body() }
 }
 
 /// Bytes of a tensor of `shape` and `dtype`, or ``MoteError/invalidArgument(_:)`` when that

@@ -1115,6 +1115,188 @@ public func FfiConverterTypeNativeCancelToken_lower(_ value: NativeCancelToken) 
 
 
 /**
+ * What frees memory lent to `NativeTensor::borrowing` (a Swift closure).
+ */
+public protocol NativeDeallocator: AnyObject, Sendable {
+    
+    /**
+     * Called once, when Mote uses the memory no more.
+     */
+    func release() 
+    
+}
+/**
+ * What frees memory lent to `NativeTensor::borrowing` (a Swift closure).
+ */
+open class NativeDeallocatorImpl: NativeDeallocator, @unchecked Sendable {
+    fileprivate let pointer: UnsafeMutableRawPointer!
+
+    /// Used to instantiate a [FFIObject] without an actual pointer, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoPointer {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromRawPointer pointer: UnsafeMutableRawPointer) {
+        self.pointer = pointer
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noPointer: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing [Pointer] the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noPointer: NoPointer) {
+        self.pointer = nil
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiClonePointer() -> UnsafeMutableRawPointer {
+        return try! rustCall { uniffi_mote_swift_fn_clone_nativedeallocator(self.pointer, $0) }
+    }
+    // No primary constructor declared for this class.
+
+    deinit {
+        guard let pointer = pointer else {
+            return
+        }
+
+        try! rustCall { uniffi_mote_swift_fn_free_nativedeallocator(pointer, $0) }
+    }
+
+    
+
+    
+    /**
+     * Called once, when Mote uses the memory no more.
+     */
+open func release()  {try! rustCall() {
+    uniffi_mote_swift_fn_method_nativedeallocator_release(self.uniffiClonePointer(),$0
+    )
+}
+}
+    
+
+}
+
+
+// Put the implementation in a struct so we don't pollute the top-level namespace
+fileprivate struct UniffiCallbackInterfaceNativeDeallocator {
+
+    // Create the VTable using a series of closures.
+    // Swift automatically converts these into C callback functions.
+    //
+    // This creates 1-element array, since this seems to be the only way to construct a const
+    // pointer that we can pass to the Rust code.
+    static let vtable: [UniffiVTableCallbackInterfaceNativeDeallocator] = [UniffiVTableCallbackInterfaceNativeDeallocator(
+        release: { (
+            uniffiHandle: UInt64,
+            uniffiOutReturn: UnsafeMutableRawPointer,
+            uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
+        ) in
+            let makeCall = {
+                () throws -> () in
+                guard let uniffiObj = try? FfiConverterTypeNativeDeallocator.handleMap.get(handle: uniffiHandle) else {
+                    throw UniffiInternalError.unexpectedStaleHandle
+                }
+                return uniffiObj.release(
+                )
+            }
+
+            
+            let writeReturn = { () }
+            uniffiTraitInterfaceCall(
+                callStatus: uniffiCallStatus,
+                makeCall: makeCall,
+                writeReturn: writeReturn
+            )
+        },
+        uniffiFree: { (uniffiHandle: UInt64) -> () in
+            let result = try? FfiConverterTypeNativeDeallocator.handleMap.remove(handle: uniffiHandle)
+            if result == nil {
+                print("Uniffi callback interface NativeDeallocator: handle missing in uniffiFree")
+            }
+        }
+    )]
+}
+
+private func uniffiCallbackInitNativeDeallocator() {
+    uniffi_mote_swift_fn_init_callback_vtable_nativedeallocator(UniffiCallbackInterfaceNativeDeallocator.vtable)
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeNativeDeallocator: FfiConverter {
+    fileprivate static let handleMap = UniffiHandleMap<NativeDeallocator>()
+
+    typealias FfiType = UnsafeMutableRawPointer
+    typealias SwiftType = NativeDeallocator
+
+    public static func lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeDeallocator {
+        return NativeDeallocatorImpl(unsafeFromRawPointer: pointer)
+    }
+
+    public static func lower(_ value: NativeDeallocator) -> UnsafeMutableRawPointer {
+        guard let ptr = UnsafeMutableRawPointer(bitPattern: UInt(truncatingIfNeeded: handleMap.insert(obj: value))) else {
+            fatalError("Cast to UnsafeMutableRawPointer failed")
+        }
+        return ptr
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> NativeDeallocator {
+        let v: UInt64 = try readInt(&buf)
+        // The Rust code won't compile if a pointer won't fit in a UInt64.
+        // We have to go via `UInt` because that's the thing that's the size of a pointer.
+        let ptr = UnsafeMutableRawPointer(bitPattern: UInt(truncatingIfNeeded: v))
+        if (ptr == nil) {
+            throw UniffiInternalError.unexpectedNullPointer
+        }
+        return try lift(ptr!)
+    }
+
+    public static func write(_ value: NativeDeallocator, into buf: inout [UInt8]) {
+        // This fiddling is because `Int` is the thing that's the same size as a pointer.
+        // The Rust code won't compile if a pointer won't fit in a `UInt64`.
+        writeInt(&buf, UInt64(bitPattern: Int64(Int(bitPattern: lower(value)))))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeNativeDeallocator_lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeDeallocator {
+    return try FfiConverterTypeNativeDeallocator.lift(pointer)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeNativeDeallocator_lower(_ value: NativeDeallocator) -> UnsafeMutableRawPointer {
+    return FfiConverterTypeNativeDeallocator.lower(value)
+}
+
+
+
+
+
+
+/**
  * A function implemented in Swift that models may call by name.
  */
 public protocol NativeFunction: AnyObject, Sendable {
@@ -2332,6 +2514,26 @@ open class NativeTensor: NativeTensorProtocol, @unchecked Sendable {
         try! rustCall { uniffi_mote_swift_fn_free_nativetensor(pointer, $0) }
     }
 
+    
+    /**
+     * A tensor over memory the caller owns, without a copy: `byte_len` bytes at `address`,
+     * which must be `mote::ALIGNMENT` (64) byte aligned and hold `shape` x `dtype`. The
+     * caller's contract (the Swift API's, `Tensor(borrowing:...)`): the memory stays valid,
+     * and nobody else reads or writes it while a call uses the tensor, until `deallocator` is
+     * called (once, on any thread, when Mote holds the tensor no more). When this fails the
+     * memory stays the caller's and `deallocator` is not called.
+     */
+public static func borrowing(address: UInt64, byteLen: UInt64, shape: [Int64], dtype: String, deallocator: NativeDeallocator?)throws  -> NativeTensor  {
+    return try  FfiConverterTypeNativeTensor_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
+    uniffi_mote_swift_fn_constructor_nativetensor_borrowing(
+        FfiConverterUInt64.lower(address),
+        FfiConverterUInt64.lower(byteLen),
+        FfiConverterSequenceInt64.lower(shape),
+        FfiConverterString.lower(dtype),
+        FfiConverterOptionTypeNativeDeallocator.lower(deallocator),$0
+    )
+})
+}
     
     /**
      * A tensor holding a copy of `bytes` (exactly shape × element size bytes).
@@ -4227,6 +4429,30 @@ fileprivate struct FfiConverterOptionTypeLogSink: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionTypeNativeDeallocator: FfiConverterRustBuffer {
+    typealias SwiftType = NativeDeallocator?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeNativeDeallocator.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeNativeDeallocator.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionSequenceTypeNativeDim: FfiConverterRustBuffer {
     typealias SwiftType = [NativeDim]?
 
@@ -4690,6 +4916,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mote_swift_checksum_method_nativecanceltoken_is_cancelled() != 47270) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_mote_swift_checksum_method_nativedeallocator_release() != 6711) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_mote_swift_checksum_method_nativefunction_call() != 64023) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -4804,6 +5033,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mote_swift_checksum_constructor_nativesession_new() != 63840) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_mote_swift_checksum_constructor_nativetensor_borrowing() != 15729) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_mote_swift_checksum_constructor_nativetensor_from_bytes() != 19557) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -4812,6 +5044,7 @@ private let initializationResult: InitializationResult = {
     }
 
     uniffiCallbackInitLogSink()
+    uniffiCallbackInitNativeDeallocator()
     uniffiCallbackInitNativeFunction()
     return InitializationResult.ok
 }()

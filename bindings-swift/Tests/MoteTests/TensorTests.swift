@@ -57,6 +57,52 @@ final class TensorTests: XCTestCase {
         try out1[0].withUnsafeBytes { XCTAssertEqual(Int(bitPattern: $0.baseAddress) % 64, 0) }
     }
 
+    /// `Tensor(borrowing:...)`: a kernel writes its output straight into the app's own
+    /// memory (the gemm kernel into a NaN-filled buffer), a session reads a borrowed input, the
+    /// deallocator runs once when Mote lets go, and a misaligned or short buffer throws with
+    /// the memory left to the app (its deallocator never called).
+    func testBorrowedMemoryIsUsedInPlace() throws {
+        final class Count: @unchecked Sendable { let lock = NSLock(); var n = 0 }
+        let freed = Count()
+        let release: @Sendable (UnsafeMutableRawBufferPointer) -> Void = { b in
+            freed.lock.lock(); freed.n += 1; freed.lock.unlock()
+            b.deallocate()
+        }
+        let model = try Model(path: try Env.zoo("gemm.so"))
+        let session = try model.session(SessionOptions(threads: 1))
+        let ins = try inputs("gemm.gemm.inputs.npz")
+        let expected = try loadNpz(Env.zoo("gemm.gemm.expected.npz"))[0].tensor
+        let out = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 48 * 4, alignment: 64)
+        out.initializeMemory(as: Float.self, repeating: .nan)
+        var c: Tensor? = try Tensor(borrowing: out, shape: [64, 48], dtype: .float32, deallocator: release)
+        try session.callKernel("gemm", [.tensor(ins[0]), .tensor(ins[1]), .tensor(c!)])
+        // The app's own buffer holds the result (read without Mote).
+        let written = Array(out.bindMemory(to: Float.self))
+        try assertClose(try Tensor(written, shape: [64, 48]), expected, Tolerance(rtol: 1e-5, atol: 1e-5), "borrowed output")
+        XCTAssertEqual(freed.n, 0)
+        c = nil
+        XCTAssertEqual(freed.n, 1, "released once Mote lets go")
+
+        let mlp = try Model(path: try Env.zoo("mlp.so")).session(SessionOptions(threads: 1))
+        let mins = try inputs("mlp.forward.inputs.npz")
+        let xb = UnsafeMutableRawBufferPointer.allocate(byteCount: mins[0].byteCount, alignment: 64)
+        try mins[0].withUnsafeBytes { xb.copyMemory(from: $0) }
+        let x = try Tensor(borrowing: xb, shape: mins[0].shape, dtype: .float32, deallocator: release)
+        let y = try mlp.run("forward", [x] + mins.dropFirst())
+        try assertClose(y[0], try loadNpz(Env.zoo("mlp.forward.expected.npz"))[0].tensor, Tolerance(rtol: 1e-5, atol: 1e-5), "borrowed input")
+
+        let raw = UnsafeMutableRawBufferPointer.allocate(byteCount: 256, alignment: 64)
+        defer { raw.deallocate() }
+        let misaligned = UnsafeMutableRawBufferPointer(rebasing: raw[4..<132])
+        XCTAssertThrowsError(try Tensor(borrowing: misaligned, shape: [32], dtype: .float32, deallocator: release)) {
+            XCTAssertEqual(($0 as? MoteError)?.code, 11, "\($0)")
+        }
+        XCTAssertThrowsError(try Tensor(borrowing: raw, shape: [65], dtype: .float32, deallocator: release)) {
+            XCTAssertEqual(($0 as? MoteError)?.code, 8, "\($0)")
+        }
+        XCTAssertEqual(freed.n, 1, "refused buffers stay the app's")
+    }
+
     func testSharedTensorRefusesInPlaceWrites() throws {
         let model = try Model(path: try Env.zoo("multi.so"))
         let session = try model.session()

@@ -258,6 +258,13 @@ typedef void (*UniffiCallbackInterfaceLogSinkMethod0)(uint64_t, uint8_t, RustBuf
     );
 
 #endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_NATIVE_DEALLOCATOR_METHOD0
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_NATIVE_DEALLOCATOR_METHOD0
+typedef void (*UniffiCallbackInterfaceNativeDeallocatorMethod0)(uint64_t, void* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
+    );
+
+#endif
 #ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_NATIVE_FUNCTION_METHOD0
 #define UNIFFI_FFIDEF_CALLBACK_INTERFACE_NATIVE_FUNCTION_METHOD0
 typedef void (*UniffiCallbackInterfaceNativeFunctionMethod0)(uint64_t, RustBuffer, RustBuffer* _Nonnull, 
@@ -271,6 +278,14 @@ typedef struct UniffiVTableCallbackInterfaceLogSink {
     UniffiCallbackInterfaceLogSinkMethod0 _Nonnull log;
     UniffiCallbackInterfaceFree _Nonnull uniffiFree;
 } UniffiVTableCallbackInterfaceLogSink;
+
+#endif
+#ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_NATIVE_DEALLOCATOR
+#define UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_NATIVE_DEALLOCATOR
+typedef struct UniffiVTableCallbackInterfaceNativeDeallocator {
+    UniffiCallbackInterfaceNativeDeallocatorMethod0 _Nonnull release;
+    UniffiCallbackInterfaceFree _Nonnull uniffiFree;
+} UniffiVTableCallbackInterfaceNativeDeallocator;
 
 #endif
 #ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_NATIVE_FUNCTION
@@ -345,6 +360,26 @@ void uniffi_mote_swift_fn_method_nativecanceltoken_cancel(void*_Nonnull ptr, Rus
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVECANCELTOKEN_IS_CANCELLED
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVECANCELTOKEN_IS_CANCELLED
 int8_t uniffi_mote_swift_fn_method_nativecanceltoken_is_cancelled(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEDEALLOCATOR
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEDEALLOCATOR
+void*_Nonnull uniffi_mote_swift_fn_clone_nativedeallocator(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEDEALLOCATOR
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEDEALLOCATOR
+void uniffi_mote_swift_fn_free_nativedeallocator(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_INIT_CALLBACK_VTABLE_NATIVEDEALLOCATOR
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_INIT_CALLBACK_VTABLE_NATIVEDEALLOCATOR
+void uniffi_mote_swift_fn_init_callback_vtable_nativedeallocator(const UniffiVTableCallbackInterfaceNativeDeallocator* _Nonnull vtable
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEDEALLOCATOR_RELEASE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEDEALLOCATOR_RELEASE
+void uniffi_mote_swift_fn_method_nativedeallocator_release(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEFUNCTION
@@ -560,6 +595,11 @@ void*_Nonnull uniffi_mote_swift_fn_clone_nativetensor(void*_Nonnull ptr, RustCal
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVETENSOR
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVETENSOR
 void uniffi_mote_swift_fn_free_nativetensor(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVETENSOR_BORROWING
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVETENSOR_BORROWING
+void*_Nonnull uniffi_mote_swift_fn_constructor_nativetensor_borrowing(uint64_t address, uint64_t byte_len, RustBuffer shape, RustBuffer dtype, RustBuffer deallocator, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVETENSOR_FROM_BYTES
@@ -1075,6 +1115,12 @@ uint16_t uniffi_mote_swift_checksum_method_nativecanceltoken_is_cancelled(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEDEALLOCATOR_RELEASE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEDEALLOCATOR_RELEASE
+uint16_t uniffi_mote_swift_checksum_method_nativedeallocator_release(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEFUNCTION_CALL
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEFUNCTION_CALL
 uint16_t uniffi_mote_swift_checksum_method_nativefunction_call(void
@@ -1300,6 +1346,12 @@ uint16_t uniffi_mote_swift_checksum_constructor_nativerpcserver_start(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVESESSION_NEW
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVESESSION_NEW
 uint16_t uniffi_mote_swift_checksum_constructor_nativesession_new(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVETENSOR_BORROWING
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVETENSOR_BORROWING
+uint16_t uniffi_mote_swift_checksum_constructor_nativetensor_borrowing(void
     
 );
 #endif
