@@ -54,6 +54,7 @@ mkdir -p "$ROOT/target/java-test"
 # Javadoc on every public and protected member (doclint fails on a missing comment).
 javadoc -Xdoclint:all -quiet -d "$ROOT/target/java-test/javadoc" \
     bindings-java/java/src/main/java/org/mote/*.java bindings-java/java/src/main/java/org/mote/rpc/*.java \
+    bindings-java/java/src/main/java/org/mote/tvm4j/*.java bindings-java/java/src/main/java/org/mote/tvm4j/rpc/*.java \
     >"$ROOT/target/java-test/javadoc.log" 2>&1 || { cat "$ROOT/target/java-test/javadoc.log" >&2; die "javadoc -Xdoclint:all failed"; }
 if grep -q 'warning' "$ROOT/target/java-test/javadoc.log"; then
     cat "$ROOT/target/java-test/javadoc.log" >&2

@@ -19,7 +19,7 @@ use jni::vm::JavaVM;
 use jni::{jni_sig, jni_str, Env};
 use mote::{Arg, Value};
 
-use crate::natives::{Tag, TensorH};
+use crate::natives::{marked, Marked, Tag, TensorH};
 use crate::{into_handle, JErr};
 
 struct Bridge {
@@ -135,6 +135,18 @@ fn call_java(
                 tensors.push((i, t.clone()));
                 Tag::Tensor
             }
+            // Java's `dispatch` reads a byte string's tensor into a `byte[]` and closes it.
+            Arg::Value(v) => match marked(v) {
+                Some(Marked::Bytes(t)) => {
+                    tensors.push((i, t.clone()));
+                    Tag::Bytes
+                }
+                Some(Marked::Function(name)) => {
+                    strs[i] = Some(name.to_string());
+                    Tag::Function
+                }
+                None => Tag::Other,
+            },
             _ => Tag::Other,
         };
         tags[i] = tag as i32;

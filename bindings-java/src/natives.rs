@@ -34,12 +34,18 @@ pub enum Tag {
     Pointer = 7,
     Shape = 8,
     DType = 9,
-    /// A value Java cannot hold (a function, raw storage).
+    /// A value Java cannot hold (a VM closure, raw storage).
     Other = 10,
+    /// A byte string (Java `byte[]`, tvm4j's bytes). Payload: a tensor handle (`longs[i]`)
+    /// of a 1-D uint8 tensor holding the bytes. See [`bytes_value`].
+    Bytes = 11,
+    /// A function registered with Mote, by its global name (`strs[i]`). See
+    /// [`function_value`].
+    Function = 12,
 }
 
 /// Every tag with its Java constant name (`NativeBridge.TAG_<NAME>`, generated).
-pub const TAGS: [(&str, Tag); 11] = [
+pub const TAGS: [(&str, Tag); 13] = [
     ("NONE", Tag::None),
     ("INT", Tag::Int),
     ("FLOAT", Tag::Float),
@@ -51,7 +57,56 @@ pub const TAGS: [(&str, Tag); 11] = [
     ("SHAPE", Tag::Shape),
     ("DTYPE", Tag::DType),
     ("OTHER", Tag::Other),
+    ("BYTES", Tag::Bytes),
+    ("FUNCTION", Tag::Function),
 ];
+
+/// The first element of the tuple that carries a byte string through Mote's values (which
+/// have no bytes kind): `(BYTES_MARK, uint8 tensor)`. NUL-prefixed, so no model's string is
+/// mistaken for it.
+const BYTES_MARK: &str = "\0mote-java:bytes";
+/// The first element of the tuple that carries a registered function through Mote's values
+/// (which have no packed-function kind): `(FUNCTION_MARK, global name)`.
+const FUNCTION_MARK: &str = "\0mote-java:function";
+
+/// A byte string as a Mote value: `(BYTES_MARK, t)`, `t` a 1-D uint8 tensor.
+fn bytes_value(t: Tensor) -> Value {
+    Value::Tuple(std::sync::Arc::new(vec![
+        Value::Str(BYTES_MARK.into()),
+        Value::Tensor(t),
+    ]))
+}
+
+/// The registered function `name` as a Mote value: `(FUNCTION_MARK, name)`. Fails when no
+/// function is registered under that name.
+fn function_value(name: &str) -> Result<Value, JErr> {
+    if mote::lookup_function(name).is_none() {
+        return Err(JErr::Mote(mote::Error::UnknownFunction {
+            name: name.to_string(),
+            available: Vec::new(),
+        }));
+    }
+    Ok(Value::Tuple(std::sync::Arc::new(vec![
+        Value::Str(FUNCTION_MARK.into()),
+        Value::Str(name.into()),
+    ])))
+}
+
+/// What a value made by [`bytes_value`] or [`function_value`] carries.
+pub(crate) enum Marked<'a> {
+    Bytes(&'a Tensor),
+    Function(&'a str),
+}
+
+/// The byte string or function a value carries, if it is one.
+pub(crate) fn marked(v: &Value) -> Option<Marked<'_>> {
+    let Value::Tuple(t) = v else { return None };
+    match t.as_slice() {
+        [Value::Str(m), Value::Tensor(b)] if &**m == BYTES_MARK => Some(Marked::Bytes(b)),
+        [Value::Str(m), Value::Str(n)] if &**m == FUNCTION_MARK => Some(Marked::Function(n)),
+        _ => None,
+    }
+}
 
 /// A session, used by one thread at a time (see the crate docs).
 pub struct SessionH(Mutex<Session>);
@@ -137,6 +192,10 @@ enum JArg {
     Bool(bool),
     Str(String),
     Tensor(i64),
+    /// A byte string, in the uint8 tensor of this handle.
+    Bytes(i64),
+    /// A registered function, by name.
+    Function(String),
 }
 
 fn read_args(
@@ -167,10 +226,16 @@ fn read_args(
             x if x == Tag::Float as i32 => JArg::Float(d[i]),
             x if x == Tag::Bool as i32 => JArg::Bool(l[i] != 0),
             x if x == Tag::Tensor as i32 => JArg::Tensor(l[i]),
-            x if x == Tag::Str as i32 => {
+            x if x == Tag::Bytes as i32 => JArg::Bytes(l[i]),
+            x if x == Tag::Str as i32 || x == Tag::Function as i32 => {
                 let o = strs.get_element(env, i)?;
                 let s = env.cast_local::<JString>(o)?;
-                JArg::Str(string(env, &s, "string argument")?)
+                let s = string(env, &s, "string argument")?;
+                if x == Tag::Str as i32 {
+                    JArg::Str(s)
+                } else {
+                    JArg::Function(s)
+                }
             }
             x => return Err(JErr::Arg(format!("argument {i}: unknown tag {x}"))),
         });
@@ -178,15 +243,19 @@ fn read_args(
     Ok(out)
 }
 
-fn scalar_value(a: &JArg) -> Option<Value> {
-    Some(match a {
+/// The value of an argument that is not a tensor (tensors: `None`). A byte string shares
+/// its tensor (nothing writes it); a function must be registered.
+fn scalar_value(a: &JArg) -> Result<Option<Value>, JErr> {
+    Ok(Some(match a {
         JArg::None => Value::None,
         JArg::Int(i) => Value::Int(*i),
         JArg::Float(f) => Value::Float(*f),
         JArg::Bool(b) => Value::Bool(*b),
         JArg::Str(s) => Value::Str(s.as_str().into()),
-        JArg::Tensor(_) => return None,
-    })
+        JArg::Bytes(h) => bytes_value(tensor_of(*h)?),
+        JArg::Function(name) => function_value(name)?,
+        JArg::Tensor(_) => return Ok(None),
+    }))
 }
 
 /// Arguments for a call that only reads them: tensors are shared clones.
@@ -198,7 +267,7 @@ fn shared_values(args: &[JArg]) -> Result<Vec<Value>, JErr> {
                 let t = unsafe { handle_ref::<TensorH>(*h, "Tensor")? };
                 Ok(Value::Tensor(t.get()?))
             }
-            other => Ok(scalar_value(other).expect("not a tensor")),
+            other => Ok(scalar_value(other)?.unwrap_or_default()),
         })
         .collect()
 }
@@ -249,7 +318,13 @@ fn exclusive_values(args: &[JArg]) -> Result<(Vec<Value>, Taken), JErr> {
                     }
                 }
             }
-            other => scalar_value(other).expect("not a tensor"),
+            other => match scalar_value(other) {
+                Ok(v) => v.unwrap_or_default(),
+                Err(e) => {
+                    restore(&mut values, &taken);
+                    return Err(e);
+                }
+            },
         };
         values.push(v);
     }
@@ -1284,7 +1359,11 @@ pub fn tag_of(v: &Value) -> Tag {
         Value::Bool(_) => Tag::Bool,
         Value::Str(_) => Tag::Str,
         Value::Tensor(_) => Tag::Tensor,
-        Value::Tuple(_) => Tag::Tuple,
+        v @ Value::Tuple(_) => match marked(v) {
+            Some(Marked::Bytes(_)) => Tag::Bytes,
+            Some(Marked::Function(_)) => Tag::Function,
+            None => Tag::Tuple,
+        },
         Value::OpaquePtr(_) => Tag::Pointer,
         Value::Shape(_) => Tag::Shape,
         Value::DType(_) => Tag::DType,
@@ -1328,7 +1407,11 @@ pub extern "system" fn Java_org_mote_NativeBridge_valueDescribe<'l>(
         let s = match v {
             Value::Str(s) => s.to_string(),
             Value::DType(d) => d.to_string(),
-            other => other.kind().to_string(),
+            other => match marked(other) {
+                Some(Marked::Function(name)) => name.to_string(),
+                Some(Marked::Bytes(_)) => "bytes".to_string(),
+                None => other.kind().to_string(),
+            },
         };
         new_string(env, &s)
     })
@@ -1390,6 +1473,22 @@ pub extern "system" fn Java_org_mote_NativeBridge_valueShape<'l>(
     })
 }
 
+/// java: static native byte[] valueBytes(long value);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_valueBytes<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    value: jlong,
+) -> JByteArray<'l> {
+    entry(&mut env, |env| {
+        let v = value_of(value)?;
+        match marked(v) {
+            Some(Marked::Bytes(t)) => Ok(env.byte_array_from_slice(t.data())?),
+            _ => Err(JErr::Arg(format!("a {} is not a byte string", v.kind()))),
+        }
+    })
+}
+
 /// java: static native int valueTupleSize(long value);
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_org_mote_NativeBridge_valueTupleSize<'l>(
@@ -1440,8 +1539,44 @@ pub extern "system" fn Java_org_mote_NativeBridge_valueFrom<'l>(
             x if x == Tag::Bool as i32 => Value::Bool(l != 0),
             x if x == Tag::Str as i32 => Value::Str(string(env, &s, "string")?.into()),
             x if x == Tag::Tensor as i32 => Value::Tensor(tensor_of(l)?),
+            x if x == Tag::Bytes as i32 => bytes_value(tensor_of(l)?),
+            x if x == Tag::Function as i32 => function_value(&string(env, &s, "function name")?)?,
             x => return Err(JErr::Arg(format!("cannot make a value of tag {x}"))),
         };
         Ok(value_handle(v))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_strings_and_functions_cross_as_marked_tuples_only() {
+        let t = Tensor::zeros(&[3], DType::U8).expect("a uint8 tensor");
+        let b = bytes_value(t);
+        assert_eq!(tag_of(&b), Tag::Bytes);
+        assert!(matches!(marked(&b), Some(Marked::Bytes(t)) if t.shape() == [3]));
+
+        assert!(function_value("mote-java.test.unregistered").is_err());
+        mote::register_function(
+            "mote-java.test.marked",
+            std::sync::Arc::new(|_: &[Arg<'_>]| Ok(Value::None)),
+        );
+        let f = function_value("mote-java.test.marked").expect("a registered function");
+        assert_eq!(tag_of(&f), Tag::Function);
+        assert!(matches!(
+            marked(&f),
+            Some(Marked::Function("mote-java.test.marked"))
+        ));
+        mote::unregister_function("mote-java.test.marked");
+
+        // A model's own tuples, even of two strings, stay tuples.
+        let plain = Value::Tuple(std::sync::Arc::new(vec![
+            Value::Str("mote-java:function".into()),
+            Value::Str("x".into()),
+        ]));
+        assert_eq!(tag_of(&plain), Tag::Tuple);
+        assert!(marked(&plain).is_none());
+    }
 }

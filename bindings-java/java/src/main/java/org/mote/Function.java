@@ -30,10 +30,12 @@ public final class Function implements AutoCloseable {
     public interface Callback {
         /**
          * Runs the function. Arguments are null, Long, Double, Boolean, String, NDArray (a copy,
-         * closed after the callback returns: copy the data to keep it) or {@link Pointer}.
+         * closed after the callback returns: copy the data to keep it), {@link Pointer},
+         * byte[] (a copy) or a {@link Function} (a registered function, by name).
          *
          * @param args the arguments
-         * @return null, a number, a boolean, a String or a Tensor
+         * @return null, a number, a boolean, a String, a byte[], a Tensor or a registered
+         *     {@link Function} (not a function of a {@link Module})
          */
         Object invoke(Object... args);
     }
@@ -64,6 +66,25 @@ public final class Function implements AutoCloseable {
      * @return the name
      */
     public String name() {
+        return name;
+    }
+
+    /** A registered function, by name, as a call's result or a callback's argument. */
+    static Function named(String name) {
+        return new Function(null, name, false);
+    }
+
+    /**
+     * The global name this function is passed by, as an argument or a return value.
+     *
+     * @param what how the value is named in the error
+     * @throws IllegalArgumentException for a function of a {@link Module}, which has none
+     */
+    String globalName(String what) {
+        if (module != null) {
+            throw new IllegalArgumentException(what + ": the function `" + name
+                    + "` of a Module cannot be passed as a value (only registered functions can)");
+        }
         return name;
     }
 
@@ -223,10 +244,34 @@ public final class Function implements AutoCloseable {
     }
 
     /**
+     * Adds a byte-string argument (copied when the call starts; a callback gets a byte[]).
+     *
+     * @param arg the bytes
+     * @return this
+     */
+    public Function pushArg(byte[] arg) {
+        pending.add(arg);
+        return this;
+    }
+
+    /**
+     * Adds a registered function as an argument (by its global name; a function of a
+     * {@link Module} cannot be passed).
+     *
+     * @param arg the function
+     * @return this
+     */
+    public Function pushArg(Function arg) {
+        pending.add(arg);
+        return this;
+    }
+
+    /**
      * Calls the function with the pushed arguments (then forgets them).
      *
      * @return the result: null (kernels return nothing: their outputs are the tensors
-     *     passed), Long, Double, Boolean, String, NDArray, Object[] (a tuple)...
+     *     passed), Long, Double, Boolean, String, byte[], NDArray, Function (a registered
+     *     function), Object[] (a tuple)...
      */
     public Object invoke() {
         List<Object> args = new ArrayList<>(pending);
@@ -237,7 +282,7 @@ public final class Function implements AutoCloseable {
     /**
      * Calls the function with these arguments.
      *
-     * @param args null, numbers, booleans, Strings, Tensors
+     * @param args null, numbers, booleans, Strings, byte[]s, Tensors, registered Functions
      * @return as {@link #invoke()}
      */
     public Object call(Object... args) {
@@ -274,7 +319,7 @@ public final class Function implements AutoCloseable {
         Object[] args = new Object[tags.length];
         List<Tensor> made = new ArrayList<>();
         for (int i = 0; i < tags.length; i++) {
-            if (tags[i] == NativeBridge.TAG_TENSOR) {
+            if (tags[i] == NativeBridge.TAG_TENSOR || tags[i] == NativeBridge.TAG_BYTES) {
                 NDArray t = new NDArray(longs[i]);
                 made.add(t);
                 args[i] = t;
@@ -290,7 +335,9 @@ public final class Function implements AutoCloseable {
                     case NativeBridge.TAG_STR:
                     case NativeBridge.TAG_DTYPE: args[i] = strs[i]; break;
                     case NativeBridge.TAG_POINTER: args[i] = new Pointer(longs[i]); break;
+                    case NativeBridge.TAG_FUNCTION: args[i] = named(strs[i]); break;
                     case NativeBridge.TAG_TENSOR: break;
+                    case NativeBridge.TAG_BYTES: args[i] = ((Tensor) args[i]).toRawBytes(); break;
                     default:
                         throw new UnsupportedException("argument " + i + " cannot be passed to Java");
                 }
@@ -320,7 +367,11 @@ public final class Function implements AutoCloseable {
                 t.releaseHandle();
             }
         }
-        Args a = new Args(java.util.Collections.singletonList(r));
-        return NativeBridge.valueFrom(a.tags[0], a.longs[0], a.doubles[0], a.strs[0]);
+        Args a = new Args(java.util.Collections.singletonList(r), "the callback's return value");
+        try {
+            return NativeBridge.valueFrom(a.tags[0], a.longs[0], a.doubles[0], a.strs[0]);
+        } finally {
+            a.release();
+        }
     }
 }

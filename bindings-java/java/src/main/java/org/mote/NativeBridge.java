@@ -20,6 +20,8 @@ final class NativeBridge {
     static final int TAG_SHAPE = 8;
     static final int TAG_DTYPE = 9;
     static final int TAG_OTHER = 10;
+    static final int TAG_BYTES = 11;
+    static final int TAG_FUNCTION = 12;
 
     static native void init(int maxLogLevel);
     static native String version();
@@ -73,6 +75,7 @@ final class NativeBridge {
     static native double valueDouble(long value);
     static native long valueTensor(long value);
     static native long[] valueShape(long value);
+    static native byte[] valueBytes(long value);
     static native int valueTupleSize(long value);
     static native long valueTupleGet(long value, int index);
     static native long valueFrom(int tag, long l, double d, String s);

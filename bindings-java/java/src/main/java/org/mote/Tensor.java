@@ -280,6 +280,19 @@ public class Tensor extends NativeObject {
     }
 
     /**
+     * Copies {@code data} into a uint16 tensor (Java's {@code char} is an unsigned 16-bit
+     * integer).
+     *
+     * @param data one value per element
+     */
+    public void copyFrom(char[] data) {
+        requireDType("uint16", "copyFrom(char[])");
+        ByteBuffer b = le(data.length * 2);
+        b.asCharBuffer().put(data);
+        copyFromRaw(b.array());
+    }
+
+    /**
      * A copy of the raw bytes of the elements (little-endian), any dtype.
      *
      * @return the bytes
@@ -357,6 +370,19 @@ public class Tensor extends NativeObject {
     public short[] asShortArray() {
         java.nio.ShortBuffer b = rawLE().asShortBuffer();
         short[] out = new short[b.remaining()];
+        b.get(out);
+        return out;
+    }
+
+    /**
+     * A copy of a uint16 tensor's elements.
+     *
+     * @return the elements
+     */
+    public char[] asCharArray() {
+        requireDType("uint16", "asCharArray");
+        java.nio.CharBuffer b = rawLE().asCharBuffer();
+        char[] out = new char[b.remaining()];
         b.get(out);
         return out;
     }

@@ -6,7 +6,8 @@ final class Values {
 
     /**
      * The Java form of a value: null, Long, Double, Boolean, String, a Tensor (an NDArray when
-     * {@code ndarray}), Object[] for tuples, long[] for shapes, {@link Pointer}.
+     * {@code ndarray}), Object[] for tuples, long[] for shapes, {@link Pointer}, byte[] for byte
+     * strings, a {@link Function} for a registered function.
      */
     static Object take(long v, boolean ndarray) {
         if (v == 0) {
@@ -41,6 +42,10 @@ final class Values {
                 return NativeBridge.valueShape(v);
             case NativeBridge.TAG_POINTER:
                 return new Pointer(NativeBridge.valueLong(v));
+            case NativeBridge.TAG_BYTES:
+                return NativeBridge.valueBytes(v);
+            case NativeBridge.TAG_FUNCTION:
+                return Function.named(NativeBridge.valueDescribe(v));
             case NativeBridge.TAG_TUPLE: {
                 int n = NativeBridge.valueTupleSize(v);
                 Object[] out = new Object[n];

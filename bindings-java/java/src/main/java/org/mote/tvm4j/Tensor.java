@@ -1,0 +1,316 @@
+package org.mote.tvm4j;
+
+/**
+ * tvm4j's array (TVM 0.22 on; {@link NDArray} before): an n-dimensional array in host memory,
+ * made by {@link #empty}, filled by {@code copyFrom} and read by {@code asXArray()}, each of
+ * which requires the array's element type, as tvm4j does.
+ *
+ * <p>Mote's arrays live in host memory: {@code empty} takes a CPU {@link Device} only (a model
+ * compiled for OpenCL takes host arrays and copies them itself). {@link #release()} frees the
+ * array; a second {@code release()} does nothing, and any other use of a released array throws
+ * {@link IllegalStateException}. An array never released is freed after it becomes unreachable.
+ */
+public class Tensor extends NDArrayBase {
+    private final TVMType dtype;
+    private final Device device;
+
+    Tensor(org.mote.Tensor tensor, boolean isView, Device device) {
+        super(tensor, isView);
+        this.dtype = TVMType.fromMote(tensor.dtype());
+        this.device = device;
+    }
+
+    static org.mote.Tensor allocate(long[] shape, TVMType dtype, Device dev) {
+        java.util.Objects.requireNonNull(shape, "shape");
+        java.util.Objects.requireNonNull(dtype, "dtype");
+        java.util.Objects.requireNonNull(dev, "dev");
+        if (dev.deviceType != Device.kDLCPU) {
+            throw new IllegalArgumentException("Mote makes arrays in host memory only, not on " + dev
+                    + " (a model compiled for OpenCL takes host arrays and copies them itself)");
+        }
+        return org.mote.Tensor.empty(shape, dtype.moteName());
+    }
+
+    /**
+     * A new zero-filled array.
+     *
+     * @param shape the shape
+     * @param dtype the element type
+     * @param dev a CPU device
+     * @return the array
+     * @throws IllegalArgumentException when {@code dev} is not a CPU
+     */
+    public static Tensor empty(long[] shape, TVMType dtype, Device dev) {
+        return new Tensor(allocate(shape, dtype, dev), false, dev);
+    }
+
+    /**
+     * A new zero-filled array on the CPU.
+     *
+     * @param shape the shape
+     * @param dtype the element type
+     * @return the array
+     */
+    public static Tensor empty(long[] shape, TVMType dtype) {
+        return empty(shape, dtype, Device.cpu(0));
+    }
+
+    /**
+     * A new zero-filled float32 array on the CPU.
+     *
+     * @param shape the shape
+     * @return the array
+     */
+    public static Tensor empty(long[] shape) {
+        return empty(shape, new TVMType("float32"), Device.cpu(0));
+    }
+
+    /**
+     * A new zero-filled float32 array.
+     *
+     * @param shape the shape
+     * @param dev a CPU device
+     * @return the array
+     * @throws IllegalArgumentException when {@code dev} is not a CPU
+     */
+    public static Tensor empty(long[] shape, Device dev) {
+        return empty(shape, new TVMType("float32"), dev);
+    }
+
+    private void require(int code, int bits, String what) {
+        if (dtype.typeCode != code || dtype.bits != bits || dtype.lanes != 1) {
+            throw new IllegalArgumentException(what + " does not fit a " + dtype + " array");
+        }
+    }
+
+    private void checkCopySize(int length) {
+        long n = size();
+        if (n != length) {
+            throw new IllegalArgumentException("the array holds " + n + " elements, not " + length);
+        }
+    }
+
+    /**
+     * Copies {@code sourceArray} into a float64 array.
+     *
+     * @param sourceArray one value per element
+     * @throws IllegalArgumentException when the array is not float64 or the length differs
+     */
+    public void copyFrom(double[] sourceArray) {
+        require(TVMType.FLOAT, 64, "double[]");
+        checkCopySize(sourceArray.length);
+        tensor.copyFrom(sourceArray);
+    }
+
+    /**
+     * Copies {@code sourceArray} into a float32 array.
+     *
+     * @param sourceArray one value per element
+     * @throws IllegalArgumentException when the array is not float32 or the length differs
+     */
+    public void copyFrom(float[] sourceArray) {
+        require(TVMType.FLOAT, 32, "float[]");
+        checkCopySize(sourceArray.length);
+        tensor.copyFrom(sourceArray);
+    }
+
+    /**
+     * Copies {@code sourceArray} into an int64 array.
+     *
+     * @param sourceArray one value per element
+     * @throws IllegalArgumentException when the array is not int64 or the length differs
+     */
+    public void copyFrom(long[] sourceArray) {
+        require(TVMType.INT, 64, "long[]");
+        checkCopySize(sourceArray.length);
+        tensor.copyFrom(sourceArray);
+    }
+
+    /**
+     * Copies {@code sourceArray} into an int32 array.
+     *
+     * @param sourceArray one value per element
+     * @throws IllegalArgumentException when the array is not int32 or the length differs
+     */
+    public void copyFrom(int[] sourceArray) {
+        require(TVMType.INT, 32, "int[]");
+        checkCopySize(sourceArray.length);
+        tensor.copyFrom(sourceArray);
+    }
+
+    /**
+     * Copies {@code sourceArray} into an int16 array.
+     *
+     * @param sourceArray one value per element
+     * @throws IllegalArgumentException when the array is not int16 or the length differs
+     */
+    public void copyFrom(short[] sourceArray) {
+        require(TVMType.INT, 16, "short[]");
+        checkCopySize(sourceArray.length);
+        tensor.copyFrom(sourceArray);
+    }
+
+    /**
+     * Copies {@code sourceArray} into an int8 array.
+     *
+     * @param sourceArray one value per element
+     * @throws IllegalArgumentException when the array is not int8 or the length differs
+     */
+    public void copyFrom(byte[] sourceArray) {
+        require(TVMType.INT, 8, "byte[]");
+        checkCopySize(sourceArray.length);
+        tensor.copyFrom(sourceArray);
+    }
+
+    /**
+     * Copies {@code sourceArray} into a uint16 array.
+     *
+     * @param sourceArray one value per element
+     * @throws IllegalArgumentException when the array is not uint16 or the length differs
+     */
+    public void copyFrom(char[] sourceArray) {
+        require(TVMType.UINT, 16, "char[]");
+        checkCopySize(sourceArray.length);
+        tensor.copyFrom(sourceArray);
+    }
+
+    /**
+     * Overwrites the array with raw element bytes (little-endian), any element type.
+     *
+     * @param sourceArray exactly the array's byte size
+     * @throws org.mote.MismatchException when the size differs
+     */
+    public void copyFromRaw(byte[] sourceArray) {
+        tensor.copyFromRaw(sourceArray);
+    }
+
+    /**
+     * The shape.
+     *
+     * @return a new array of the dimensions
+     */
+    public long[] shape() {
+        return tensor.shape();
+    }
+
+    /**
+     * The number of elements.
+     *
+     * @return the product of the shape
+     */
+    public long size() {
+        return tensor.size();
+    }
+
+    /**
+     * A copy of a float64 array's elements (row-major).
+     *
+     * @return the elements
+     * @throws IllegalArgumentException when the array is not float64
+     */
+    public double[] asDoubleArray() {
+        require(TVMType.FLOAT, 64, "double[]");
+        return tensor.asDoubleArray();
+    }
+
+    /**
+     * A copy of a float32 array's elements (row-major).
+     *
+     * @return the elements
+     * @throws IllegalArgumentException when the array is not float32
+     */
+    public float[] asFloatArray() {
+        require(TVMType.FLOAT, 32, "float[]");
+        return tensor.asFloatArray();
+    }
+
+    /**
+     * A copy of an int64 array's elements (row-major).
+     *
+     * @return the elements
+     * @throws IllegalArgumentException when the array is not int64
+     */
+    public long[] asLongArray() {
+        require(TVMType.INT, 64, "long[]");
+        return tensor.asLongArray();
+    }
+
+    /**
+     * A copy of an int32 array's elements (row-major).
+     *
+     * @return the elements
+     * @throws IllegalArgumentException when the array is not int32
+     */
+    public int[] asIntArray() {
+        require(TVMType.INT, 32, "int[]");
+        return tensor.asIntArray();
+    }
+
+    /**
+     * A copy of an int16 array's elements (row-major).
+     *
+     * @return the elements
+     * @throws IllegalArgumentException when the array is not int16
+     */
+    public short[] asShortArray() {
+        require(TVMType.INT, 16, "short[]");
+        return tensor.asShortArray();
+    }
+
+    /**
+     * A copy of a uint16 array's elements (row-major).
+     *
+     * @return the elements
+     * @throws IllegalArgumentException when the array is not uint16
+     */
+    public char[] asCharArray() {
+        require(TVMType.UINT, 16, "char[]");
+        return tensor.asCharArray();
+    }
+
+    /**
+     * A copy of an int8 array's elements (row-major).
+     *
+     * @return the elements
+     * @throws IllegalArgumentException when the array is not int8
+     */
+    public byte[] asByteArray() {
+        require(TVMType.INT, 8, "byte[]");
+        return tensor.asByteArray();
+    }
+
+    /**
+     * A copy of the raw element bytes (row-major, little-endian), any element type.
+     *
+     * @return the bytes
+     */
+    public byte[] internal() {
+        return tensor.toRawBytes();
+    }
+
+    /**
+     * The device the array was made for.
+     *
+     * @return a CPU device
+     */
+    public Device device() {
+        return device;
+    }
+
+    /**
+     * The element type (tvm4j keeps it private; Mote shows it).
+     *
+     * @return the type
+     */
+    public TVMType dtype() {
+        return dtype;
+    }
+
+    @Override
+    public String toString() {
+        if (tensor.isClosed()) {
+            return "Tensor(released)";
+        }
+        return "Tensor(" + java.util.Arrays.toString(shape()) + ", " + dtype + ", " + device + ")";
+    }
+}

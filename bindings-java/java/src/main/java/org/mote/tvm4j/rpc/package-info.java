@@ -1,0 +1,8 @@
+/**
+ * tvm4j's RPC classes on Mote. {@link org.mote.tvm4j.rpc.Server} runs Mote's RPC server
+ * ({@link org.mote.rpc.Server}), which TVM's Python client drives. Mote has no Java RPC
+ * client yet: {@link org.mote.tvm4j.rpc.Client#connect} throws
+ * {@link UnsupportedOperationException}, and {@link org.mote.tvm4j.rpc.RPCSession} exists for
+ * source compatibility only.
+ */
+package org.mote.tvm4j.rpc;
