@@ -1155,38 +1155,50 @@ struct BenchExtras<'a> {
     opencl_trace: Option<&'a std::path::Path>,
 }
 
+/// The first elements of `t` and, for numbers, its minimum, maximum and mean, read through an
+/// `ndarray` view of the tensor's memory (no copy).
 fn preview(t: &Tensor) -> String {
     const N: usize = 6;
-    let vals: Vec<String> = match t.dtype() {
-        DType::F32 => t
-            .as_slice::<f32>()
-            .map(|s| s.iter().take(N).map(|v| format!("{v:.6}")).collect())
-            .unwrap_or_default(),
-        DType::F64 => t
-            .as_slice::<f64>()
-            .map(|s| s.iter().take(N).map(|v| format!("{v:.6}")).collect())
-            .unwrap_or_default(),
-        DType::F16 => t
-            .as_slice::<half::f16>()
-            .map(|s| s.iter().take(N).map(|v| format!("{v:.4}")).collect())
-            .unwrap_or_default(),
-        DType::I8 => t
-            .as_slice::<i8>()
-            .map(|s| s.iter().take(N).map(|v| v.to_string()).collect())
-            .unwrap_or_default(),
-        DType::U8 | DType::BOOL => t.data().iter().take(N).map(|v| v.to_string()).collect(),
-        DType::I32 => t
-            .as_slice::<i32>()
-            .map(|s| s.iter().take(N).map(|v| v.to_string()).collect())
-            .unwrap_or_default(),
-        DType::I64 => t
-            .as_slice::<i64>()
-            .map(|s| s.iter().take(N).map(|v| v.to_string()).collect())
-            .unwrap_or_default(),
-        _ => Vec::new(),
+    fn show<T: mote::Element + Copy>(
+        t: &Tensor,
+        text: impl Fn(T) -> String,
+        num: impl Fn(T) -> f64,
+    ) -> (Vec<String>, Option<(f64, f64, f64)>) {
+        let Ok(v) = t.array_view::<T>() else {
+            return (Vec::new(), None);
+        };
+        let first = v.iter().take(N).map(|&x| text(x)).collect();
+        let stats = (!v.is_empty()).then(|| {
+            let (lo, hi, sum) = v.fold(
+                (f64::INFINITY, f64::NEG_INFINITY, 0.0),
+                |(lo, hi, s), &x| {
+                    let x = num(x);
+                    (lo.min(x), hi.max(x), s + x)
+                },
+            );
+            (lo, hi, sum / v.len() as f64)
+        });
+        (first, stats)
+    }
+    let (vals, stats) = match t.dtype() {
+        DType::F32 => show::<f32>(t, |v| format!("{v:.6}"), f64::from),
+        DType::F64 => show::<f64>(t, |v| format!("{v:.6}"), |v| v),
+        DType::F16 => show::<half::f16>(t, |v| format!("{v:.4}"), |v| v.to_f64()),
+        DType::I8 => show::<i8>(t, |v| v.to_string(), f64::from),
+        DType::U8 => show::<u8>(t, |v| v.to_string(), f64::from),
+        DType::BOOL => (
+            t.data().iter().take(N).map(|v| v.to_string()).collect(),
+            None,
+        ),
+        DType::I32 => show::<i32>(t, |v| v.to_string(), f64::from),
+        DType::I64 => show::<i64>(t, |v| v.to_string(), |v| v as f64),
+        _ => (Vec::new(), None),
     };
     let more = if t.num_elements() > N { ", ..." } else { "" };
-    format!("[{}{more}]", vals.join(", "))
+    let stats = stats.map_or(String::new(), |(lo, hi, mean)| {
+        format!(" (min {lo:.6}, max {hi:.6}, mean {mean:.6})")
+    });
+    format!("[{}{more}]{stats}", vals.join(", "))
 }
 
 /// Arguments for `io.function`: a Relax function's (given or generated), or a kernel's (all

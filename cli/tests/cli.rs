@@ -83,6 +83,30 @@ fn run_writes_outputs_that_match_tvm() {
             assert_eq!(key, &format!("out{i}"));
             assert_close(case, g, w, 1e-5, 1e-5);
         }
+        // The preview's minimum, maximum and mean of a float output are TVM's output's.
+        if let Ok(w) = want[0].as_slice::<f32>() {
+            let line = stdout.lines().find(|l| l.starts_with("out0:")).unwrap();
+            let stat = |name: &str| -> f64 {
+                let at = line
+                    .find(&format!("{name} "))
+                    .unwrap_or_else(|| panic!("{line}"));
+                line[at + name.len() + 1..]
+                    .split([',', ')'])
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            };
+            let lo = w.iter().fold(f64::INFINITY, |a, &x| a.min(x as f64));
+            let hi = w.iter().fold(f64::NEG_INFINITY, |a, &x| a.max(x as f64));
+            let mean = w.iter().map(|&x| x as f64).sum::<f64>() / w.len() as f64;
+            for (name, v) in [("min", lo), ("max", hi), ("mean", mean)] {
+                assert!(
+                    (stat(name) - v).abs() <= 2e-6 + 1e-5 * v.abs(),
+                    "{case} {name}: {line} vs {v}"
+                );
+            }
+        }
     }
     // Missing inputs are generated: weights too (their shapes come from kernel signatures),
     // and symbolic dims from --dim.

@@ -654,15 +654,54 @@ impl Tensor {
         Tensor::from_bytes(shape, T::DTYPE, bytes)
     }
 
-    /// Copy into an `ndarray` array.
-    pub fn to_ndarray<T: Element>(&self) -> Result<ndarray::ArrayD<T>> {
-        let data = self.as_slice::<T>()?.to_vec();
-        let shape: Vec<usize> = self.shape().iter().map(|&d| d as usize).collect();
-        ndarray::ArrayD::from_shape_vec(shape, data).map_err(|e| Error::Mismatch(e.to_string()))
+    /// The elements as an `ndarray` view of the tensor's own memory (no copy), in its shape.
+    /// `T` must be the tensor's element type.
+    #[cfg(feature = "ndarray")]
+    pub fn array_view<T: Element>(&self) -> Result<ndarray::ArrayViewD<'_, T>> {
+        let shape = self.dims()?;
+        ndarray::ArrayViewD::from_shape(shape, self.as_slice::<T>()?)
+            .map_err(|e| Error::Mismatch(e.to_string()))
     }
 
-    /// Copy from any `ndarray` array (any memory order).
-    pub fn from_ndarray<T, S, D>(a: &ndarray::ArrayBase<S, D>) -> Result<Tensor>
+    /// The elements as a mutable `ndarray` view of the tensor's own memory (no copy), only
+    /// when no other handle shares the tensor or its storage ([`Tensor::data_mut`]'s rule).
+    #[cfg(feature = "ndarray")]
+    pub fn array_view_mut<T: Element>(&mut self) -> Result<ndarray::ArrayViewMutD<'_, T>> {
+        self.check_element::<T>()?;
+        let shape = self.dims()?;
+        let n = self.num_elements();
+        let bytes = self.data_mut()?;
+        if (bytes.as_ptr() as usize) % std::mem::align_of::<T>() != 0 {
+            return Err(Error::Mismatch(
+                "tensor data is not aligned for its element type".into(),
+            ));
+        }
+        // SAFETY: the dtype matches T (same size, any bit pattern valid for these plain
+        // types), the pointer is aligned for T, `n` elements fill the bytes, and the bytes are
+        // borrowed mutably from an exclusive tensor for the view's lifetime.
+        let elems = unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), n) };
+        ndarray::ArrayViewMutD::from_shape(shape, elems).map_err(|e| Error::Mismatch(e.to_string()))
+    }
+
+    /// The shape as `ndarray` dimensions.
+    #[cfg(feature = "ndarray")]
+    fn dims(&self) -> Result<Vec<usize>> {
+        self.shape()
+            .iter()
+            .map(|&d| usize::try_from(d).map_err(|_| Error::Mismatch(format!("dimension {d}"))))
+            .collect()
+    }
+
+    /// Copy into an owned `ndarray` array.
+    #[cfg(feature = "ndarray")]
+    pub fn to_ndarray<T: Element>(&self) -> Result<ndarray::ArrayD<T>> {
+        Ok(self.array_view::<T>()?.to_owned())
+    }
+
+    /// A tensor holding a copy of any `ndarray` array (any memory order), in Mote's aligned
+    /// memory.
+    #[cfg(feature = "ndarray")]
+    pub fn from_array<T, S, D>(a: &ndarray::ArrayBase<S, D>) -> Result<Tensor>
     where
         T: Element,
         S: ndarray::Data<Elem = T>,
@@ -758,19 +797,55 @@ mod tests {
         assert!(Storage::alloc(4096, None).is_ok());
     }
 
+    #[cfg(feature = "ndarray")]
     #[test]
     fn aligned_and_round_trips_through_ndarray() {
         let a = ndarray::Array::from_shape_fn((3, 5), |(i, j)| (i * 10 + j) as f32);
-        let t = Tensor::from_ndarray(&a).unwrap();
+        let t = Tensor::from_array(&a).unwrap();
         assert_eq!(t.data_ptr() as usize % ALIGNMENT, 0);
         assert_eq!(t.shape(), &[3, 5]);
         let b = t.to_ndarray::<f32>().unwrap();
-        assert_eq!(b, a.into_dyn());
+        assert_eq!(b, a.clone().into_dyn());
         // Transposed (non-contiguous) input is copied in logical order.
         let c = ndarray::array![[1i32, 2], [3, 4]];
-        let t = Tensor::from_ndarray(&c.t()).unwrap();
+        let t = Tensor::from_array(&c.t()).unwrap();
         assert_eq!(t.as_slice::<i32>().unwrap(), &[1, 3, 2, 4]);
         assert!(t.as_slice::<f32>().is_err());
+    }
+
+    /// Views are the tensor's own memory: a view reads it in place, a mutable view writes it
+    /// (seen by the tensor afterwards), and the rules of `as_slice` and `data_mut` hold: the
+    /// element type must match, and a shared tensor gives no mutable view.
+    #[cfg(feature = "ndarray")]
+    #[test]
+    fn ndarray_views_are_zero_copy() {
+        let a = ndarray::Array::from_shape_fn((2, 3, 4), |(i, j, k)| (i * 100 + j * 10 + k) as f32);
+        let mut t = Tensor::from_array(&a).unwrap();
+        {
+            let v = t.array_view::<f32>().unwrap();
+            assert_eq!(v.as_ptr() as usize, t.data_ptr() as usize, "no copy");
+            assert_eq!(v.shape(), &[2, 3, 4]);
+            assert_eq!(v[[1, 2, 3]], 123.0);
+        }
+        assert!(t.array_view::<i32>().is_err());
+        assert!(t.array_view_mut::<i32>().is_err());
+        {
+            let mut m = t.array_view_mut::<f32>().unwrap();
+            m[[0, 1, 2]] = -1.0;
+            m.slice_mut(ndarray::s![1, .., 0]).fill(7.0);
+        }
+        let s = t.as_slice::<f32>().unwrap();
+        assert_eq!(s[6], -1.0);
+        assert_eq!((s[12], s[16], s[20]), (7.0, 7.0, 7.0));
+        let shared = t.clone();
+        assert!(
+            t.array_view_mut::<f32>().is_err(),
+            "shared tensors are read-only"
+        );
+        drop(shared);
+        assert!(t.array_view_mut::<f32>().is_ok());
+        let scalar = Tensor::from_slice::<i64>(&[], &[5]).unwrap();
+        assert_eq!(scalar.array_view::<i64>().unwrap().ndim(), 0);
     }
 
     #[test]
