@@ -256,15 +256,13 @@ pub extern "system" fn Java_org_mote_rpc_RpcBridge_serverStart<'l>(
         let port =
             u16::try_from(port).map_err(|_| JErr::Arg(format!("port {port} is not 0..65535")))?;
         let key = opt_string(env, &key)?.unwrap_or_default();
+        // 0: Mote's default (4, and 1 in tracker mode).
         let max_sessions = usize::try_from(max_sessions)
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or_else(|| JErr::Arg(format!("maxSessions {max_sessions} is not at least 1")))?;
-        let mut b = Server::builder()
-            .host(host.clone())
-            .port(port)
-            .key(key)
-            .max_sessions(max_sessions);
+            .map_err(|_| JErr::Arg(format!("maxSessions {max_sessions} is negative")))?;
+        let mut b = Server::builder().host(host.clone()).port(port).key(key);
+        if max_sessions > 0 {
+            b = b.max_sessions(max_sessions);
+        }
         if !allow.is_null() {
             let mut ips: Vec<IpAddr> = Vec::new();
             for i in 0..allow.len(env)? {

@@ -36,7 +36,7 @@ pub struct RpcConfig {
     pub mode: RpcMode,
     /// Only these peer addresses may connect; empty: anyone who can reach the socket.
     pub allow: Vec<String>,
-    /// Sessions served at once (at least 1).
+    /// Sessions served at once; 0: Mote's default (4, and 1 in tracker mode).
     pub max_sessions: u32,
     /// Threads of each session's runtime; 0: Mote's default.
     pub session_threads: u32,
@@ -95,9 +95,6 @@ impl NativeRpcServer {
     /// be reached is not an error (the server keeps trying; see the state's last errors).
     #[uniffi::constructor]
     pub fn start(config: RpcConfig) -> Result<Arc<Self>, NativeError> {
-        if config.max_sessions == 0 {
-            return Err(NativeError::invalid("maxSessions must be at least 1"));
-        }
         let mut allow = Vec::with_capacity(config.allow.len());
         for a in &config.allow {
             allow.push(a.parse::<IpAddr>().map_err(|e| {
@@ -109,7 +106,6 @@ impl NativeRpcServer {
             .port(config.port)
             .key(config.key)
             .allow(allow)
-            .max_sessions(config.max_sessions as usize)
             .code_free(config.code_free);
         b = match config.mode.clone() {
             RpcMode::Listen => b,
@@ -119,6 +115,9 @@ impl NativeRpcServer {
             } => b.tracker(address, custom_address),
             RpcMode::Proxy { address } => b.through_proxy(address),
         };
+        if config.max_sessions > 0 {
+            b = b.max_sessions(config.max_sessions as usize);
+        }
         if config.session_threads > 0 {
             b = b.session_threads(config.session_threads as usize);
         }

@@ -46,9 +46,12 @@ pub struct ServeArgs {
     /// reach the socket).
     #[arg(long = "allow", value_name = "IP")]
     allow: Vec<IpAddr>,
-    /// Sessions served at once; more connections are closed at once.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    max_sessions: u32,
+    /// Sessions served at once (default 4; with --tracker 1). Listening, more connections are
+    /// closed at once; with --tracker it is the number of places offered to the tracker, each
+    /// taken by one client at a time (TVM's server offers one: a tuning tool timing two uploads
+    /// at once on one device gets wrong numbers).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    max_sessions: Option<u32>,
     /// Folder for the per-session sandboxes (default: a new temporary folder).
     #[arg(long, value_name = "DIR")]
     sandbox: Option<PathBuf>,
@@ -90,10 +93,12 @@ fn serve(a: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         .port(a.port)
         .key(a.key)
         .allow(a.allow)
-        .max_sessions(a.max_sessions as usize)
         .code_free(a.code_free)
         .max_instructions(a.max_instructions)
         .limits(limits);
+    if let Some(n) = a.max_sessions {
+        b = b.max_sessions(n as usize);
+    }
     if let Some(t) = a.tracker {
         b = b.tracker(t, a.custom_addr);
     } else if let Some(p) = a.through_proxy {

@@ -7,6 +7,7 @@
 
 mod background;
 mod interrupt;
+mod link;
 pub mod proxy;
 mod sandbox;
 mod session;
@@ -22,4 +23,7 @@ pub use session::{
 };
 mod server;
 
-pub use server::{Mode, Server, ServerBuilder, ServerHandle, ServerStats};
+pub use server::{
+    Mode, Server, ServerBuilder, ServerHandle, ServerStats, DEFAULT_MAX_SESSIONS,
+    DEFAULT_TRACKER_SESSIONS,
+};

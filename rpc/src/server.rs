@@ -61,18 +61,27 @@ pub struct ServerBuilder {
     matcher: Option<Arc<dyn KeyMatcher>>,
     mode: Mode,
     allow: Vec<IpAddr>,
-    max_sessions: usize,
+    max_sessions: Option<usize>,
     sandbox_root: Option<PathBuf>,
     config: SessionConfig,
 }
+
+/// Sessions at once when [`ServerBuilder::max_sessions`] is not given, in listen and proxy
+/// modes.
+pub const DEFAULT_MAX_SESSIONS: usize = 4;
+
+/// Sessions at once when [`ServerBuilder::max_sessions`] is not given, in tracker mode: one
+/// place offered to the tracker, as TVM's server offers (a tuning tool that gets two places on
+/// one device would measure two uploads competing for it).
+pub const DEFAULT_TRACKER_SESSIONS: usize = 1;
 
 /// Mote's RPC server.
 #[derive(Debug)]
 pub struct Server;
 
 impl Server {
-    /// Defaults: listen mode on 127.0.0.1, any free port, key `""`, any peer, 4 sessions, a
-    /// temporary sandbox root, [`Limits::default`], no idle timeout, 10 s for the handshake.
+    /// Defaults: listen mode on 127.0.0.1, any free port, key `""`, any peer, 4 sessions (1 in
+    /// tracker mode), a temporary sandbox root, [`Limits::default`], no idle timeout, 10 s for the handshake.
     pub fn builder() -> ServerBuilder {
         ServerBuilder {
             host: "127.0.0.1".into(),
@@ -81,7 +90,7 @@ impl Server {
             matcher: None,
             mode: Mode::Listen,
             allow: Vec::new(),
-            max_sessions: 4,
+            max_sessions: None,
             sandbox_root: None,
             config: SessionConfig::default(),
         }
@@ -131,9 +140,13 @@ impl ServerBuilder {
         self.allow.extend(ips);
         self
     }
-    /// Sessions served at once; more connections are closed at once and counted as refused.
+    /// Sessions served at once (default [`DEFAULT_MAX_SESSIONS`], in tracker mode
+    /// [`DEFAULT_TRACKER_SESSIONS`]). In listen mode more connections are closed at once and
+    /// counted as refused; in tracker mode it is also the number of places offered to the
+    /// tracker, each a match key that admits one session; in proxy mode it bounds the sessions
+    /// the proxy may pair at once.
     pub fn max_sessions(mut self, n: usize) -> Self {
-        self.max_sessions = n;
+        self.max_sessions = Some(n);
         self
     }
     /// Folder under which each session gets its own sandbox (default: a new temporary folder,
@@ -181,7 +194,11 @@ impl ServerBuilder {
     /// Starts the server: binds and accepts in a background thread (listen and tracker
     /// modes), registers with the tracker, or connects out to the proxy.
     pub fn spawn(self) -> io::Result<ServerHandle> {
-        if self.max_sessions == 0 {
+        let max_sessions = self.max_sessions.unwrap_or(match self.mode {
+            Mode::Tracker { .. } => DEFAULT_TRACKER_SESSIONS,
+            _ => DEFAULT_MAX_SESSIONS,
+        });
+        if max_sessions == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "max_sessions must be at least 1",
@@ -215,7 +232,7 @@ impl ServerBuilder {
             served: AtomicU64::new(0),
             refused: AtomicU64::new(0),
         });
-        let slots = Slots::new(self.max_sessions);
+        let slots = Slots::new(max_sessions);
         let mut handle = ServerHandle {
             addr: None,
             shared: shared.clone(),
@@ -266,7 +283,7 @@ impl ServerBuilder {
             admission,
             allow: self.allow,
             slots: slots.clone(),
-            max_sessions: self.max_sessions,
+            max_sessions,
             config,
             shared,
         };

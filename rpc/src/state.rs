@@ -29,6 +29,7 @@ type Res<T> = Result<T, RequestError>;
 pub(crate) enum Global {
     Upload,
     Download,
+    DownloadLinkedModule,
     Remove,
     LoadModule,
     ModuleGetFunction,
@@ -41,9 +42,13 @@ pub(crate) enum Global {
 }
 
 impl Global {
-    pub(crate) const ALL: [(&'static str, Global); 11] = [
+    pub(crate) const ALL: [(&'static str, Global); 12] = [
         ("tvm.rpc.server.upload", Global::Upload),
         ("tvm.rpc.server.download", Global::Download),
+        (
+            "tvm.rpc.server.download_linked_module",
+            Global::DownloadLinkedModule,
+        ),
         ("tvm.rpc.server.remove", Global::Remove),
         ("tvm.rpc.server.load_module", Global::LoadModule),
         (
@@ -111,6 +116,9 @@ pub(crate) enum ModKind {
         options: SessionOptions,
         session: RefCell<Option<Session>>,
     },
+    /// A module without functions: what TVM's `ffi.SystemLib(prefix)` gives when nothing is
+    /// linked under that prefix (looking a function up in it answers "absent").
+    Empty,
 }
 
 pub(crate) struct ModuleObj {
@@ -158,6 +166,7 @@ impl ModuleObj {
                         .any(|f| f == name)
             }
             ModKind::Kernels { model, .. } => model.function_names().iter().any(|f| f == name),
+            ModKind::Empty => false,
         }
     }
 
@@ -274,7 +283,16 @@ fn invoke_model(module: &ModuleObj, name: &str, args: &[Value], calls: &Calls<'_
         ModKind::Executable(_) => Err(RequestError::Invalid(format!(
             "`{name}` is not callable on an executable module; call vm_load_executable first"
         ))),
+        ModKind::Empty => Err(empty_module(name)),
     }
+}
+
+/// The error for a function of an empty module (a system library with nothing linked).
+fn empty_module(name: &str) -> RequestError {
+    RequestError::Invalid(format!(
+        "no function `{name}`: the module is empty (no model is linked into the server under \
+         that system-library prefix)"
+    ))
 }
 
 /// Kernel arguments as `Session::call_kernel` wants them: every tensor becomes a fresh view of
@@ -1410,6 +1428,20 @@ impl<'c> State<'c> {
                 log::info!("download {name:?} ({} bytes)", data.len());
                 Ok(Ret::Bytes(data))
             }
+            Global::DownloadLinkedModule => {
+                // As TVM's server: a .so/.dylib as it is, a .o or .tar linked into one.
+                arity(args, 1, what)?;
+                let name = str_arg(args, 0, what)?;
+                let max = self.config.limits.max_packet.saturating_sub(64);
+                let data = crate::link::linked_module(
+                    &self.sandbox,
+                    name,
+                    max,
+                    self.config.limits.max_upload_file,
+                    self.config.code_free,
+                )?;
+                Ok(Ret::Bytes(data))
+            }
             Global::Remove => {
                 arity(args, 1, what)?;
                 let name = str_arg(args, 0, what)?;
@@ -1448,9 +1480,24 @@ impl<'c> State<'c> {
                     str_arg(args, 0, what)?
                 };
                 self.module_room()?;
-                let model = Model::from_system_lib(prefix)?;
                 let label = format!("<system-lib {prefix}>");
-                let kind = self.module_kind(&label, model);
+                // As TVM's server: nothing linked under the prefix is an empty module, whose
+                // functions are absent (AttributeError on TVM's client), not an error.
+                let linked = Model::system_lib_prefixes();
+                let kind = if linked.iter().any(|p| p == prefix) {
+                    self.module_kind(&label, Model::from_system_lib(prefix)?)
+                } else {
+                    log::info!(
+                        "ffi.SystemLib({prefix:?}): nothing linked under that prefix (linked: \
+                         {}), an empty module",
+                        if linked.is_empty() {
+                            "none".into()
+                        } else {
+                            linked.join(", ")
+                        }
+                    );
+                    ModKind::Empty
+                };
                 let m = ModuleObj::new(kind, label);
                 self.modules.push(Rc::downgrade(&m));
                 Ok(Ret::Module(self.insert(Obj::Module(m))?))
@@ -1588,6 +1635,7 @@ impl<'c> State<'c> {
                 }
                 _ => Err(RequestError::Invalid(format!("no function `{name}`"))),
             },
+            ModKind::Empty => Err(empty_module(name)),
             ModKind::Vm(vm) => {
                 if VM_FUNCTIONS.contains(&name) && !vm.borrow().saved.contains_key(name) {
                     return self.call_vm_api(vm, name, args);
@@ -1815,9 +1863,9 @@ fn profile(
                 }
             }
         }
-        ModKind::Executable(_) => {}
+        ModKind::Executable(_) | ModKind::Empty => {}
     };
-    if matches!(m.kind, ModKind::Executable(_)) {
+    if matches!(m.kind, ModKind::Executable(_) | ModKind::Empty) {
         return Err(RequestError::Invalid(
             "profile a VM module (vm_load_executable's result) or a kernel library".into(),
         ));
@@ -1850,7 +1898,7 @@ fn profile(
             ModKind::Kernels { session, .. } => {
                 session.borrow_mut().as_mut().map(f).unwrap_or_default()
             }
-            ModKind::Executable(_) => Default::default(),
+            ModKind::Executable(_) | ModKind::Empty => Default::default(),
         }
     };
     let (entries, events) = take(m);

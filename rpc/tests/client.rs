@@ -26,6 +26,17 @@ fn every_zoo_model_matches_tvm() {
     s.stop();
 }
 
+/// `remote.system_lib()` with nothing linked is an empty module (AttributeError for a missing
+/// function) and `download_linked_module` returns a .so as it is and links .tar and .o uploads,
+/// as TVM's own server does (rpc/tests/python/linked_module.py).
+#[test]
+fn system_lib_is_empty_and_download_linked_module_links() {
+    let s = server();
+    let out = run("linked_module.py", &s, &[]);
+    assert!(out.contains("linked_module: ok"), "{out}");
+    s.stop();
+}
+
 #[test]
 fn a_code_free_server_runs_code_free_uploads_and_refuses_code() {
     let ozoo = std::env::var("MOTE_OFFLOAD_ZOO_DIR").unwrap_or_else(|_| {

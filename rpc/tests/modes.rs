@@ -575,3 +575,50 @@ fn tvm_client_reaches_mote_through_the_proxy() {
     assert_eq!(server.proxy_state().expect("proxy mode").sessions, 2);
     server.stop();
 }
+
+/// In tracker mode the server offers the tracker as many places as it serves at once: one by
+/// default, as TVM's server does, `max_sessions` when given; TVM's tracker summary counts them,
+/// and the one place is offered again after a session.
+#[test]
+fn tracker_mode_offers_one_place_by_default() {
+    common::init_log();
+    let port = free_port();
+    let mut tracker = Py::tracker(port);
+    tracker.wait_listening(port);
+    let mut oracle = Oracle::start();
+    let summary_cmd = format!("summary 127.0.0.1 {port}");
+    let one = mote_rpc::Server::builder()
+        .port(0)
+        .key("one")
+        .tracker(format!("127.0.0.1:{port}"), None)
+        .spawn()
+        .expect("server starts");
+    let three = mote_rpc::Server::builder()
+        .port(0)
+        .key("three")
+        .max_sessions(3)
+        .tracker(format!("127.0.0.1:{port}"), None)
+        .spawn()
+        .expect("server starts");
+    let one_port = one.local_addr().expect("listens").port();
+    let three_port = three.local_addr().expect("listens").port();
+    until(10, "summary: one with 1 free place, three with 3", || {
+        let s = oracle.ask(&summary_cmd);
+        (free_and_listed(&s, "one", one_port) == (Some(1), true)
+            && free_and_listed(&s, "three", three_port) == (Some(3), true))
+            .then_some(())
+    });
+    // A whole client through the tracker takes the one place and gives it back.
+    modes_client(port, "tracker", "one", 1);
+    until(10, "the place is offered again", || {
+        let s = oracle.ask(&summary_cmd);
+        (one.stats().served == 1 && free_and_listed(&s, "one", one_port) == (Some(1), true))
+            .then_some(())
+    });
+    assert_eq!(
+        one.tracker_state().expect("tracker mode").registered.len(),
+        1
+    );
+    one.stop();
+    three.stop();
+}

@@ -31,8 +31,10 @@ public final class RPCServer: Sendable {
         public var mode: Mode = .listen
         /// Only these peer addresses may connect; empty: anyone who can reach the socket.
         public var allow: [String] = []
-        /// Sessions served at once.
-        public var maxSessions: Int = 4
+        /// Sessions served at once; `nil`: Mote's default, 4, and 1 in tracker mode, where it is
+        /// also the number of places offered to the tracker (TVM's server offers one: a tuning
+        /// tool timing two uploads at once on one device would get wrong numbers).
+        public var maxSessions: Int?
         /// Threads of each session's runtime; `nil`: Mote's default.
         public var sessionThreads: Int?
         /// End sessions idle this long; `nil`: never.
@@ -85,7 +87,7 @@ public final class RPCServer: Sendable {
     /// error: the server keeps trying and says why in ``state``.
     public init(_ configuration: Configuration = Configuration()) throws {
         let c = configuration
-        if c.maxSessions < 1 { throw MoteError.invalidArgument("maxSessions must be at least 1") }
+        if let n = c.maxSessions, n < 1 { throw MoteError.invalidArgument("maxSessions must be at least 1") }
         if let t = c.sessionThreads, t < 1 { throw MoteError.invalidArgument("sessionThreads must be at least 1") }
         if let t = c.idleTimeout, !(t > 0) { throw MoteError.invalidArgument("idleTimeout must be positive") }
         // Milliseconds in a UInt64, without trapping: infinite, NaN or astronomically long
@@ -105,7 +107,7 @@ public final class RPCServer: Sendable {
         }
         let config = RpcConfig(
             host: c.host, port: c.port, key: c.key, mode: mode, allow: c.allow,
-            maxSessions: UInt32(clamping: c.maxSessions), sessionThreads: UInt32(clamping: c.sessionThreads ?? 0),
+            maxSessions: UInt32(clamping: c.maxSessions ?? 0), sessionThreads: UInt32(clamping: c.sessionThreads ?? 0),
             idleTimeoutMs: idleMs, sandbox: c.sandbox, codeFree: c.codeFree)
         raw = try bridged { try NativeRpcServer.start(config: config) }
     }

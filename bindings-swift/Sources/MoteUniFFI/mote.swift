@@ -3170,7 +3170,7 @@ public struct RpcConfig {
      */
     public var allow: [String]
     /**
-     * Sessions served at once (at least 1).
+     * Sessions served at once; 0: Mote's default (4, and 1 in tracker mode).
      */
     public var maxSessions: UInt32
     /**
@@ -3207,7 +3207,7 @@ public struct RpcConfig {
          * Only these peer addresses may connect; empty: anyone who can reach the socket.
          */allow: [String], 
         /**
-         * Sessions served at once (at least 1).
+         * Sessions served at once; 0: Mote's default (4, and 1 in tracker mode).
          */maxSessions: UInt32, 
         /**
          * Threads of each session's runtime; 0: Mote's default.

@@ -180,7 +180,7 @@ final class RPCServerTests: XCTestCase {
         defer { tracker.terminate(); tracker.waitUntilExit() }
         var config = RPCServer.Configuration()
         config.key = "swift-tracker"
-        config.maxSessions = 1
+        // maxSessions left to its default: one place in tracker mode, as TVM's server offers.
         config.mode = .tracker("127.0.0.1:\(trackerPort)")
         let server = try RPCServer(config)
         defer { server.stop() }
@@ -217,6 +217,10 @@ final class RPCServerTests: XCTestCase {
         let served = Date().addingTimeInterval(10)
         while server.state.served < 1 && Date() < served { Thread.sleep(forTimeInterval: 0.05) }
         XCTAssertEqual(server.state.served, 1)
+        // The place is offered again after the session: one offer at a time, never more.
+        let offered = Date().addingTimeInterval(10)
+        while server.state.trackerOffers.isEmpty && Date() < offered { Thread.sleep(forTimeInterval: 0.05) }
+        XCTAssertEqual(server.state.trackerOffers.count, 1, "\(server.state)")
         server.stop()
         XCTAssertTrue(server.state.stopped)
         input.fileHandleForWriting.write(Data("stopped\n".utf8))

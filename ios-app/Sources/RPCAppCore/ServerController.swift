@@ -40,8 +40,9 @@ public final class ServerController: @unchecked Sendable {
         public var maxBackoff: TimeInterval = 30
         /// Lines kept in ``ServerController/log``.
         public var logCapacity = 500
-        /// Sessions served at once.
-        public var maxSessions = 2
+        /// Sessions served at once; `nil`: Mote's default (4, and 1 in tracker mode, the one
+        /// place TVM's server offers a tracker).
+        public var maxSessions: Int?
         /// Threads of each session's runtime; `nil`: Mote's default.
         public var sessionThreads: Int?
         /// End sessions idle this long; `nil`: never.

@@ -46,7 +46,7 @@ final class ServerControllerTests: XCTestCase {
                       "the linked models are logged at start")
 
         // 1. Linked models by prefix (python/rpc_zoo_client.py --system-lib): an unknown prefix
-        //    is an error naming it, mote.system_libs lists every prefix, each linked model's
+        //    is an empty module (as on TVM's server), mote.system_libs lists every prefix, each linked model's
         //    cases match TVM's outputs.
         let (code, out) = try runPython([Env.root + "/python/rpc_zoo_client.py", "--host", "127.0.0.1",
                                          "--port", String(port), "--zoo", zoo, "--system-lib"])

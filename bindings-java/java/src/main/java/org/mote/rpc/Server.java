@@ -348,7 +348,8 @@ public final class Server implements AutoCloseable {
         private int port = 0;
         private String key = "";
         private final List<String> allow = new ArrayList<>();
-        private int maxSessions = 4;
+        /** 0: Mote's default (4, and 1 in tracker mode). */
+        private int maxSessions = 0;
         private String sandbox;
         private ServerMode mode = ServerMode.LISTEN;
         private String modeAddress;
@@ -431,7 +432,9 @@ public final class Server implements AutoCloseable {
         }
 
         /**
-         * Sessions served at once (default 4); more connections are refused.
+         * Sessions served at once (default 4, and 1 in tracker mode, where it is also the number
+         * of places offered to the tracker: TVM's server offers one, and a tuning tool timing two
+         * uploads at once on one device would get wrong numbers); more connections are refused.
          *
          * @param n at least 1
          * @return this builder

@@ -230,12 +230,13 @@ class RpcServerTest {
                 }
                 return accepts(trackerPort);
             });
-            Server server = Server.builder().port(0).key("java-tracker").maxSessions(1)
+            // maxSessions left to its default: one place in tracker mode, as TVM's server offers.
+            Server server = Server.builder().port(0).key("java-tracker")
                     .tracker("127.0.0.1:" + trackerPort).start();
             try (Py client = new Py(clientScript(), zoo(), "tracker", "127.0.0.1",
                     Integer.toString(trackerPort), "java-tracker")) {
                 assertEquals(ServerMode.TRACKER, server.mode());
-                // Registered first, then the one free place (maxSessions 1) offered.
+                // Registered first, then the one free place (the tracker-mode default) offered.
                 until("registered with the tracker, one place offered", 20, () -> {
                     ServerState s = server.state();
                     return s.trackerConnected() && s.trackerRegistrations() >= 1
