@@ -1,4 +1,4 @@
-// swift-tools-version:5.9
+// swift-tools-version:5.10
 // The iOS RPC app's logic, `RPCAppCore` (Foundation only: it builds and is tested on Linux), over
 // the `Mote` package next door. The app itself (App/, SwiftUI) is an Xcode target made from
 // project.yml; it is not part of this package (README.md).

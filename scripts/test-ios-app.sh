@@ -13,10 +13,12 @@
 #    linking target/debug/libmote_swift.so through the `Mote` package (MOTE_SWIFT_LIB_DIR). The
 #    tests run TVM's Python client with MOTE_PYTHON inside the chroot: the interpreter the venv
 #    points at is bound in too.
-# 4. Two checks of the app target, which is not built here (no SwiftUI or Apple SDK:
-#    ios-app/README.md): `swiftc -parse` of ios-app/App/*.swift (syntax only, no types), and
-#    App/Info.plist read with plistlib, with its bundle keys and NSLocalNetworkUsageDescription.
-# Ends with `ios app checks: N passed, M failed` (N: XCTest cases that passed + those two).
+# 4. Three checks of the app target, which is not built here (no SwiftUI or Apple SDK:
+#    ios-app/README.md): `swiftc -parse` of ios-app/App/*.swift (syntax only, no types);
+#    App/Info.plist read with plistlib, with its bundle keys and NSLocalNetworkUsageDescription;
+#    and what `xcodegen generate` writes there (XcodeGen's rule applied to project.yml, which
+#    needs PyYAML from the venv) equal to that file.
+# Ends with `ios app checks: N passed, M failed` (N: XCTest cases that passed + those three).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 # shellcheck source=lib/swift-common.sh
@@ -72,6 +74,41 @@ PY
   app_passed=$(( app_passed + 1 ))
 else
   echo "test-ios-app: ios-app/App/Info.plist is not what the app needs" >&2; app_failed=$(( app_failed + 1 ))
+fi
+echo "=== test-ios-app: what xcodegen generate writes to App/Info.plist ===" >&2
+if "$MOTE_PYTHON" - "$ROOT/ios-app/project.yml" "$ROOT/ios-app/App/Info.plist" >&2 <<'PY'; then
+# XcodeGen (Sources/XcodeGenKit) writes a target's `info.path` on every generation: its default
+# keys for the target type (InfoPlistGenerator.generateProperties) merged with, and overridden
+# by, `info.properties`. The result must be the checked-in file, or generating the project
+# would silently drop what the app needs (the local-network text, the launch screen).
+import plistlib, sys, yaml
+spec = yaml.safe_load(open(sys.argv[1]))
+checked_in = plistlib.load(open(sys.argv[2], "rb"))
+target = spec["targets"]["MoteRPC"]
+info = target.get("info")
+assert info and info.get("path") == "App/Info.plist", f"the app target's info is {info!r}"
+kind = {"application": "APPL", "framework": "FMWK", "bundle": "BNDL"}.get(target["type"])
+generated = {
+    "CFBundleIdentifier": "$(PRODUCT_BUNDLE_IDENTIFIER)",
+    "CFBundleInfoDictionaryVersion": "6.0",
+    "CFBundleName": "$(PRODUCT_NAME)",
+    "CFBundleDevelopmentRegion": "$(DEVELOPMENT_LANGUAGE)",
+    "CFBundleShortVersionString": "1.0",
+    "CFBundleVersion": "1",
+}
+if target["type"] != "bundle":
+    generated["CFBundleExecutable"] = "$(EXECUTABLE_NAME)"
+if kind:
+    generated["CFBundlePackageType"] = kind
+generated.update(info.get("properties") or {})
+diff = sorted(k for k in set(generated) | set(checked_in) if generated.get(k) != checked_in.get(k))
+assert not diff, "xcodegen would write App/Info.plist differently: " + ", ".join(
+    f"{k}: {generated.get(k)!r} instead of {checked_in.get(k)!r}" for k in diff)
+print(f"xcodegen's Info.plist: the checked-in one ({len(generated)} keys)")
+PY
+  app_passed=$(( app_passed + 1 ))
+else
+  echo "test-ios-app: xcodegen generate would overwrite ios-app/App/Info.plist with other keys" >&2; app_failed=$(( app_failed + 1 ))
 fi
 
 echo "=== test-ios-app: swift test in ios-app (trixie chroot) ===" >&2

@@ -150,7 +150,11 @@ public final class Tensor: @unchecked Sendable {
         guard let base = buffer.baseAddress else {
             throw MoteError.invalidArgument("the borrowed buffer has no memory")
         }
-        let release = deallocator.map { d in Deallocator { d(buffer) } }
+        // The closure is @Sendable and a buffer pointer is not: carry the address and length.
+        let address = UInt(bitPattern: base), count = buffer.count
+        let release = deallocator.map { d in
+            Deallocator { d(UnsafeMutableRawBufferPointer(start: UnsafeMutableRawPointer(bitPattern: address), count: count)) }
+        }
         try self.init(raw: bridged {
             try NativeTensor.borrowing(
                 address: UInt64(UInt(bitPattern: base)), byteLen: UInt64(buffer.count),
