@@ -10,17 +10,20 @@
 //! `tar` program): only regular files with plain names, each at most the upload limit, the
 //! whole decompressed at most the upload limit too. A code-free server runs no linker.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+#[cfg(not(any(target_os = "android", target_os = "ios")))]
 use std::process::{Command, Stdio};
+#[cfg(not(any(target_os = "android", target_os = "ios")))]
 use std::time::{Duration, Instant};
 
 use crate::sandbox::Sandbox;
 use crate::session::RequestError;
 
 /// Longest a link may take before it is killed.
+#[cfg(not(any(target_os = "android", target_os = "ios")))]
 const LINK_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Most members a tar may have.
@@ -259,6 +262,7 @@ pub(crate) fn extract_tar(
 }
 
 /// The C compiler that links, as TVM's `tvm.support.cc.get_cc` finds it.
+#[cfg(not(any(target_os = "android", target_os = "ios")))]
 fn compiler() -> Option<PathBuf> {
     for var in ["CXX", "CC"] {
         if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
@@ -277,7 +281,18 @@ fn compiler() -> Option<PathBuf> {
     None
 }
 
+/// Phones have no C compiler (and iOS no processes to run one): the server answers so, and its
+/// library carries no process-spawning code (the Android library's imports stay those of
+/// bindings-java/android/stubs).
+#[cfg(any(target_os = "android", target_os = "ios"))]
+fn link(_objects: &[PathBuf], _out: &Path, _dir: &Path) -> Result<(), RequestError> {
+    Err(RequestError::Unsupported(
+        "download_linked_module: a phone has no C compiler to link with".into(),
+    ))
+}
+
 /// Runs `CC -shared -fPIC -o out objects...` in `dir`, bounded by [`LINK_TIMEOUT`].
+#[cfg(not(any(target_os = "android", target_os = "ios")))]
 fn link(objects: &[PathBuf], out: &Path, dir: &Path) -> Result<(), RequestError> {
     let cc = compiler().ok_or_else(|| {
         RequestError::Unsupported(
@@ -291,7 +306,7 @@ fn link(objects: &[PathBuf], out: &Path, dir: &Path) -> Result<(), RequestError>
         ))
     };
     let log_path = dir.join("link.log");
-    let log = File::create(&log_path).map_err(io)?;
+    let log = fs::File::create(&log_path).map_err(io)?;
     // Object paths are absolute, so no member name can pass for an option.
     let mut child = Command::new(&cc)
         .args(["-shared", "-fPIC", "-o"])
@@ -320,7 +335,7 @@ fn link(objects: &[PathBuf], out: &Path, dir: &Path) -> Result<(), RequestError>
     };
     if !status.success() {
         let mut text = String::new();
-        if let Ok(f) = File::open(&log_path) {
+        if let Ok(f) = fs::File::open(&log_path) {
             let _ = f.take(2048).read_to_string(&mut text);
         }
         return Err(RequestError::Invalid(format!(
