@@ -134,96 +134,29 @@ fn write_new(path: &Path, data: &[u8]) -> Result<(), RequestError> {
     f.write_all(data).map_err(io)
 }
 
-/// The tar's bytes, gunzipped when they start with gzip's magic, at most `max` of them.
-fn tar_bytes(input: &[u8], max: u64) -> Result<Vec<u8>, RequestError> {
-    if !input.starts_with(&[0x1f, 0x8b]) {
-        return Ok(input.to_vec());
-    }
-    let mut out = Vec::new();
-    flate2::read::MultiGzDecoder::new(input)
-        .take(max.saturating_add(1))
-        .read_to_end(&mut out)
-        .map_err(|e| {
-            RequestError::Invalid(format!("download_linked_module: bad gzip data: {e}"))
-        })?;
-    if out.len() as u64 > max {
-        return Err(RequestError::Limit(format!(
-            "download_linked_module: the tar decompresses to more than {max} bytes"
-        )));
-    }
-    Ok(out)
-}
-
-fn octal(field: &[u8]) -> Option<u64> {
-    let s = std::str::from_utf8(field).ok()?;
-    let s = s.trim_matches(|c: char| c == '\0' || c == ' ');
-    if s.is_empty() {
-        return Some(0);
-    }
-    u64::from_str_radix(s, 8).ok()
-}
-
-fn cstr(field: &[u8]) -> &[u8] {
-    let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
-    &field[..end]
-}
-
-/// Extracts the regular files of a (ustar or GNU) tar into `dir`; returns their paths in tar
-/// order. Directories (`./`) and pax headers are skipped; links, devices, long names, names
-/// with folders and duplicates are refused.
+/// Extracts the regular files of a tar (gzip-compressed or not; read by Mote's own tar reader,
+/// `mote::tar`, the one that reads a model's `.tar`) into `dir`; returns their paths in tar
+/// order. Folders (`./`) and pax headers are skipped; links, devices, names with folders and
+/// duplicates are refused; at most `max` bytes decompressed.
 pub(crate) fn extract_tar(
     input: &[u8],
     max: u64,
     dir: &Path,
 ) -> Result<Vec<PathBuf>, RequestError> {
+    let failed = |e: mote::Error| match e {
+        mote::Error::ResourceExhausted { .. } => RequestError::Limit(format!(
+            "download_linked_module: the tar decompresses to more than {max} bytes"
+        )),
+        e => RequestError::Invalid(format!("download_linked_module: tar: {e}")),
+    };
     let bad = |m: String| RequestError::Invalid(format!("download_linked_module: tar: {m}"));
-    let data = tar_bytes(input, max)?;
+    let tar = mote::tar::Tar::new(input, max).map_err(failed)?;
     let mut out = Vec::new();
-    let mut at = 0usize;
-    loop {
-        let Some(h) = data.get(at..at + 512) else {
-            // A tar cut short after its last member (no end blocks) is accepted.
-            if at >= data.len() {
-                break;
-            }
-            return Err(bad("a header cut short".into()));
-        };
-        if h.iter().all(|&b| b == 0) {
-            break;
-        }
-        let sum = octal(&h[148..156]).ok_or_else(|| bad("unreadable checksum".into()))?;
-        let actual: u64 = h
-            .iter()
-            .enumerate()
-            .map(|(i, &b)| {
-                if (148..156).contains(&i) {
-                    32
-                } else {
-                    u64::from(b)
-                }
-            })
-            .sum();
-        if sum != actual {
-            return Err(bad(format!("header at byte {at} has a wrong checksum")));
-        }
-        let size = octal(&h[124..136]).ok_or_else(|| bad("unreadable size".into()))?;
-        let start = at + 512;
-        let end = usize::try_from(size)
-            .ok()
-            .and_then(|s| start.checked_add(s))
-            .filter(|&e| e <= data.len())
-            .ok_or_else(|| bad(format!("a member of {size} bytes runs past the end")))?;
-        let mut name = cstr(&h[0..100]).to_vec();
-        if &h[257..262] == b"ustar" {
-            let prefix = cstr(&h[345..500]);
-            if !prefix.is_empty() {
-                name = [prefix, b"/", &name[..]].concat();
-            }
-        }
-        let name = String::from_utf8(name).map_err(|_| bad("a name that is not UTF-8".into()))?;
-        match h[156] {
-            b'0' | 0 => {
-                let plain = name.strip_prefix("./").unwrap_or(&name);
+    for entry in tar.entries().map_err(failed)? {
+        let name = &entry.name;
+        match entry.kind {
+            mote::tar::TarKind::File => {
+                let plain = name.strip_prefix("./").unwrap_or(name);
                 if plain.is_empty()
                     || plain == "."
                     || plain == ".."
@@ -240,23 +173,18 @@ pub(crate) fn extract_tar(
                 if out.contains(&path) {
                     return Err(bad(format!("member {name:?} appears twice")));
                 }
-                write_new(&path, &data[start..end])?;
+                write_new(&path, entry.data)?;
                 out.push(path);
             }
             // A folder (`./`), pax headers: nothing to link.
-            b'5' | b'x' | b'g' => {}
-            t => {
+            mote::tar::TarKind::Folder | mote::tar::TarKind::Pax => {}
+            mote::tar::TarKind::Other(t) => {
                 return Err(bad(format!(
                     "member {name:?} is not a regular file (type {:?})",
                     t as char
                 )))
             }
         }
-        // Members are padded to whole blocks.
-        at = end
-            .checked_add(511)
-            .map(|e| e / 512 * 512)
-            .ok_or_else(|| bad("size overflow".into()))?;
     }
     Ok(out)
 }
@@ -435,9 +363,10 @@ mod tests {
             assert!(!d.parent().unwrap().join("evil.o").exists());
             fs::remove_dir_all(&d).unwrap();
         }
-        // A gzip bomb stops at the limit.
+        // A gzip bomb (a tar whose member is 4 MiB of zeros) stops at the limit.
         let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-        e.write_all(&vec![0u8; 4 << 20]).unwrap();
+        e.write_all(&tar(&[("zeros.o", &vec![0u8; 4 << 20], b'0')]))
+            .unwrap();
         let bomb = e.finish().unwrap();
         let d = tmp("bomb");
         assert!(matches!(

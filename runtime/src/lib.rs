@@ -26,6 +26,11 @@ mod host;
 mod loader;
 mod model;
 pub mod npy;
+/// Tar archives, gzip-compressed or not (what `export_library("m.tar")` writes), read as Mote
+/// reads a model's `.tar`.
+pub mod tar {
+    pub use crate::loader::object_file::{Tar, TarEntry, TarKind};
+}
 mod offload;
 mod registry;
 mod tensor;

@@ -374,6 +374,31 @@ pub(crate) fn gunzip(bytes: &[u8], budget: u64) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// A tar archive (what TVM's `export_library("m.tar")` writes), gzip-compressed or not, read
+/// by the same code as a model's `.tar` (docs/code-free.md): for tools that unpack one, such as
+/// the RPC server's `download_linked_module`.
+pub struct Tar<'a>(Cow<'a, [u8]>);
+
+impl<'a> Tar<'a> {
+    /// `bytes`, inflated when they start with gzip's magic: at most `budget` bytes (over it:
+    /// [`Error::ResourceExhausted`]), and a gzip stream that does not hold a tar is refused
+    /// before the rest is inflated. A plain archive is borrowed.
+    pub fn new(bytes: &'a [u8], budget: u64) -> Result<Tar<'a>> {
+        if bytes.starts_with(&GZIP_MAGIC) {
+            return Ok(Tar(Cow::Owned(gunzip(bytes, budget)?)));
+        }
+        if !is_tar(bytes) {
+            return Err(Error::Format("not a tar archive".into()));
+        }
+        Ok(Tar(Cow::Borrowed(bytes)))
+    }
+
+    /// Every member, in order ([`Error::Format`] for a damaged archive).
+    pub fn entries(&self) -> Result<Vec<TarEntry<'_>>> {
+        tar_entries(&self.0)
+    }
+}
+
 fn is_tar(bytes: &[u8]) -> bool {
     bytes.len() >= TAR_BLOCK && &bytes[257..262] == b"ustar"
 }
@@ -381,6 +406,37 @@ fn is_tar(bytes: &[u8]) -> bool {
 /// The regular files of a ustar archive, `(name, bytes)`, every header and size checked
 /// against the archive's length.
 fn tar_members(bytes: &[u8]) -> Result<Vec<(String, &[u8])>> {
+    Ok(tar_entries(bytes)?
+        .into_iter()
+        .filter(|e| e.kind == TarKind::File)
+        .map(|e| (e.name, e.data))
+        .collect())
+}
+
+/// What a tar member is (its type flag).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TarKind {
+    /// A regular file (`'0'`, or NUL in old archives).
+    File,
+    /// A folder (`'5'`).
+    Folder,
+    /// A pax extended header (`'x'`, `'g'`): metadata of the members after it.
+    Pax,
+    /// Anything else (links, devices, FIFOs...), by its type flag.
+    Other(u8),
+}
+
+/// One member of a tar archive: its name (with the ustar prefix joined), kind and bytes.
+#[derive(Debug)]
+pub struct TarEntry<'a> {
+    pub name: String,
+    pub kind: TarKind,
+    pub data: &'a [u8],
+}
+
+/// Every member of a ustar archive, in order, every header's checksum and every size checked
+/// against the archive's length; the end marker must be there.
+fn tar_entries(bytes: &[u8]) -> Result<Vec<TarEntry<'_>>> {
     let bad = |m: String| Error::Format(format!("the tar archive {m}"));
     let mut out = Vec::new();
     let mut at = 0usize;
@@ -436,9 +492,13 @@ fn tar_members(bytes: &[u8]) -> Result<Vec<(String, &[u8])>> {
             .checked_add(size)
             .and_then(|end| bytes.get(data_at..end))
             .ok_or_else(|| bad(format!("member {name} claims {size} bytes past the end")))?;
-        if matches!(header[156], b'0' | 0) {
-            out.push((name, data));
-        }
+        let kind = match header[156] {
+            b'0' | 0 => TarKind::File,
+            b'5' => TarKind::Folder,
+            b'x' | b'g' => TarKind::Pax,
+            t => TarKind::Other(t),
+        };
+        out.push(TarEntry { name, kind, data });
         at = data_at
             .checked_add(size.div_ceil(TAR_BLOCK) * TAR_BLOCK)
             .ok_or_else(|| bad("is too large".into()))?;
