@@ -2,7 +2,13 @@ import Foundation
 #if canImport(os)
 import os
 #endif
-import MoteUniFFI
+// uniffi's generated module is an implementation detail: not re-exported, and no public
+// declaration may mention its types (docs/uniffi.md).
+#if compiler(>=6.0)
+internal import MoteUniFFI
+#else
+@_implementationOnly import MoteUniFFI
+#endif
 
 /// A value a model passes to a Swift function registered with ``Functions/register(_:_:)``.
 public enum CallbackArgument {

@@ -1,5 +1,11 @@
 import Foundation
-import MoteUniFFI
+// uniffi's generated module is an implementation detail: not re-exported, and no public
+// declaration may mention its types (docs/uniffi.md).
+#if compiler(>=6.0)
+internal import MoteUniFFI
+#else
+@_implementationOnly import MoteUniFFI
+#endif
 
 /// An error from Mote. One case per Mote error code (`mote::ErrorCode`, the C ABI's
 /// `MoteErrorCode`, the Java exception classes): same numbers, same names. Each case carries

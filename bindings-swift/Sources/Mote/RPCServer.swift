@@ -1,5 +1,11 @@
 import Foundation
-import MoteUniFFI
+// uniffi's generated module is an implementation detail: not re-exported, and no public
+// declaration may mention its types (docs/uniffi.md).
+#if compiler(>=6.0)
+internal import MoteUniFFI
+#else
+@_implementationOnly import MoteUniFFI
+#endif
 
 /// Mote's RPC server (docs/rpc.md): TVM's unchanged Python client (`rpc.connect`, `upload`,
 /// `load_module`, `time_evaluator`) runs models on the machine this app runs on.

@@ -1,5 +1,11 @@
 import Foundation
-import MoteUniFFI
+// uniffi's generated module is an implementation detail: not re-exported, and no public
+// declaration may mention its types (docs/uniffi.md).
+#if compiler(>=6.0)
+internal import MoteUniFFI
+#else
+@_implementationOnly import MoteUniFFI
+#endif
 
 /// The element type of a tensor (DLPack's type codes; names as TVM and numpy spell them).
 public enum DType: String, Sendable, CaseIterable {

@@ -1,4 +1,10 @@
-import MoteUniFFI
+// uniffi's generated module is an implementation detail: not re-exported, and no public
+// declaration may mention its types (docs/uniffi.md).
+#if compiler(>=6.0)
+internal import MoteUniFFI
+#else
+@_implementationOnly import MoteUniFFI
+#endif
 
 // Hooks for the package's own tests (internal: reached with `@testable import Mote`).
 
