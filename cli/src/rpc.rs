@@ -46,6 +46,12 @@ pub struct ServeArgs {
     /// reach the socket).
     #[arg(long = "allow", value_name = "IP")]
     allow: Vec<IpAddr>,
+    /// Let clients chain sessions to HOST:PORT ([V6]:PORT) with TVM's session constructor
+    /// rpc.Connect (repeatable; default: chaining is refused). The server then connects there
+    /// for a client and relays its session: list only servers it may reach on a client's
+    /// behalf (docs/rpc.md, "Chained sessions").
+    #[arg(long = "allow-hop", value_name = "HOST:PORT")]
+    allow_hop: Vec<String>,
     /// Sessions served at once (default 4; with --tracker 1). Listening, more connections are
     /// closed at once; with --tracker it is the number of places offered to the tracker, each
     /// taken by one client at a time (TVM's server offers one: a tuning tool timing two uploads
@@ -93,6 +99,7 @@ fn serve(a: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         .port(a.port)
         .key(a.key)
         .allow(a.allow)
+        .allow_hops(a.allow_hop)
         .code_free(a.code_free)
         .max_instructions(a.max_instructions)
         .limits(limits);

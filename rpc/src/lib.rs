@@ -6,6 +6,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod background;
+mod chain;
 mod interrupt;
 mod link;
 pub mod proxy;

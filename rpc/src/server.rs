@@ -140,6 +140,18 @@ impl ServerBuilder {
         self.allow.extend(ips);
         self
     }
+    /// Hops (`host:port`, `[v6]:port`) a client may make a session chain to with TVM's
+    /// session constructor `rpc.Connect` (`tvm.rpc.connect(...,
+    /// session_constructor_args=["rpc.Connect", host, port, key, False])`). Empty, the default:
+    /// chaining is refused, since it makes the server connect where a client says. A host is
+    /// compared as written (without case), not resolved; a malformed entry fails
+    /// [`ServerBuilder::spawn`].
+    pub fn allow_hops<S: Into<String>>(mut self, hops: impl IntoIterator<Item = S>) -> Self {
+        self.config
+            .allow_hops
+            .extend(hops.into_iter().map(Into::into));
+        self
+    }
     /// Sessions served at once (default [`DEFAULT_MAX_SESSIONS`], in tracker mode
     /// [`DEFAULT_TRACKER_SESSIONS`]). In listen mode more connections are closed at once and
     /// counted as refused; in tracker mode it is also the number of places offered to the
@@ -194,6 +206,17 @@ impl ServerBuilder {
     /// Starts the server: binds and accepts in a background thread (listen and tracker
     /// modes), registers with the tracker, or connects out to the proxy.
     pub fn spawn(self) -> io::Result<ServerHandle> {
+        if let Some(bad) = self
+            .config
+            .allow_hops
+            .iter()
+            .find(|h| crate::chain::parse_host_port(h).is_none())
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("allowed hop {bad:?} is not HOST:PORT"),
+            ));
+        }
         let max_sessions = self.max_sessions.unwrap_or(match self.mode {
             Mode::Tracker { .. } => DEFAULT_TRACKER_SESSIONS,
             _ => DEFAULT_MAX_SESSIONS,

@@ -9,10 +9,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::chain;
 use crate::interrupt::{self, Calls};
 use crate::sandbox::Sandbox;
 use crate::state::{Reply, State};
-use crate::wire::{self, WireError};
+use crate::wire::{self, Arg, WireError};
 
 /// Resource limits of one session (defaults in docs/rpc.md "Limits").
 #[derive(Debug, Clone)]
@@ -62,6 +63,10 @@ pub struct SessionConfig {
     /// max_instructions`; default `mote::DEFAULT_MAX_INSTRUCTIONS`). The other budgets of
     /// `mote::SessionOptions` and `mote::LoadOptions` keep the runtime's defaults.
     pub max_instructions: u64,
+    /// The hops (`host:port`) a client may chain to with the session constructor
+    /// `rpc.Connect` (docs/rpc.md "Chained sessions"); empty, the default: chaining is
+    /// refused. A host is compared as written (without case), not resolved.
+    pub allow_hops: Vec<String>,
 }
 
 impl Default for SessionConfig {
@@ -74,6 +79,7 @@ impl Default for SessionConfig {
             idle_timeout: None,
             handshake_timeout: Duration::from_secs(10),
             max_instructions: mote::DEFAULT_MAX_INSTRUCTIONS,
+            allow_hops: Vec::new(),
         }
     }
 }
@@ -180,6 +186,7 @@ pub fn serve_connection(
         stop: &stop,
         expired: &never,
         idle_deadline: Instant::now().checked_add(config.handshake_timeout),
+        also: None,
         woke: None,
     };
     let hello = match wire::read_client_handshake(&mut reader) {
@@ -213,15 +220,15 @@ pub fn serve_connection(
 }
 
 /// How often a blocked read wakes up to look at the stop flag and the timeouts.
-const POLL: Duration = Duration::from_millis(100);
+pub(crate) const POLL: Duration = Duration::from_millis(100);
 
 /// Longest time a write may make no progress because the peer does not read.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Whoever writes to the socket holds this lock, so frames never interleave.
-struct Writer {
-    stream: TcpStream,
-    closed: bool,
+pub(crate) struct Writer {
+    pub(crate) stream: TcpStream,
+    pub(crate) closed: bool,
 }
 
 impl Writer {
@@ -229,7 +236,7 @@ impl Writer {
     /// that stops reading holds the writer (and the lock) only until `give_up()` says the
     /// session is ending, or for `WRITE_TIMEOUT` without progress. A frame cut short ends the
     /// session.
-    fn send(&mut self, frame: &[u8], give_up: &dyn Fn() -> bool) -> io::Result<()> {
+    pub(crate) fn send(&mut self, frame: &[u8], give_up: &dyn Fn() -> bool) -> io::Result<()> {
         if self.closed {
             return Err(io::Error::new(io::ErrorKind::BrokenPipe, "session closed"));
         }
@@ -266,19 +273,24 @@ impl Writer {
 
 /// Why the polling reader gave up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Wake {
+pub(crate) enum Wake {
     Stop,
     Expired,
     Idle,
+    /// A chained session's other side ended (docs/rpc.md "Chained sessions").
+    Peer,
 }
 
 /// A reader that waits in short slices so it can notice the stop flag and the timeouts.
-struct PollingReader<'a> {
-    stream: &'a TcpStream,
-    stop: &'a AtomicBool,
-    expired: &'a AtomicBool,
-    idle_deadline: Option<Instant>,
-    woke: Option<Wake>,
+pub(crate) struct PollingReader<'a> {
+    pub(crate) stream: &'a TcpStream,
+    pub(crate) stop: &'a AtomicBool,
+    pub(crate) expired: &'a AtomicBool,
+    pub(crate) idle_deadline: Option<Instant>,
+    /// Another reason to wake, looked at with the others (a relay's idle rule and its other
+    /// side's end).
+    pub(crate) also: Option<&'a dyn Fn() -> Option<Wake>>,
+    pub(crate) woke: Option<Wake>,
 }
 
 impl Read for PollingReader<'_> {
@@ -294,7 +306,7 @@ impl Read for PollingReader<'_> {
             } else if self.idle_deadline.is_some_and(|d| Instant::now() >= d) {
                 Some(Wake::Idle)
             } else {
-                None
+                self.also.and_then(|f| f())
             };
             if let Some(w) = wake {
                 self.woke = Some(w);
@@ -429,6 +441,7 @@ fn request_loop(
             idle_deadline: config
                 .idle_timeout
                 .and_then(|d| Instant::now().checked_add(d)),
+            also: None,
             woke: None,
         };
         let packet = match wire::read_packet(&mut reader, config.limits.max_packet) {
@@ -438,7 +451,7 @@ fn request_loop(
                     (Some(Wake::Expired), _) => SessionEnd::Timeout,
                     (Some(Wake::Stop), _) => SessionEnd::Stopped,
                     (Some(Wake::Idle), _) => SessionEnd::Idle,
-                    (None, WireError::Closed) => SessionEnd::Closed,
+                    (Some(Wake::Peer), _) | (None, WireError::Closed) => SessionEnd::Closed,
                     (None, e @ WireError::TooLarge { .. }) => {
                         // The stream cannot be resynchronised; say why before closing.
                         if let Ok(mut w) = writer.lock() {
@@ -454,23 +467,54 @@ fn request_loop(
         if expired.load(Ordering::SeqCst) {
             return SessionEnd::Timeout;
         }
-        match reply {
+        let f = match reply {
             Reply::Shutdown => return SessionEnd::Shutdown,
-            Reply::Frame(f) => {
-                let sent = match writer.lock() {
-                    Ok(mut w) => w.send(&f, &cancel),
-                    Err(_) => Err(io::Error::other("writer lock poisoned")),
-                };
-                if let Err(e) = sent {
-                    return if expired.load(Ordering::SeqCst) {
-                        SessionEnd::Timeout
-                    } else if stop.load(Ordering::SeqCst) {
-                        SessionEnd::Stopped
-                    } else {
-                        SessionEnd::Protocol(e.to_string())
+            Reply::Frame(f) => f,
+            Reply::Chain(hop) => match chain::connect(&hop, config, stop, expired) {
+                Ok(sock) => {
+                    log::info!("chained to {}", hop.name());
+                    let ok = match writer.lock() {
+                        Ok(mut w) => w.send(&wire::return_frame(&[Arg::None]), &cancel),
+                        Err(_) => Err(io::Error::other("writer lock poisoned")),
                     };
+                    if ok.is_err() {
+                        let _ = sock.shutdown(Shutdown::Both);
+                        return SessionEnd::Closed;
+                    }
+                    // The session's own state (and its sandbox) is not used from here.
+                    drop(state);
+                    return chain::relay(stream, sock, &hop.name(), config, stop, expired, writer);
                 }
-            }
+                Err(chain::ConnectError::Woke(w)) => {
+                    return match w {
+                        Wake::Expired => SessionEnd::Timeout,
+                        Wake::Stop => SessionEnd::Stopped,
+                        Wake::Idle => SessionEnd::Idle,
+                        Wake::Peer => SessionEnd::Closed,
+                    }
+                }
+                Err(chain::ConnectError::Failed(why)) => {
+                    log::warn!("cannot chain to {}: {why}", hop.name());
+                    wire::exception_frame(&format!(
+                        "session constructor {}: cannot connect to {}: {why}",
+                        chain::CONNECT,
+                        hop.name()
+                    ))
+                }
+            },
+        };
+        let sent = match writer.lock() {
+            Ok(mut w) => w.send(&f, &cancel),
+            Err(_) => Err(io::Error::other("writer lock poisoned")),
+        };
+        if let Err(e) = sent {
+            return if expired.load(Ordering::SeqCst) {
+                SessionEnd::Timeout
+            } else if stop.load(Ordering::SeqCst) {
+                SessionEnd::Stopped
+            } else {
+                SessionEnd::Protocol(e.to_string())
+            };
         }
         if stop.load(Ordering::SeqCst) {
             return SessionEnd::Stopped;

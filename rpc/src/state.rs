@@ -416,6 +416,9 @@ struct Region {
 pub(crate) enum Reply {
     Frame(Vec<u8>),
     Shutdown,
+    /// `kInitServer` with `rpc.Connect` to an allowed hop: the session connects there and
+    /// relays (crate::chain); the client's answer depends on that connection.
+    Chain(crate::chain::Hop),
 }
 
 pub(crate) struct State<'c> {
@@ -754,10 +757,15 @@ impl<'c> State<'c> {
                     )));
                 }
                 if !args.is_empty() {
-                    return Err(RequestError::Unsupported(
-                        "session constructors (kInitServer with arguments, e.g. proxy chaining)"
-                            .into(),
-                    ));
+                    if self.initialized {
+                        return Err(RequestError::Invalid(
+                            "a session constructor after kInitServer: the session is already \
+                             initialised"
+                                .into(),
+                        ));
+                    }
+                    let hop = crate::chain::parse(&args, &self.config.allow_hops)?;
+                    return Ok(Reply::Chain(hop));
                 }
                 self.initialized = true;
                 ret1(Arg::None)

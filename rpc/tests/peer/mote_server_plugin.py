@@ -18,6 +18,7 @@ tests by their function name (without the parameters) and say why.
 import json
 import os
 import re
+import socket
 import subprocess
 import tempfile
 import threading
@@ -43,7 +44,8 @@ NOT_APPLICABLE = {
     "test_rpc_return_remote_object": "calls rpc.testing.GetShapeElem and rpc.testing.GetShapeSize "
     "(TVM's Python test functions) on an ffi.Shape",
     "test_rpc_session_constructor_args": "calls testing.echo (libtvm's testing function) on the "
-    "second hop of a chained session (chaining through rpc.Connect is not supported either)",
+    "second hop of a chained session; the chaining itself (rpc.Connect) and its error case are "
+    "tested by rpc/tests/chain.rs",
     "test_rpc_session_timeout_error": "looks up rpc.test.addone (TVM's Python test function) "
     "before the timeout; Mote's -timeout itself is tested by rpc/tests/client.rs",
 }
@@ -69,6 +71,44 @@ def known_failing(nodeid):
         if pattern.search(nodeid):
             return reason
     return None
+
+
+# TVM's chaining tests (session_constructor_args=["rpc.Connect", "127.0.0.1", server1.port, ...])
+# make the first server connect to a second one started after it. Mote's server chains only to
+# the hops it is started with (--allow-hop), so listening servers take their port from this
+# pool, chosen once, and each allows every port of the pool; a stopped server gives its port
+# back. Beyond the pool a server listens on any free port and cannot be chained to.
+HOP_POOL_SIZE = 16
+_hop_pool = None
+_hop_lock = threading.Lock()
+
+
+def _hop_ports():
+    global _hop_pool  # pylint: disable=global-statement
+    if _hop_pool is None:
+        socks = [socket.socket() for _ in range(HOP_POOL_SIZE)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        _hop_pool = {s.getsockname()[1]: False for s in socks}
+        for s in socks:
+            s.close()
+    return _hop_pool
+
+
+def _take_hop_port():
+    with _hop_lock:
+        pool = _hop_ports()
+        for port, taken in pool.items():
+            if not taken:
+                pool[port] = True
+                return port
+    return 0
+
+
+def _give_hop_port(port):
+    with _hop_lock:
+        if port in _hop_ports():
+            _hop_ports()[port] = False
 
 
 class MoteServer:
@@ -102,12 +142,16 @@ class MoteServer:
         self.host = host
         self.custom_addr = custom_addr
         self.proc = None
+        self.pool_port = 0
         args = [os.environ["MOTE_RPC_SERVER_BIN"], "rpc", "serve", "--key", key]
         if is_proxy:
             # As TVM's: host and port are the proxy's; the proxy registers with the tracker.
             args += ["--through-proxy", f"{host}:{port}"]
         else:
-            args += ["--host", host, "--port", "0"]
+            self.pool_port = _take_hop_port()
+            args += ["--host", host, "--port", str(self.pool_port)]
+            for p in _hop_ports():
+                args += ["--allow-hop", f"127.0.0.1:{p}", "--allow-hop", f"localhost:{p}"]
             if tracker_addr is not None:
                 args += ["--tracker", f"{tracker_addr[0]}:{tracker_addr[1]}"]
                 if custom_addr is not None:
@@ -142,6 +186,9 @@ class MoteServer:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        port, self.pool_port = self.pool_port, 0
+        if port:
+            _give_hop_port(port)
         self.log.close()
         try:
             os.unlink(self.log.name)
