@@ -219,14 +219,7 @@ pub(crate) fn connect(
     w.send(&hello, &ending)?;
 
     let deadline = start.checked_add(limit);
-    let mut r = PollingReader {
-        stream: &sock,
-        stop,
-        expired,
-        idle_deadline: deadline,
-        also: None,
-        woke: None,
-    };
+    let mut r = PollingReader::new(&sock, stop, expired, deadline);
     let mut word = [0u8; 4];
     let read = |r: &mut PollingReader<'_>, buf: &mut [u8]| -> Result<(), ConnectError> {
         io::Read::read_exact(r, buf).map_err(|e| match r.woke {
@@ -278,16 +271,7 @@ pub(crate) fn connect(
     }
     w.send(&wire::frame(RpcCode::InitServer, &body), &ending)?;
 
-    let mut r = PollingReader {
-        stream: &sock,
-        stop,
-        expired,
-        idle_deadline: config
-            .idle_timeout
-            .and_then(|d| Instant::now().checked_add(d)),
-        also: None,
-        woke: None,
-    };
+    let mut r = PollingReader::new(&sock, stop, expired, config.idle_deadline());
     let p = match wire::read_packet(&mut r, config.limits.max_packet) {
         Ok(p) => p,
         Err(e) => {
@@ -373,14 +357,8 @@ pub(crate) fn relay(
             let peer_gone = || client_done.load(Ordering::SeqCst).then_some(Wake::Peer);
             let give_up = || ending() || client_done.load(Ordering::SeqCst);
             let why = loop {
-                let mut r = PollingReader {
-                    stream: &hop,
-                    stop,
-                    expired,
-                    idle_deadline: None,
-                    also: Some(&peer_gone),
-                    woke: None,
-                };
+                let mut r = PollingReader::new(&hop, stop, expired, None);
+                r.also = Some(&peer_gone);
                 let p = match wire::read_packet(&mut r, max) {
                     Ok(p) => p,
                     Err(e) => {
@@ -432,14 +410,8 @@ pub(crate) fn relay(
         };
         let give_up = || ending() || hop_done.load(Ordering::SeqCst);
         let end = loop {
-            let mut r = PollingReader {
-                stream: client,
-                stop,
-                expired,
-                idle_deadline: None,
-                also: Some(&also),
-                woke: None,
-            };
+            let mut r = PollingReader::new(client, stop, expired, None);
+            r.also = Some(&also);
             let p = match wire::read_packet(&mut r, max) {
                 Ok(p) => p,
                 Err(e) => {

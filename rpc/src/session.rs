@@ -69,6 +69,14 @@ pub struct SessionConfig {
     pub allow_hops: Vec<String>,
 }
 
+impl SessionConfig {
+    /// When a read that starts now gives up for the idle timeout, if there is one.
+    pub(crate) fn idle_deadline(&self) -> Option<Instant> {
+        self.idle_timeout
+            .and_then(|d| Instant::now().checked_add(d))
+    }
+}
+
 impl Default for SessionConfig {
     fn default() -> Self {
         SessionConfig {
@@ -181,14 +189,12 @@ pub fn serve_connection(
     // The whole handshake must arrive within the timeout (a peer trickling bytes cannot hold a
     // session slot), and a stopping server does not wait for it.
     let never = AtomicBool::new(false);
-    let mut reader = PollingReader {
-        stream: &stream,
-        stop: &stop,
-        expired: &never,
-        idle_deadline: Instant::now().checked_add(config.handshake_timeout),
-        also: None,
-        woke: None,
-    };
+    let mut reader = PollingReader::new(
+        &stream,
+        &stop,
+        &never,
+        Instant::now().checked_add(config.handshake_timeout),
+    );
     let hello = match wire::read_client_handshake(&mut reader) {
         Ok(h) => h,
         Err(e) => {
@@ -291,6 +297,26 @@ pub(crate) struct PollingReader<'a> {
     /// side's end).
     pub(crate) also: Option<&'a dyn Fn() -> Option<Wake>>,
     pub(crate) woke: Option<Wake>,
+}
+
+impl<'a> PollingReader<'a> {
+    /// A reader of `stream` that gives up at the stop flag, at `expired`, and at
+    /// `idle_deadline` when given.
+    pub(crate) fn new(
+        stream: &'a TcpStream,
+        stop: &'a AtomicBool,
+        expired: &'a AtomicBool,
+        idle_deadline: Option<Instant>,
+    ) -> PollingReader<'a> {
+        PollingReader {
+            stream,
+            stop,
+            expired,
+            idle_deadline,
+            also: None,
+            woke: None,
+        }
+    }
 }
 
 impl Read for PollingReader<'_> {
@@ -434,16 +460,7 @@ fn request_loop(
     let cancel = || calls.ending();
     let mut state = State::new(config, sandbox, calls);
     loop {
-        let mut reader = PollingReader {
-            stream,
-            stop,
-            expired,
-            idle_deadline: config
-                .idle_timeout
-                .and_then(|d| Instant::now().checked_add(d)),
-            also: None,
-            woke: None,
-        };
+        let mut reader = PollingReader::new(stream, stop, expired, config.idle_deadline());
         let packet = match wire::read_packet(&mut reader, config.limits.max_packet) {
             Ok(p) => p,
             Err(e) => {

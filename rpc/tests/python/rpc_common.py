@@ -53,3 +53,29 @@ def expect_rpc_error(fn, needle, what):
         assert needle in str(e), f"{what}: {needle!r} not in {str(e)!r}"
         return str(e)
     raise AssertionError(f"{what}: no RPCError")
+
+
+def expect_session_timeout(remote, within=4.5):
+    """Run about 5 s of timing work on mlp.so over `remote` (made with session_timeout=2): the
+    call must fail with RPCSessionTimeoutError, whose message says timeout, within `within`
+    seconds. Returns the seconds it took."""
+    import time
+
+    from tvm import relax
+
+    dev = remote.cpu()
+    upload(remote, "mlp.so")
+    vm = relax.VirtualMachine(remote.load_module("mlp.so"), dev)
+    args = [tvm.runtime.tensor(a, dev) for a in arrays("mlp.forward.inputs.npz", "arg")]
+    start = time.time()
+    try:
+        vm.time_evaluator("forward", dev, number=1, repeat=1, min_repeat_ms=5000)(*args)
+    except Exception as e:
+        kind = type(e).__name__
+        assert kind == "RPCSessionTimeoutError", (kind, str(e))
+        assert "timeout" in str(e), str(e)
+    else:
+        raise AssertionError("the slow call finished")
+    took = time.time() - start
+    assert took < within, f"the timeout took {took:.1f}s to arrive"
+    return took
