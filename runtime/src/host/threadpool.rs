@@ -829,7 +829,8 @@ mod tests {
         hits: [AtomicU32; 4],
         /// Set when a pool worker (not the launching thread) ran one of its tasks.
         on_worker: AtomicBool,
-        work: u32,
+        /// The launching thread's tasks wait until a worker has run one of this launch's.
+        wait_for_worker: bool,
     }
 
     unsafe extern "C" fn count(task: i32, penv: *mut ParallelGroupEnv, cdata: *mut c_void) -> i32 {
@@ -838,18 +839,32 @@ mod tests {
         if n != 4 || !(0..4).contains(&task) {
             return -1;
         }
-        // One launch in eight does a little work, so that workers join before the launching
-        // thread has claimed every task; the others end as fast as they can, which is when a
-        // late worker is most likely to meet the next launch.
-        for _ in 0..r.work {
-            std::hint::spin_loop();
+        let on_worker = WORKER_THREAD.with(|w| *w);
+        // One launch in eight makes workers take part whatever the scheduler does: a task
+        // the launching thread runs waits (10 s at most) until a worker has run one, and a
+        // launching thread stuck in a task claims no more, so a worker must claim the rest.
+        // The others end as fast as they can, which is when a late worker is most likely to
+        // meet the next launch.
+        // After one wait runs out, none waits again, so a pool whose workers never run fails
+        // the test in seconds rather than hanging.
+        if r.wait_for_worker && !on_worker && !GAVE_UP.load(Ordering::SeqCst) {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !r.on_worker.load(Ordering::SeqCst) {
+                if std::time::Instant::now() > deadline {
+                    GAVE_UP.store(true, Ordering::SeqCst);
+                    break;
+                }
+                std::thread::yield_now();
+            }
         }
         r.hits[task as usize].fetch_add(1, Ordering::SeqCst);
-        if WORKER_THREAD.with(|w| *w) {
-            r.on_worker.store(true, Ordering::Relaxed);
+        if on_worker {
+            r.on_worker.store(true, Ordering::SeqCst);
         }
         0
     }
+
+    static GAVE_UP: AtomicBool = AtomicBool::new(false);
 
     thread_local! {
         static WORKER_THREAD: bool = std::thread::current()
@@ -879,7 +894,7 @@ mod tests {
                         .map(|i| Record {
                             hits: Default::default(),
                             on_worker: AtomicBool::new(false),
-                            work: if i % 8 == 7 { 200 } else { 0 },
+                            wait_for_worker: i % 8 == 7,
                         })
                         .collect();
                     for (i, r) in records.iter().enumerate() {
@@ -901,10 +916,16 @@ mod tests {
                         .iter()
                         .filter(|r| r.on_worker.load(Ordering::Relaxed))
                         .count();
+                    let forced = records.iter().filter(|r| r.wait_for_worker).count();
                     eprintln!("session {s}: workers took part in {shared} of {launches} launches");
+                    // Every launch that waited for a worker must have had one.
+                    let missed = records
+                        .iter()
+                        .filter(|r| r.wait_for_worker && !r.on_worker.load(Ordering::SeqCst))
+                        .count();
                     assert!(
-                        shared > launches / 1000,
-                        "session {s}: workers ran tasks in only {shared} of {launches} launches"
+                        missed == 0 && shared >= forced,
+                        "session {s}: {missed} of {forced} launches that waited for a worker had none"
                     );
                 });
             }
