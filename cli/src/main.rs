@@ -369,6 +369,27 @@ fn usage<T>(msg: String) -> Res<T> {
     Err(Box::new(Usage(msg)))
 }
 
+/// A parameter's or output's type as `inspect` prints it: `float32[2, n]`, `?` for what is
+/// unknown.
+fn type_text(p: &mote::ParamInfo) -> String {
+    format!(
+        "{}{}",
+        p.dtype.map(|d| d.to_string()).unwrap_or_else(|| "?".into()),
+        shape_text(&p.shape)
+    )
+}
+
+fn param_json(p: &mote::ParamInfo) -> serde_json::Value {
+    json!({
+        "name": p.name,
+        "dtype": p.dtype.map(|d| d.to_string()),
+        "shape": p.shape.as_ref().map(|s| s.iter().map(|d| match d {
+            Dim::Fixed(v) => json!(v),
+            Dim::Var(n) => json!(n),
+        }).collect::<Vec<_>>()),
+    })
+}
+
 fn shape_text(shape: &Option<Vec<Dim>>) -> String {
     match shape {
         Some(d) => format!(
@@ -509,14 +530,8 @@ fn inspect(
             "loaded_code_free": model.is_loaded_code_free(),
             "functions": funcs.iter().map(|f| json!({
                 "name": f.name,
-                "params": f.params.iter().map(|p| json!({
-                    "name": p.name,
-                    "dtype": p.dtype.map(|d| d.to_string()),
-                    "shape": p.shape.as_ref().map(|s| s.iter().map(|d| match d {
-                        Dim::Fixed(v) => json!(v),
-                        Dim::Var(n) => json!(n),
-                    }).collect::<Vec<_>>()),
-                })).collect::<Vec<_>>(),
+                "params": f.params.iter().map(param_json).collect::<Vec<_>>(),
+                "outputs": f.outputs.as_ref().map(|o| o.iter().map(param_json).collect::<Vec<_>>()),
             })).collect::<Vec<_>>(),
             "kernels": kernels.iter().map(|k| json!({
                 "name": k,
@@ -556,16 +571,18 @@ fn inspect(
         let ps: Vec<String> = f
             .params
             .iter()
-            .map(|p| {
-                format!(
-                    "{}: {}{}",
-                    p.name,
-                    p.dtype.map(|d| d.to_string()).unwrap_or_else(|| "?".into()),
-                    shape_text(&p.shape)
-                )
-            })
+            .map(|p| format!("{}: {}", p.name, type_text(p)))
             .collect();
-        println!("  {}({})", f.name, ps.join(", "));
+        // `-> ?` when the bytecode does not say how many outputs there are.
+        let outs = match &f.outputs {
+            None => "?".to_string(),
+            Some(o) if o.len() == 1 => type_text(&o[0]),
+            Some(o) => format!(
+                "({})",
+                o.iter().map(type_text).collect::<Vec<_>>().join(", ")
+            ),
+        };
+        println!("  {}({}) -> {outs}", f.name, ps.join(", "));
     }
     println!("kernels ({}):", kernels.len());
     for k in &kernels {

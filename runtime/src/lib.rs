@@ -26,6 +26,7 @@ mod host;
 mod loader;
 mod model;
 pub mod npy;
+mod outputs;
 /// Tar archives, gzip-compressed or not (what `export_library("m.tar")` writes), read as Mote
 /// reads a model's `.tar`.
 pub mod tar {

@@ -54,6 +54,12 @@ pub struct ParamInfo {
 pub struct FunctionInfo {
     pub name: String,
     pub params: Vec<ParamInfo>,
+    /// What [`crate::Session::run`] returns, one entry per tensor in the same order, named
+    /// `output` or `output[i]` (tuples, flattened depth-first), read from the function's
+    /// instructions (docs/tvm-format.md §9.3). `None` when their number is unknown (a result
+    /// the bytecode does not describe), and always for a kernel-only library's kernels, which
+    /// return nothing but write into their arguments.
+    pub outputs: Option<Vec<ParamInfo>>,
 }
 
 /// A kernel's signature, as the kernel itself reports it.
@@ -531,6 +537,7 @@ impl Model {
             })?;
             return Ok(FunctionInfo {
                 name: name.to_string(),
+                outputs: None,
                 params: sig
                     .params
                     .into_iter()
@@ -621,9 +628,11 @@ impl Model {
                 }
             }
         }
+        let outputs = crate::outputs::outputs(m, fidx, &params);
         Ok(FunctionInfo {
             name: name.to_string(),
             params,
+            outputs,
         })
     }
 
@@ -799,7 +808,7 @@ fn check_code_free(path: &Path, exe: &Executable, defined: &[String]) -> Result<
 const MAIN_ALIAS: &str = "main";
 
 /// Dims from an error context's `annotation=R.Tensor((n, 16), dtype=...)`.
-fn annotation_dims(err: &str) -> Option<Vec<String>> {
+pub(crate) fn annotation_dims(err: &str) -> Option<Vec<String>> {
     let start = err.find("R.Tensor((")? + "R.Tensor((".len();
     let inner = &err[start..];
     let end = inner.find(')')?;
