@@ -141,19 +141,20 @@ impl NativeModel {
             .function_info(&function)?
             .params
             .into_iter()
-            .map(|p| NativeParam {
-                name: p.name,
-                dtype: p.dtype.map(|d| d.to_string()),
-                shape: p.shape.map(|dims| {
-                    dims.into_iter()
-                        .map(|d| match d {
-                            mote::Dim::Fixed(size) => NativeDim::Fixed { size },
-                            mote::Dim::Var(name) => NativeDim::Symbolic { name },
-                        })
-                        .collect()
-                }),
-            })
+            .map(NativeParam::from)
             .collect())
+    }
+
+    /// What `run` of the Relax function `function` returns, one entry per tensor in the same
+    /// order (`output`, or `output[i]` for tuples), with dtype and shape where the bytecode
+    /// says; `None` when even their number is unknown, and for a kernel-only library's kernels
+    /// (they return nothing).
+    pub fn outputs(&self, function: String) -> Result<Option<Vec<NativeParam>>, NativeError> {
+        Ok(self
+            .inner
+            .function_info(&function)?
+            .outputs
+            .map(|o| o.into_iter().map(NativeParam::from).collect()))
     }
 
     /// Parameter names of the kernel `kernel` of a kernel-only library, as the kernel reports
@@ -179,6 +180,23 @@ pub struct NativeParam {
     pub dtype: Option<String>,
     /// The shape, when the model records it.
     pub shape: Option<Vec<NativeDim>>,
+}
+
+impl From<mote::ParamInfo> for NativeParam {
+    fn from(p: mote::ParamInfo) -> NativeParam {
+        NativeParam {
+            name: p.name,
+            dtype: p.dtype.map(|d| d.to_string()),
+            shape: p.shape.map(|dims| {
+                dims.into_iter()
+                    .map(|d| match d {
+                        mote::Dim::Fixed(size) => NativeDim::Fixed { size },
+                        mote::Dim::Var(name) => NativeDim::Symbolic { name },
+                    })
+                    .collect()
+            }),
+        }
+    }
 }
 
 /// One dimension of a parameter's shape.

@@ -103,25 +103,19 @@ public final class Model: Sendable {
     }
 
     /// The parameters of `function` (a Relax function, or a kernel of a kernel-only library):
-    /// each one's name, and its dtype and shape where the model records them. A model records
-    /// its inputs only: TVM's executables carry no description of what a function returns, so
-    /// outputs are known from the tensors a call gives back.
+    /// each one's name, and its dtype and shape where the model records them.
     public func parameters(of function: String) throws -> [Parameter] {
-        try bridged { try raw.parameters(function: function) }.map { p in
-            var dtype: DType?
-            if let name = p.dtype {
-                guard let d = DType(rawValue: name) else {
-                    throw MoteError.unsupported("parameter `\(p.name)` of `\(function)` is \(name), which has no Swift DType")
-                }
-                dtype = d
-            }
-            return Parameter(name: p.name, dtype: dtype, shape: p.shape?.map { d in
-                switch d {
-                case .fixed(let size): return .fixed(Int(size))
-                case .symbolic(let name): return .symbolic(name)
-                }
-            })
-        }
+        try bridged { try raw.parameters(function: function) }.map { try Parameter(native: $0, of: function) }
+    }
+
+    /// What `run` of the Relax function `function` returns: one entry per tensor, in the order
+    /// `run` gives them back, named `output` (or `output[0]`, `output[1]`... for a tuple), with
+    /// dtype and shape where the model's instructions say (TVM's executables carry no return
+    /// type: Mote reads them from how the function allocates and checks its results). `nil` when
+    /// not even their number is known, and for a kernel-only library's kernels, which return
+    /// nothing (they write into their arguments).
+    public func outputs(of function: String) throws -> [Parameter]? {
+        try bridged { try raw.outputs(function: function) }?.map { try Parameter(native: $0, of: function) }
     }
 
     /// A new session with `options`.
@@ -130,7 +124,8 @@ public final class Model: Sendable {
     }
 }
 
-/// A parameter of a model's function (``Model/parameters(of:)``).
+/// A parameter of a model's function (``Model/parameters(of:)``), or one of its outputs
+/// (``Model/outputs(of:)``).
 public struct Parameter: Sendable, Equatable, CustomStringConvertible {
     /// One dimension of a shape.
     public enum Dimension: Sendable, Equatable, CustomStringConvertible {
@@ -527,5 +522,24 @@ public final class Session: @unchecked Sendable {
             }
             return t
         }
+    }
+}
+
+extension Parameter {
+    /// The bridge's description of a parameter or output of `function`.
+    init(native p: NativeParam, of function: String) throws {
+        var dtype: DType?
+        if let name = p.dtype {
+            guard let d = DType(rawValue: name) else {
+                throw MoteError.unsupported("`\(p.name)` of `\(function)` is \(name), which has no Swift DType")
+            }
+            dtype = d
+        }
+        self.init(name: p.name, dtype: dtype, shape: p.shape?.map { d in
+            switch d {
+            case .fixed(let size): return .fixed(Int(size))
+            case .symbolic(let name): return .symbolic(name)
+            }
+        })
     }
 }

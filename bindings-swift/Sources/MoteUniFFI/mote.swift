@@ -39,6 +39,52 @@ fileprivate extension ForeignBytes {
     init(bufferPointer: UnsafeBufferPointer<UInt8>) {
         self.init(len: Int32(bufferPointer.count), data: bufferPointer.baseAddress)
     }
+
+    init(rawBufferPointer: UnsafeRawBufferPointer) {
+        self.init(
+            len: Int32(rawBufferPointer.count),
+            data: rawBufferPointer.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        )
+    }
+}
+
+// Converter for `&[u8]` / `[ByRef] bytes` arguments.
+//
+// Conforms to `FfiConverter` so the compiler enforces the full converter
+// method set. Only the scope-bound `lower(_:_body:)` overload is sound —
+// zero-copy byte buffers only flow foreign -> Rust, and only in argument
+// position. The four protocol-witness methods (`lift`, `lower`, `read`,
+// `write`) `fatalError` at runtime if anyone reaches them.
+//
+// The scope-bound `lower` takes a closure because the `ForeignBytes`
+// pointer is only guaranteed valid for the duration of
+// `Data.withUnsafeBytes`. Callers must run the full FFI call inside
+// the closure body.
+fileprivate enum FfiConverterByRefBytes: FfiConverter {
+    typealias SwiftType = Data
+    typealias FfiType = ForeignBytes
+
+    static func lower<R>(_ value: Data, _ body: (ForeignBytes) throws -> R) rethrows -> R {
+        return try value.withUnsafeBytes { rawBuf in
+            try body(ForeignBytes(rawBufferPointer: rawBuf))
+        }
+    }
+
+    static func lower(_ value: Data) -> ForeignBytes {
+        fatalError("ByRef bytes cannot use the plain lower: returning ForeignBytes escapes the Data.withUnsafeBytes scope. Use the scope-bound lower(_:_body:) overload instead.")
+    }
+
+    static func lift(_ value: ForeignBytes) throws -> Data {
+        fatalError("ByRef bytes cannot be lifted: zero-copy &[u8] only flows foreign->Rust")
+    }
+
+    static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Data {
+        fatalError("ByRef bytes cannot be read from a buffer: zero-copy &[u8] is only supported in argument position, not nested in records/options/etc.")
+    }
+
+    static func write(_ value: Data, into buf: inout [UInt8]) {
+        fatalError("ByRef bytes cannot be written to a buffer: zero-copy &[u8] is only supported in argument position, not nested in records/options/etc.")
+    }
 }
 
 // For every type used in the interface, we provide helper methods for conveniently
@@ -352,19 +398,29 @@ private func uniffiTraitInterfaceCallWithError<T, E>(
         callStatus.pointee.errorBuf = FfiConverterString.lower(String(describing: error))
     }
 }
+// Initial value and increment amount for handles. 
+// These ensure that SWIFT handles always have the lowest bit set
+fileprivate let UNIFFI_HANDLEMAP_INITIAL: UInt64 = 1
+fileprivate let UNIFFI_HANDLEMAP_DELTA: UInt64 = 2
+
 fileprivate final class UniffiHandleMap<T>: @unchecked Sendable {
     // All mutation happens with this lock held, which is why we implement @unchecked Sendable.
     private let lock = NSLock()
     private var map: [UInt64: T] = [:]
-    private var currentHandle: UInt64 = 1
+    private var currentHandle: UInt64 = UNIFFI_HANDLEMAP_INITIAL
 
     func insert(obj: T) -> UInt64 {
         lock.withLock {
-            let handle = currentHandle
-            currentHandle += 1
-            map[handle] = obj
-            return handle
+            return doInsert(obj)
         }
+    }
+
+    // Low-level insert function, this assumes `lock` is held.
+    private func doInsert(_ obj: T) -> UInt64 {
+        let handle = currentHandle
+        currentHandle += UNIFFI_HANDLEMAP_DELTA
+        map[handle] = obj
+        return handle
     }
 
      func get(handle: UInt64) throws -> T {
@@ -373,6 +429,15 @@ fileprivate final class UniffiHandleMap<T>: @unchecked Sendable {
                 throw UniffiInternalError.unexpectedStaleHandle
             }
             return obj
+        }
+    }
+
+     func clone(handle: UInt64) throws -> UInt64 {
+        try lock.withLock {
+            guard let obj = map[handle] else {
+                throw UniffiInternalError.unexpectedStaleHandle
+            }
+            return doInsert(obj)
         }
     }
 
@@ -554,7 +619,11 @@ fileprivate struct FfiConverterString: FfiConverter {
             return String()
         }
         let bytes = UnsafeBufferPointer<UInt8>(start: value.data!, count: Int(value.len))
-        return String(bytes: bytes, encoding: String.Encoding.utf8)!
+        // Use Swift's native UTF-8 decoder; `String(bytes:encoding:.utf8)` goes
+        // through Foundation's NSString and silently strips a leading U+FEFF BOM.
+        // Invalid UTF-8 substitutes U+FFFD instead of trapping (unreachable
+        // given Rust's `String` invariant).
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     public static func lower(_ value: String) -> RustBuffer {
@@ -570,7 +639,8 @@ fileprivate struct FfiConverterString: FfiConverter {
 
     public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> String {
         let len: Int32 = try readInt(&buf)
-        return String(bytes: try readBytes(&buf, count: Int(len)), encoding: String.Encoding.utf8)!
+        // See `lift` above for why we avoid Foundation's NSString-backed decoder here.
+        return String(decoding: try readBytes(&buf, count: Int(len)), as: UTF8.self)
     }
 
     public static func write(_ value: String, into buf: inout [UInt8]) {
@@ -616,13 +686,13 @@ public protocol LogSink: AnyObject, Sendable {
  * Receives Mote's log records (implemented in Swift).
  */
 open class LogSinkImpl: LogSink, @unchecked Sendable {
-    fileprivate let pointer: UnsafeMutableRawPointer!
+    fileprivate let handle: UInt64
 
-    /// Used to instantiate a [FFIObject] without an actual pointer, for fakes in tests, mostly.
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public struct NoPointer {
+    public struct NoHandle {
         public init() {}
     }
 
@@ -632,36 +702,37 @@ open class LogSinkImpl: LogSink, @unchecked Sendable {
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    required public init(unsafeFromRawPointer pointer: UnsafeMutableRawPointer) {
-        self.pointer = pointer
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
     }
 
     // This constructor can be used to instantiate a fake object.
-    // - Parameter noPointer: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
     //
     // - Warning:
-    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing [Pointer] the FFI lower functions will crash.
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public init(noPointer: NoPointer) {
-        self.pointer = nil
+    public init(noHandle: NoHandle) {
+        self.handle = 0
     }
 
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public func uniffiClonePointer() -> UnsafeMutableRawPointer {
-        return try! rustCall { uniffi_mote_swift_fn_clone_logsink(self.pointer, $0) }
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_mote_swift_fn_clone_logsink(self.handle, $0) }
     }
     // No primary constructor declared for this class.
 
     deinit {
-        guard let pointer = pointer else {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
             return
         }
 
-        try! rustCall { uniffi_mote_swift_fn_free_logsink(pointer, $0) }
+        try! rustCall { uniffi_mote_swift_fn_free_logsink(handle, $0) }
     }
 
     
@@ -671,16 +742,20 @@ open class LogSinkImpl: LogSink, @unchecked Sendable {
      * One record: `level` 1 (error) to 5 (trace), the Rust module that logged, the text.
      */
 open func log(level: UInt8, target: String, message: String)  {try! rustCall() {
-    uniffi_mote_swift_fn_method_logsink_log(self.uniffiClonePointer(),
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_logsink_log(
+            self.uniffiCloneHandle(),
         FfiConverterUInt8.lower(level),
         FfiConverterString.lower(target),
-        FfiConverterString.lower(message),$0
+        FfiConverterString.lower(message),uniffiCallStatus
     )
 }
 }
     
 
+    
 }
+
 
 
 // Put the implementation in a struct so we don't pollute the top-level namespace
@@ -689,9 +764,22 @@ fileprivate struct UniffiCallbackInterfaceLogSink {
     // Create the VTable using a series of closures.
     // Swift automatically converts these into C callback functions.
     //
-    // This creates 1-element array, since this seems to be the only way to construct a const
-    // pointer that we can pass to the Rust code.
-    static let vtable: [UniffiVTableCallbackInterfaceLogSink] = [UniffiVTableCallbackInterfaceLogSink(
+    // Store the vtable directly.
+    static let vtable: UniffiVTableCallbackInterfaceLogSink = UniffiVTableCallbackInterfaceLogSink(
+        uniffiFree: { (uniffiHandle: UInt64) -> () in
+            do {
+                try FfiConverterTypeLogSink.handleMap.remove(handle: uniffiHandle)
+            } catch {
+                print("Uniffi callback interface LogSink: handle missing in uniffiFree")
+            }
+        },
+        uniffiClone: { (uniffiHandle: UInt64) -> UInt64 in
+            do {
+                return try FfiConverterTypeLogSink.handleMap.clone(handle: uniffiHandle)
+            } catch {
+                fatalError("Uniffi callback interface LogSink: handle missing in uniffiClone")
+            }
+        },
         log: { (
             uniffiHandle: UInt64,
             level: UInt8,
@@ -719,20 +807,25 @@ fileprivate struct UniffiCallbackInterfaceLogSink {
                 makeCall: makeCall,
                 writeReturn: writeReturn
             )
-        },
-        uniffiFree: { (uniffiHandle: UInt64) -> () in
-            let result = try? FfiConverterTypeLogSink.handleMap.remove(handle: uniffiHandle)
-            if result == nil {
-                print("Uniffi callback interface LogSink: handle missing in uniffiFree")
-            }
         }
-    )]
+    )
+
+    // Rust stores this pointer for future callback invocations, so it must live
+    // for the process lifetime (not just for the init function call).
+    //
+    // `nonisolated(unsafe)` is needed under Swift 6 strict concurrency.
+    // This is safe because the pointee is initialized once during static init
+    // and never mutated by either side of the FFI.  Its fields are C function pointers.
+    nonisolated(unsafe) static let vtablePtr: UnsafePointer<UniffiVTableCallbackInterfaceLogSink> = {
+        let ptr = UnsafeMutablePointer<UniffiVTableCallbackInterfaceLogSink>.allocate(capacity: 1)
+        ptr.initialize(to: vtable)
+        return UnsafePointer(ptr)
+    }()
 }
 
 private func uniffiCallbackInitLogSink() {
-    uniffi_mote_swift_fn_init_callback_vtable_logsink(UniffiCallbackInterfaceLogSink.vtable)
+    uniffi_mote_swift_fn_init_callback_vtable_logsink(UniffiCallbackInterfaceLogSink.vtablePtr)
 }
-
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
@@ -740,35 +833,37 @@ private func uniffiCallbackInitLogSink() {
 public struct FfiConverterTypeLogSink: FfiConverter {
     fileprivate static let handleMap = UniffiHandleMap<LogSink>()
 
-    typealias FfiType = UnsafeMutableRawPointer
+    typealias FfiType = UInt64
     typealias SwiftType = LogSink
 
-    public static func lift(_ pointer: UnsafeMutableRawPointer) throws -> LogSink {
-        return LogSinkImpl(unsafeFromRawPointer: pointer)
+    public static func lift(_ handle: UInt64) throws -> LogSink {
+        if ((handle & 1) == 0) {
+            // Rust-generated handle, construct a new class that uses the handle to implement the
+            // interface
+            return LogSinkImpl(unsafeFromHandle: handle)
+        } else {
+            // Swift-generated handle, get the object from the handle map
+            return try handleMap.remove(handle: handle)
+        }
     }
 
-    public static func lower(_ value: LogSink) -> UnsafeMutableRawPointer {
-        guard let ptr = UnsafeMutableRawPointer(bitPattern: UInt(truncatingIfNeeded: handleMap.insert(obj: value))) else {
-            fatalError("Cast to UnsafeMutableRawPointer failed")
-        }
-        return ptr
+    public static func lower(_ value: LogSink) -> UInt64 {
+         if let rustImpl = value as? LogSinkImpl {
+             // Rust-implemented object.  Clone the handle and return it
+            return rustImpl.uniffiCloneHandle()
+         } else {
+            // Swift object, generate a new vtable handle and return that.
+            return handleMap.insert(obj: value)
+         }
     }
 
     public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> LogSink {
-        let v: UInt64 = try readInt(&buf)
-        // The Rust code won't compile if a pointer won't fit in a UInt64.
-        // We have to go via `UInt` because that's the thing that's the size of a pointer.
-        let ptr = UnsafeMutableRawPointer(bitPattern: UInt(truncatingIfNeeded: v))
-        if (ptr == nil) {
-            throw UniffiInternalError.unexpectedNullPointer
-        }
-        return try lift(ptr!)
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
     }
 
     public static func write(_ value: LogSink, into buf: inout [UInt8]) {
-        // This fiddling is because `Int` is the thing that's the same size as a pointer.
-        // The Rust code won't compile if a pointer won't fit in a `UInt64`.
-        writeInt(&buf, UInt64(bitPattern: Int64(Int(bitPattern: lower(value)))))
+        writeInt(&buf, lower(value))
     }
 }
 
@@ -776,14 +871,14 @@ public struct FfiConverterTypeLogSink: FfiConverter {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeLogSink_lift(_ pointer: UnsafeMutableRawPointer) throws -> LogSink {
-    return try FfiConverterTypeLogSink.lift(pointer)
+public func FfiConverterTypeLogSink_lift(_ handle: UInt64) throws -> LogSink {
+    return try FfiConverterTypeLogSink.lift(handle)
 }
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeLogSink_lower(_ value: LogSink) -> UnsafeMutableRawPointer {
+public func FfiConverterTypeLogSink_lower(_ value: LogSink) -> UInt64 {
     return FfiConverterTypeLogSink.lower(value)
 }
 
@@ -816,13 +911,13 @@ public protocol NativeAccessProtocol: AnyObject, Sendable {
  * only once, so no caller can end another's access and let a writer in under a reader.
  */
 open class NativeAccess: NativeAccessProtocol, @unchecked Sendable {
-    fileprivate let pointer: UnsafeMutableRawPointer!
+    fileprivate let handle: UInt64
 
-    /// Used to instantiate a [FFIObject] without an actual pointer, for fakes in tests, mostly.
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public struct NoPointer {
+    public struct NoHandle {
         public init() {}
     }
 
@@ -832,36 +927,37 @@ open class NativeAccess: NativeAccessProtocol, @unchecked Sendable {
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    required public init(unsafeFromRawPointer pointer: UnsafeMutableRawPointer) {
-        self.pointer = pointer
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
     }
 
     // This constructor can be used to instantiate a fake object.
-    // - Parameter noPointer: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
     //
     // - Warning:
-    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing [Pointer] the FFI lower functions will crash.
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public init(noPointer: NoPointer) {
-        self.pointer = nil
+    public init(noHandle: NoHandle) {
+        self.handle = 0
     }
 
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public func uniffiClonePointer() -> UnsafeMutableRawPointer {
-        return try! rustCall { uniffi_mote_swift_fn_clone_nativeaccess(self.pointer, $0) }
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_mote_swift_fn_clone_nativeaccess(self.handle, $0) }
     }
     // No primary constructor declared for this class.
 
     deinit {
-        guard let pointer = pointer else {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
             return
         }
 
-        try! rustCall { uniffi_mote_swift_fn_free_nativeaccess(pointer, $0) }
+        try! rustCall { uniffi_mote_swift_fn_free_nativeaccess(handle, $0) }
     }
 
     
@@ -872,7 +968,9 @@ open class NativeAccess: NativeAccessProtocol, @unchecked Sendable {
      */
 open func address() -> UInt64  {
     return try!  FfiConverterUInt64.lift(try! rustCall() {
-    uniffi_mote_swift_fn_method_nativeaccess_address(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativeaccess_address(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -881,12 +979,15 @@ open func address() -> UInt64  {
      * End the access (again: nothing).
      */
 open func end()  {try! rustCall() {
-    uniffi_mote_swift_fn_method_nativeaccess_end(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativeaccess_end(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 }
 }
     
 
+    
 }
 
 
@@ -894,33 +995,24 @@ open func end()  {try! rustCall() {
 @_documentation(visibility: private)
 #endif
 public struct FfiConverterTypeNativeAccess: FfiConverter {
-
-    typealias FfiType = UnsafeMutableRawPointer
+    typealias FfiType = UInt64
     typealias SwiftType = NativeAccess
 
-    public static func lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeAccess {
-        return NativeAccess(unsafeFromRawPointer: pointer)
+    public static func lift(_ handle: UInt64) throws -> NativeAccess {
+        return NativeAccess(unsafeFromHandle: handle)
     }
 
-    public static func lower(_ value: NativeAccess) -> UnsafeMutableRawPointer {
-        return value.uniffiClonePointer()
+    public static func lower(_ value: NativeAccess) -> UInt64 {
+        return value.uniffiCloneHandle()
     }
 
     public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> NativeAccess {
-        let v: UInt64 = try readInt(&buf)
-        // The Rust code won't compile if a pointer won't fit in a UInt64.
-        // We have to go via `UInt` because that's the thing that's the size of a pointer.
-        let ptr = UnsafeMutableRawPointer(bitPattern: UInt(truncatingIfNeeded: v))
-        if (ptr == nil) {
-            throw UniffiInternalError.unexpectedNullPointer
-        }
-        return try lift(ptr!)
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
     }
 
     public static func write(_ value: NativeAccess, into buf: inout [UInt8]) {
-        // This fiddling is because `Int` is the thing that's the same size as a pointer.
-        // The Rust code won't compile if a pointer won't fit in a `UInt64`.
-        writeInt(&buf, UInt64(bitPattern: Int64(Int(bitPattern: lower(value)))))
+        writeInt(&buf, lower(value))
     }
 }
 
@@ -928,14 +1020,14 @@ public struct FfiConverterTypeNativeAccess: FfiConverter {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeNativeAccess_lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeAccess {
-    return try FfiConverterTypeNativeAccess.lift(pointer)
+public func FfiConverterTypeNativeAccess_lift(_ handle: UInt64) throws -> NativeAccess {
+    return try FfiConverterTypeNativeAccess.lift(handle)
 }
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeNativeAccess_lower(_ value: NativeAccess) -> UnsafeMutableRawPointer {
+public func FfiConverterTypeNativeAccess_lower(_ value: NativeAccess) -> UInt64 {
     return FfiConverterTypeNativeAccess.lower(value)
 }
 
@@ -975,13 +1067,13 @@ public protocol NativeCancelTokenProtocol: AnyObject, Sendable {
  * return `Cancelled` without running.
  */
 open class NativeCancelToken: NativeCancelTokenProtocol, @unchecked Sendable {
-    fileprivate let pointer: UnsafeMutableRawPointer!
+    fileprivate let handle: UInt64
 
-    /// Used to instantiate a [FFIObject] without an actual pointer, for fakes in tests, mostly.
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public struct NoPointer {
+    public struct NoHandle {
         public init() {}
     }
 
@@ -991,46 +1083,48 @@ open class NativeCancelToken: NativeCancelTokenProtocol, @unchecked Sendable {
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    required public init(unsafeFromRawPointer pointer: UnsafeMutableRawPointer) {
-        self.pointer = pointer
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
     }
 
     // This constructor can be used to instantiate a fake object.
-    // - Parameter noPointer: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
     //
     // - Warning:
-    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing [Pointer] the FFI lower functions will crash.
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public init(noPointer: NoPointer) {
-        self.pointer = nil
+    public init(noHandle: NoHandle) {
+        self.handle = 0
     }
 
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public func uniffiClonePointer() -> UnsafeMutableRawPointer {
-        return try! rustCall { uniffi_mote_swift_fn_clone_nativecanceltoken(self.pointer, $0) }
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_mote_swift_fn_clone_nativecanceltoken(self.handle, $0) }
     }
     /**
      * A token not cancelled.
      */
 public convenience init() {
-    let pointer =
+    let handle =
         try! rustCall() {
-    uniffi_mote_swift_fn_constructor_nativecanceltoken_new($0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_constructor_nativecanceltoken_new(uniffiCallStatus
     )
 }
-    self.init(unsafeFromRawPointer: pointer)
+    self.init(unsafeFromHandle: handle)
 }
 
     deinit {
-        guard let pointer = pointer else {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
             return
         }
 
-        try! rustCall { uniffi_mote_swift_fn_free_nativecanceltoken(pointer, $0) }
+        try! rustCall { uniffi_mote_swift_fn_free_nativecanceltoken(handle, $0) }
     }
 
     
@@ -1041,7 +1135,9 @@ public convenience init() {
      * running if it has not started, and does nothing to the session once it has returned.
      */
 open func cancel()  {try! rustCall() {
-    uniffi_mote_swift_fn_method_nativecanceltoken_cancel(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativecanceltoken_cancel(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 }
 }
@@ -1051,12 +1147,15 @@ open func cancel()  {try! rustCall() {
      */
 open func isCancelled() -> Bool  {
     return try!  FfiConverterBool.lift(try! rustCall() {
-    uniffi_mote_swift_fn_method_nativecanceltoken_is_cancelled(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativecanceltoken_is_cancelled(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
     
 
+    
 }
 
 
@@ -1064,33 +1163,24 @@ open func isCancelled() -> Bool  {
 @_documentation(visibility: private)
 #endif
 public struct FfiConverterTypeNativeCancelToken: FfiConverter {
-
-    typealias FfiType = UnsafeMutableRawPointer
+    typealias FfiType = UInt64
     typealias SwiftType = NativeCancelToken
 
-    public static func lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeCancelToken {
-        return NativeCancelToken(unsafeFromRawPointer: pointer)
+    public static func lift(_ handle: UInt64) throws -> NativeCancelToken {
+        return NativeCancelToken(unsafeFromHandle: handle)
     }
 
-    public static func lower(_ value: NativeCancelToken) -> UnsafeMutableRawPointer {
-        return value.uniffiClonePointer()
+    public static func lower(_ value: NativeCancelToken) -> UInt64 {
+        return value.uniffiCloneHandle()
     }
 
     public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> NativeCancelToken {
-        let v: UInt64 = try readInt(&buf)
-        // The Rust code won't compile if a pointer won't fit in a UInt64.
-        // We have to go via `UInt` because that's the thing that's the size of a pointer.
-        let ptr = UnsafeMutableRawPointer(bitPattern: UInt(truncatingIfNeeded: v))
-        if (ptr == nil) {
-            throw UniffiInternalError.unexpectedNullPointer
-        }
-        return try lift(ptr!)
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
     }
 
     public static func write(_ value: NativeCancelToken, into buf: inout [UInt8]) {
-        // This fiddling is because `Int` is the thing that's the same size as a pointer.
-        // The Rust code won't compile if a pointer won't fit in a `UInt64`.
-        writeInt(&buf, UInt64(bitPattern: Int64(Int(bitPattern: lower(value)))))
+        writeInt(&buf, lower(value))
     }
 }
 
@@ -1098,14 +1188,14 @@ public struct FfiConverterTypeNativeCancelToken: FfiConverter {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeNativeCancelToken_lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeCancelToken {
-    return try FfiConverterTypeNativeCancelToken.lift(pointer)
+public func FfiConverterTypeNativeCancelToken_lift(_ handle: UInt64) throws -> NativeCancelToken {
+    return try FfiConverterTypeNativeCancelToken.lift(handle)
 }
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeNativeCancelToken_lower(_ value: NativeCancelToken) -> UnsafeMutableRawPointer {
+public func FfiConverterTypeNativeCancelToken_lower(_ value: NativeCancelToken) -> UInt64 {
     return FfiConverterTypeNativeCancelToken.lower(value)
 }
 
@@ -1129,13 +1219,13 @@ public protocol NativeDeallocator: AnyObject, Sendable {
  * What frees memory lent to `NativeTensor::borrowing` (a Swift closure).
  */
 open class NativeDeallocatorImpl: NativeDeallocator, @unchecked Sendable {
-    fileprivate let pointer: UnsafeMutableRawPointer!
+    fileprivate let handle: UInt64
 
-    /// Used to instantiate a [FFIObject] without an actual pointer, for fakes in tests, mostly.
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public struct NoPointer {
+    public struct NoHandle {
         public init() {}
     }
 
@@ -1145,36 +1235,37 @@ open class NativeDeallocatorImpl: NativeDeallocator, @unchecked Sendable {
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    required public init(unsafeFromRawPointer pointer: UnsafeMutableRawPointer) {
-        self.pointer = pointer
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
     }
 
     // This constructor can be used to instantiate a fake object.
-    // - Parameter noPointer: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
     //
     // - Warning:
-    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing [Pointer] the FFI lower functions will crash.
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public init(noPointer: NoPointer) {
-        self.pointer = nil
+    public init(noHandle: NoHandle) {
+        self.handle = 0
     }
 
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public func uniffiClonePointer() -> UnsafeMutableRawPointer {
-        return try! rustCall { uniffi_mote_swift_fn_clone_nativedeallocator(self.pointer, $0) }
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_mote_swift_fn_clone_nativedeallocator(self.handle, $0) }
     }
     // No primary constructor declared for this class.
 
     deinit {
-        guard let pointer = pointer else {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
             return
         }
 
-        try! rustCall { uniffi_mote_swift_fn_free_nativedeallocator(pointer, $0) }
+        try! rustCall { uniffi_mote_swift_fn_free_nativedeallocator(handle, $0) }
     }
 
     
@@ -1184,13 +1275,17 @@ open class NativeDeallocatorImpl: NativeDeallocator, @unchecked Sendable {
      * Called once, when Mote uses the memory no more.
      */
 open func release()  {try! rustCall() {
-    uniffi_mote_swift_fn_method_nativedeallocator_release(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativedeallocator_release(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 }
 }
     
 
+    
 }
+
 
 
 // Put the implementation in a struct so we don't pollute the top-level namespace
@@ -1199,9 +1294,22 @@ fileprivate struct UniffiCallbackInterfaceNativeDeallocator {
     // Create the VTable using a series of closures.
     // Swift automatically converts these into C callback functions.
     //
-    // This creates 1-element array, since this seems to be the only way to construct a const
-    // pointer that we can pass to the Rust code.
-    static let vtable: [UniffiVTableCallbackInterfaceNativeDeallocator] = [UniffiVTableCallbackInterfaceNativeDeallocator(
+    // Store the vtable directly.
+    static let vtable: UniffiVTableCallbackInterfaceNativeDeallocator = UniffiVTableCallbackInterfaceNativeDeallocator(
+        uniffiFree: { (uniffiHandle: UInt64) -> () in
+            do {
+                try FfiConverterTypeNativeDeallocator.handleMap.remove(handle: uniffiHandle)
+            } catch {
+                print("Uniffi callback interface NativeDeallocator: handle missing in uniffiFree")
+            }
+        },
+        uniffiClone: { (uniffiHandle: UInt64) -> UInt64 in
+            do {
+                return try FfiConverterTypeNativeDeallocator.handleMap.clone(handle: uniffiHandle)
+            } catch {
+                fatalError("Uniffi callback interface NativeDeallocator: handle missing in uniffiClone")
+            }
+        },
         release: { (
             uniffiHandle: UInt64,
             uniffiOutReturn: UnsafeMutableRawPointer,
@@ -1223,20 +1331,25 @@ fileprivate struct UniffiCallbackInterfaceNativeDeallocator {
                 makeCall: makeCall,
                 writeReturn: writeReturn
             )
-        },
-        uniffiFree: { (uniffiHandle: UInt64) -> () in
-            let result = try? FfiConverterTypeNativeDeallocator.handleMap.remove(handle: uniffiHandle)
-            if result == nil {
-                print("Uniffi callback interface NativeDeallocator: handle missing in uniffiFree")
-            }
         }
-    )]
+    )
+
+    // Rust stores this pointer for future callback invocations, so it must live
+    // for the process lifetime (not just for the init function call).
+    //
+    // `nonisolated(unsafe)` is needed under Swift 6 strict concurrency.
+    // This is safe because the pointee is initialized once during static init
+    // and never mutated by either side of the FFI.  Its fields are C function pointers.
+    nonisolated(unsafe) static let vtablePtr: UnsafePointer<UniffiVTableCallbackInterfaceNativeDeallocator> = {
+        let ptr = UnsafeMutablePointer<UniffiVTableCallbackInterfaceNativeDeallocator>.allocate(capacity: 1)
+        ptr.initialize(to: vtable)
+        return UnsafePointer(ptr)
+    }()
 }
 
 private func uniffiCallbackInitNativeDeallocator() {
-    uniffi_mote_swift_fn_init_callback_vtable_nativedeallocator(UniffiCallbackInterfaceNativeDeallocator.vtable)
+    uniffi_mote_swift_fn_init_callback_vtable_nativedeallocator(UniffiCallbackInterfaceNativeDeallocator.vtablePtr)
 }
-
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
@@ -1244,35 +1357,37 @@ private func uniffiCallbackInitNativeDeallocator() {
 public struct FfiConverterTypeNativeDeallocator: FfiConverter {
     fileprivate static let handleMap = UniffiHandleMap<NativeDeallocator>()
 
-    typealias FfiType = UnsafeMutableRawPointer
+    typealias FfiType = UInt64
     typealias SwiftType = NativeDeallocator
 
-    public static func lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeDeallocator {
-        return NativeDeallocatorImpl(unsafeFromRawPointer: pointer)
+    public static func lift(_ handle: UInt64) throws -> NativeDeallocator {
+        if ((handle & 1) == 0) {
+            // Rust-generated handle, construct a new class that uses the handle to implement the
+            // interface
+            return NativeDeallocatorImpl(unsafeFromHandle: handle)
+        } else {
+            // Swift-generated handle, get the object from the handle map
+            return try handleMap.remove(handle: handle)
+        }
     }
 
-    public static func lower(_ value: NativeDeallocator) -> UnsafeMutableRawPointer {
-        guard let ptr = UnsafeMutableRawPointer(bitPattern: UInt(truncatingIfNeeded: handleMap.insert(obj: value))) else {
-            fatalError("Cast to UnsafeMutableRawPointer failed")
-        }
-        return ptr
+    public static func lower(_ value: NativeDeallocator) -> UInt64 {
+         if let rustImpl = value as? NativeDeallocatorImpl {
+             // Rust-implemented object.  Clone the handle and return it
+            return rustImpl.uniffiCloneHandle()
+         } else {
+            // Swift object, generate a new vtable handle and return that.
+            return handleMap.insert(obj: value)
+         }
     }
 
     public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> NativeDeallocator {
-        let v: UInt64 = try readInt(&buf)
-        // The Rust code won't compile if a pointer won't fit in a UInt64.
-        // We have to go via `UInt` because that's the thing that's the size of a pointer.
-        let ptr = UnsafeMutableRawPointer(bitPattern: UInt(truncatingIfNeeded: v))
-        if (ptr == nil) {
-            throw UniffiInternalError.unexpectedNullPointer
-        }
-        return try lift(ptr!)
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
     }
 
     public static func write(_ value: NativeDeallocator, into buf: inout [UInt8]) {
-        // This fiddling is because `Int` is the thing that's the same size as a pointer.
-        // The Rust code won't compile if a pointer won't fit in a `UInt64`.
-        writeInt(&buf, UInt64(bitPattern: Int64(Int(bitPattern: lower(value)))))
+        writeInt(&buf, lower(value))
     }
 }
 
@@ -1280,14 +1395,14 @@ public struct FfiConverterTypeNativeDeallocator: FfiConverter {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeNativeDeallocator_lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeDeallocator {
-    return try FfiConverterTypeNativeDeallocator.lift(pointer)
+public func FfiConverterTypeNativeDeallocator_lift(_ handle: UInt64) throws -> NativeDeallocator {
+    return try FfiConverterTypeNativeDeallocator.lift(handle)
 }
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeNativeDeallocator_lower(_ value: NativeDeallocator) -> UnsafeMutableRawPointer {
+public func FfiConverterTypeNativeDeallocator_lower(_ value: NativeDeallocator) -> UInt64 {
     return FfiConverterTypeNativeDeallocator.lower(value)
 }
 
@@ -1311,13 +1426,13 @@ public protocol NativeFunction: AnyObject, Sendable {
  * A function implemented in Swift that models may call by name.
  */
 open class NativeFunctionImpl: NativeFunction, @unchecked Sendable {
-    fileprivate let pointer: UnsafeMutableRawPointer!
+    fileprivate let handle: UInt64
 
-    /// Used to instantiate a [FFIObject] without an actual pointer, for fakes in tests, mostly.
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public struct NoPointer {
+    public struct NoHandle {
         public init() {}
     }
 
@@ -1327,36 +1442,37 @@ open class NativeFunctionImpl: NativeFunction, @unchecked Sendable {
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    required public init(unsafeFromRawPointer pointer: UnsafeMutableRawPointer) {
-        self.pointer = pointer
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
     }
 
     // This constructor can be used to instantiate a fake object.
-    // - Parameter noPointer: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
     //
     // - Warning:
-    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing [Pointer] the FFI lower functions will crash.
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public init(noPointer: NoPointer) {
-        self.pointer = nil
+    public init(noHandle: NoHandle) {
+        self.handle = 0
     }
 
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public func uniffiClonePointer() -> UnsafeMutableRawPointer {
-        return try! rustCall { uniffi_mote_swift_fn_clone_nativefunction(self.pointer, $0) }
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_mote_swift_fn_clone_nativefunction(self.handle, $0) }
     }
     // No primary constructor declared for this class.
 
     deinit {
-        guard let pointer = pointer else {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
             return
         }
 
-        try! rustCall { uniffi_mote_swift_fn_free_nativefunction(pointer, $0) }
+        try! rustCall { uniffi_mote_swift_fn_free_nativefunction(handle, $0) }
     }
 
     
@@ -1367,14 +1483,18 @@ open class NativeFunctionImpl: NativeFunction, @unchecked Sendable {
      */
 open func call(args: [NativeArg])throws  -> NativeArg  {
     return try  FfiConverterTypeNativeArg_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_method_nativefunction_call(self.uniffiClonePointer(),
-        FfiConverterSequenceTypeNativeArg.lower(args),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativefunction_call(
+            self.uniffiCloneHandle(),
+        FfiConverterSequenceTypeNativeArg.lower(args),uniffiCallStatus
     )
 })
 }
     
 
+    
 }
+
 
 
 // Put the implementation in a struct so we don't pollute the top-level namespace
@@ -1383,9 +1503,22 @@ fileprivate struct UniffiCallbackInterfaceNativeFunction {
     // Create the VTable using a series of closures.
     // Swift automatically converts these into C callback functions.
     //
-    // This creates 1-element array, since this seems to be the only way to construct a const
-    // pointer that we can pass to the Rust code.
-    static let vtable: [UniffiVTableCallbackInterfaceNativeFunction] = [UniffiVTableCallbackInterfaceNativeFunction(
+    // Store the vtable directly.
+    static let vtable: UniffiVTableCallbackInterfaceNativeFunction = UniffiVTableCallbackInterfaceNativeFunction(
+        uniffiFree: { (uniffiHandle: UInt64) -> () in
+            do {
+                try FfiConverterTypeNativeFunction.handleMap.remove(handle: uniffiHandle)
+            } catch {
+                print("Uniffi callback interface NativeFunction: handle missing in uniffiFree")
+            }
+        },
+        uniffiClone: { (uniffiHandle: UInt64) -> UInt64 in
+            do {
+                return try FfiConverterTypeNativeFunction.handleMap.clone(handle: uniffiHandle)
+            } catch {
+                fatalError("Uniffi callback interface NativeFunction: handle missing in uniffiClone")
+            }
+        },
         call: { (
             uniffiHandle: UInt64,
             args: RustBuffer,
@@ -1410,20 +1543,25 @@ fileprivate struct UniffiCallbackInterfaceNativeFunction {
                 writeReturn: writeReturn,
                 lowerError: FfiConverterTypeNativeError_lower
             )
-        },
-        uniffiFree: { (uniffiHandle: UInt64) -> () in
-            let result = try? FfiConverterTypeNativeFunction.handleMap.remove(handle: uniffiHandle)
-            if result == nil {
-                print("Uniffi callback interface NativeFunction: handle missing in uniffiFree")
-            }
         }
-    )]
+    )
+
+    // Rust stores this pointer for future callback invocations, so it must live
+    // for the process lifetime (not just for the init function call).
+    //
+    // `nonisolated(unsafe)` is needed under Swift 6 strict concurrency.
+    // This is safe because the pointee is initialized once during static init
+    // and never mutated by either side of the FFI.  Its fields are C function pointers.
+    nonisolated(unsafe) static let vtablePtr: UnsafePointer<UniffiVTableCallbackInterfaceNativeFunction> = {
+        let ptr = UnsafeMutablePointer<UniffiVTableCallbackInterfaceNativeFunction>.allocate(capacity: 1)
+        ptr.initialize(to: vtable)
+        return UnsafePointer(ptr)
+    }()
 }
 
 private func uniffiCallbackInitNativeFunction() {
-    uniffi_mote_swift_fn_init_callback_vtable_nativefunction(UniffiCallbackInterfaceNativeFunction.vtable)
+    uniffi_mote_swift_fn_init_callback_vtable_nativefunction(UniffiCallbackInterfaceNativeFunction.vtablePtr)
 }
-
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
@@ -1431,35 +1569,37 @@ private func uniffiCallbackInitNativeFunction() {
 public struct FfiConverterTypeNativeFunction: FfiConverter {
     fileprivate static let handleMap = UniffiHandleMap<NativeFunction>()
 
-    typealias FfiType = UnsafeMutableRawPointer
+    typealias FfiType = UInt64
     typealias SwiftType = NativeFunction
 
-    public static func lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeFunction {
-        return NativeFunctionImpl(unsafeFromRawPointer: pointer)
+    public static func lift(_ handle: UInt64) throws -> NativeFunction {
+        if ((handle & 1) == 0) {
+            // Rust-generated handle, construct a new class that uses the handle to implement the
+            // interface
+            return NativeFunctionImpl(unsafeFromHandle: handle)
+        } else {
+            // Swift-generated handle, get the object from the handle map
+            return try handleMap.remove(handle: handle)
+        }
     }
 
-    public static func lower(_ value: NativeFunction) -> UnsafeMutableRawPointer {
-        guard let ptr = UnsafeMutableRawPointer(bitPattern: UInt(truncatingIfNeeded: handleMap.insert(obj: value))) else {
-            fatalError("Cast to UnsafeMutableRawPointer failed")
-        }
-        return ptr
+    public static func lower(_ value: NativeFunction) -> UInt64 {
+         if let rustImpl = value as? NativeFunctionImpl {
+             // Rust-implemented object.  Clone the handle and return it
+            return rustImpl.uniffiCloneHandle()
+         } else {
+            // Swift object, generate a new vtable handle and return that.
+            return handleMap.insert(obj: value)
+         }
     }
 
     public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> NativeFunction {
-        let v: UInt64 = try readInt(&buf)
-        // The Rust code won't compile if a pointer won't fit in a UInt64.
-        // We have to go via `UInt` because that's the thing that's the size of a pointer.
-        let ptr = UnsafeMutableRawPointer(bitPattern: UInt(truncatingIfNeeded: v))
-        if (ptr == nil) {
-            throw UniffiInternalError.unexpectedNullPointer
-        }
-        return try lift(ptr!)
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
     }
 
     public static func write(_ value: NativeFunction, into buf: inout [UInt8]) {
-        // This fiddling is because `Int` is the thing that's the same size as a pointer.
-        // The Rust code won't compile if a pointer won't fit in a `UInt64`.
-        writeInt(&buf, UInt64(bitPattern: Int64(Int(bitPattern: lower(value)))))
+        writeInt(&buf, lower(value))
     }
 }
 
@@ -1467,14 +1607,14 @@ public struct FfiConverterTypeNativeFunction: FfiConverter {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeNativeFunction_lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeFunction {
-    return try FfiConverterTypeNativeFunction.lift(pointer)
+public func FfiConverterTypeNativeFunction_lift(_ handle: UInt64) throws -> NativeFunction {
+    return try FfiConverterTypeNativeFunction.lift(handle)
 }
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeNativeFunction_lower(_ value: NativeFunction) -> UnsafeMutableRawPointer {
+public func FfiConverterTypeNativeFunction_lower(_ value: NativeFunction) -> UInt64 {
     return FfiConverterTypeNativeFunction.lower(value)
 }
 
@@ -1507,13 +1647,13 @@ public protocol NativeInterruptHandleProtocol: AnyObject, Sendable {
  * backward jump; with no call running, the session's next call is cancelled as it starts.
  */
 open class NativeInterruptHandle: NativeInterruptHandleProtocol, @unchecked Sendable {
-    fileprivate let pointer: UnsafeMutableRawPointer!
+    fileprivate let handle: UInt64
 
-    /// Used to instantiate a [FFIObject] without an actual pointer, for fakes in tests, mostly.
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public struct NoPointer {
+    public struct NoHandle {
         public init() {}
     }
 
@@ -1523,36 +1663,37 @@ open class NativeInterruptHandle: NativeInterruptHandleProtocol, @unchecked Send
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    required public init(unsafeFromRawPointer pointer: UnsafeMutableRawPointer) {
-        self.pointer = pointer
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
     }
 
     // This constructor can be used to instantiate a fake object.
-    // - Parameter noPointer: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
     //
     // - Warning:
-    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing [Pointer] the FFI lower functions will crash.
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public init(noPointer: NoPointer) {
-        self.pointer = nil
+    public init(noHandle: NoHandle) {
+        self.handle = 0
     }
 
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public func uniffiClonePointer() -> UnsafeMutableRawPointer {
-        return try! rustCall { uniffi_mote_swift_fn_clone_nativeinterrupthandle(self.pointer, $0) }
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_mote_swift_fn_clone_nativeinterrupthandle(self.handle, $0) }
     }
     // No primary constructor declared for this class.
 
     deinit {
-        guard let pointer = pointer else {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
             return
         }
 
-        try! rustCall { uniffi_mote_swift_fn_free_nativeinterrupthandle(pointer, $0) }
+        try! rustCall { uniffi_mote_swift_fn_free_nativeinterrupthandle(handle, $0) }
     }
 
     
@@ -1562,7 +1703,9 @@ open class NativeInterruptHandle: NativeInterruptHandleProtocol, @unchecked Send
      * Cancel the running call, or the next one if none is running.
      */
 open func interrupt()  {try! rustCall() {
-    uniffi_mote_swift_fn_method_nativeinterrupthandle_interrupt(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativeinterrupthandle_interrupt(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 }
 }
@@ -1572,12 +1715,15 @@ open func interrupt()  {try! rustCall() {
      */
 open func isPending() -> Bool  {
     return try!  FfiConverterBool.lift(try! rustCall() {
-    uniffi_mote_swift_fn_method_nativeinterrupthandle_is_pending(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativeinterrupthandle_is_pending(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
     
 
+    
 }
 
 
@@ -1585,33 +1731,24 @@ open func isPending() -> Bool  {
 @_documentation(visibility: private)
 #endif
 public struct FfiConverterTypeNativeInterruptHandle: FfiConverter {
-
-    typealias FfiType = UnsafeMutableRawPointer
+    typealias FfiType = UInt64
     typealias SwiftType = NativeInterruptHandle
 
-    public static func lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeInterruptHandle {
-        return NativeInterruptHandle(unsafeFromRawPointer: pointer)
+    public static func lift(_ handle: UInt64) throws -> NativeInterruptHandle {
+        return NativeInterruptHandle(unsafeFromHandle: handle)
     }
 
-    public static func lower(_ value: NativeInterruptHandle) -> UnsafeMutableRawPointer {
-        return value.uniffiClonePointer()
+    public static func lower(_ value: NativeInterruptHandle) -> UInt64 {
+        return value.uniffiCloneHandle()
     }
 
     public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> NativeInterruptHandle {
-        let v: UInt64 = try readInt(&buf)
-        // The Rust code won't compile if a pointer won't fit in a UInt64.
-        // We have to go via `UInt` because that's the thing that's the size of a pointer.
-        let ptr = UnsafeMutableRawPointer(bitPattern: UInt(truncatingIfNeeded: v))
-        if (ptr == nil) {
-            throw UniffiInternalError.unexpectedNullPointer
-        }
-        return try lift(ptr!)
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
     }
 
     public static func write(_ value: NativeInterruptHandle, into buf: inout [UInt8]) {
-        // This fiddling is because `Int` is the thing that's the same size as a pointer.
-        // The Rust code won't compile if a pointer won't fit in a `UInt64`.
-        writeInt(&buf, UInt64(bitPattern: Int64(Int(bitPattern: lower(value)))))
+        writeInt(&buf, lower(value))
     }
 }
 
@@ -1619,14 +1756,14 @@ public struct FfiConverterTypeNativeInterruptHandle: FfiConverter {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeNativeInterruptHandle_lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeInterruptHandle {
-    return try FfiConverterTypeNativeInterruptHandle.lift(pointer)
+public func FfiConverterTypeNativeInterruptHandle_lift(_ handle: UInt64) throws -> NativeInterruptHandle {
+    return try FfiConverterTypeNativeInterruptHandle.lift(handle)
 }
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeNativeInterruptHandle_lower(_ value: NativeInterruptHandle) -> UnsafeMutableRawPointer {
+public func FfiConverterTypeNativeInterruptHandle_lower(_ value: NativeInterruptHandle) -> UInt64 {
     return FfiConverterTypeNativeInterruptHandle.lower(value)
 }
 
@@ -1668,6 +1805,14 @@ public protocol NativeModelProtocol: AnyObject, Sendable {
     func kernelParameterNames(kernel: String)  -> [String]
     
     /**
+     * What `run` of the Relax function `function` returns, one entry per tensor in the same
+     * order (`output`, or `output[i]` for tuples), with dtype and shape where the bytecode
+     * says; `None` when even their number is unknown, and for a kernel-only library's kernels
+     * (they return nothing).
+     */
+    func outputs(function: String) throws  -> [NativeParam]?
+    
+    /**
      * Parameter names of the Relax function `function`, in order.
      */
     func parameterNames(function: String) throws  -> [String]
@@ -1690,13 +1835,13 @@ public protocol NativeModelProtocol: AnyObject, Sendable {
  * number of threads may make sessions from one model at once.
  */
 open class NativeModel: NativeModelProtocol, @unchecked Sendable {
-    fileprivate let pointer: UnsafeMutableRawPointer!
+    fileprivate let handle: UInt64
 
-    /// Used to instantiate a [FFIObject] without an actual pointer, for fakes in tests, mostly.
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public struct NoPointer {
+    public struct NoHandle {
         public init() {}
     }
 
@@ -1706,36 +1851,37 @@ open class NativeModel: NativeModelProtocol, @unchecked Sendable {
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    required public init(unsafeFromRawPointer pointer: UnsafeMutableRawPointer) {
-        self.pointer = pointer
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
     }
 
     // This constructor can be used to instantiate a fake object.
-    // - Parameter noPointer: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
     //
     // - Warning:
-    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing [Pointer] the FFI lower functions will crash.
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public init(noPointer: NoPointer) {
-        self.pointer = nil
+    public init(noHandle: NoHandle) {
+        self.handle = 0
     }
 
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public func uniffiClonePointer() -> UnsafeMutableRawPointer {
-        return try! rustCall { uniffi_mote_swift_fn_clone_nativemodel(self.pointer, $0) }
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_mote_swift_fn_clone_nativemodel(self.handle, $0) }
     }
     // No primary constructor declared for this class.
 
     deinit {
-        guard let pointer = pointer else {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
             return
         }
 
-        try! rustCall { uniffi_mote_swift_fn_free_nativemodel(pointer, $0) }
+        try! rustCall { uniffi_mote_swift_fn_free_nativemodel(handle, $0) }
     }
 
     
@@ -1745,8 +1891,9 @@ open class NativeModel: NativeModelProtocol, @unchecked Sendable {
      */
 public static func fromSystemLib(prefix: String)throws  -> NativeModel  {
     return try  FfiConverterTypeNativeModel_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
+        uniffiCallStatus in
     uniffi_mote_swift_fn_constructor_nativemodel_from_system_lib(
-        FfiConverterString.lower(prefix),$0
+        FfiConverterString.lower(prefix),uniffiCallStatus
     )
 })
 }
@@ -1756,8 +1903,9 @@ public static func fromSystemLib(prefix: String)throws  -> NativeModel  {
      */
 public static func load(path: String)throws  -> NativeModel  {
     return try  FfiConverterTypeNativeModel_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
+        uniffiCallStatus in
     uniffi_mote_swift_fn_constructor_nativemodel_load(
-        FfiConverterString.lower(path),$0
+        FfiConverterString.lower(path),uniffiCallStatus
     )
 })
 }
@@ -1770,9 +1918,10 @@ public static func load(path: String)throws  -> NativeModel  {
      */
 public static func loadWith(path: String, options: LoadConfig)throws  -> NativeModel  {
     return try  FfiConverterTypeNativeModel_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
+        uniffiCallStatus in
     uniffi_mote_swift_fn_constructor_nativemodel_load_with(
         FfiConverterString.lower(path),
-        FfiConverterTypeLoadConfig_lower(options),$0
+        FfiConverterTypeLoadConfig_lower(options),uniffiCallStatus
     )
 })
 }
@@ -1784,7 +1933,9 @@ public static func loadWith(path: String, options: LoadConfig)throws  -> NativeM
      */
 open func functionNames() -> [String]  {
     return try!  FfiConverterSequenceString.lift(try! rustCall() {
-    uniffi_mote_swift_fn_method_nativemodel_function_names(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativemodel_function_names(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -1794,7 +1945,9 @@ open func functionNames() -> [String]  {
      */
 open func isCodeFree() -> Bool  {
     return try!  FfiConverterBool.lift(try! rustCall() {
-    uniffi_mote_swift_fn_method_nativemodel_is_code_free(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativemodel_is_code_free(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -1804,7 +1957,9 @@ open func isCodeFree() -> Bool  {
      */
 open func isKernelLibrary() -> Bool  {
     return try!  FfiConverterBool.lift(try! rustCall() {
-    uniffi_mote_swift_fn_method_nativemodel_is_kernel_library(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativemodel_is_kernel_library(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -1814,7 +1969,9 @@ open func isKernelLibrary() -> Bool  {
      */
 open func isLoadedCodeFree() -> Bool  {
     return try!  FfiConverterBool.lift(try! rustCall() {
-    uniffi_mote_swift_fn_method_nativemodel_is_loaded_code_free(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativemodel_is_loaded_code_free(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -1825,8 +1982,26 @@ open func isLoadedCodeFree() -> Bool  {
      */
 open func kernelParameterNames(kernel: String) -> [String]  {
     return try!  FfiConverterSequenceString.lift(try! rustCall() {
-    uniffi_mote_swift_fn_method_nativemodel_kernel_parameter_names(self.uniffiClonePointer(),
-        FfiConverterString.lower(kernel),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativemodel_kernel_parameter_names(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(kernel),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * What `run` of the Relax function `function` returns, one entry per tensor in the same
+     * order (`output`, or `output[i]` for tuples), with dtype and shape where the bytecode
+     * says; `None` when even their number is unknown, and for a kernel-only library's kernels
+     * (they return nothing).
+     */
+open func outputs(function: String)throws  -> [NativeParam]?  {
+    return try  FfiConverterOptionSequenceTypeNativeParam.lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativemodel_outputs(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(function),uniffiCallStatus
     )
 })
 }
@@ -1836,8 +2011,10 @@ open func kernelParameterNames(kernel: String) -> [String]  {
      */
 open func parameterNames(function: String)throws  -> [String]  {
     return try  FfiConverterSequenceString.lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_method_nativemodel_parameter_names(self.uniffiClonePointer(),
-        FfiConverterString.lower(function),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativemodel_parameter_names(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(function),uniffiCallStatus
     )
 })
 }
@@ -1849,8 +2026,10 @@ open func parameterNames(function: String)throws  -> [String]  {
      */
 open func parameters(function: String)throws  -> [NativeParam]  {
     return try  FfiConverterSequenceTypeNativeParam.lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_method_nativemodel_parameters(self.uniffiClonePointer(),
-        FfiConverterString.lower(function),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativemodel_parameters(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(function),uniffiCallStatus
     )
 })
 }
@@ -1860,12 +2039,15 @@ open func parameters(function: String)throws  -> [NativeParam]  {
      */
 open func path() -> String  {
     return try!  FfiConverterString.lift(try! rustCall() {
-    uniffi_mote_swift_fn_method_nativemodel_path(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativemodel_path(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
     
 
+    
 }
 
 
@@ -1873,33 +2055,24 @@ open func path() -> String  {
 @_documentation(visibility: private)
 #endif
 public struct FfiConverterTypeNativeModel: FfiConverter {
-
-    typealias FfiType = UnsafeMutableRawPointer
+    typealias FfiType = UInt64
     typealias SwiftType = NativeModel
 
-    public static func lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeModel {
-        return NativeModel(unsafeFromRawPointer: pointer)
+    public static func lift(_ handle: UInt64) throws -> NativeModel {
+        return NativeModel(unsafeFromHandle: handle)
     }
 
-    public static func lower(_ value: NativeModel) -> UnsafeMutableRawPointer {
-        return value.uniffiClonePointer()
+    public static func lower(_ value: NativeModel) -> UInt64 {
+        return value.uniffiCloneHandle()
     }
 
     public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> NativeModel {
-        let v: UInt64 = try readInt(&buf)
-        // The Rust code won't compile if a pointer won't fit in a UInt64.
-        // We have to go via `UInt` because that's the thing that's the size of a pointer.
-        let ptr = UnsafeMutableRawPointer(bitPattern: UInt(truncatingIfNeeded: v))
-        if (ptr == nil) {
-            throw UniffiInternalError.unexpectedNullPointer
-        }
-        return try lift(ptr!)
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
     }
 
     public static func write(_ value: NativeModel, into buf: inout [UInt8]) {
-        // This fiddling is because `Int` is the thing that's the same size as a pointer.
-        // The Rust code won't compile if a pointer won't fit in a `UInt64`.
-        writeInt(&buf, UInt64(bitPattern: Int64(Int(bitPattern: lower(value)))))
+        writeInt(&buf, lower(value))
     }
 }
 
@@ -1907,14 +2080,14 @@ public struct FfiConverterTypeNativeModel: FfiConverter {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeNativeModel_lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeModel {
-    return try FfiConverterTypeNativeModel.lift(pointer)
+public func FfiConverterTypeNativeModel_lift(_ handle: UInt64) throws -> NativeModel {
+    return try FfiConverterTypeNativeModel.lift(handle)
 }
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeNativeModel_lower(_ value: NativeModel) -> UnsafeMutableRawPointer {
+public func FfiConverterTypeNativeModel_lower(_ value: NativeModel) -> UInt64 {
     return FfiConverterTypeNativeModel.lower(value)
 }
 
@@ -1949,13 +2122,13 @@ public protocol NativeRpcServerProtocol: AnyObject, Sendable {
  * A running RPC server. `stop` (or dropping the last reference) stops it.
  */
 open class NativeRpcServer: NativeRpcServerProtocol, @unchecked Sendable {
-    fileprivate let pointer: UnsafeMutableRawPointer!
+    fileprivate let handle: UInt64
 
-    /// Used to instantiate a [FFIObject] without an actual pointer, for fakes in tests, mostly.
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public struct NoPointer {
+    public struct NoHandle {
         public init() {}
     }
 
@@ -1965,36 +2138,37 @@ open class NativeRpcServer: NativeRpcServerProtocol, @unchecked Sendable {
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    required public init(unsafeFromRawPointer pointer: UnsafeMutableRawPointer) {
-        self.pointer = pointer
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
     }
 
     // This constructor can be used to instantiate a fake object.
-    // - Parameter noPointer: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
     //
     // - Warning:
-    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing [Pointer] the FFI lower functions will crash.
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public init(noPointer: NoPointer) {
-        self.pointer = nil
+    public init(noHandle: NoHandle) {
+        self.handle = 0
     }
 
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public func uniffiClonePointer() -> UnsafeMutableRawPointer {
-        return try! rustCall { uniffi_mote_swift_fn_clone_nativerpcserver(self.pointer, $0) }
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_mote_swift_fn_clone_nativerpcserver(self.handle, $0) }
     }
     // No primary constructor declared for this class.
 
     deinit {
-        guard let pointer = pointer else {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
             return
         }
 
-        try! rustCall { uniffi_mote_swift_fn_free_nativerpcserver(pointer, $0) }
+        try! rustCall { uniffi_mote_swift_fn_free_nativerpcserver(handle, $0) }
     }
 
     
@@ -2004,8 +2178,9 @@ open class NativeRpcServer: NativeRpcServerProtocol, @unchecked Sendable {
      */
 public static func start(config: RpcConfig)throws  -> NativeRpcServer  {
     return try  FfiConverterTypeNativeRpcServer_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
+        uniffiCallStatus in
     uniffi_mote_swift_fn_constructor_nativerpcserver_start(
-        FfiConverterTypeRpcConfig_lower(config),$0
+        FfiConverterTypeRpcConfig_lower(config),uniffiCallStatus
     )
 })
 }
@@ -2017,7 +2192,9 @@ public static func start(config: RpcConfig)throws  -> NativeRpcServer  {
      */
 open func port() -> UInt16?  {
     return try!  FfiConverterOptionUInt16.lift(try! rustCall() {
-    uniffi_mote_swift_fn_method_nativerpcserver_port(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativerpcserver_port(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -2027,7 +2204,9 @@ open func port() -> UInt16?  {
      */
 open func state() -> RpcState  {
     return try!  FfiConverterTypeRpcState_lift(try! rustCall() {
-    uniffi_mote_swift_fn_method_nativerpcserver_state(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativerpcserver_state(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -2037,12 +2216,15 @@ open func state() -> RpcState  {
      * the sandboxes, close the socket, and wait for all of it. A second call does nothing.
      */
 open func stop()  {try! rustCall() {
-    uniffi_mote_swift_fn_method_nativerpcserver_stop(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativerpcserver_stop(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 }
 }
     
 
+    
 }
 
 
@@ -2050,33 +2232,24 @@ open func stop()  {try! rustCall() {
 @_documentation(visibility: private)
 #endif
 public struct FfiConverterTypeNativeRpcServer: FfiConverter {
-
-    typealias FfiType = UnsafeMutableRawPointer
+    typealias FfiType = UInt64
     typealias SwiftType = NativeRpcServer
 
-    public static func lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeRpcServer {
-        return NativeRpcServer(unsafeFromRawPointer: pointer)
+    public static func lift(_ handle: UInt64) throws -> NativeRpcServer {
+        return NativeRpcServer(unsafeFromHandle: handle)
     }
 
-    public static func lower(_ value: NativeRpcServer) -> UnsafeMutableRawPointer {
-        return value.uniffiClonePointer()
+    public static func lower(_ value: NativeRpcServer) -> UInt64 {
+        return value.uniffiCloneHandle()
     }
 
     public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> NativeRpcServer {
-        let v: UInt64 = try readInt(&buf)
-        // The Rust code won't compile if a pointer won't fit in a UInt64.
-        // We have to go via `UInt` because that's the thing that's the size of a pointer.
-        let ptr = UnsafeMutableRawPointer(bitPattern: UInt(truncatingIfNeeded: v))
-        if (ptr == nil) {
-            throw UniffiInternalError.unexpectedNullPointer
-        }
-        return try lift(ptr!)
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
     }
 
     public static func write(_ value: NativeRpcServer, into buf: inout [UInt8]) {
-        // This fiddling is because `Int` is the thing that's the same size as a pointer.
-        // The Rust code won't compile if a pointer won't fit in a `UInt64`.
-        writeInt(&buf, UInt64(bitPattern: Int64(Int(bitPattern: lower(value)))))
+        writeInt(&buf, lower(value))
     }
 }
 
@@ -2084,14 +2257,14 @@ public struct FfiConverterTypeNativeRpcServer: FfiConverter {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeNativeRpcServer_lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeRpcServer {
-    return try FfiConverterTypeNativeRpcServer.lift(pointer)
+public func FfiConverterTypeNativeRpcServer_lift(_ handle: UInt64) throws -> NativeRpcServer {
+    return try FfiConverterTypeNativeRpcServer.lift(handle)
 }
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeNativeRpcServer_lower(_ value: NativeRpcServer) -> UnsafeMutableRawPointer {
+public func FfiConverterTypeNativeRpcServer_lower(_ value: NativeRpcServer) -> UInt64 {
     return FfiConverterTypeNativeRpcServer.lower(value)
 }
 
@@ -2170,13 +2343,13 @@ public protocol NativeSessionProtocol: AnyObject, Sendable {
  * A session of a model: runs it on one caller at a time.
  */
 open class NativeSession: NativeSessionProtocol, @unchecked Sendable {
-    fileprivate let pointer: UnsafeMutableRawPointer!
+    fileprivate let handle: UInt64
 
-    /// Used to instantiate a [FFIObject] without an actual pointer, for fakes in tests, mostly.
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public struct NoPointer {
+    public struct NoHandle {
         public init() {}
     }
 
@@ -2186,48 +2359,50 @@ open class NativeSession: NativeSessionProtocol, @unchecked Sendable {
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    required public init(unsafeFromRawPointer pointer: UnsafeMutableRawPointer) {
-        self.pointer = pointer
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
     }
 
     // This constructor can be used to instantiate a fake object.
-    // - Parameter noPointer: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
     //
     // - Warning:
-    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing [Pointer] the FFI lower functions will crash.
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public init(noPointer: NoPointer) {
-        self.pointer = nil
+    public init(noHandle: NoHandle) {
+        self.handle = 0
     }
 
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public func uniffiClonePointer() -> UnsafeMutableRawPointer {
-        return try! rustCall { uniffi_mote_swift_fn_clone_nativesession(self.pointer, $0) }
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_mote_swift_fn_clone_nativesession(self.handle, $0) }
     }
     /**
      * A session of `model`.
      */
 public convenience init(model: NativeModel, config: SessionConfig)throws  {
-    let pointer =
+    let handle =
         try rustCallWithError(FfiConverterTypeNativeError_lift) {
+        uniffiCallStatus in
     uniffi_mote_swift_fn_constructor_nativesession_new(
         FfiConverterTypeNativeModel_lower(model),
-        FfiConverterTypeSessionConfig_lower(config),$0
+        FfiConverterTypeSessionConfig_lower(config),uniffiCallStatus
     )
 }
-    self.init(unsafeFromRawPointer: pointer)
+    self.init(unsafeFromHandle: handle)
 }
 
     deinit {
-        guard let pointer = pointer else {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
             return
         }
 
-        try! rustCall { uniffi_mote_swift_fn_free_nativesession(pointer, $0) }
+        try! rustCall { uniffi_mote_swift_fn_free_nativesession(handle, $0) }
     }
 
     
@@ -2239,9 +2414,11 @@ public convenience init(model: NativeModel, config: SessionConfig)throws  {
      * is passed as a copy at its later positions.
      */
 open func callKernel(kernel: String, args: [NativeArg])throws   {try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_method_nativesession_call_kernel(self.uniffiClonePointer(),
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativesession_call_kernel(
+            self.uniffiCloneHandle(),
         FfiConverterString.lower(kernel),
-        FfiConverterSequenceTypeNativeArg.lower(args),$0
+        FfiConverterSequenceTypeNativeArg.lower(args),uniffiCallStatus
     )
 }
 }
@@ -2251,7 +2428,9 @@ open func callKernel(kernel: String, args: [NativeArg])throws   {try rustCallWit
      */
 open func device()throws  -> SessionDevice  {
     return try  FfiConverterTypeSessionDevice_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_method_nativesession_device(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativesession_device(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -2261,8 +2440,10 @@ open func device()throws  -> SessionDevice  {
      */
 open func getOutput(function: String)throws  -> [NativeTensor]  {
     return try  FfiConverterSequenceTypeNativeTensor.lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_method_nativesession_get_output(self.uniffiClonePointer(),
-        FfiConverterString.lower(function),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativesession_get_output(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(function),uniffiCallStatus
     )
 })
 }
@@ -2272,7 +2453,9 @@ open func getOutput(function: String)throws  -> [NativeTensor]  {
      */
 open func interruptHandle() -> NativeInterruptHandle  {
     return try!  FfiConverterTypeNativeInterruptHandle_lift(try! rustCall() {
-    uniffi_mote_swift_fn_method_nativesession_interrupt_handle(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativesession_interrupt_handle(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -2281,8 +2464,10 @@ open func interruptHandle() -> NativeInterruptHandle  {
      * Stateful API: run `function` on the inputs set before.
      */
 open func invokeStateful(function: String)throws   {try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_method_nativesession_invoke_stateful(self.uniffiClonePointer(),
-        FfiConverterString.lower(function),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativesession_invoke_stateful(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(function),uniffiCallStatus
     )
 }
 }
@@ -2292,9 +2477,11 @@ open func invokeStateful(function: String)throws   {try rustCallWithError(FfiCon
      */
 open func run(function: String, inputs: [NativeTensor])throws  -> [NativeTensor]  {
     return try  FfiConverterSequenceTypeNativeTensor.lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_method_nativesession_run(self.uniffiClonePointer(),
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativesession_run(
+            self.uniffiCloneHandle(),
         FfiConverterString.lower(function),
-        FfiConverterSequenceTypeNativeTensor.lower(inputs),$0
+        FfiConverterSequenceTypeNativeTensor.lower(inputs),uniffiCallStatus
     )
 })
 }
@@ -2307,10 +2494,12 @@ open func run(function: String, inputs: [NativeTensor])throws  -> [NativeTensor]
      */
 open func runCancellable(function: String, inputs: [NativeTensor], token: NativeCancelToken)throws  -> [NativeTensor]  {
     return try  FfiConverterSequenceTypeNativeTensor.lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_method_nativesession_run_cancellable(self.uniffiClonePointer(),
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativesession_run_cancellable(
+            self.uniffiCloneHandle(),
         FfiConverterString.lower(function),
         FfiConverterSequenceTypeNativeTensor.lower(inputs),
-        FfiConverterTypeNativeCancelToken_lower(token),$0
+        FfiConverterTypeNativeCancelToken_lower(token),uniffiCallStatus
     )
 })
 }
@@ -2319,9 +2508,11 @@ open func runCancellable(function: String, inputs: [NativeTensor], token: Native
      * Stateful API: keep `inputs` for a later `invoke_stateful(function)`.
      */
 open func setInput(function: String, inputs: [NativeTensor])throws   {try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_method_nativesession_set_input(self.uniffiClonePointer(),
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativesession_set_input(
+            self.uniffiCloneHandle(),
         FfiConverterString.lower(function),
-        FfiConverterSequenceTypeNativeTensor.lower(inputs),$0
+        FfiConverterSequenceTypeNativeTensor.lower(inputs),uniffiCallStatus
     )
 }
 }
@@ -2330,8 +2521,10 @@ open func setInput(function: String, inputs: [NativeTensor])throws   {try rustCa
      * Turn profiling on or off.
      */
 open func setProfiling(on: Bool)throws   {try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_method_nativesession_set_profiling(self.uniffiClonePointer(),
-        FfiConverterBool.lower(on),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativesession_set_profiling(
+            self.uniffiCloneHandle(),
+        FfiConverterBool.lower(on),uniffiCallStatus
     )
 }
 }
@@ -2341,7 +2534,9 @@ open func setProfiling(on: Bool)throws   {try rustCallWithError(FfiConverterType
      */
 open func takeProfile()throws  -> [ProfileRecord]  {
     return try  FfiConverterSequenceTypeProfileRecord.lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_method_nativesession_take_profile(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativesession_take_profile(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -2351,12 +2546,15 @@ open func takeProfile()throws  -> [ProfileRecord]  {
      */
 open func threads()throws  -> UInt32  {
     return try  FfiConverterUInt32.lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_method_nativesession_threads(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativesession_threads(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
     
 
+    
 }
 
 
@@ -2364,33 +2562,24 @@ open func threads()throws  -> UInt32  {
 @_documentation(visibility: private)
 #endif
 public struct FfiConverterTypeNativeSession: FfiConverter {
-
-    typealias FfiType = UnsafeMutableRawPointer
+    typealias FfiType = UInt64
     typealias SwiftType = NativeSession
 
-    public static func lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeSession {
-        return NativeSession(unsafeFromRawPointer: pointer)
+    public static func lift(_ handle: UInt64) throws -> NativeSession {
+        return NativeSession(unsafeFromHandle: handle)
     }
 
-    public static func lower(_ value: NativeSession) -> UnsafeMutableRawPointer {
-        return value.uniffiClonePointer()
+    public static func lower(_ value: NativeSession) -> UInt64 {
+        return value.uniffiCloneHandle()
     }
 
     public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> NativeSession {
-        let v: UInt64 = try readInt(&buf)
-        // The Rust code won't compile if a pointer won't fit in a UInt64.
-        // We have to go via `UInt` because that's the thing that's the size of a pointer.
-        let ptr = UnsafeMutableRawPointer(bitPattern: UInt(truncatingIfNeeded: v))
-        if (ptr == nil) {
-            throw UniffiInternalError.unexpectedNullPointer
-        }
-        return try lift(ptr!)
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
     }
 
     public static func write(_ value: NativeSession, into buf: inout [UInt8]) {
-        // This fiddling is because `Int` is the thing that's the same size as a pointer.
-        // The Rust code won't compile if a pointer won't fit in a `UInt64`.
-        writeInt(&buf, UInt64(bitPattern: Int64(Int(bitPattern: lower(value)))))
+        writeInt(&buf, lower(value))
     }
 }
 
@@ -2398,14 +2587,14 @@ public struct FfiConverterTypeNativeSession: FfiConverter {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeNativeSession_lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeSession {
-    return try FfiConverterTypeNativeSession.lift(pointer)
+public func FfiConverterTypeNativeSession_lift(_ handle: UInt64) throws -> NativeSession {
+    return try FfiConverterTypeNativeSession.lift(handle)
 }
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeNativeSession_lower(_ value: NativeSession) -> UnsafeMutableRawPointer {
+public func FfiConverterTypeNativeSession_lower(_ value: NativeSession) -> UInt64 {
     return FfiConverterTypeNativeSession.lower(value)
 }
 
@@ -2466,13 +2655,13 @@ public protocol NativeTensorProtocol: AnyObject, Sendable {
  * access rules above.
  */
 open class NativeTensor: NativeTensorProtocol, @unchecked Sendable {
-    fileprivate let pointer: UnsafeMutableRawPointer!
+    fileprivate let handle: UInt64
 
-    /// Used to instantiate a [FFIObject] without an actual pointer, for fakes in tests, mostly.
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public struct NoPointer {
+    public struct NoHandle {
         public init() {}
     }
 
@@ -2482,36 +2671,37 @@ open class NativeTensor: NativeTensorProtocol, @unchecked Sendable {
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    required public init(unsafeFromRawPointer pointer: UnsafeMutableRawPointer) {
-        self.pointer = pointer
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
     }
 
     // This constructor can be used to instantiate a fake object.
-    // - Parameter noPointer: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
     //
     // - Warning:
-    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing [Pointer] the FFI lower functions will crash.
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public init(noPointer: NoPointer) {
-        self.pointer = nil
+    public init(noHandle: NoHandle) {
+        self.handle = 0
     }
 
 #if swift(>=5.8)
     @_documentation(visibility: private)
 #endif
-    public func uniffiClonePointer() -> UnsafeMutableRawPointer {
-        return try! rustCall { uniffi_mote_swift_fn_clone_nativetensor(self.pointer, $0) }
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_mote_swift_fn_clone_nativetensor(self.handle, $0) }
     }
     // No primary constructor declared for this class.
 
     deinit {
-        guard let pointer = pointer else {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
             return
         }
 
-        try! rustCall { uniffi_mote_swift_fn_free_nativetensor(pointer, $0) }
+        try! rustCall { uniffi_mote_swift_fn_free_nativetensor(handle, $0) }
     }
 
     
@@ -2525,12 +2715,13 @@ open class NativeTensor: NativeTensorProtocol, @unchecked Sendable {
      */
 public static func borrowing(address: UInt64, byteLen: UInt64, shape: [Int64], dtype: String, deallocator: NativeDeallocator?)throws  -> NativeTensor  {
     return try  FfiConverterTypeNativeTensor_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
+        uniffiCallStatus in
     uniffi_mote_swift_fn_constructor_nativetensor_borrowing(
         FfiConverterUInt64.lower(address),
         FfiConverterUInt64.lower(byteLen),
         FfiConverterSequenceInt64.lower(shape),
         FfiConverterString.lower(dtype),
-        FfiConverterOptionTypeNativeDeallocator.lower(deallocator),$0
+        FfiConverterOptionTypeNativeDeallocator.lower(deallocator),uniffiCallStatus
     )
 })
 }
@@ -2540,10 +2731,11 @@ public static func borrowing(address: UInt64, byteLen: UInt64, shape: [Int64], d
      */
 public static func fromBytes(shape: [Int64], dtype: String, bytes: Data)throws  -> NativeTensor  {
     return try  FfiConverterTypeNativeTensor_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
+        uniffiCallStatus in
     uniffi_mote_swift_fn_constructor_nativetensor_from_bytes(
         FfiConverterSequenceInt64.lower(shape),
         FfiConverterString.lower(dtype),
-        FfiConverterData.lower(bytes),$0
+        FfiConverterData.lower(bytes),uniffiCallStatus
     )
 })
 }
@@ -2553,9 +2745,10 @@ public static func fromBytes(shape: [Int64], dtype: String, bytes: Data)throws  
      */
 public static func zeros(shape: [Int64], dtype: String)throws  -> NativeTensor  {
     return try  FfiConverterTypeNativeTensor_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
+        uniffiCallStatus in
     uniffi_mote_swift_fn_constructor_nativetensor_zeros(
         FfiConverterSequenceInt64.lower(shape),
-        FfiConverterString.lower(dtype),$0
+        FfiConverterString.lower(dtype),uniffiCallStatus
     )
 })
 }
@@ -2569,7 +2762,9 @@ public static func zeros(shape: [Int64], dtype: String)throws  -> NativeTensor  
      */
 open func beginRead()throws  -> NativeAccess  {
     return try  FfiConverterTypeNativeAccess_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_method_nativetensor_begin_read(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativetensor_begin_read(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -2582,7 +2777,9 @@ open func beginRead()throws  -> NativeAccess  {
      */
 open func beginWrite()throws  -> NativeAccess  {
     return try  FfiConverterTypeNativeAccess_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_method_nativetensor_begin_write(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativetensor_begin_write(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -2592,7 +2789,9 @@ open func beginWrite()throws  -> NativeAccess  {
      */
 open func byteLen() -> UInt64  {
     return try!  FfiConverterUInt64.lift(try! rustCall() {
-    uniffi_mote_swift_fn_method_nativetensor_byte_len(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativetensor_byte_len(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -2602,7 +2801,9 @@ open func byteLen() -> UInt64  {
      */
 open func deepCopy()throws  -> NativeTensor  {
     return try  FfiConverterTypeNativeTensor_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_method_nativetensor_deep_copy(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativetensor_deep_copy(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -2612,7 +2813,9 @@ open func deepCopy()throws  -> NativeTensor  {
      */
 open func dtype() -> String  {
     return try!  FfiConverterString.lift(try! rustCall() {
-    uniffi_mote_swift_fn_method_nativetensor_dtype(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativetensor_dtype(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -2622,7 +2825,9 @@ open func dtype() -> String  {
      */
 open func shape() -> [Int64]  {
     return try!  FfiConverterSequenceInt64.lift(try! rustCall() {
-    uniffi_mote_swift_fn_method_nativetensor_shape(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativetensor_shape(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -2632,12 +2837,15 @@ open func shape() -> [Int64]  {
      */
 open func toBytes()throws  -> Data  {
     return try  FfiConverterData.lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_method_nativetensor_to_bytes(self.uniffiClonePointer(),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_method_nativetensor_to_bytes(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
     
 
+    
 }
 
 
@@ -2645,33 +2853,24 @@ open func toBytes()throws  -> Data  {
 @_documentation(visibility: private)
 #endif
 public struct FfiConverterTypeNativeTensor: FfiConverter {
-
-    typealias FfiType = UnsafeMutableRawPointer
+    typealias FfiType = UInt64
     typealias SwiftType = NativeTensor
 
-    public static func lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeTensor {
-        return NativeTensor(unsafeFromRawPointer: pointer)
+    public static func lift(_ handle: UInt64) throws -> NativeTensor {
+        return NativeTensor(unsafeFromHandle: handle)
     }
 
-    public static func lower(_ value: NativeTensor) -> UnsafeMutableRawPointer {
-        return value.uniffiClonePointer()
+    public static func lower(_ value: NativeTensor) -> UInt64 {
+        return value.uniffiCloneHandle()
     }
 
     public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> NativeTensor {
-        let v: UInt64 = try readInt(&buf)
-        // The Rust code won't compile if a pointer won't fit in a UInt64.
-        // We have to go via `UInt` because that's the thing that's the size of a pointer.
-        let ptr = UnsafeMutableRawPointer(bitPattern: UInt(truncatingIfNeeded: v))
-        if (ptr == nil) {
-            throw UniffiInternalError.unexpectedNullPointer
-        }
-        return try lift(ptr!)
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
     }
 
     public static func write(_ value: NativeTensor, into buf: inout [UInt8]) {
-        // This fiddling is because `Int` is the thing that's the same size as a pointer.
-        // The Rust code won't compile if a pointer won't fit in a `UInt64`.
-        writeInt(&buf, UInt64(bitPattern: Int64(Int(bitPattern: lower(value)))))
+        writeInt(&buf, lower(value))
     }
 }
 
@@ -2679,14 +2878,14 @@ public struct FfiConverterTypeNativeTensor: FfiConverter {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeNativeTensor_lift(_ pointer: UnsafeMutableRawPointer) throws -> NativeTensor {
-    return try FfiConverterTypeNativeTensor.lift(pointer)
+public func FfiConverterTypeNativeTensor_lift(_ handle: UInt64) throws -> NativeTensor {
+    return try FfiConverterTypeNativeTensor.lift(handle)
 }
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeNativeTensor_lower(_ value: NativeTensor) -> UnsafeMutableRawPointer {
+public func FfiConverterTypeNativeTensor_lower(_ value: NativeTensor) -> UInt64 {
     return FfiConverterTypeNativeTensor.lower(value)
 }
 
@@ -2696,7 +2895,7 @@ public func FfiConverterTypeNativeTensor_lower(_ value: NativeTensor) -> UnsafeM
 /**
  * One of Mote's error codes.
  */
-public struct ErrorCodeInfo {
+public struct ErrorCodeInfo: Equatable, Hashable {
     /**
      * The number (`mote::ErrorCode`, the C ABI's `MoteErrorCode`).
      */
@@ -2718,31 +2917,15 @@ public struct ErrorCodeInfo {
         self.code = code
         self.name = name
     }
+
+    
+
+    
 }
 
 #if compiler(>=6)
 extension ErrorCodeInfo: Sendable {}
 #endif
-
-
-extension ErrorCodeInfo: Equatable, Hashable {
-    public static func ==(lhs: ErrorCodeInfo, rhs: ErrorCodeInfo) -> Bool {
-        if lhs.code != rhs.code {
-            return false
-        }
-        if lhs.name != rhs.name {
-            return false
-        }
-        return true
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(code)
-        hasher.combine(name)
-    }
-}
-
-
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
@@ -2781,7 +2964,7 @@ public func FfiConverterTypeErrorCodeInfo_lower(_ value: ErrorCodeInfo) -> RustB
 /**
  * Options of a load (`mote::LoadOptions`).
  */
-public struct LoadConfig {
+public struct LoadConfig: Equatable, Hashable {
     /**
      * Read the file as data, never mapped as code (docs/code-free.md).
      */
@@ -2821,35 +3004,15 @@ public struct LoadConfig {
         self.readIntoMemory = readIntoMemory
         self.memoryBudgetBytes = memoryBudgetBytes
     }
+
+    
+
+    
 }
 
 #if compiler(>=6)
 extension LoadConfig: Sendable {}
 #endif
-
-
-extension LoadConfig: Equatable, Hashable {
-    public static func ==(lhs: LoadConfig, rhs: LoadConfig) -> Bool {
-        if lhs.codeFree != rhs.codeFree {
-            return false
-        }
-        if lhs.readIntoMemory != rhs.readIntoMemory {
-            return false
-        }
-        if lhs.memoryBudgetBytes != rhs.memoryBudgetBytes {
-            return false
-        }
-        return true
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(codeFree)
-        hasher.combine(readIntoMemory)
-        hasher.combine(memoryBudgetBytes)
-    }
-}
-
-
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
@@ -2900,13 +3063,15 @@ public struct NamedTensor {
         self.name = name
         self.tensor = tensor
     }
+
+    
+
+    
 }
 
 #if compiler(>=6)
 extension NamedTensor: Sendable {}
 #endif
-
-
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
@@ -2945,7 +3110,7 @@ public func FfiConverterTypeNamedTensor_lower(_ value: NamedTensor) -> RustBuffe
 /**
  * A parameter of a function (`mote::ParamInfo`).
  */
-public struct NativeParam {
+public struct NativeParam: Equatable, Hashable {
     public var name: String
     /**
      * The dtype's name (`float32`), when the model records it.
@@ -2969,35 +3134,15 @@ public struct NativeParam {
         self.dtype = dtype
         self.shape = shape
     }
+
+    
+
+    
 }
 
 #if compiler(>=6)
 extension NativeParam: Sendable {}
 #endif
-
-
-extension NativeParam: Equatable, Hashable {
-    public static func ==(lhs: NativeParam, rhs: NativeParam) -> Bool {
-        if lhs.name != rhs.name {
-            return false
-        }
-        if lhs.dtype != rhs.dtype {
-            return false
-        }
-        if lhs.shape != rhs.shape {
-            return false
-        }
-        return true
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(name)
-        hasher.combine(dtype)
-        hasher.combine(shape)
-    }
-}
-
-
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
@@ -3038,7 +3183,7 @@ public func FfiConverterTypeNativeParam_lower(_ value: NativeParam) -> RustBuffe
 /**
  * Accumulated time of one callee of a profiled session.
  */
-public struct ProfileRecord {
+public struct ProfileRecord: Equatable, Hashable {
     /**
      * Kernel, builtin or function name.
      */
@@ -3076,39 +3221,15 @@ public struct ProfileRecord {
         self.calls = calls
         self.totalNanos = totalNanos
     }
+
+    
+
+    
 }
 
 #if compiler(>=6)
 extension ProfileRecord: Sendable {}
 #endif
-
-
-extension ProfileRecord: Equatable, Hashable {
-    public static func ==(lhs: ProfileRecord, rhs: ProfileRecord) -> Bool {
-        if lhs.name != rhs.name {
-            return false
-        }
-        if lhs.kind != rhs.kind {
-            return false
-        }
-        if lhs.calls != rhs.calls {
-            return false
-        }
-        if lhs.totalNanos != rhs.totalNanos {
-            return false
-        }
-        return true
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(name)
-        hasher.combine(kind)
-        hasher.combine(calls)
-        hasher.combine(totalNanos)
-    }
-}
-
-
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
@@ -3151,7 +3272,7 @@ public func FfiConverterTypeProfileRecord_lower(_ value: ProfileRecord) -> RustB
 /**
  * A server's settings.
  */
-public struct RpcConfig {
+public struct RpcConfig: Equatable, Hashable {
     /**
      * Address to bind (listen and tracker modes).
      */
@@ -3233,63 +3354,15 @@ public struct RpcConfig {
         self.sandbox = sandbox
         self.codeFree = codeFree
     }
+
+    
+
+    
 }
 
 #if compiler(>=6)
 extension RpcConfig: Sendable {}
 #endif
-
-
-extension RpcConfig: Equatable, Hashable {
-    public static func ==(lhs: RpcConfig, rhs: RpcConfig) -> Bool {
-        if lhs.host != rhs.host {
-            return false
-        }
-        if lhs.port != rhs.port {
-            return false
-        }
-        if lhs.key != rhs.key {
-            return false
-        }
-        if lhs.mode != rhs.mode {
-            return false
-        }
-        if lhs.allow != rhs.allow {
-            return false
-        }
-        if lhs.maxSessions != rhs.maxSessions {
-            return false
-        }
-        if lhs.sessionThreads != rhs.sessionThreads {
-            return false
-        }
-        if lhs.idleTimeoutMs != rhs.idleTimeoutMs {
-            return false
-        }
-        if lhs.sandbox != rhs.sandbox {
-            return false
-        }
-        if lhs.codeFree != rhs.codeFree {
-            return false
-        }
-        return true
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(host)
-        hasher.combine(port)
-        hasher.combine(key)
-        hasher.combine(mode)
-        hasher.combine(allow)
-        hasher.combine(maxSessions)
-        hasher.combine(sessionThreads)
-        hasher.combine(idleTimeoutMs)
-        hasher.combine(sandbox)
-        hasher.combine(codeFree)
-    }
-}
-
-
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
@@ -3344,7 +3417,7 @@ public func FfiConverterTypeRpcConfig_lower(_ value: RpcConfig) -> RustBuffer {
 /**
  * A snapshot of a server's state.
  */
-public struct RpcState {
+public struct RpcState: Equatable, Hashable {
     /**
      * `listen`, `tracker` or `proxy`.
      */
@@ -3454,75 +3527,15 @@ public struct RpcState {
         self.proxyLastError = proxyLastError
         self.stopped = stopped
     }
+
+    
+
+    
 }
 
 #if compiler(>=6)
 extension RpcState: Sendable {}
 #endif
-
-
-extension RpcState: Equatable, Hashable {
-    public static func ==(lhs: RpcState, rhs: RpcState) -> Bool {
-        if lhs.mode != rhs.mode {
-            return false
-        }
-        if lhs.address != rhs.address {
-            return false
-        }
-        if lhs.active != rhs.active {
-            return false
-        }
-        if lhs.served != rhs.served {
-            return false
-        }
-        if lhs.refused != rhs.refused {
-            return false
-        }
-        if lhs.trackerConnected != rhs.trackerConnected {
-            return false
-        }
-        if lhs.trackerRegistrations != rhs.trackerRegistrations {
-            return false
-        }
-        if lhs.trackerOffers != rhs.trackerOffers {
-            return false
-        }
-        if lhs.trackerLastError != rhs.trackerLastError {
-            return false
-        }
-        if lhs.proxyWaiting != rhs.proxyWaiting {
-            return false
-        }
-        if lhs.proxySessions != rhs.proxySessions {
-            return false
-        }
-        if lhs.proxyLastError != rhs.proxyLastError {
-            return false
-        }
-        if lhs.stopped != rhs.stopped {
-            return false
-        }
-        return true
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(mode)
-        hasher.combine(address)
-        hasher.combine(active)
-        hasher.combine(served)
-        hasher.combine(refused)
-        hasher.combine(trackerConnected)
-        hasher.combine(trackerRegistrations)
-        hasher.combine(trackerOffers)
-        hasher.combine(trackerLastError)
-        hasher.combine(proxyWaiting)
-        hasher.combine(proxySessions)
-        hasher.combine(proxyLastError)
-        hasher.combine(stopped)
-    }
-}
-
-
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
@@ -3583,7 +3596,7 @@ public func FfiConverterTypeRpcState_lower(_ value: RpcState) -> RustBuffer {
 /**
  * Options of a new session.
  */
-public struct SessionConfig {
+public struct SessionConfig: Equatable, Hashable {
     /**
      * Threads for parallel kernels; 0: Mote's default (CPU count, or `MOTE_NUM_THREADS`).
      */
@@ -3685,67 +3698,15 @@ public struct SessionConfig {
         self.openclProfiling = openclProfiling
         self.openclProgramCache = openclProgramCache
     }
+
+    
+
+    
 }
 
 #if compiler(>=6)
 extension SessionConfig: Sendable {}
 #endif
-
-
-extension SessionConfig: Equatable, Hashable {
-    public static func ==(lhs: SessionConfig, rhs: SessionConfig) -> Bool {
-        if lhs.threads != rhs.threads {
-            return false
-        }
-        if lhs.backends != rhs.backends {
-            return false
-        }
-        if lhs.poisonMemory != rhs.poisonMemory {
-            return false
-        }
-        if lhs.profiling != rhs.profiling {
-            return false
-        }
-        if lhs.memoryBudgetBytes != rhs.memoryBudgetBytes {
-            return false
-        }
-        if lhs.maxRegisters != rhs.maxRegisters {
-            return false
-        }
-        if lhs.stackBudgetBytes != rhs.stackBudgetBytes {
-            return false
-        }
-        if lhs.maxInstructions != rhs.maxInstructions {
-            return false
-        }
-        if lhs.openclDevice != rhs.openclDevice {
-            return false
-        }
-        if lhs.openclProfiling != rhs.openclProfiling {
-            return false
-        }
-        if lhs.openclProgramCache != rhs.openclProgramCache {
-            return false
-        }
-        return true
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(threads)
-        hasher.combine(backends)
-        hasher.combine(poisonMemory)
-        hasher.combine(profiling)
-        hasher.combine(memoryBudgetBytes)
-        hasher.combine(maxRegisters)
-        hasher.combine(stackBudgetBytes)
-        hasher.combine(maxInstructions)
-        hasher.combine(openclDevice)
-        hasher.combine(openclProfiling)
-        hasher.combine(openclProgramCache)
-    }
-}
-
-
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
@@ -3803,7 +3764,7 @@ public func FfiConverterTypeSessionConfig_lower(_ value: SessionConfig) -> RustB
  * Where a session runs, as DLPack codes: `device_type` 1 (CPU, `device_id` 0) or 4 (OpenCL,
  * `device_id` the device's index).
  */
-public struct SessionDevice {
+public struct SessionDevice: Equatable, Hashable {
     public var deviceType: Int32
     public var deviceId: Int32
 
@@ -3813,31 +3774,15 @@ public struct SessionDevice {
         self.deviceType = deviceType
         self.deviceId = deviceId
     }
+
+    
+
+    
 }
 
 #if compiler(>=6)
 extension SessionDevice: Sendable {}
 #endif
-
-
-extension SessionDevice: Equatable, Hashable {
-    public static func ==(lhs: SessionDevice, rhs: SessionDevice) -> Bool {
-        if lhs.deviceType != rhs.deviceType {
-            return false
-        }
-        if lhs.deviceId != rhs.deviceId {
-            return false
-        }
-        return true
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(deviceType)
-        hasher.combine(deviceId)
-    }
-}
-
-
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
@@ -3872,8 +3817,7 @@ public func FfiConverterTypeSessionDevice_lower(_ value: SessionDevice) -> RustB
     return FfiConverterTypeSessionDevice.lower(value)
 }
 
-// Note that we don't yet support `indirect` for enums.
-// See https://github.com/mozilla/uniffi-rs/issues/396 for further discussion.
+
 /**
  * A value passed to a kernel or to a registered function, or returned by one.
  */
@@ -3924,8 +3868,12 @@ public enum NativeArg {
      */
     case other(kind: String
     )
-}
 
+
+
+
+
+}
 
 #if compiler(>=6)
 extension NativeArg: Sendable {}
@@ -4039,16 +3987,11 @@ public func FfiConverterTypeNativeArg_lower(_ value: NativeArg) -> RustBuffer {
 
 
 
-
-
-
-// Note that we don't yet support `indirect` for enums.
-// See https://github.com/mozilla/uniffi-rs/issues/396 for further discussion.
 /**
  * One dimension of a parameter's shape.
  */
 
-public enum NativeDim {
+public enum NativeDim: Equatable, Hashable {
     
     case fixed(size: Int64
     )
@@ -4057,8 +4000,12 @@ public enum NativeDim {
      */
     case symbolic(name: String
     )
-}
 
+
+
+
+
+}
 
 #if compiler(>=6)
 extension NativeDim: Sendable {}
@@ -4117,19 +4064,13 @@ public func FfiConverterTypeNativeDim_lower(_ value: NativeDim) -> RustBuffer {
 }
 
 
-extension NativeDim: Equatable, Hashable {}
-
-
-
-
-
-
 
 /**
  * A failed Mote call: `code` is `mote::ErrorCode` as a number (1..=20), `message` the
  * error's full text.
  */
-public enum NativeError: Swift.Error {
+public 
+enum NativeError: Swift.Error, Equatable, Hashable, Foundation.LocalizedError {
 
     
     
@@ -4138,8 +4079,21 @@ public enum NativeError: Swift.Error {
      */
     case Mote(code: UInt32, message: String
     )
+
+    
+
+    
+
+    
+    public var errorDescription: String? {
+        String(reflecting: self)
+    }
+    
 }
 
+#if compiler(>=6)
+extension NativeError: Sendable {}
+#endif
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
@@ -4195,27 +4149,11 @@ public func FfiConverterTypeNativeError_lower(_ value: NativeError) -> RustBuffe
 }
 
 
-extension NativeError: Equatable, Hashable {}
-
-
-
-
-extension NativeError: Foundation.LocalizedError {
-    public var errorDescription: String? {
-        String(reflecting: self)
-    }
-}
-
-
-
-
-// Note that we don't yet support `indirect` for enums.
-// See https://github.com/mozilla/uniffi-rs/issues/396 for further discussion.
 /**
  * How clients reach the server (docs/rpc.md "Three ways to serve").
  */
 
-public enum RpcMode {
+public enum RpcMode: Equatable, Hashable {
     
     /**
      * Clients connect to the listening socket (`rpc.connect(host, port, key=...)`).
@@ -4232,8 +4170,12 @@ public enum RpcMode {
      */
     case proxy(address: String
     )
-}
 
+
+
+
+
+}
 
 #if compiler(>=6)
 extension RpcMode: Sendable {}
@@ -4297,13 +4239,6 @@ public func FfiConverterTypeRpcMode_lift(_ buf: RustBuffer) throws -> RpcMode {
 public func FfiConverterTypeRpcMode_lower(_ value: RpcMode) -> RustBuffer {
     return FfiConverterTypeRpcMode.lower(value)
 }
-
-
-extension RpcMode: Equatable, Hashable {}
-
-
-
-
 
 
 #if swift(>=5.8)
@@ -4445,6 +4380,30 @@ fileprivate struct FfiConverterOptionTypeNativeDeallocator: FfiConverterRustBuff
         switch try readInt(&buf) as Int8 {
         case 0: return nil
         case 1: return try FfiConverterTypeNativeDeallocator.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionSequenceTypeNativeParam: FfiConverterRustBuffer {
+    typealias SwiftType = [NativeParam]?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterSequenceTypeNativeParam.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterSequenceTypeNativeParam.read(from: &buf)
         default: throw UniffiInternalError.unexpectedOptionalTag
         }
     }
@@ -4703,7 +4662,8 @@ fileprivate struct FfiConverterSequenceTypeNativeDim: FfiConverterRustBuffer {
  */
 public func backendNames() -> [String]  {
     return try!  FfiConverterSequenceString.lift(try! rustCall() {
-    uniffi_mote_swift_fn_func_backend_names($0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_func_backend_names(uniffiCallStatus
     )
 })
 }
@@ -4713,17 +4673,8 @@ public func backendNames() -> [String]  {
  */
 public func errorCodes() -> [ErrorCodeInfo]  {
     return try!  FfiConverterSequenceTypeErrorCodeInfo.lift(try! rustCall() {
-    uniffi_mote_swift_fn_func_error_codes($0
-    )
-})
-}
-/**
- * Whether a function is registered under `name`.
- */
-public func functionExists(name: String) -> Bool  {
-    return try!  FfiConverterBool.lift(try! rustCall() {
-    uniffi_mote_swift_fn_func_function_exists(
-        FfiConverterString.lower(name),$0
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_func_error_codes(uniffiCallStatus
     )
 })
 }
@@ -4732,8 +4683,98 @@ public func functionExists(name: String) -> Bool  {
  */
 public func loadPlugin(path: String)throws  -> String  {
     return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
+        uniffiCallStatus in
     uniffi_mote_swift_fn_func_load_plugin(
-        FfiConverterString.lower(path),$0
+        FfiConverterString.lower(path),uniffiCallStatus
+    )
+})
+}
+/**
+ * For tests of the panic boundary: panic with `message`. uniffi catches it and Swift gets a
+ * thrown error (a `Result` return makes the Swift declaration `throws`; a panic in a
+ * non-throwing export would stop the Swift process).
+ */
+public func panicForTest(message: String)throws   {try rustCallWithError(FfiConverterTypeNativeError_lift) {
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_func_panic_for_test(
+        FfiConverterString.lower(message),uniffiCallStatus
+    )
+}
+}
+/**
+ * For tests of the error mapping: fail with an error of `code` (1..=20) and `message`.
+ */
+public func raiseForTest(code: UInt32, message: String)throws   {try rustCallWithError(FfiConverterTypeNativeError_lift) {
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_func_raise_for_test(
+        FfiConverterUInt32.lower(code),
+        FfiConverterString.lower(message),uniffiCallStatus
+    )
+}
+}
+/**
+ * The prefixes of the models linked into the program as TVM system libraries
+ * (docs/system-lib.md), sorted.
+ */
+public func systemLibPrefixes() -> [String]  {
+    return try!  FfiConverterSequenceString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_func_system_lib_prefixes(uniffiCallStatus
+    )
+})
+}
+/**
+ * Mote's version (the `mote` crate's).
+ */
+public func version() -> String  {
+    return try!  FfiConverterString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_func_version(uniffiCallStatus
+    )
+})
+}
+/**
+ * For tests of budgets and cancellation: write to `path` a code-free model file whose `main()`
+ * loops forever (`mote::fuzzing::craft::endless_loop`, one backward jump): only
+ * `max_instructions` or an interrupt ends a call of it.
+ */
+public func writeEndlessLoopForTest(path: String)throws   {try rustCallWithError(FfiConverterTypeNativeError_lift) {
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_func_write_endless_loop_for_test(
+        FfiConverterString.lower(path),uniffiCallStatus
+    )
+}
+}
+/**
+ * Whether a function is registered under `name`.
+ */
+public func functionExists(name: String) -> Bool  {
+    return try!  FfiConverterBool.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_func_function_exists(
+        FfiConverterString.lower(name),uniffiCallStatus
+    )
+})
+}
+/**
+ * Register `function` under `name` (replacing any function of that name), for every model.
+ */
+public func registerFunction(name: String, function: NativeFunction)  {try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_func_register_function(
+        FfiConverterString.lower(name),
+        FfiConverterTypeNativeFunction_lower(function),uniffiCallStatus
+    )
+}
+}
+/**
+ * Remove the function registered under `name`; whether there was one.
+ */
+public func unregisterFunction(name: String) -> Bool  {
+    return try!  FfiConverterBool.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_func_unregister_function(
+        FfiConverterString.lower(name),uniffiCallStatus
     )
 })
 }
@@ -4742,51 +4783,10 @@ public func loadPlugin(path: String)throws  -> String  {
  * apps that want their own records in the same stream.
  */
 public func logMessage(level: UInt8, message: String)  {try! rustCall() {
+        uniffiCallStatus in
     uniffi_mote_swift_fn_func_log_message(
         FfiConverterUInt8.lower(level),
-        FfiConverterString.lower(message),$0
-    )
-}
-}
-/**
- * For tests of the panic boundary: panic with `message`. uniffi catches it and Swift gets a
- * thrown error (a `Result` return makes the Swift declaration `throws`; a panic in a
- * non-throwing export would stop the Swift process).
- */
-public func panicForTest(message: String)throws   {try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_func_panic_for_test(
-        FfiConverterString.lower(message),$0
-    )
-}
-}
-/**
- * For tests of the error mapping: fail with an error of `code` (1..=20) and `message`.
- */
-public func raiseForTest(code: UInt32, message: String)throws   {try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_func_raise_for_test(
-        FfiConverterUInt32.lower(code),
-        FfiConverterString.lower(message),$0
-    )
-}
-}
-/**
- * Read every array of an `.npz` file (numpy's format), in file order. For tests and tools
- * that compare with numpy/TVM outputs.
- */
-public func readNpz(path: String)throws  -> [NamedTensor]  {
-    return try  FfiConverterSequenceTypeNamedTensor.lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_func_read_npz(
-        FfiConverterString.lower(path),$0
-    )
-})
-}
-/**
- * Register `function` under `name` (replacing any function of that name), for every model.
- */
-public func registerFunction(name: String, function: NativeFunction)  {try! rustCall() {
-    uniffi_mote_swift_fn_func_register_function(
-        FfiConverterString.lower(name),
-        FfiConverterTypeNativeFunction_lower(function),$0
+        FfiConverterString.lower(message),uniffiCallStatus
     )
 }
 }
@@ -4797,51 +4797,24 @@ public func registerFunction(name: String, function: NativeFunction)  {try! rust
  * sink receives nothing.
  */
 public func setLogSink(sink: LogSink?, level: UInt8)  {try! rustCall() {
+        uniffiCallStatus in
     uniffi_mote_swift_fn_func_set_log_sink(
         FfiConverterOptionTypeLogSink.lower(sink),
-        FfiConverterUInt8.lower(level),$0
+        FfiConverterUInt8.lower(level),uniffiCallStatus
     )
 }
 }
 /**
- * The prefixes of the models linked into the program as TVM system libraries
- * (docs/system-lib.md), sorted.
+ * Read every array of an `.npz` file (numpy's format), in file order. For tests and tools
+ * that compare with numpy/TVM outputs.
  */
-public func systemLibPrefixes() -> [String]  {
-    return try!  FfiConverterSequenceString.lift(try! rustCall() {
-    uniffi_mote_swift_fn_func_system_lib_prefixes($0
+public func readNpz(path: String)throws  -> [NamedTensor]  {
+    return try  FfiConverterSequenceTypeNamedTensor.lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_func_read_npz(
+        FfiConverterString.lower(path),uniffiCallStatus
     )
 })
-}
-/**
- * Remove the function registered under `name`; whether there was one.
- */
-public func unregisterFunction(name: String) -> Bool  {
-    return try!  FfiConverterBool.lift(try! rustCall() {
-    uniffi_mote_swift_fn_func_unregister_function(
-        FfiConverterString.lower(name),$0
-    )
-})
-}
-/**
- * Mote's version (the `mote` crate's).
- */
-public func version() -> String  {
-    return try!  FfiConverterString.lift(try! rustCall() {
-    uniffi_mote_swift_fn_func_version($0
-    )
-})
-}
-/**
- * For tests of budgets and cancellation: write to `path` a code-free model file whose `main()`
- * loops forever (`mote::fuzzing::craft::endless_loop`, one backward jump): only
- * `max_instructions` or an interrupt ends a call of it.
- */
-public func writeEndlessLoopForTest(path: String)throws   {try rustCallWithError(FfiConverterTypeNativeError_lift) {
-    uniffi_mote_swift_fn_func_write_endless_loop_for_test(
-        FfiConverterString.lower(path),$0
-    )
-}
 }
 
 private enum InitializationResult {
@@ -4853,193 +4826,196 @@ private enum InitializationResult {
 // the code inside is only computed once.
 private let initializationResult: InitializationResult = {
     // Get the bindings contract version from our ComponentInterface
-    let bindings_contract_version = 29
+    let bindings_contract_version = 30
     // Get the scaffolding contract version by calling the into the dylib
     let scaffolding_contract_version = ffi_mote_swift_uniffi_contract_version()
     if bindings_contract_version != scaffolding_contract_version {
         return InitializationResult.contractVersionMismatch
     }
-    if (uniffi_mote_swift_checksum_func_backend_names() != 1172) {
+    if (uniffi_mote_swift_checksum_func_backend_names() != 42904) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_error_codes() != 61092) {
+    if (uniffi_mote_swift_checksum_func_error_codes() != 12703) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_function_exists() != 31018) {
+    if (uniffi_mote_swift_checksum_func_load_plugin() != 17397) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_load_plugin() != 63406) {
+    if (uniffi_mote_swift_checksum_func_panic_for_test() != 42595) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_log_message() != 39103) {
+    if (uniffi_mote_swift_checksum_func_raise_for_test() != 41724) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_panic_for_test() != 52993) {
+    if (uniffi_mote_swift_checksum_func_system_lib_prefixes() != 63947) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_raise_for_test() != 26650) {
+    if (uniffi_mote_swift_checksum_func_version() != 32900) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_read_npz() != 27271) {
+    if (uniffi_mote_swift_checksum_func_write_endless_loop_for_test() != 6263) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_register_function() != 29050) {
+    if (uniffi_mote_swift_checksum_func_function_exists() != 28395) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_set_log_sink() != 44147) {
+    if (uniffi_mote_swift_checksum_func_register_function() != 44141) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_system_lib_prefixes() != 13102) {
+    if (uniffi_mote_swift_checksum_func_unregister_function() != 44598) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_unregister_function() != 60277) {
+    if (uniffi_mote_swift_checksum_func_log_message() != 12218) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_version() != 991) {
+    if (uniffi_mote_swift_checksum_func_set_log_sink() != 51732) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_write_endless_loop_for_test() != 8907) {
+    if (uniffi_mote_swift_checksum_func_read_npz() != 46542) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_logsink_log() != 23998) {
+    if (uniffi_mote_swift_checksum_method_nativemodel_function_names() != 60027) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativeaccess_address() != 35578) {
+    if (uniffi_mote_swift_checksum_method_nativemodel_is_code_free() != 9872) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativeaccess_end() != 9310) {
+    if (uniffi_mote_swift_checksum_method_nativemodel_is_kernel_library() != 47298) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativecanceltoken_cancel() != 21914) {
+    if (uniffi_mote_swift_checksum_method_nativemodel_is_loaded_code_free() != 46829) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativecanceltoken_is_cancelled() != 47270) {
+    if (uniffi_mote_swift_checksum_method_nativemodel_kernel_parameter_names() != 40363) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativedeallocator_release() != 6711) {
+    if (uniffi_mote_swift_checksum_method_nativemodel_outputs() != 20798) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativefunction_call() != 64023) {
+    if (uniffi_mote_swift_checksum_method_nativemodel_parameter_names() != 60784) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativeinterrupthandle_interrupt() != 25079) {
+    if (uniffi_mote_swift_checksum_method_nativemodel_parameters() != 1087) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativeinterrupthandle_is_pending() != 8334) {
+    if (uniffi_mote_swift_checksum_method_nativemodel_path() != 834) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativemodel_function_names() != 3373) {
+    if (uniffi_mote_swift_checksum_method_nativefunction_call() != 11357) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativemodel_is_code_free() != 2634) {
+    if (uniffi_mote_swift_checksum_method_logsink_log() != 10123) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativemodel_is_kernel_library() != 24922) {
+    if (uniffi_mote_swift_checksum_method_nativerpcserver_port() != 52340) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativemodel_is_loaded_code_free() != 22189) {
+    if (uniffi_mote_swift_checksum_method_nativerpcserver_state() != 27248) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativemodel_kernel_parameter_names() != 30471) {
+    if (uniffi_mote_swift_checksum_method_nativerpcserver_stop() != 8948) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativemodel_parameter_names() != 13624) {
+    if (uniffi_mote_swift_checksum_method_nativecanceltoken_cancel() != 3951) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativemodel_parameters() != 48456) {
+    if (uniffi_mote_swift_checksum_method_nativecanceltoken_is_cancelled() != 35248) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativemodel_path() != 47548) {
+    if (uniffi_mote_swift_checksum_method_nativeinterrupthandle_interrupt() != 57689) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativerpcserver_port() != 2453) {
+    if (uniffi_mote_swift_checksum_method_nativeinterrupthandle_is_pending() != 55558) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativerpcserver_state() != 52952) {
+    if (uniffi_mote_swift_checksum_method_nativesession_call_kernel() != 2102) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativerpcserver_stop() != 45650) {
+    if (uniffi_mote_swift_checksum_method_nativesession_device() != 9598) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativesession_call_kernel() != 28141) {
+    if (uniffi_mote_swift_checksum_method_nativesession_get_output() != 31288) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativesession_device() != 47938) {
+    if (uniffi_mote_swift_checksum_method_nativesession_interrupt_handle() != 47413) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativesession_get_output() != 39951) {
+    if (uniffi_mote_swift_checksum_method_nativesession_invoke_stateful() != 41611) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativesession_interrupt_handle() != 47388) {
+    if (uniffi_mote_swift_checksum_method_nativesession_run() != 64369) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativesession_invoke_stateful() != 34516) {
+    if (uniffi_mote_swift_checksum_method_nativesession_run_cancellable() != 315) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativesession_run() != 32003) {
+    if (uniffi_mote_swift_checksum_method_nativesession_set_input() != 51841) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativesession_run_cancellable() != 33494) {
+    if (uniffi_mote_swift_checksum_method_nativesession_set_profiling() != 59283) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativesession_set_input() != 51778) {
+    if (uniffi_mote_swift_checksum_method_nativesession_take_profile() != 18118) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativesession_set_profiling() != 34226) {
+    if (uniffi_mote_swift_checksum_method_nativesession_threads() != 30867) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativesession_take_profile() != 32353) {
+    if (uniffi_mote_swift_checksum_method_nativeaccess_address() != 36964) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativesession_threads() != 48359) {
+    if (uniffi_mote_swift_checksum_method_nativeaccess_end() != 45923) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativetensor_begin_read() != 41589) {
+    if (uniffi_mote_swift_checksum_method_nativedeallocator_release() != 34588) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativetensor_begin_write() != 3955) {
+    if (uniffi_mote_swift_checksum_method_nativetensor_begin_read() != 14506) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativetensor_byte_len() != 33241) {
+    if (uniffi_mote_swift_checksum_method_nativetensor_begin_write() != 11484) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativetensor_deep_copy() != 1150) {
+    if (uniffi_mote_swift_checksum_method_nativetensor_byte_len() != 14536) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativetensor_dtype() != 35767) {
+    if (uniffi_mote_swift_checksum_method_nativetensor_deep_copy() != 58746) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativetensor_shape() != 48458) {
+    if (uniffi_mote_swift_checksum_method_nativetensor_dtype() != 47609) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_method_nativetensor_to_bytes() != 48641) {
+    if (uniffi_mote_swift_checksum_method_nativetensor_shape() != 24257) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_constructor_nativecanceltoken_new() != 6682) {
+    if (uniffi_mote_swift_checksum_method_nativetensor_to_bytes() != 8903) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_constructor_nativemodel_from_system_lib() != 19221) {
+    if (uniffi_mote_swift_checksum_constructor_nativemodel_from_system_lib() != 31697) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_constructor_nativemodel_load() != 32859) {
+    if (uniffi_mote_swift_checksum_constructor_nativemodel_load() != 50929) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_constructor_nativemodel_load_with() != 39941) {
+    if (uniffi_mote_swift_checksum_constructor_nativemodel_load_with() != 49190) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_constructor_nativerpcserver_start() != 21640) {
+    if (uniffi_mote_swift_checksum_constructor_nativerpcserver_start() != 5497) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_constructor_nativesession_new() != 63840) {
+    if (uniffi_mote_swift_checksum_constructor_nativecanceltoken_new() != 46661) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_constructor_nativetensor_borrowing() != 15729) {
+    if (uniffi_mote_swift_checksum_constructor_nativesession_new() != 56392) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_constructor_nativetensor_from_bytes() != 19557) {
+    if (uniffi_mote_swift_checksum_constructor_nativetensor_borrowing() != 65503) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_constructor_nativetensor_zeros() != 28318) {
+    if (uniffi_mote_swift_checksum_constructor_nativetensor_from_bytes() != 25717) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mote_swift_checksum_constructor_nativetensor_zeros() != 61347) {
         return InitializationResult.apiChecksumMismatch
     }
 

@@ -139,6 +139,29 @@ final class TensorTests: XCTestCase {
         XCTAssertThrowsError(try dyn.parameters(of: "nope")) { XCTAssertEqual(($0 as? MoteError)?.code, 6, "\($0)") }
     }
 
+    /// What a model's functions return, read from their instructions, as `mote inspect` prints
+    /// it: the symbolic batch carried through, a tuple as two outputs in `run`'s order, and
+    /// nothing for a kernel (kernels write into their arguments).
+    func testOutputsDescribeWhatRunReturns() throws {
+        let dyn = try Model(path: try Env.zoo("mlp_dyn.so"))
+        XCTAssertEqual(try dyn.outputs(of: "forward")?.map(\.description), ["output: float32[n, 8]"])
+        let multi = try Model(path: try Env.zoo("multi.so"))
+        let embed = try XCTUnwrap(try multi.outputs(of: "embed"))
+        XCTAssertEqual(embed.map(\.description), ["output[0]: float32[2, 8]", "output[1]: float32[2, 8]"])
+        let a = try Tensor([Float](repeating: 1, count: 16), shape: [2, 8])
+        let w = try Tensor([Float](repeating: 0.5, count: 64), shape: [8, 8])
+        let b = try Tensor([Float](repeating: 0, count: 8), shape: [8])
+        let out = try multi.session().run("embed", [a, a, w, b])
+        XCTAssertEqual(out.map { $0.shape }, embed.map { $0.shape!.map { d -> Int in
+            if case .fixed(let n) = d { return n }
+            return -1
+        } })
+        XCTAssertEqual(out.map { $0.dtype }, embed.map { $0.dtype! })
+        let kernels = try Model(path: try Env.zoo("kernels.so"))
+        XCTAssertNil(try kernels.outputs(of: "shift"))
+        XCTAssertThrowsError(try dyn.outputs(of: "nope")) { XCTAssertEqual(($0 as? MoteError)?.code, 6, "\($0)") }
+    }
+
     func testInputsByNameProfilesAndOptions() throws {
         let model = try Model(path: try Env.zoo("mlp.so"))
         let names = try model.parameterNames(of: "forward")

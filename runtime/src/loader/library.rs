@@ -164,7 +164,7 @@ impl Library {
         // Read piece by piece: the checks need the headers and the dynamic symbol table, and a
         // copy of the whole file would add its size to the peak memory of every load.
         let image = std::fs::File::open(path)
-            .and_then(crate::loader::elf::FileImage::new)
+            .and_then(crate::loader::elf::file_image)
             .map_err(|e| Error::io(path, e))?;
         // `dlopen` searches the library path for a name without a slash; a model is always the
         // file the caller named (`mote run model.so` in the model's folder).
@@ -276,9 +276,9 @@ impl Library {
         ))
     }
 
-    fn open_checked<I: crate::loader::elf::Image + ?Sized>(
+    fn open_checked<'a, R: object::ReadRef<'a>>(
         path: &Path,
-        image: &I,
+        image: R,
         memfd: Option<std::os::fd::OwnedFd>,
     ) -> Result<Arc<Library>> {
         let with_path = |e: Error| match e {
@@ -289,8 +289,9 @@ impl Library {
             e => e,
         };
         let magic = image
-            .bytes(0, 4)
-            .and_then(|m| <[u8; 4]>::try_from(&*m).ok());
+            .read_bytes_at(0, 4)
+            .ok()
+            .and_then(|m| <[u8; 4]>::try_from(m).ok());
         let exported = match magic {
             Some(m) if &m == b"\x7fELF" => {
                 crate::loader::elf::check(image).map_err(with_path)?;

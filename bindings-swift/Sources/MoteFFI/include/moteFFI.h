@@ -50,9 +50,9 @@ typedef void (*UniffiRustFutureContinuationCallback)(uint64_t, int8_t
     );
 
 #endif
-#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_FREE
-#define UNIFFI_FFIDEF_FOREIGN_FUTURE_FREE
-typedef void (*UniffiForeignFutureFree)(uint64_t
+#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_DROPPED_CALLBACK
+#define UNIFFI_FFIDEF_FOREIGN_FUTURE_DROPPED_CALLBACK
+typedef void (*UniffiForeignFutureDroppedCallback)(uint64_t
     );
 
 #endif
@@ -62,192 +62,191 @@ typedef void (*UniffiCallbackInterfaceFree)(uint64_t
     );
 
 #endif
-#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE
-#define UNIFFI_FFIDEF_FOREIGN_FUTURE
-typedef struct UniffiForeignFuture {
-    uint64_t handle;
-    UniffiForeignFutureFree _Nonnull free;
-} UniffiForeignFuture;
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_CLONE
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_CLONE
+typedef uint64_t (*UniffiCallbackInterfaceClone)(uint64_t
+    );
 
 #endif
-#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_U8
-#define UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_U8
-typedef struct UniffiForeignFutureStructU8 {
+#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_DROPPED_CALLBACK_STRUCT
+#define UNIFFI_FFIDEF_FOREIGN_FUTURE_DROPPED_CALLBACK_STRUCT
+typedef struct UniffiForeignFutureDroppedCallbackStruct {
+    uint64_t handle;
+    UniffiForeignFutureDroppedCallback _Nonnull free;
+} UniffiForeignFutureDroppedCallbackStruct;
+
+#endif
+#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_U8
+#define UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_U8
+typedef struct UniffiForeignFutureResultU8 {
     uint8_t returnValue;
     RustCallStatus callStatus;
-} UniffiForeignFutureStructU8;
+} UniffiForeignFutureResultU8;
 
 #endif
 #ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_U8
 #define UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_U8
-typedef void (*UniffiForeignFutureCompleteU8)(uint64_t, UniffiForeignFutureStructU8
+typedef void (*UniffiForeignFutureCompleteU8)(uint64_t, UniffiForeignFutureResultU8
     );
 
 #endif
-#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_I8
-#define UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_I8
-typedef struct UniffiForeignFutureStructI8 {
+#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_I8
+#define UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_I8
+typedef struct UniffiForeignFutureResultI8 {
     int8_t returnValue;
     RustCallStatus callStatus;
-} UniffiForeignFutureStructI8;
+} UniffiForeignFutureResultI8;
 
 #endif
 #ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_I8
 #define UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_I8
-typedef void (*UniffiForeignFutureCompleteI8)(uint64_t, UniffiForeignFutureStructI8
+typedef void (*UniffiForeignFutureCompleteI8)(uint64_t, UniffiForeignFutureResultI8
     );
 
 #endif
-#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_U16
-#define UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_U16
-typedef struct UniffiForeignFutureStructU16 {
+#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_U16
+#define UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_U16
+typedef struct UniffiForeignFutureResultU16 {
     uint16_t returnValue;
     RustCallStatus callStatus;
-} UniffiForeignFutureStructU16;
+} UniffiForeignFutureResultU16;
 
 #endif
 #ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_U16
 #define UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_U16
-typedef void (*UniffiForeignFutureCompleteU16)(uint64_t, UniffiForeignFutureStructU16
+typedef void (*UniffiForeignFutureCompleteU16)(uint64_t, UniffiForeignFutureResultU16
     );
 
 #endif
-#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_I16
-#define UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_I16
-typedef struct UniffiForeignFutureStructI16 {
+#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_I16
+#define UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_I16
+typedef struct UniffiForeignFutureResultI16 {
     int16_t returnValue;
     RustCallStatus callStatus;
-} UniffiForeignFutureStructI16;
+} UniffiForeignFutureResultI16;
 
 #endif
 #ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_I16
 #define UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_I16
-typedef void (*UniffiForeignFutureCompleteI16)(uint64_t, UniffiForeignFutureStructI16
+typedef void (*UniffiForeignFutureCompleteI16)(uint64_t, UniffiForeignFutureResultI16
     );
 
 #endif
-#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_U32
-#define UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_U32
-typedef struct UniffiForeignFutureStructU32 {
+#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_U32
+#define UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_U32
+typedef struct UniffiForeignFutureResultU32 {
     uint32_t returnValue;
     RustCallStatus callStatus;
-} UniffiForeignFutureStructU32;
+} UniffiForeignFutureResultU32;
 
 #endif
 #ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_U32
 #define UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_U32
-typedef void (*UniffiForeignFutureCompleteU32)(uint64_t, UniffiForeignFutureStructU32
+typedef void (*UniffiForeignFutureCompleteU32)(uint64_t, UniffiForeignFutureResultU32
     );
 
 #endif
-#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_I32
-#define UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_I32
-typedef struct UniffiForeignFutureStructI32 {
+#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_I32
+#define UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_I32
+typedef struct UniffiForeignFutureResultI32 {
     int32_t returnValue;
     RustCallStatus callStatus;
-} UniffiForeignFutureStructI32;
+} UniffiForeignFutureResultI32;
 
 #endif
 #ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_I32
 #define UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_I32
-typedef void (*UniffiForeignFutureCompleteI32)(uint64_t, UniffiForeignFutureStructI32
+typedef void (*UniffiForeignFutureCompleteI32)(uint64_t, UniffiForeignFutureResultI32
     );
 
 #endif
-#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_U64
-#define UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_U64
-typedef struct UniffiForeignFutureStructU64 {
+#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_U64
+#define UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_U64
+typedef struct UniffiForeignFutureResultU64 {
     uint64_t returnValue;
     RustCallStatus callStatus;
-} UniffiForeignFutureStructU64;
+} UniffiForeignFutureResultU64;
 
 #endif
 #ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_U64
 #define UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_U64
-typedef void (*UniffiForeignFutureCompleteU64)(uint64_t, UniffiForeignFutureStructU64
+typedef void (*UniffiForeignFutureCompleteU64)(uint64_t, UniffiForeignFutureResultU64
     );
 
 #endif
-#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_I64
-#define UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_I64
-typedef struct UniffiForeignFutureStructI64 {
+#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_I64
+#define UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_I64
+typedef struct UniffiForeignFutureResultI64 {
     int64_t returnValue;
     RustCallStatus callStatus;
-} UniffiForeignFutureStructI64;
+} UniffiForeignFutureResultI64;
 
 #endif
 #ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_I64
 #define UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_I64
-typedef void (*UniffiForeignFutureCompleteI64)(uint64_t, UniffiForeignFutureStructI64
+typedef void (*UniffiForeignFutureCompleteI64)(uint64_t, UniffiForeignFutureResultI64
     );
 
 #endif
-#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_F32
-#define UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_F32
-typedef struct UniffiForeignFutureStructF32 {
+#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_F32
+#define UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_F32
+typedef struct UniffiForeignFutureResultF32 {
     float returnValue;
     RustCallStatus callStatus;
-} UniffiForeignFutureStructF32;
+} UniffiForeignFutureResultF32;
 
 #endif
 #ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_F32
 #define UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_F32
-typedef void (*UniffiForeignFutureCompleteF32)(uint64_t, UniffiForeignFutureStructF32
+typedef void (*UniffiForeignFutureCompleteF32)(uint64_t, UniffiForeignFutureResultF32
     );
 
 #endif
-#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_F64
-#define UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_F64
-typedef struct UniffiForeignFutureStructF64 {
+#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_F64
+#define UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_F64
+typedef struct UniffiForeignFutureResultF64 {
     double returnValue;
     RustCallStatus callStatus;
-} UniffiForeignFutureStructF64;
+} UniffiForeignFutureResultF64;
 
 #endif
 #ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_F64
 #define UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_F64
-typedef void (*UniffiForeignFutureCompleteF64)(uint64_t, UniffiForeignFutureStructF64
+typedef void (*UniffiForeignFutureCompleteF64)(uint64_t, UniffiForeignFutureResultF64
     );
 
 #endif
-#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_POINTER
-#define UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_POINTER
-typedef struct UniffiForeignFutureStructPointer {
-    void*_Nonnull returnValue;
-    RustCallStatus callStatus;
-} UniffiForeignFutureStructPointer;
-
-#endif
-#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_POINTER
-#define UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_POINTER
-typedef void (*UniffiForeignFutureCompletePointer)(uint64_t, UniffiForeignFutureStructPointer
-    );
-
-#endif
-#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_RUST_BUFFER
-#define UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_RUST_BUFFER
-typedef struct UniffiForeignFutureStructRustBuffer {
+#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_RUST_BUFFER
+#define UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_RUST_BUFFER
+typedef struct UniffiForeignFutureResultRustBuffer {
     RustBuffer returnValue;
     RustCallStatus callStatus;
-} UniffiForeignFutureStructRustBuffer;
+} UniffiForeignFutureResultRustBuffer;
 
 #endif
 #ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_RUST_BUFFER
 #define UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_RUST_BUFFER
-typedef void (*UniffiForeignFutureCompleteRustBuffer)(uint64_t, UniffiForeignFutureStructRustBuffer
+typedef void (*UniffiForeignFutureCompleteRustBuffer)(uint64_t, UniffiForeignFutureResultRustBuffer
     );
 
 #endif
-#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_VOID
-#define UNIFFI_FFIDEF_FOREIGN_FUTURE_STRUCT_VOID
-typedef struct UniffiForeignFutureStructVoid {
+#ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_VOID
+#define UNIFFI_FFIDEF_FOREIGN_FUTURE_RESULT_VOID
+typedef struct UniffiForeignFutureResultVoid {
     RustCallStatus callStatus;
-} UniffiForeignFutureStructVoid;
+} UniffiForeignFutureResultVoid;
 
 #endif
 #ifndef UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_VOID
 #define UNIFFI_FFIDEF_FOREIGN_FUTURE_COMPLETE_VOID
-typedef void (*UniffiForeignFutureCompleteVoid)(uint64_t, UniffiForeignFutureStructVoid
+typedef void (*UniffiForeignFutureCompleteVoid)(uint64_t, UniffiForeignFutureResultVoid
+    );
+
+#endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_NATIVE_FUNCTION_METHOD0
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_NATIVE_FUNCTION_METHOD0
+typedef void (*UniffiCallbackInterfaceNativeFunctionMethod0)(uint64_t, RustBuffer, RustBuffer* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
     );
 
 #endif
@@ -265,131 +264,111 @@ typedef void (*UniffiCallbackInterfaceNativeDeallocatorMethod0)(uint64_t, void* 
     );
 
 #endif
-#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_NATIVE_FUNCTION_METHOD0
-#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_NATIVE_FUNCTION_METHOD0
-typedef void (*UniffiCallbackInterfaceNativeFunctionMethod0)(uint64_t, RustBuffer, RustBuffer* _Nonnull, 
-        RustCallStatus *_Nonnull uniffiCallStatus
-    );
+#ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_NATIVE_FUNCTION
+#define UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_NATIVE_FUNCTION
+typedef struct UniffiVTableCallbackInterfaceNativeFunction {
+    UniffiCallbackInterfaceFree _Nonnull uniffiFree;
+    UniffiCallbackInterfaceClone _Nonnull uniffiClone;
+    UniffiCallbackInterfaceNativeFunctionMethod0 _Nonnull call;
+} UniffiVTableCallbackInterfaceNativeFunction;
 
 #endif
 #ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_LOG_SINK
 #define UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_LOG_SINK
 typedef struct UniffiVTableCallbackInterfaceLogSink {
-    UniffiCallbackInterfaceLogSinkMethod0 _Nonnull log;
     UniffiCallbackInterfaceFree _Nonnull uniffiFree;
+    UniffiCallbackInterfaceClone _Nonnull uniffiClone;
+    UniffiCallbackInterfaceLogSinkMethod0 _Nonnull log;
 } UniffiVTableCallbackInterfaceLogSink;
 
 #endif
 #ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_NATIVE_DEALLOCATOR
 #define UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_NATIVE_DEALLOCATOR
 typedef struct UniffiVTableCallbackInterfaceNativeDeallocator {
-    UniffiCallbackInterfaceNativeDeallocatorMethod0 _Nonnull release;
     UniffiCallbackInterfaceFree _Nonnull uniffiFree;
+    UniffiCallbackInterfaceClone _Nonnull uniffiClone;
+    UniffiCallbackInterfaceNativeDeallocatorMethod0 _Nonnull release;
 } UniffiVTableCallbackInterfaceNativeDeallocator;
 
 #endif
-#ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_NATIVE_FUNCTION
-#define UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_NATIVE_FUNCTION
-typedef struct UniffiVTableCallbackInterfaceNativeFunction {
-    UniffiCallbackInterfaceNativeFunctionMethod0 _Nonnull call;
-    UniffiCallbackInterfaceFree _Nonnull uniffiFree;
-} UniffiVTableCallbackInterfaceNativeFunction;
-
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_LOGSINK
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_LOGSINK
-void*_Nonnull uniffi_mote_swift_fn_clone_logsink(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEMODEL
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEMODEL
+uint64_t uniffi_mote_swift_fn_clone_nativemodel(uint64_t handle, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_LOGSINK
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_LOGSINK
-void uniffi_mote_swift_fn_free_logsink(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEMODEL
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEMODEL
+void uniffi_mote_swift_fn_free_nativemodel(uint64_t handle, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_INIT_CALLBACK_VTABLE_LOGSINK
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_INIT_CALLBACK_VTABLE_LOGSINK
-void uniffi_mote_swift_fn_init_callback_vtable_logsink(const UniffiVTableCallbackInterfaceLogSink* _Nonnull vtable
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_FROM_SYSTEM_LIB
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_FROM_SYSTEM_LIB
+uint64_t uniffi_mote_swift_fn_constructor_nativemodel_from_system_lib(RustBuffer prefix, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_LOGSINK_LOG
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_LOGSINK_LOG
-void uniffi_mote_swift_fn_method_logsink_log(void*_Nonnull ptr, uint8_t level, RustBuffer target, RustBuffer message, RustCallStatus *_Nonnull out_status
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_LOAD
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_LOAD
+uint64_t uniffi_mote_swift_fn_constructor_nativemodel_load(RustBuffer path, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEACCESS
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEACCESS
-void*_Nonnull uniffi_mote_swift_fn_clone_nativeaccess(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_LOAD_WITH
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_LOAD_WITH
+uint64_t uniffi_mote_swift_fn_constructor_nativemodel_load_with(RustBuffer path, RustBuffer options, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEACCESS
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEACCESS
-void uniffi_mote_swift_fn_free_nativeaccess(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_FUNCTION_NAMES
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_FUNCTION_NAMES
+RustBuffer uniffi_mote_swift_fn_method_nativemodel_function_names(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEACCESS_ADDRESS
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEACCESS_ADDRESS
-uint64_t uniffi_mote_swift_fn_method_nativeaccess_address(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_IS_CODE_FREE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_IS_CODE_FREE
+int8_t uniffi_mote_swift_fn_method_nativemodel_is_code_free(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEACCESS_END
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEACCESS_END
-void uniffi_mote_swift_fn_method_nativeaccess_end(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_IS_KERNEL_LIBRARY
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_IS_KERNEL_LIBRARY
+int8_t uniffi_mote_swift_fn_method_nativemodel_is_kernel_library(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVECANCELTOKEN
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVECANCELTOKEN
-void*_Nonnull uniffi_mote_swift_fn_clone_nativecanceltoken(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_IS_LOADED_CODE_FREE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_IS_LOADED_CODE_FREE
+int8_t uniffi_mote_swift_fn_method_nativemodel_is_loaded_code_free(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVECANCELTOKEN
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVECANCELTOKEN
-void uniffi_mote_swift_fn_free_nativecanceltoken(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_KERNEL_PARAMETER_NAMES
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_KERNEL_PARAMETER_NAMES
+RustBuffer uniffi_mote_swift_fn_method_nativemodel_kernel_parameter_names(uint64_t ptr, RustBuffer kernel, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVECANCELTOKEN_NEW
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVECANCELTOKEN_NEW
-void*_Nonnull uniffi_mote_swift_fn_constructor_nativecanceltoken_new(RustCallStatus *_Nonnull out_status
-    
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_OUTPUTS
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_OUTPUTS
+RustBuffer uniffi_mote_swift_fn_method_nativemodel_outputs(uint64_t ptr, RustBuffer function, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVECANCELTOKEN_CANCEL
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVECANCELTOKEN_CANCEL
-void uniffi_mote_swift_fn_method_nativecanceltoken_cancel(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_PARAMETER_NAMES
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_PARAMETER_NAMES
+RustBuffer uniffi_mote_swift_fn_method_nativemodel_parameter_names(uint64_t ptr, RustBuffer function, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVECANCELTOKEN_IS_CANCELLED
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVECANCELTOKEN_IS_CANCELLED
-int8_t uniffi_mote_swift_fn_method_nativecanceltoken_is_cancelled(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_PARAMETERS
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_PARAMETERS
+RustBuffer uniffi_mote_swift_fn_method_nativemodel_parameters(uint64_t ptr, RustBuffer function, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEDEALLOCATOR
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEDEALLOCATOR
-void*_Nonnull uniffi_mote_swift_fn_clone_nativedeallocator(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEDEALLOCATOR
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEDEALLOCATOR
-void uniffi_mote_swift_fn_free_nativedeallocator(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_INIT_CALLBACK_VTABLE_NATIVEDEALLOCATOR
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_INIT_CALLBACK_VTABLE_NATIVEDEALLOCATOR
-void uniffi_mote_swift_fn_init_callback_vtable_nativedeallocator(const UniffiVTableCallbackInterfaceNativeDeallocator* _Nonnull vtable
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEDEALLOCATOR_RELEASE
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEDEALLOCATOR_RELEASE
-void uniffi_mote_swift_fn_method_nativedeallocator_release(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_PATH
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_PATH
+RustBuffer uniffi_mote_swift_fn_method_nativemodel_path(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEFUNCTION
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEFUNCTION
-void*_Nonnull uniffi_mote_swift_fn_clone_nativefunction(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+uint64_t uniffi_mote_swift_fn_clone_nativefunction(uint64_t handle, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEFUNCTION
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEFUNCTION
-void uniffi_mote_swift_fn_free_nativefunction(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+void uniffi_mote_swift_fn_free_nativefunction(uint64_t handle, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_INIT_CALLBACK_VTABLE_NATIVEFUNCTION
@@ -399,252 +378,273 @@ void uniffi_mote_swift_fn_init_callback_vtable_nativefunction(const UniffiVTable
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEFUNCTION_CALL
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEFUNCTION_CALL
-RustBuffer uniffi_mote_swift_fn_method_nativefunction_call(void*_Nonnull ptr, RustBuffer args, RustCallStatus *_Nonnull out_status
+RustBuffer uniffi_mote_swift_fn_method_nativefunction_call(uint64_t ptr, RustBuffer args, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEINTERRUPTHANDLE
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEINTERRUPTHANDLE
-void*_Nonnull uniffi_mote_swift_fn_clone_nativeinterrupthandle(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_LOGSINK
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_LOGSINK
+uint64_t uniffi_mote_swift_fn_clone_logsink(uint64_t handle, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEINTERRUPTHANDLE
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEINTERRUPTHANDLE
-void uniffi_mote_swift_fn_free_nativeinterrupthandle(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_LOGSINK
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_LOGSINK
+void uniffi_mote_swift_fn_free_logsink(uint64_t handle, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEINTERRUPTHANDLE_INTERRUPT
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEINTERRUPTHANDLE_INTERRUPT
-void uniffi_mote_swift_fn_method_nativeinterrupthandle_interrupt(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_INIT_CALLBACK_VTABLE_LOGSINK
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_INIT_CALLBACK_VTABLE_LOGSINK
+void uniffi_mote_swift_fn_init_callback_vtable_logsink(const UniffiVTableCallbackInterfaceLogSink* _Nonnull vtable
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEINTERRUPTHANDLE_IS_PENDING
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEINTERRUPTHANDLE_IS_PENDING
-int8_t uniffi_mote_swift_fn_method_nativeinterrupthandle_is_pending(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEMODEL
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEMODEL
-void*_Nonnull uniffi_mote_swift_fn_clone_nativemodel(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEMODEL
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEMODEL
-void uniffi_mote_swift_fn_free_nativemodel(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_FROM_SYSTEM_LIB
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_FROM_SYSTEM_LIB
-void*_Nonnull uniffi_mote_swift_fn_constructor_nativemodel_from_system_lib(RustBuffer prefix, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_LOAD
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_LOAD
-void*_Nonnull uniffi_mote_swift_fn_constructor_nativemodel_load(RustBuffer path, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_LOAD_WITH
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVEMODEL_LOAD_WITH
-void*_Nonnull uniffi_mote_swift_fn_constructor_nativemodel_load_with(RustBuffer path, RustBuffer options, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_FUNCTION_NAMES
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_FUNCTION_NAMES
-RustBuffer uniffi_mote_swift_fn_method_nativemodel_function_names(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_IS_CODE_FREE
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_IS_CODE_FREE
-int8_t uniffi_mote_swift_fn_method_nativemodel_is_code_free(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_IS_KERNEL_LIBRARY
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_IS_KERNEL_LIBRARY
-int8_t uniffi_mote_swift_fn_method_nativemodel_is_kernel_library(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_IS_LOADED_CODE_FREE
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_IS_LOADED_CODE_FREE
-int8_t uniffi_mote_swift_fn_method_nativemodel_is_loaded_code_free(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_KERNEL_PARAMETER_NAMES
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_KERNEL_PARAMETER_NAMES
-RustBuffer uniffi_mote_swift_fn_method_nativemodel_kernel_parameter_names(void*_Nonnull ptr, RustBuffer kernel, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_PARAMETER_NAMES
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_PARAMETER_NAMES
-RustBuffer uniffi_mote_swift_fn_method_nativemodel_parameter_names(void*_Nonnull ptr, RustBuffer function, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_PARAMETERS
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_PARAMETERS
-RustBuffer uniffi_mote_swift_fn_method_nativemodel_parameters(void*_Nonnull ptr, RustBuffer function, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_PATH
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEMODEL_PATH
-RustBuffer uniffi_mote_swift_fn_method_nativemodel_path(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_LOGSINK_LOG
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_LOGSINK_LOG
+void uniffi_mote_swift_fn_method_logsink_log(uint64_t ptr, uint8_t level, RustBuffer target, RustBuffer message, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVERPCSERVER
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVERPCSERVER
-void*_Nonnull uniffi_mote_swift_fn_clone_nativerpcserver(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+uint64_t uniffi_mote_swift_fn_clone_nativerpcserver(uint64_t handle, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVERPCSERVER
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVERPCSERVER
-void uniffi_mote_swift_fn_free_nativerpcserver(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+void uniffi_mote_swift_fn_free_nativerpcserver(uint64_t handle, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVERPCSERVER_START
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVERPCSERVER_START
-void*_Nonnull uniffi_mote_swift_fn_constructor_nativerpcserver_start(RustBuffer config, RustCallStatus *_Nonnull out_status
+uint64_t uniffi_mote_swift_fn_constructor_nativerpcserver_start(RustBuffer config, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVERPCSERVER_PORT
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVERPCSERVER_PORT
-RustBuffer uniffi_mote_swift_fn_method_nativerpcserver_port(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+RustBuffer uniffi_mote_swift_fn_method_nativerpcserver_port(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVERPCSERVER_STATE
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVERPCSERVER_STATE
-RustBuffer uniffi_mote_swift_fn_method_nativerpcserver_state(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+RustBuffer uniffi_mote_swift_fn_method_nativerpcserver_state(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVERPCSERVER_STOP
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVERPCSERVER_STOP
-void uniffi_mote_swift_fn_method_nativerpcserver_stop(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+void uniffi_mote_swift_fn_method_nativerpcserver_stop(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVECANCELTOKEN
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVECANCELTOKEN
+uint64_t uniffi_mote_swift_fn_clone_nativecanceltoken(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVECANCELTOKEN
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVECANCELTOKEN
+void uniffi_mote_swift_fn_free_nativecanceltoken(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVECANCELTOKEN_NEW
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVECANCELTOKEN_NEW
+uint64_t uniffi_mote_swift_fn_constructor_nativecanceltoken_new(RustCallStatus *_Nonnull out_status
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVECANCELTOKEN_CANCEL
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVECANCELTOKEN_CANCEL
+void uniffi_mote_swift_fn_method_nativecanceltoken_cancel(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVECANCELTOKEN_IS_CANCELLED
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVECANCELTOKEN_IS_CANCELLED
+int8_t uniffi_mote_swift_fn_method_nativecanceltoken_is_cancelled(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEINTERRUPTHANDLE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEINTERRUPTHANDLE
+uint64_t uniffi_mote_swift_fn_clone_nativeinterrupthandle(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEINTERRUPTHANDLE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEINTERRUPTHANDLE
+void uniffi_mote_swift_fn_free_nativeinterrupthandle(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEINTERRUPTHANDLE_INTERRUPT
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEINTERRUPTHANDLE_INTERRUPT
+void uniffi_mote_swift_fn_method_nativeinterrupthandle_interrupt(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEINTERRUPTHANDLE_IS_PENDING
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEINTERRUPTHANDLE_IS_PENDING
+int8_t uniffi_mote_swift_fn_method_nativeinterrupthandle_is_pending(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVESESSION
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVESESSION
-void*_Nonnull uniffi_mote_swift_fn_clone_nativesession(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+uint64_t uniffi_mote_swift_fn_clone_nativesession(uint64_t handle, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVESESSION
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVESESSION
-void uniffi_mote_swift_fn_free_nativesession(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+void uniffi_mote_swift_fn_free_nativesession(uint64_t handle, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVESESSION_NEW
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVESESSION_NEW
-void*_Nonnull uniffi_mote_swift_fn_constructor_nativesession_new(void*_Nonnull model, RustBuffer config, RustCallStatus *_Nonnull out_status
+uint64_t uniffi_mote_swift_fn_constructor_nativesession_new(uint64_t model, RustBuffer config, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_CALL_KERNEL
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_CALL_KERNEL
-void uniffi_mote_swift_fn_method_nativesession_call_kernel(void*_Nonnull ptr, RustBuffer kernel, RustBuffer args, RustCallStatus *_Nonnull out_status
+void uniffi_mote_swift_fn_method_nativesession_call_kernel(uint64_t ptr, RustBuffer kernel, RustBuffer args, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_DEVICE
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_DEVICE
-RustBuffer uniffi_mote_swift_fn_method_nativesession_device(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+RustBuffer uniffi_mote_swift_fn_method_nativesession_device(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_GET_OUTPUT
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_GET_OUTPUT
-RustBuffer uniffi_mote_swift_fn_method_nativesession_get_output(void*_Nonnull ptr, RustBuffer function, RustCallStatus *_Nonnull out_status
+RustBuffer uniffi_mote_swift_fn_method_nativesession_get_output(uint64_t ptr, RustBuffer function, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_INTERRUPT_HANDLE
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_INTERRUPT_HANDLE
-void*_Nonnull uniffi_mote_swift_fn_method_nativesession_interrupt_handle(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+uint64_t uniffi_mote_swift_fn_method_nativesession_interrupt_handle(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_INVOKE_STATEFUL
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_INVOKE_STATEFUL
-void uniffi_mote_swift_fn_method_nativesession_invoke_stateful(void*_Nonnull ptr, RustBuffer function, RustCallStatus *_Nonnull out_status
+void uniffi_mote_swift_fn_method_nativesession_invoke_stateful(uint64_t ptr, RustBuffer function, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_RUN
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_RUN
-RustBuffer uniffi_mote_swift_fn_method_nativesession_run(void*_Nonnull ptr, RustBuffer function, RustBuffer inputs, RustCallStatus *_Nonnull out_status
+RustBuffer uniffi_mote_swift_fn_method_nativesession_run(uint64_t ptr, RustBuffer function, RustBuffer inputs, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_RUN_CANCELLABLE
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_RUN_CANCELLABLE
-RustBuffer uniffi_mote_swift_fn_method_nativesession_run_cancellable(void*_Nonnull ptr, RustBuffer function, RustBuffer inputs, void*_Nonnull token, RustCallStatus *_Nonnull out_status
+RustBuffer uniffi_mote_swift_fn_method_nativesession_run_cancellable(uint64_t ptr, RustBuffer function, RustBuffer inputs, uint64_t token, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_SET_INPUT
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_SET_INPUT
-void uniffi_mote_swift_fn_method_nativesession_set_input(void*_Nonnull ptr, RustBuffer function, RustBuffer inputs, RustCallStatus *_Nonnull out_status
+void uniffi_mote_swift_fn_method_nativesession_set_input(uint64_t ptr, RustBuffer function, RustBuffer inputs, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_SET_PROFILING
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_SET_PROFILING
-void uniffi_mote_swift_fn_method_nativesession_set_profiling(void*_Nonnull ptr, int8_t on, RustCallStatus *_Nonnull out_status
+void uniffi_mote_swift_fn_method_nativesession_set_profiling(uint64_t ptr, int8_t on, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_TAKE_PROFILE
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_TAKE_PROFILE
-RustBuffer uniffi_mote_swift_fn_method_nativesession_take_profile(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+RustBuffer uniffi_mote_swift_fn_method_nativesession_take_profile(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_THREADS
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVESESSION_THREADS
-uint32_t uniffi_mote_swift_fn_method_nativesession_threads(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+uint32_t uniffi_mote_swift_fn_method_nativesession_threads(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEACCESS
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEACCESS
+uint64_t uniffi_mote_swift_fn_clone_nativeaccess(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEACCESS
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEACCESS
+void uniffi_mote_swift_fn_free_nativeaccess(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEACCESS_ADDRESS
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEACCESS_ADDRESS
+uint64_t uniffi_mote_swift_fn_method_nativeaccess_address(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEACCESS_END
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEACCESS_END
+void uniffi_mote_swift_fn_method_nativeaccess_end(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEDEALLOCATOR
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVEDEALLOCATOR
+uint64_t uniffi_mote_swift_fn_clone_nativedeallocator(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEDEALLOCATOR
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVEDEALLOCATOR
+void uniffi_mote_swift_fn_free_nativedeallocator(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_INIT_CALLBACK_VTABLE_NATIVEDEALLOCATOR
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_INIT_CALLBACK_VTABLE_NATIVEDEALLOCATOR
+void uniffi_mote_swift_fn_init_callback_vtable_nativedeallocator(const UniffiVTableCallbackInterfaceNativeDeallocator* _Nonnull vtable
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEDEALLOCATOR_RELEASE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVEDEALLOCATOR_RELEASE
+void uniffi_mote_swift_fn_method_nativedeallocator_release(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVETENSOR
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVETENSOR
-void*_Nonnull uniffi_mote_swift_fn_clone_nativetensor(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+uint64_t uniffi_mote_swift_fn_clone_nativetensor(uint64_t handle, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVETENSOR
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVETENSOR
-void uniffi_mote_swift_fn_free_nativetensor(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+void uniffi_mote_swift_fn_free_nativetensor(uint64_t handle, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVETENSOR_BORROWING
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVETENSOR_BORROWING
-void*_Nonnull uniffi_mote_swift_fn_constructor_nativetensor_borrowing(uint64_t address, uint64_t byte_len, RustBuffer shape, RustBuffer dtype, RustBuffer deallocator, RustCallStatus *_Nonnull out_status
+uint64_t uniffi_mote_swift_fn_constructor_nativetensor_borrowing(uint64_t address, uint64_t byte_len, RustBuffer shape, RustBuffer dtype, RustBuffer deallocator, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVETENSOR_FROM_BYTES
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVETENSOR_FROM_BYTES
-void*_Nonnull uniffi_mote_swift_fn_constructor_nativetensor_from_bytes(RustBuffer shape, RustBuffer dtype, RustBuffer bytes, RustCallStatus *_Nonnull out_status
+uint64_t uniffi_mote_swift_fn_constructor_nativetensor_from_bytes(RustBuffer shape, RustBuffer dtype, RustBuffer bytes, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVETENSOR_ZEROS
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVETENSOR_ZEROS
-void*_Nonnull uniffi_mote_swift_fn_constructor_nativetensor_zeros(RustBuffer shape, RustBuffer dtype, RustCallStatus *_Nonnull out_status
+uint64_t uniffi_mote_swift_fn_constructor_nativetensor_zeros(RustBuffer shape, RustBuffer dtype, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_BEGIN_READ
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_BEGIN_READ
-void*_Nonnull uniffi_mote_swift_fn_method_nativetensor_begin_read(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+uint64_t uniffi_mote_swift_fn_method_nativetensor_begin_read(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_BEGIN_WRITE
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_BEGIN_WRITE
-void*_Nonnull uniffi_mote_swift_fn_method_nativetensor_begin_write(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+uint64_t uniffi_mote_swift_fn_method_nativetensor_begin_write(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_BYTE_LEN
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_BYTE_LEN
-uint64_t uniffi_mote_swift_fn_method_nativetensor_byte_len(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+uint64_t uniffi_mote_swift_fn_method_nativetensor_byte_len(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_DEEP_COPY
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_DEEP_COPY
-void*_Nonnull uniffi_mote_swift_fn_method_nativetensor_deep_copy(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+uint64_t uniffi_mote_swift_fn_method_nativetensor_deep_copy(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_DTYPE
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_DTYPE
-RustBuffer uniffi_mote_swift_fn_method_nativetensor_dtype(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+RustBuffer uniffi_mote_swift_fn_method_nativetensor_dtype(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_SHAPE
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_SHAPE
-RustBuffer uniffi_mote_swift_fn_method_nativetensor_shape(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+RustBuffer uniffi_mote_swift_fn_method_nativetensor_shape(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_TO_BYTES
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVETENSOR_TO_BYTES
-RustBuffer uniffi_mote_swift_fn_method_nativetensor_to_bytes(void*_Nonnull ptr, RustCallStatus *_Nonnull out_status
+RustBuffer uniffi_mote_swift_fn_method_nativetensor_to_bytes(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_BACKEND_NAMES
@@ -659,19 +659,9 @@ RustBuffer uniffi_mote_swift_fn_func_error_codes(RustCallStatus *_Nonnull out_st
     
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_FUNCTION_EXISTS
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_FUNCTION_EXISTS
-int8_t uniffi_mote_swift_fn_func_function_exists(RustBuffer name, RustCallStatus *_Nonnull out_status
-);
-#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_LOAD_PLUGIN
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_LOAD_PLUGIN
 RustBuffer uniffi_mote_swift_fn_func_load_plugin(RustBuffer path, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_LOG_MESSAGE
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_LOG_MESSAGE
-void uniffi_mote_swift_fn_func_log_message(uint8_t level, RustBuffer message, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_PANIC_FOR_TEST
@@ -684,30 +674,10 @@ void uniffi_mote_swift_fn_func_panic_for_test(RustBuffer message, RustCallStatus
 void uniffi_mote_swift_fn_func_raise_for_test(uint32_t code, RustBuffer message, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_READ_NPZ
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_READ_NPZ
-RustBuffer uniffi_mote_swift_fn_func_read_npz(RustBuffer path, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_REGISTER_FUNCTION
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_REGISTER_FUNCTION
-void uniffi_mote_swift_fn_func_register_function(RustBuffer name, void*_Nonnull function, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_SET_LOG_SINK
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_SET_LOG_SINK
-void uniffi_mote_swift_fn_func_set_log_sink(RustBuffer sink, uint8_t level, RustCallStatus *_Nonnull out_status
-);
-#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_SYSTEM_LIB_PREFIXES
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_SYSTEM_LIB_PREFIXES
 RustBuffer uniffi_mote_swift_fn_func_system_lib_prefixes(RustCallStatus *_Nonnull out_status
     
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_UNREGISTER_FUNCTION
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_UNREGISTER_FUNCTION
-int8_t uniffi_mote_swift_fn_func_unregister_function(RustBuffer name, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_VERSION
@@ -719,6 +689,36 @@ RustBuffer uniffi_mote_swift_fn_func_version(RustCallStatus *_Nonnull out_status
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_WRITE_ENDLESS_LOOP_FOR_TEST
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_WRITE_ENDLESS_LOOP_FOR_TEST
 void uniffi_mote_swift_fn_func_write_endless_loop_for_test(RustBuffer path, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_FUNCTION_EXISTS
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_FUNCTION_EXISTS
+int8_t uniffi_mote_swift_fn_func_function_exists(RustBuffer name, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_REGISTER_FUNCTION
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_REGISTER_FUNCTION
+void uniffi_mote_swift_fn_func_register_function(RustBuffer name, uint64_t function, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_UNREGISTER_FUNCTION
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_UNREGISTER_FUNCTION
+int8_t uniffi_mote_swift_fn_func_unregister_function(RustBuffer name, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_LOG_MESSAGE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_LOG_MESSAGE
+void uniffi_mote_swift_fn_func_log_message(uint8_t level, RustBuffer message, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_SET_LOG_SINK
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_SET_LOG_SINK
+void uniffi_mote_swift_fn_func_set_log_sink(RustBuffer sink, uint8_t level, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_READ_NPZ
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_READ_NPZ
+RustBuffer uniffi_mote_swift_fn_func_read_npz(RustBuffer path, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_FFI_MOTE_SWIFT_RUSTBUFFER_ALLOC
@@ -941,26 +941,6 @@ void ffi_mote_swift_rust_future_free_f64(uint64_t handle
 double ffi_mote_swift_rust_future_complete_f64(uint64_t handle, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_FFI_MOTE_SWIFT_RUST_FUTURE_POLL_POINTER
-#define UNIFFI_FFIDEF_FFI_MOTE_SWIFT_RUST_FUTURE_POLL_POINTER
-void ffi_mote_swift_rust_future_poll_pointer(uint64_t handle, UniffiRustFutureContinuationCallback _Nonnull callback, uint64_t callback_data
-);
-#endif
-#ifndef UNIFFI_FFIDEF_FFI_MOTE_SWIFT_RUST_FUTURE_CANCEL_POINTER
-#define UNIFFI_FFIDEF_FFI_MOTE_SWIFT_RUST_FUTURE_CANCEL_POINTER
-void ffi_mote_swift_rust_future_cancel_pointer(uint64_t handle
-);
-#endif
-#ifndef UNIFFI_FFIDEF_FFI_MOTE_SWIFT_RUST_FUTURE_FREE_POINTER
-#define UNIFFI_FFIDEF_FFI_MOTE_SWIFT_RUST_FUTURE_FREE_POINTER
-void ffi_mote_swift_rust_future_free_pointer(uint64_t handle
-);
-#endif
-#ifndef UNIFFI_FFIDEF_FFI_MOTE_SWIFT_RUST_FUTURE_COMPLETE_POINTER
-#define UNIFFI_FFIDEF_FFI_MOTE_SWIFT_RUST_FUTURE_COMPLETE_POINTER
-void*_Nonnull ffi_mote_swift_rust_future_complete_pointer(uint64_t handle, RustCallStatus *_Nonnull out_status
-);
-#endif
 #ifndef UNIFFI_FFIDEF_FFI_MOTE_SWIFT_RUST_FUTURE_POLL_RUST_BUFFER
 #define UNIFFI_FFIDEF_FFI_MOTE_SWIFT_RUST_FUTURE_POLL_RUST_BUFFER
 void ffi_mote_swift_rust_future_poll_rust_buffer(uint64_t handle, UniffiRustFutureContinuationCallback _Nonnull callback, uint64_t callback_data
@@ -1013,21 +993,9 @@ uint16_t uniffi_mote_swift_checksum_func_error_codes(void
     
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_FUNCTION_EXISTS
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_FUNCTION_EXISTS
-uint16_t uniffi_mote_swift_checksum_func_function_exists(void
-    
-);
-#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_LOAD_PLUGIN
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_LOAD_PLUGIN
 uint16_t uniffi_mote_swift_checksum_func_load_plugin(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_LOG_MESSAGE
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_LOG_MESSAGE
-uint16_t uniffi_mote_swift_checksum_func_log_message(void
     
 );
 #endif
@@ -1043,33 +1011,9 @@ uint16_t uniffi_mote_swift_checksum_func_raise_for_test(void
     
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_READ_NPZ
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_READ_NPZ
-uint16_t uniffi_mote_swift_checksum_func_read_npz(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_REGISTER_FUNCTION
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_REGISTER_FUNCTION
-uint16_t uniffi_mote_swift_checksum_func_register_function(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_SET_LOG_SINK
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_SET_LOG_SINK
-uint16_t uniffi_mote_swift_checksum_func_set_log_sink(void
-    
-);
-#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_SYSTEM_LIB_PREFIXES
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_SYSTEM_LIB_PREFIXES
 uint16_t uniffi_mote_swift_checksum_func_system_lib_prefixes(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_UNREGISTER_FUNCTION
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_UNREGISTER_FUNCTION
-uint16_t uniffi_mote_swift_checksum_func_unregister_function(void
     
 );
 #endif
@@ -1085,57 +1029,39 @@ uint16_t uniffi_mote_swift_checksum_func_write_endless_loop_for_test(void
     
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_LOGSINK_LOG
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_LOGSINK_LOG
-uint16_t uniffi_mote_swift_checksum_method_logsink_log(void
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_FUNCTION_EXISTS
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_FUNCTION_EXISTS
+uint16_t uniffi_mote_swift_checksum_func_function_exists(void
     
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEACCESS_ADDRESS
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEACCESS_ADDRESS
-uint16_t uniffi_mote_swift_checksum_method_nativeaccess_address(void
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_REGISTER_FUNCTION
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_REGISTER_FUNCTION
+uint16_t uniffi_mote_swift_checksum_func_register_function(void
     
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEACCESS_END
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEACCESS_END
-uint16_t uniffi_mote_swift_checksum_method_nativeaccess_end(void
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_UNREGISTER_FUNCTION
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_UNREGISTER_FUNCTION
+uint16_t uniffi_mote_swift_checksum_func_unregister_function(void
     
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVECANCELTOKEN_CANCEL
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVECANCELTOKEN_CANCEL
-uint16_t uniffi_mote_swift_checksum_method_nativecanceltoken_cancel(void
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_LOG_MESSAGE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_LOG_MESSAGE
+uint16_t uniffi_mote_swift_checksum_func_log_message(void
     
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVECANCELTOKEN_IS_CANCELLED
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVECANCELTOKEN_IS_CANCELLED
-uint16_t uniffi_mote_swift_checksum_method_nativecanceltoken_is_cancelled(void
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_SET_LOG_SINK
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_SET_LOG_SINK
+uint16_t uniffi_mote_swift_checksum_func_set_log_sink(void
     
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEDEALLOCATOR_RELEASE
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEDEALLOCATOR_RELEASE
-uint16_t uniffi_mote_swift_checksum_method_nativedeallocator_release(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEFUNCTION_CALL
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEFUNCTION_CALL
-uint16_t uniffi_mote_swift_checksum_method_nativefunction_call(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEINTERRUPTHANDLE_INTERRUPT
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEINTERRUPTHANDLE_INTERRUPT
-uint16_t uniffi_mote_swift_checksum_method_nativeinterrupthandle_interrupt(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEINTERRUPTHANDLE_IS_PENDING
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEINTERRUPTHANDLE_IS_PENDING
-uint16_t uniffi_mote_swift_checksum_method_nativeinterrupthandle_is_pending(void
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_READ_NPZ
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_READ_NPZ
+uint16_t uniffi_mote_swift_checksum_func_read_npz(void
     
 );
 #endif
@@ -1169,6 +1095,12 @@ uint16_t uniffi_mote_swift_checksum_method_nativemodel_kernel_parameter_names(vo
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEMODEL_OUTPUTS
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEMODEL_OUTPUTS
+uint16_t uniffi_mote_swift_checksum_method_nativemodel_outputs(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEMODEL_PARAMETER_NAMES
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEMODEL_PARAMETER_NAMES
 uint16_t uniffi_mote_swift_checksum_method_nativemodel_parameter_names(void
@@ -1187,6 +1119,18 @@ uint16_t uniffi_mote_swift_checksum_method_nativemodel_path(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEFUNCTION_CALL
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEFUNCTION_CALL
+uint16_t uniffi_mote_swift_checksum_method_nativefunction_call(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_LOGSINK_LOG
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_LOGSINK_LOG
+uint16_t uniffi_mote_swift_checksum_method_logsink_log(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVERPCSERVER_PORT
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVERPCSERVER_PORT
 uint16_t uniffi_mote_swift_checksum_method_nativerpcserver_port(void
@@ -1202,6 +1146,30 @@ uint16_t uniffi_mote_swift_checksum_method_nativerpcserver_state(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVERPCSERVER_STOP
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVERPCSERVER_STOP
 uint16_t uniffi_mote_swift_checksum_method_nativerpcserver_stop(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVECANCELTOKEN_CANCEL
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVECANCELTOKEN_CANCEL
+uint16_t uniffi_mote_swift_checksum_method_nativecanceltoken_cancel(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVECANCELTOKEN_IS_CANCELLED
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVECANCELTOKEN_IS_CANCELLED
+uint16_t uniffi_mote_swift_checksum_method_nativecanceltoken_is_cancelled(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEINTERRUPTHANDLE_INTERRUPT
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEINTERRUPTHANDLE_INTERRUPT
+uint16_t uniffi_mote_swift_checksum_method_nativeinterrupthandle_interrupt(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEINTERRUPTHANDLE_IS_PENDING
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEINTERRUPTHANDLE_IS_PENDING
+uint16_t uniffi_mote_swift_checksum_method_nativeinterrupthandle_is_pending(void
     
 );
 #endif
@@ -1271,6 +1239,24 @@ uint16_t uniffi_mote_swift_checksum_method_nativesession_threads(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEACCESS_ADDRESS
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEACCESS_ADDRESS
+uint16_t uniffi_mote_swift_checksum_method_nativeaccess_address(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEACCESS_END
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEACCESS_END
+uint16_t uniffi_mote_swift_checksum_method_nativeaccess_end(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEDEALLOCATOR_RELEASE
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVEDEALLOCATOR_RELEASE
+uint16_t uniffi_mote_swift_checksum_method_nativedeallocator_release(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVETENSOR_BEGIN_READ
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVETENSOR_BEGIN_READ
 uint16_t uniffi_mote_swift_checksum_method_nativetensor_begin_read(void
@@ -1313,12 +1299,6 @@ uint16_t uniffi_mote_swift_checksum_method_nativetensor_to_bytes(void
     
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVECANCELTOKEN_NEW
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVECANCELTOKEN_NEW
-uint16_t uniffi_mote_swift_checksum_constructor_nativecanceltoken_new(void
-    
-);
-#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVEMODEL_FROM_SYSTEM_LIB
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVEMODEL_FROM_SYSTEM_LIB
 uint16_t uniffi_mote_swift_checksum_constructor_nativemodel_from_system_lib(void
@@ -1340,6 +1320,12 @@ uint16_t uniffi_mote_swift_checksum_constructor_nativemodel_load_with(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVERPCSERVER_START
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVERPCSERVER_START
 uint16_t uniffi_mote_swift_checksum_constructor_nativerpcserver_start(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVECANCELTOKEN_NEW
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVECANCELTOKEN_NEW
+uint16_t uniffi_mote_swift_checksum_constructor_nativecanceltoken_new(void
     
 );
 #endif
