@@ -11,19 +11,20 @@ let package = Package(
         .library(name: "RPCAppCore", targets: ["RPCAppCore"]),
     ],
     dependencies: [
-        // A path dependency: Mote's Package.swift links libmote_swift with unsafeFlags on
-        // Linux, which SwiftPM accepts from local packages only.
-        .package(path: "../bindings-swift"),
+        // A path dependency on the repository root (Mote's Package.swift): on Linux it links
+        // libmote_swift with unsafeFlags, which SwiftPM accepts from local packages only. An
+        // app outside this repository names it by URL instead (docs/swiftpm.md).
+        .package(name: "Mote", path: ".."),
     ],
     targets: [
         .target(
             name: "RPCAppCore",
-            dependencies: [.product(name: "Mote", package: "bindings-swift")],
+            dependencies: [.product(name: "Mote", package: "Mote")],
             path: "Sources/RPCAppCore"
         ),
         .testTarget(
             name: "RPCAppCoreTests",
-            dependencies: ["RPCAppCore", .product(name: "Mote", package: "bindings-swift")],
+            dependencies: ["RPCAppCore", .product(name: "Mote", package: "Mote")],
             path: "Tests/RPCAppCoreTests"
         ),
     ]

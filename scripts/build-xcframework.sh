@@ -3,32 +3,77 @@
 #
 #   scripts/build-xcframework.sh [--check-only]
 #
-# 1. In the trixie chroot (scripts/in-trixie.sh), with trixie's Rust 1.85 and -Zbuild-std
-#    (RUSTC_BOOTSTRAP=1), builds the static library of $CRATE (mote-swift with its c-abi
-#    feature: the uniffi bridge and the C ABI in one library) in the `mobile` profile (release
-#    with one codegen unit) for
-#    aarch64-apple-ios, aarch64-apple-ios-sim and aarch64-apple-darwin. The cargo target folder
-#    is $MOTE_CACHE/target-apple, kept between runs (cargo decides what is stale), because
-#    building the standard library three times is the expensive part.
-#    Deployment targets: iOS 14.0 and macOS 11.0, the first releases with BNNS's filter API that
-#    the bnns backend uses (docs/bnns.md).
-# 2. Writes target/apple/Mote.xcframework: Info.plist (written here with Python's plistlib: no
-#    xcodebuild on this machine), one folder per slice (ios-arm64, ios-arm64-simulator,
-#    macos-arm64) with libmote.a and Headers/: mote.h (the C ABI, module MoteC), moteFFI.h
-#    (the uniffi bridge, module moteFFI) and one module map for both.
-# 3. Zips it deterministically to target/apple/Mote.xcframework.zip and writes the SHA-256 that
-#    SwiftPM's binary target wants (`swift package compute-checksum` is the SHA-256 of the zip)
-#    to Mote.xcframework.zip.sha256.
-# 4. Checks every slice with scripts/lib/macho_check.py: every object is arm64 Mach-O with the
-#    slice's platform and minimum OS in LC_BUILD_VERSION; the C ABI, the uniffi scaffolding,
-#    the error symbol, the kernel services and the system-library registration are exported,
-#    and the exported mote_/TVMFFI/TVMBackend symbols are exactly ffi/abi/symbols.txt (the
-#    C ABI baseline scripts/test-ffi.sh checks libmote.so against); BNNS is referenced (so the Accelerate framework
-#    must be linked: Package.swift says so). The Info.plist is read back and compared.
+# Two routes, one script; they differ only in the small functions under "Routes" below.
+# - Linux (what CI runs): everything Apple-specific runs in the trixie chroot
+#   (scripts/in-trixie.sh, root): trixie's Rust 1.85 builds the standard library from source
+#   (-Zbuild-std, RUSTC_BOOTSTRAP=1), LLVM 19's llvm-nm/llvm-objcopy/llvm-lipo/ld64.lld and
+#   Swift 6.0.3 do the rest.
+# - macOS (uname Darwin; never run so far): the host's rustup toolchain with its prebuilt
+#   standard libraries, no root, no chroot. Prerequisites, checked but never installed here:
+#     rustup target add aarch64-apple-ios aarch64-apple-ios-sim x86_64-apple-ios aarch64-apple-darwin
+#     rustup component add llvm-tools     (llvm-nm and llvm-objcopy)
+#   plus Xcode with the iOS SDK (rustc links mote-ffi's unused cdylib for every target; lipo,
+#   ld and swiftc come with it) and python3 (Xcode's command-line tools have it).
 #
-# --check-only: skip steps 1-3 and check an existing target/apple.
-# Ends with "xcframework checks: N passed, M failed". Nothing here links or runs the library:
-# there is no Apple SDK on this machine (README, "Apple").
+# 1. Builds the static library of $CRATE (mote-swift with its c-abi feature: the uniffi bridge
+#    and the C ABI in one library) in the `mobile` profile (release with one codegen unit) for
+#    aarch64-apple-ios, aarch64-apple-ios-sim, x86_64-apple-ios (the simulator on Intel Macs;
+#    without the cpu backend's avx512 level, which Rust 1.85 cannot build) and
+#    aarch64-apple-darwin, printing each one's build time. The cargo target folder is
+#    $MOTE_CACHE/target-apple, kept between runs (cargo decides what is stale), because building
+#    the standard library four times is the expensive part; runs that share it take turns
+#    (flock on $MOTE_CACHE/target-apple.lock, where flock exists). Deployment targets: iOS
+#    14.0 and macOS 11.0, the first releases with BNNS's filter API that the bnns backend uses
+#    (docs/bnns.md). Also builds scripts/apple/second-rust (a tiny Rust static library of ours)
+#    for aarch64-apple-ios, for the link check below.
+# 2. Renames the Rust runtime in every archive (docs/apple.md, "Two Rust static libraries in one
+#    app"): each defined external symbol outside Mote's public surface (_mote_, _TVMFFI,
+#    _TVMBackend, _uniffi_mote_swift, _ffi_mote_swift) becomes _MoteRT + its name, definitions
+#    and references alike (llvm-objcopy --redefine-syms, which also rewrites the archive index),
+#    so that the std, allocator shim, panic runtime and compiler-builtins of another Rust static
+#    library in the same app no longer collide with Mote's. The map per target, sorted, is kept
+#    in target/apple/symbol-maps/<triple>.txt (a crash log's `_MoteRT__ZN...` is `__ZN...`).
+# 3. Writes target/apple/Mote.xcframework: Info.plist (written here with Python's plistlib on
+#    both routes, never by xcodebuild -create-xcframework: one code path), one folder per slice
+#    (ios-arm64, ios-arm64_x86_64-simulator: a fat archive of arm64 and x86_64 made with
+#    lipo -create, macos-arm64) with libmote.a and Headers/Mote/: mote.h (the C ABI, module
+#    MoteC), moteFFI.h (the uniffi bridge, module moteFFI) and one module map for both; nothing
+#    else directly in Headers/, so that the headers of two frameworks copied into one include
+#    folder do not overwrite each other. Zips it deterministically to
+#    target/apple/Mote.xcframework.zip with the SHA-256 that SwiftPM's binary target wants
+#    (`swift package compute-checksum` is the SHA-256 of the zip) in Mote.xcframework.zip.sha256,
+#    and copies the framework to bindings-swift/Mote.xcframework (Package.swift's binary target).
+#    No privacy manifest in the framework: Apple wants PrivacyInfo.xcprivacy in the bundle that
+#    ships the code, and the Swift package carries it as a resource of its target.
+# 4. Checks (also alone with --check-only, on an existing target/apple):
+#    - the Info.plist read back: three slices, identifiers, platforms, the simulator variant,
+#      architectures (arm64; arm64 and x86_64 for the simulator), libmote.a, Headers;
+#    - the zip's SHA-256 against the .sha256 file;
+#    - per slice, Headers/ holds only Mote/, and Mote/ exactly mote.h, moteFFI.h and
+#      module.modulemap;
+#    - per slice, scripts/lib/macho_check.py, for every architecture of the (fat or thin)
+#      archive: every object a 64-bit Mach-O of that CPU type with the slice's platform and
+#      minimum OS in LC_BUILD_VERSION; the C ABI, the uniffi scaffolding (every function
+#      moteFFI.h declares), the error symbol, the kernel services and the system-library
+#      registration exported, and the exported mote_/TVMFFI/TVMBackend symbols exactly
+#      ffi/abi/symbols.txt (the C ABI baseline scripts/test-ffi.sh checks libmote.so against);
+#      BNNS referenced (so the Accelerate framework must be linked: Package.swift says so);
+#    - per slice, the renaming: no exported symbol outside the public prefixes and _MoteRT, no
+#      undefined reference left to a renamed name (on cargo's unrenamed archive the first fails:
+#      3655 symbols outside on aarch64-apple-ios, 2026-11-27);
+#    - per slice, `swiftc -typecheck -I <slice>/Headers` of a file that imports MoteC and moteFFI
+#      and names a declaration of each: Swift finds both module maps in Headers/Mote/;
+#    - the ios-arm64 archive and second-rust's linked into one dylib by ld64.lld -all_load
+#      (every member; -undefined dynamic_lookup because there is no SDK and no libSystem here):
+#      links without a duplicate symbol, while cargo's unrenamed archive does not (the duplicate
+#      symbols are counted: 1600 on 2026-11-27), and the dylib exports _mote_model_load and
+#      _second_rust_probe; linked by need instead (no -all_load, as an app's linker does by
+#      default) the dylib holds both runtimes, _MoteRT___rust_alloc beside ___rust_alloc.
+#      (Cargo's unrenamed archive links by need too, silently: one runtime for both libraries.)
+#
+# Ends with "xcframework checks: N passed, M failed" (non-zero exit on a failure). Nothing here
+# runs the library, and Apple's linker and Xcode were never used on the output: there is no
+# Apple SDK on this machine (README, "Apple"; docs/apple.md).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -42,6 +87,7 @@ MOTE_CACHE=$(cd "$MOTE_CACHE" && pwd -P)
 CRATE=${MOTE_XCFRAMEWORK_CRATE:-mote-swift}
 FEATURES=${MOTE_XCFRAMEWORK_FEATURES:-c-abi}
 LIBFILE=lib${CRATE//-/_}.a
+PROFILE=mobile
 IOS_MIN=14.0
 MACOS_MIN=11.0
 OUT=$ROOT/target/apple
@@ -50,66 +96,230 @@ FW=$OUT/Mote.xcframework
 # a local binary target inside the package folder.
 PKG_FW=$ROOT/bindings-swift/Mote.xcframework
 TARGET_DIR=$MOTE_CACHE/target-apple
+# The second Rust static library of the link check, and the target both are linked for.
+SECOND=$HERE/apple/second-rust
+LINK_TRIPLE=aarch64-apple-ios
+LINK=$OUT/link-test
 
-# slice id | rust target | platform for macho_check | minimum OS
+# Mote's public surface, as C names: what apps and the Swift package call. Everything else the
+# archive defines is renamed to $RENAMED + its Mach-O name.
+PUBLIC=(mote_ TVMFFI TVMBackend uniffi_mote_swift ffi_mote_swift)
+RENAMED=MoteRT
+
+# slice id | rust targets (one per architecture, in the order of the next field) |
+# architectures | platform for macho_check | minimum OS
 SLICES=(
-  "ios-arm64|aarch64-apple-ios|ios|$IOS_MIN"
-  "ios-arm64-simulator|aarch64-apple-ios-sim|ios-simulator|$IOS_MIN"
-  "macos-arm64|aarch64-apple-darwin|macos|$MACOS_MIN"
+  "ios-arm64|aarch64-apple-ios|arm64|ios|$IOS_MIN"
+  "ios-arm64_x86_64-simulator|aarch64-apple-ios-sim x86_64-apple-ios|arm64,x86_64|ios-simulator|$IOS_MIN"
+  "macos-arm64|aarch64-apple-darwin|arm64|macos|$MACOS_MIN"
 )
+TRIPLES=(aarch64-apple-ios aarch64-apple-ios-sim x86_64-apple-ios aarch64-apple-darwin)
 
 PY=${MOTE_PYTHON:-python3}
 
+# ---------------------------------------------------------------------------------------------
+# Routes: the only places where Linux (trixie chroot) and macOS (host rustup) differ.
+
+if [ "$(uname -s)" = Darwin ]; then ROUTE=mac; else ROUTE=chroot; fi
+
+# run CMD [ARGS...]: a build tool, in the chroot on Linux, directly on macOS. Paths given to it
+# are the same inside and outside (in-trixie.sh binds the project, $MOTE_CACHE and /tmp).
+run() {
+  if [ "$ROUTE" = chroot ]; then "$HERE/in-trixie.sh" "$@"; else "$@"; fi
+}
+
+# Sets NM, OBJCOPY, LIPO, SWIFTC and LD64 (an array: the linker and its own flags), after
+# checking the route's prerequisites; never installs anything.
+setup_tools() {
+  if [ "$ROUTE" = chroot ]; then
+    "$HERE/trixie.sh" >/dev/null
+    NM=llvm-nm-19 OBJCOPY=llvm-objcopy-19 LIPO=llvm-lipo-19 SWIFTC=swiftc
+    # lld stops after 20 errors unless told otherwise: the unrenamed link's count wants them all.
+    LD64=(ld64.lld-19 --error-limit=0)
+    return
+  fi
+  local t installed missing="" host bin
+  for t in rustup rustc cargo "$PY"; do
+    command -v "$t" >/dev/null || { echo "build-xcframework: $t not found (rustup: https://rustup.rs)" >&2; exit 1; }
+  done
+  installed=$(rustup target list --installed)
+  for t in "${TRIPLES[@]}"; do
+    grep -qx "$t" <<<"$installed" || missing="$missing $t"
+  done
+  if [ -n "$missing" ]; then
+    echo "build-xcframework: Rust targets missing; run: rustup target add$missing" >&2
+    exit 1
+  fi
+  host=$(rustc -vV | sed -n 's/^host: //p')
+  bin="$(rustc --print sysroot)/lib/rustlib/$host/bin"
+  NM=$bin/llvm-nm OBJCOPY=$bin/llvm-objcopy
+  if [ ! -x "$NM" ] || [ ! -x "$OBJCOPY" ]; then
+    echo "build-xcframework: no llvm-nm/llvm-objcopy in $bin; run: rustup component add llvm-tools" >&2
+    exit 1
+  fi
+  if command -v lipo >/dev/null; then LIPO=lipo
+  elif [ -x "$bin/llvm-lipo" ]; then LIPO=$bin/llvm-lipo
+  else echo "build-xcframework: no lipo; install Xcode's command-line tools (xcode-select --install)" >&2; exit 1
+  fi
+  command -v swiftc >/dev/null || { echo "build-xcframework: no swiftc; install Xcode" >&2; exit 1; }
+  SWIFTC=swiftc
+  # LLVM's ld64.lld when installed (the linker the Linux route uses), else Apple's ld.
+  if command -v ld64.lld >/dev/null; then LD64=(ld64.lld --error-limit=0); else LD64=(ld); fi
+}
+
+# cargo_apple TRIPLE CARGO-ARGS...: cargo for an Apple target with the deployment targets set.
+cargo_apple() {
+  local triple=$1 v
+  shift
+  if [ "$ROUTE" = mac ]; then
+    env CARGO_TARGET_DIR="$TARGET_DIR" \
+      IPHONEOS_DEPLOYMENT_TARGET=$IOS_MIN MACOSX_DEPLOYMENT_TARGET=$MACOS_MIN \
+      cargo "$@" --target "$triple" >&2
+    return
+  fi
+  # Cargo builds every crate type a dependency declares, so mote-ffi's cdylib is linked too
+  # (nothing uses it: its code is in the static library through the rlib). That link needs
+  # Apple's SDK and linker, which are not here: rustc gets an empty folder as SDKROOT and
+  # `true` as the linker, so the unused dylib is simply not written. The static library
+  # itself is never linked. The standard library is built from source without its `backtrace`
+  # feature, as for Android (docs/footprint.md): panics are still caught and reported.
+  v=$(echo "$triple" | tr 'a-z-' 'A-Z_')
+  mkdir -p "$TARGET_DIR/no-sdk"
+  run env RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$TARGET_DIR" \
+    SDKROOT="$TARGET_DIR/no-sdk" "CARGO_TARGET_${v}_LINKER=true" \
+    IPHONEOS_DEPLOYMENT_TARGET=$IOS_MIN MACOSX_DEPLOYMENT_TARGET=$MACOS_MIN \
+    cargo "$@" -Zbuild-std=std,panic_abort \
+    -Zbuild-std-features=panic-unwind,std_detect_file_io,std_detect_dlsym_getauxval \
+    --target "$triple" >&2
+}
+
+# ---------------------------------------------------------------------------------------------
+# Shared steps.
+
+# build_mote TRIPLE: Mote's static library, $TARGET_DIR/TRIPLE/$PROFILE/$LIBFILE.
+build_mote() {
+  local features=(--features "$FEATURES")
+  # x86_64 only runs in the simulator (development on Intel Macs): without the avx512 level,
+  # which Rust 1.85 cannot build (runtime/Cargo.toml); the same on both routes.
+  case $1 in x86_64-*) features=(--no-default-features "${features[@]}") ;; esac
+  cargo_apple "$1" rustc --locked --profile "$PROFILE" -p "$CRATE" "${features[@]}" \
+    --lib --crate-type staticlib
+}
+
+# rename_runtime IN.a MAP OUT.a: writes the sorted map (old name, new name) of every defined
+# external symbol outside the public surface, then OUT.a with those names replaced everywhere.
+rename_runtime() {
+  local keep
+  keep="^_($(IFS='|'; echo "${PUBLIC[*]}"))"
+  # -j prints one name a line, and a "file(member):" line before each member's names; members
+  # without symbols make llvm-nm say so on stderr, which is kept out of the log unless it fails.
+  if ! run "$NM" --defined-only --extern-only -j "$1" >"$2.names" 2>"$2.err"; then
+    cat "$2.err" >&2
+    exit 1
+  fi
+  awk -v keep="$keep" -v p="_$RENAMED" 'NF == 1 && $1 !~ /:$/ && $1 !~ keep { print $1, p $1 }' \
+    "$2.names" | LC_ALL=C sort -u >"$2"
+  rm -f "$2.names" "$2.err"
+  run "$OBJCOPY" --redefine-syms="$2" "$1" "$3"
+}
+
+# link_pair all|lazy MOTE.a OUT.dylib LOG: links MOTE.a and second-rust's archive into one
+# dylib for arm64 iOS; the linker's exit status. `all`: -all_load, every member of both archives
+# (the strictest case, as with -all_load or -force_load in an app). `lazy`: members only as
+# they are needed, from Mote's and second-rust's entry points, as an app's linker takes them by
+# default. -undefined dynamic_lookup leaves the system's functions unresolved, as there is no
+# SDK (no libSystem, no Accelerate) here.
+link_pair() {
+  local load=(-all_load)
+  [ "$1" = all ] || load=(-u _mote_model_load -u _second_rust_probe)
+  run "${LD64[@]}" -arch arm64 -platform_version ios "$IOS_MIN" "$IOS_MIN" -dylib \
+    -undefined dynamic_lookup "${load[@]}" -o "$3" "$2" "$LINK/libsecond.a" >"$4" 2>&1
+}
+
+# duplicates LOG: the distinct names of the duplicate symbols a link reported, one a line
+# (ld64.lld: "duplicate symbol: NAME"; Apple's ld: "duplicate symbol 'NAME' in:").
+duplicates() {
+  sed -n -e 's/.*duplicate symbol: \([^ ]*\).*/\1/p' -e "s/.*duplicate symbol '\\([^']*\\)'.*/\\1/p" "$1" |
+    LC_ALL=C sort -u
+}
+
+# listing DIR: the names in DIR, dot files too, sorted and each followed by a space; nothing
+# when there is no DIR.
+listing() {
+  [ -d "$1" ] || return 0
+  (cd "$1" && find . -mindepth 1 -maxdepth 1 | sed 's|^\./||' | LC_ALL=C sort | tr '\n' ' ')
+}
+
+setup_tools
+
+# One run at a time per cargo target folder: runs from other checkouts (CI's clone on the same
+# machine) share $TARGET_DIR, and each run renames the archive cargo left there after its own
+# build. flock is util-linux's (not on macOS, where the folder is the developer's own).
+if command -v flock >/dev/null; then
+  exec 9>"$TARGET_DIR.lock"
+  if ! flock -n 9; then
+    echo "build-xcframework: waiting for another run holding $TARGET_DIR.lock" >&2
+    flock 9
+  fi
+fi
+
 if [ "${1:-}" != "--check-only" ]; then
-  "$HERE/trixie.sh" >/dev/null
-  for s in "${SLICES[@]}"; do
-    IFS='|' read -r id triple _platform _min <<<"$s"
+  for triple in "${TRIPLES[@]}"; do
     echo "=== build-xcframework: $triple ===" >&2
     start=$(date +%s)
-    # Cargo builds every crate type a dependency declares, so mote-ffi's cdylib is linked too
-    # (nothing uses it: its code is in the static library through the rlib). That link needs
-    # Apple's SDK and linker, which are not here: rustc gets an empty folder as SDKROOT and
-    # `true` as the linker, so the unused dylib is simply not written. The static library
-    # itself is never linked. The standard library is built without its `backtrace` feature,
-    # as for Android (docs/footprint.md): panics are still caught and reported.
-    v=$(echo "$triple" | tr 'a-z-' 'A-Z_')
-    mkdir -p "$TARGET_DIR/no-sdk"
-    "$HERE/in-trixie.sh" env RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$TARGET_DIR" \
-      SDKROOT="$TARGET_DIR/no-sdk" "CARGO_TARGET_${v}_LINKER=true" \
-      IPHONEOS_DEPLOYMENT_TARGET=$IOS_MIN MACOSX_DEPLOYMENT_TARGET=$MACOS_MIN \
-      cargo rustc --locked -Zbuild-std=std,panic_abort \
-      -Zbuild-std-features=panic-unwind,std_detect_file_io,std_detect_dlsym_getauxval \
-      --profile mobile --target "$triple" \
-      -p "$CRATE" --features "$FEATURES" --lib --crate-type staticlib >&2
+    build_mote "$triple"
     echo "build-xcframework: $triple built in $(( $(date +%s) - start )) s" >&2
   done
+  echo "=== build-xcframework: second-rust for $LINK_TRIPLE ===" >&2
+  start=$(date +%s)
+  cargo_apple "$LINK_TRIPLE" build --locked --manifest-path "$SECOND/Cargo.toml" --profile "$PROFILE"
+  echo "build-xcframework: second-rust built in $(( $(date +%s) - start )) s" >&2
 
-  rm -rf "$FW" "$OUT/Mote.xcframework.zip" "$OUT/Mote.xcframework.zip.sha256"
-  mkdir -p "$FW"
+  rm -rf "$FW" "$OUT/Mote.xcframework.zip" "$OUT/Mote.xcframework.zip.sha256" \
+    "$OUT/renamed" "$OUT/symbol-maps" "$LINK"
+  mkdir -p "$FW" "$OUT/symbol-maps" "$LINK"
+  for triple in "${TRIPLES[@]}"; do
+    mkdir -p "$OUT/renamed/$triple"
+    rename_runtime "$TARGET_DIR/$triple/$PROFILE/$LIBFILE" "$OUT/symbol-maps/$triple.txt" \
+      "$OUT/renamed/$triple/libmote.a"
+    echo "build-xcframework: $triple: $(wc -l <"$OUT/symbol-maps/$triple.txt" | tr -d ' ') symbols renamed to _$RENAMED..." >&2
+  done
+  # The link check's inputs: cargo's archive as it was before the renaming, and second-rust's.
+  cp "$TARGET_DIR/$LINK_TRIPLE/$PROFILE/$LIBFILE" "$LINK/libmote-unrenamed.a"
+  cp "$TARGET_DIR/$LINK_TRIPLE/$PROFILE/libsecond_rust.a" "$LINK/libsecond.a"
+
   for s in "${SLICES[@]}"; do
-    IFS='|' read -r id triple _platform _min <<<"$s"
-    mkdir -p "$FW/$id/Headers"
-    cp "$TARGET_DIR/$triple/mobile/$LIBFILE" "$FW/$id/libmote.a"
-    cp ffi/include/mote.h "$FW/$id/Headers/mote.h"
-    cp bindings-swift/Sources/MoteFFI/include/moteFFI.h "$FW/$id/Headers/moteFFI.h"
+    IFS='|' read -r id triples _archs _platform _min <<<"$s"
+    mkdir -p "$FW/$id/Headers/Mote"
+    read -r -a ts <<<"$triples"
+    if [ "${#ts[@]}" -eq 1 ]; then
+      cp "$OUT/renamed/${ts[0]}/libmote.a" "$FW/$id/libmote.a"
+    else
+      inputs=()
+      for t in "${ts[@]}"; do inputs+=("$OUT/renamed/$t/libmote.a"); done
+      run "$LIPO" -create "${inputs[@]}" -output "$FW/$id/libmote.a"
+    fi
+    cp ffi/include/mote.h "$FW/$id/Headers/Mote/mote.h"
+    cp bindings-swift/Sources/MoteFFI/include/moteFFI.h "$FW/$id/Headers/Mote/moteFFI.h"
     # Two modules: the C ABI for C/Objective-C/Swift callers, and the uniffi bridge that
     # the Swift package's generated code imports (its module map, as generated).
     { printf 'module MoteC {\n    header "mote.h"\n    export *\n}\n'
-      cat bindings-swift/Sources/MoteFFI/include/module.modulemap; echo; } >"$FW/$id/Headers/module.modulemap"
+      cat bindings-swift/Sources/MoteFFI/include/module.modulemap; echo; } >"$FW/$id/Headers/Mote/module.modulemap"
   done
+  rm -rf "$OUT/renamed"
 
-  "$PY" - "$FW" "$OUT/Mote.xcframework.zip" <<'EOF'
+  # Info.plist from SLICES ("id|triples|archs|platform|min"), then the zip and its checksum.
+  "$PY" - "$FW" "$OUT/Mote.xcframework.zip" "${SLICES[@]}" <<'EOF'
 import hashlib, os, plistlib, sys, zipfile
-fw, zip_path = sys.argv[1], sys.argv[2]
+fw, zip_path, slices = sys.argv[1], sys.argv[2], sys.argv[3:]
 libs = []
-for ident, platform, variant in [("ios-arm64", "ios", None),
-                                 ("ios-arm64-simulator", "ios", "simulator"),
-                                 ("macos-arm64", "macos", None)]:
+for s in slices:
+    ident, _triples, archs, platform, _min = s.split("|")
     entry = {"BinaryPath": "libmote.a", "HeadersPath": "Headers", "LibraryIdentifier": ident,
-             "LibraryPath": "libmote.a", "SupportedArchitectures": ["arm64"],
-             "SupportedPlatform": platform}
-    if variant:
-        entry["SupportedPlatformVariant"] = variant
+             "LibraryPath": "libmote.a", "SupportedArchitectures": archs.split(","),
+             "SupportedPlatform": "macos" if platform == "macos" else "ios"}
+    if platform == "ios-simulator":
+        entry["SupportedPlatformVariant"] = "simulator"
     libs.append(entry)
 info = {"AvailableLibraries": libs, "CFBundlePackageType": "XFWK", "XCFrameworkFormatVersion": "1.0"}
 with open(os.path.join(fw, "Info.plist"), "wb") as f:
@@ -142,50 +352,134 @@ failed=0
 ok() { echo "ok   $*"; passed=$((passed + 1)); }
 bad() { echo "FAIL $*"; failed=$((failed + 1)); }
 
-# The Info.plist read back: three slices, the identifiers, platforms and variant as written.
+# The Info.plist read back: three slices, the identifiers, platforms, variant and architectures.
 if "$PY" - "$FW/Info.plist" <<'EOF'
 import plistlib, sys
 info = plistlib.load(open(sys.argv[1], "rb"))
 assert info["CFBundlePackageType"] == "XFWK" and info["XCFrameworkFormatVersion"] == "1.0"
 got = sorted((l["LibraryIdentifier"], l["SupportedPlatform"], l.get("SupportedPlatformVariant"),
-              tuple(l["SupportedArchitectures"]), l["LibraryPath"], l["HeadersPath"])
+              tuple(l["SupportedArchitectures"]), l["LibraryPath"], l["BinaryPath"], l["HeadersPath"])
              for l in info["AvailableLibraries"])
-want = [("ios-arm64", "ios", None, ("arm64",), "libmote.a", "Headers"),
-        ("ios-arm64-simulator", "ios", "simulator", ("arm64",), "libmote.a", "Headers"),
-        ("macos-arm64", "macos", None, ("arm64",), "libmote.a", "Headers")]
+want = [("ios-arm64", "ios", None, ("arm64",), "libmote.a", "libmote.a", "Headers"),
+        ("ios-arm64_x86_64-simulator", "ios", "simulator", ("arm64", "x86_64"), "libmote.a", "libmote.a", "Headers"),
+        ("macos-arm64", "macos", None, ("arm64",), "libmote.a", "libmote.a", "Headers")]
 assert got == want, got
 EOF
-then ok "Info.plist lists ios-arm64, ios-arm64-simulator, macos-arm64 (arm64, libmote.a, Headers)"
+then ok "Info.plist lists ios-arm64, ios-arm64_x86_64-simulator (arm64, x86_64), macos-arm64 (libmote.a, Headers)"
 else bad "Info.plist does not describe the three slices"
 fi
 
-if [ -f "$OUT/Mote.xcframework.zip" ] &&
-   [ "$(sha256sum "$OUT/Mote.xcframework.zip" | cut -d' ' -f1)" = "$(cat "$OUT/Mote.xcframework.zip.sha256")" ]; then
-  ok "Mote.xcframework.zip checksum $(cat "$OUT/Mote.xcframework.zip.sha256")"
+zip_sum=$("$PY" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' \
+  "$OUT/Mote.xcframework.zip" 2>/dev/null || true)
+if [ -n "$zip_sum" ] && [ "$zip_sum" = "$(cat "$OUT/Mote.xcframework.zip.sha256" 2>/dev/null)" ]; then
+  ok "Mote.xcframework.zip checksum $zip_sum"
 else
   bad "Mote.xcframework.zip missing or its checksum file does not match"
 fi
 
+# The functions moteFFI.h declares: what the generated Swift calls, so none may be renamed.
+mkdir -p "$OUT/checks"
+grep -oE '(uniffi|ffi)_mote_swift_[A-Za-z0-9_]+\(' bindings-swift/Sources/MoteFFI/include/moteFFI.h |
+  tr -d '(' | LC_ALL=C sort -u >"$OUT/checks/moteFFI-functions.txt"
+# A Swift file naming one declaration of each module (mote.h's mote_version, moteFFI.h's
+# RustBuffer and a uniffi constructor).
+cat >"$OUT/checks/imports.swift" <<'EOF'
+import MoteC
+import moteFFI
+
+let version: UnsafePointer<CChar>? = mote_version()
+let buffer = RustBuffer(capacity: 0, len: 0, data: nil)
+let load = uniffi_mote_swift_fn_constructor_nativemodel_load
+EOF
+public_list=$(IFS=,; echo "${PUBLIC[*]}")
+
 for s in "${SLICES[@]}"; do
-  IFS='|' read -r id _triple platform min <<<"$s"
-  for f in libmote.a Headers/mote.h Headers/moteFFI.h Headers/module.modulemap; do
-    [ -s "$FW/$id/$f" ] || bad "$id/$f missing"
-  done
+  IFS='|' read -r id _triples archs platform min <<<"$s"
+  # Headers/ holds the one folder Mote/, and Mote/ the two headers and the module map.
+  hdrs=$(listing "$FW/$id/Headers")
+  mote=$(listing "$FW/$id/Headers/Mote")
+  if [ "$hdrs" = "Mote " ] && [ "$mote" = "module.modulemap mote.h moteFFI.h " ] &&
+     [ -s "$FW/$id/Headers/Mote/mote.h" ] && [ -s "$FW/$id/Headers/Mote/moteFFI.h" ]; then
+    ok "$id: Headers/ holds only Mote/ (module.modulemap, mote.h, moteFFI.h)"
+  else
+    bad "$id: Headers/ holds '${hdrs% }', Headers/Mote/ '${mote% }' (want Mote; module.modulemap mote.h moteFFI.h)"
+  fi
+
   log=$(mktemp)
   if "$PY" "$HERE/lib/macho_check.py" "$FW/$id/libmote.a" --platform "$platform" --minos "$min" \
+      --arch "$archs" \
       --require mote_model_load --require mote_session_run --require-prefix mote_ \
       --require TVMFFIErrorSetRaisedFromCStrParts --require TVMFFIEnvModRegisterSystemLibSymbol \
       --require TVMBackendParallelLaunch --require mote_model_from_system_lib --require mote_model_load_with_options \
       --require uniffi_mote_swift_fn_constructor_nativemodel_load --require uniffi_mote_swift_fn_constructor_nativemodel_from_system_lib \
       --require-prefix uniffi_mote_swift_fn_ --require ffi_mote_swift_uniffi_contract_version \
+      --require-file "$OUT/checks/moteFFI-functions.txt" \
       --require-undefined BNNSFilterCreateLayerConvolution \
       --exports-exactly ffi/abi/symbols.txt >"$log" 2>&1; then
-    ok "$id: $(grep -c '^ok' "$log") Mach-O checks ($(grep -o '[0-9]* Mach-O objects' "$log"))"
+    ok "$id: $(grep -c '^ok' "$log") Mach-O checks ($(grep -o '^ok   [a-z0-9_]*: [0-9]* Mach-O objects' "$log" | sed 's/^ok   //' | paste -sd, - | sed 's/,/, /g'))"
   else
-    bad "$id: $(grep '^FAIL' "$log" | head -3 | tr '\n' ' ')"
+    bad "$id: $(grep '^FAIL' "$log" | head -3 | cut -c1-400 | tr '\n' ' ')"
+  fi
+
+  if "$PY" "$HERE/lib/macho_check.py" "$FW/$id/libmote.a" --platform "$platform" --minos "$min" \
+      --arch "$archs" --only-exported-prefixes "$public_list" --renamed-prefix "$RENAMED" >"$log" 2>&1; then
+    ok "$id: runtime renamed ($(grep -o 'renamed (_[A-Za-z]*: [0-9]*)' "$log" | sed 's/renamed (_[A-Za-z]*: //; s/)//' | paste -sd/ -) symbols to _$RENAMED, only $public_list exported as is, no undefined reference to a renamed name)"
+  else
+    bad "$id: $(grep '^FAIL' "$log" | head -2 | cut -c1-400 | tr '\n' ' ')"
   fi
   rm -f "$log"
+
+  # Swift's Clang importer finds the module maps in Headers/Mote/ from -I Headers.
+  if out=$(run "$SWIFTC" -typecheck -module-cache-path "$OUT/checks/module-cache" \
+      -I "$FW/$id/Headers" "$OUT/checks/imports.swift" 2>&1); then
+    ok "$id: swiftc -typecheck -I Headers imports MoteC (mote_version) and moteFFI (RustBuffer, uniffi_mote_swift_fn_constructor_nativemodel_load)"
+  else
+    bad "$id: swiftc -typecheck -I Headers: $(echo "$out" | grep -m2 error | tr '\n' ' ')"
+  fi
 done
+
+# Two Rust static libraries in one Mach-O: the renamed ios-arm64 archive links beside
+# second-rust's; cargo's unrenamed one does not.
+ld_name=$(basename "${LD64[0]}")
+if [ -s "$LINK/libsecond.a" ] && [ -s "$LINK/libmote-unrenamed.a" ]; then
+  if link_pair all "$FW/ios-arm64/libmote.a" "$LINK/renamed.dylib" "$LINK/renamed.log" &&
+     [ -z "$(duplicates "$LINK/renamed.log")" ]; then
+    ok "ios-arm64/libmote.a + second-rust linked by $ld_name -all_load into one dylib: exit 0, no duplicate symbol"
+    if exports=$(run "$NM" -g --defined-only -j "$LINK/renamed.dylib") &&
+       grep -qx _mote_model_load <<<"$exports" && grep -qx _second_rust_probe <<<"$exports"; then
+      ok "the linked dylib exports _mote_model_load and _second_rust_probe"
+    else
+      bad "the linked dylib does not export both _mote_model_load and _second_rust_probe"
+    fi
+  else
+    bad "ios-arm64/libmote.a + second-rust do not link with -all_load: $(duplicates "$LINK/renamed.log" | grep -c . || true) duplicate symbols; $(grep -m3 -i error "$LINK/renamed.log" | cut -c1-200 | tr '\n' ' ')"
+    bad "no linked dylib to read the exports of"
+  fi
+  # Linked by need, both archives' runtimes come in side by side: Mote's under _MoteRT.
+  if link_pair lazy "$FW/ios-arm64/libmote.a" "$LINK/lazy.dylib" "$LINK/lazy.log" &&
+     syms=$(run "$NM" --defined-only -j "$LINK/lazy.dylib") &&
+     grep -qx "_${RENAMED}___rust_alloc" <<<"$syms" && grep -qx ___rust_alloc <<<"$syms" &&
+     grep -qx _mote_model_load <<<"$syms" && grep -qx _second_rust_probe <<<"$syms"; then
+    ok "ios-arm64/libmote.a + second-rust linked by need (no -all_load): two runtimes, _${RENAMED}___rust_alloc beside ___rust_alloc"
+  else
+    bad "ios-arm64/libmote.a + second-rust linked by need: no link, or not both _${RENAMED}___rust_alloc and ___rust_alloc: $(grep -m3 -i error "$LINK/lazy.log" | cut -c1-200 | tr '\n' ' ')"
+  fi
+  if link_pair all "$LINK/libmote-unrenamed.a" "$LINK/unrenamed.dylib" "$LINK/unrenamed.log"; then
+    bad "cargo's unrenamed archive + second-rust linked with -all_load: the duplicate-symbol check proves nothing"
+  else
+    dups=$(duplicates "$LINK/unrenamed.log")
+    n=$(grep -c . <<<"$dups" || true)
+    examples=$(grep -x -e ___rust_alloc -e _rust_eh_personality -e ___udivti3 <<<"$dups" | paste -sd, - | sed 's/,/, /g' || true)
+    if [ "$n" -gt 0 ]; then
+      ok "cargo's unrenamed archive + second-rust do not link with -all_load: $n duplicate symbols (${examples:-$(head -2 <<<"$dups" | paste -sd, -)}, ...)"
+    else
+      bad "cargo's unrenamed archive + second-rust failed to link without a duplicate symbol: $(head -3 "$LINK/unrenamed.log" | cut -c1-200 | tr '\n' ' ')"
+    fi
+  fi
+  rm -f "$LINK/renamed.dylib" "$LINK/unrenamed.dylib" "$LINK/lazy.dylib"
+else
+  bad "no link-check inputs in $LINK (libmote-unrenamed.a, libsecond.a): run without --check-only"
+fi
 
 echo "xcframework checks: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

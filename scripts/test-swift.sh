@@ -71,7 +71,7 @@ echo "=== test-swift: swift test (trixie chroot) ===" >&2
 set +e
 MOTE_SWIFT_LIB_DIR="${CARGO_TARGET_DIR:-$ROOT/target}/debug" MOTE_PYTHON="$MOTE_PYTHON" \
 MOTE_TRIXIE_BINDS="${MOTE_TRIXIE_BINDS:-} $binds" \
-  "$HERE/in-trixie.sh" sh -c 'cd bindings-swift && swift test -Xlinker --whole-archive \
+  "$HERE/in-trixie.sh" sh -c 'swift test -Xlinker --whole-archive \
     -Xlinker "$0" -Xlinker --no-whole-archive -Xlinker -lm 2>&1' "$syslib_dir/libzoo_syslib.a" | tee "$log" >&2
 rc=${PIPESTATUS[0]}
 set -e

@@ -14,7 +14,8 @@
 #   5. the phone, simulated: the aarch64 `mote rpc serve` under qemu with the real ACL, driven
 #      by TVM's client on the host (scripts/test-rpc-phone.sh);
 #   6. the Swift bindings and the iOS app's core (swift test in the chroot), a check build for
-#      Android, and Mote.xcframework built for iOS, the simulator and macOS and checked.
+#      Android, and Mote.xcframework built for iOS, the simulator and macOS and checked, then
+#      the root Swift package (Package.swift) as SwiftPM reads it, in its release form too.
 # Tools that are missing are installed (venv, trixie chroot) or the run fails: nothing is
 # skipped. Expensive things are cached under ${MOTE_CACHE:-$HOME/.cache/mote}.
 set -euo pipefail
@@ -118,6 +119,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings || fail "clippy"
 # The fuzz targets are their own workspace (docs/fuzzing.md).
 cargo fmt --manifest-path fuzz/Cargo.toml --check || fail "cargo fmt --check (fuzz/)"
 cargo clippy --manifest-path fuzz/Cargo.toml --all-targets --locked -- -D warnings || fail "clippy (fuzz/)"
+# The second Rust library the XCFramework step links beside Mote's (its own workspace too).
+cargo fmt --manifest-path scripts/apple/second-rust/Cargo.toml --check || fail "cargo fmt --check (scripts/apple/second-rust/)"
+cargo clippy --manifest-path scripts/apple/second-rust/Cargo.toml --all-targets --locked -- -D warnings || fail "clippy (scripts/apple/second-rust/)"
 record "fmt+clippy: ok"
 
 step "x86_64 model zoo and offload zoo (TVM 0.27)"
@@ -237,6 +241,9 @@ record "check builds: ok"
 
 step "Apple: Mote.xcframework (static libraries for iOS, the simulator and macOS; Mach-O checks)"
 check_suite scripts/build-xcframework.sh xcframework "xcframework" "XCFramework build/checks"
+
+step "SwiftPM: the root package (both branches, the release form with the zip above, privacy manifest)"
+check_suite scripts/test-swiftpm.sh swiftpm "swiftpm" "SwiftPM root package checks"
 
 step "fuzzing (libFuzzer + AddressSanitizer, 20 s per target; docs/fuzzing.md)"
 check_suite scripts/fuzz.sh fuzz "fuzz" "fuzzing"
