@@ -26,6 +26,14 @@ let apple = true
 let nativeTargets: [Target]
 let nativeDependencies: [Target.Dependency]
 let nativeLinker: [LinkerSetting]
+// The package's own tests (Linux only) call test hooks that release builds of the library do
+// not export: scripts/test-swift.sh builds libmote_swift with its `test-hooks` feature,
+// generates that build's bindings into a folder inside the package and names it here; the
+// `Mote` target then compiles its hooks (MOTE_TEST_HOOKS). Unset, the package is the release
+// one, and its tests do not compile (docs/uniffi.md, "Test hooks").
+let testHooks = apple ? nil : ProcessInfo.processInfo.environment["MOTE_SWIFT_TEST_HOOKS_DIR"]
+let bridgeSources = testHooks ?? "bindings-swift/Sources"
+let hookSettings: [SwiftSetting] = testHooks == nil ? [] : [.define("MOTE_TEST_HOOKS")]
 if apple {
     // The static library and its headers (modules `moteFFI`, which the generated code
     // imports, and `MoteC`, the C ABI) come as a binary target; the `bnns` backend calls
@@ -45,7 +53,7 @@ if apple {
     let libDir = ProcessInfo.processInfo.environment["MOTE_SWIFT_LIB_DIR"]
         ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("target/debug").standardized.path
-    nativeTargets = [.target(name: "MoteFFI", path: "bindings-swift/Sources/MoteFFI")]
+    nativeTargets = [.target(name: "MoteFFI", path: "\(bridgeSources)/MoteFFI")]
     nativeDependencies = ["MoteFFI"]
     nativeLinker = [
         .linkedLibrary("mote_swift"),
@@ -63,7 +71,7 @@ let package = Package(
         .target(
             name: "MoteUniFFI",
             dependencies: nativeDependencies,
-            path: "bindings-swift/Sources/MoteUniFFI",
+            path: "\(bridgeSources)/MoteUniFFI",
             linkerSettings: nativeLinker
         ),
         .target(
@@ -71,7 +79,8 @@ let package = Package(
             dependencies: ["MoteUniFFI"],
             path: "bindings-swift/Sources/Mote",
             // The privacy manifest an app's own manifest is merged with (docs/swiftpm.md).
-            resources: [.copy("PrivacyInfo.xcprivacy")]
+            resources: [.copy("PrivacyInfo.xcprivacy")],
+            swiftSettings: hookSettings
         ),
         .testTarget(name: "MoteTests", dependencies: ["Mote"], path: "bindings-swift/Tests/MoteTests"),
     ]

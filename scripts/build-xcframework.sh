@@ -61,6 +61,8 @@
 #    - per slice, the renaming: no exported symbol outside the public prefixes and _MoteRT, no
 #      undefined reference left to a renamed name (on cargo's unrenamed archive the first fails:
 #      3655 symbols outside on aarch64-apple-ios, 2026-11-27);
+#    - per slice, no test hook (no symbol naming `for_test`: built without mote-swift's
+#      `test-hooks` feature);
 #    - per slice, `swiftc -typecheck -I <slice>/Headers` of a file that imports MoteC and moteFFI
 #      and names a declaration of each: Swift finds both module maps in Headers/Mote/;
 #    - the ios-arm64 archive and second-rust's linked into one dylib by ld64.lld -all_load
@@ -428,6 +430,15 @@ for s in "${SLICES[@]}"; do
     bad "$id: $(grep '^FAIL' "$log" | head -2 | cut -c1-400 | tr '\n' ' ')"
   fi
   rm -f "$log"
+
+  # No test hook in what apps link: mote-swift's `test-hooks` feature is for its own tests
+  # (docs/uniffi.md, "Test hooks").
+  hooks=$(run "$NM" --defined-only -j "$FW/$id/libmote.a" 2>/dev/null | grep -c 'for_test' || true)
+  if [ "$hooks" = 0 ]; then
+    ok "$id: no test hook (no symbol naming for_test)"
+  else
+    bad "$id: $hooks symbols of test hooks (built with mote-swift's test-hooks feature?)"
+  fi
 
   # Swift's Clang importer finds the module maps in Headers/Mote/ from -I Headers.
   if out=$(run "$SWIFTC" -typecheck -module-cache-path "$OUT/checks/module-cache" \

@@ -3,6 +3,10 @@
 #
 #   scripts/swift-bindings.sh            # write bindings-swift/Sources/{MoteUniFFI,MoteFFI/include}
 #   scripts/swift-bindings.sh --check    # generate into a temp dir; fail if the checked-in files differ
+#   scripts/swift-bindings.sh --test-hooks DIR
+#                                        # the bindings of a `test-hooks` build, written to
+#                                        # DIR/{MoteUniFFI,MoteFFI/include} (never checked in:
+#                                        # scripts/test-swift.sh points the package at them)
 #
 # Builds `mote-swift` with its `bindgen` feature (the library and the `uniffi-bindgen` binary of
 # the same uniffi version), then runs `uniffi-bindgen generate --library` on the built library:
@@ -14,10 +18,20 @@ ROOT=$(git -C "$HERE" rev-parse --show-toplevel 2>/dev/null || (cd "$HERE/.." &&
 cd "$ROOT"
 
 check=0
-[ "${1:-}" = "--check" ] && check=1
+hooks_dir=""
+features=bindgen
+case "${1:-}" in
+  --check) check=1 ;;
+  --test-hooks)
+    [ -n "${2:-}" ] || { echo "swift-bindings: --test-hooks needs a directory" >&2; exit 2; }
+    hooks_dir=$2
+    features=bindgen,test-hooks ;;
+  "") ;;
+  *) echo "swift-bindings: unknown argument $1" >&2; exit 2 ;;
+esac
 
 # shellcheck disable=SC2086
-cargo build --locked -p mote-swift --features bindgen ${MOTE_SWIFT_CARGO_ARGS:-} >&2
+cargo build --locked -p mote-swift --features "$features" ${MOTE_SWIFT_CARGO_ARGS:-} >&2
 profile=debug
 case " ${MOTE_SWIFT_CARGO_ARGS:-} " in *" --release "*) profile=release ;; esac
 target_dir=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -36,6 +50,14 @@ cp "$out/gen/moteFFI.h" "$out/tree/Sources/MoteFFI/include/moteFFI.h"
 cp "$out/gen/moteFFI.modulemap" "$out/tree/Sources/MoteFFI/include/module.modulemap"
 
 files=(Sources/MoteUniFFI/mote.swift Sources/MoteFFI/include/moteFFI.h Sources/MoteFFI/include/module.modulemap)
+if [ -n "$hooks_dir" ]; then
+  rm -rf "$hooks_dir" && mkdir -p "$hooks_dir"
+  cp -R "$out/tree/Sources/MoteUniFFI" "$out/tree/Sources/MoteFFI" "$hooks_dir/"
+  # A C target needs a source file: the same empty one as the checked-in target's.
+  cp bindings-swift/Sources/MoteFFI/shim.c "$hooks_dir/MoteFFI/"
+  echo "swift-bindings: wrote the test-hooks bindings under $hooks_dir" >&2
+  exit 0
+fi
 if [ $check = 1 ]; then
   drift=0
   for f in "${files[@]}"; do

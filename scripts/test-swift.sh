@@ -7,7 +7,10 @@
 #    links only glibc symbols older than trixie's glibc, so the chroot's Swift links and runs it;
 #    building it in the chroot would cost a second cold build of the same code with Rust 1.85,
 #    whose check-mobile pass already covers the minimum version).
-# 2. scripts/swift-bindings.sh --check: the checked-in Swift and C header match the library.
+# 2. scripts/swift-bindings.sh --check: the checked-in Swift and C header match the library,
+#    which (built without the `test-hooks` feature, as apps get it) exports no test hook
+#    (`nm -D`); then the `test-hooks` build and its bindings in target/swift-test-hooks, which
+#    the package's tests compile against (MOTE_SWIFT_TEST_HOOKS_DIR; docs/uniffi.md).
 # 3. `swift test` (XCTest, Swift 6.0.3) in the trixie chroot (scripts/in-trixie.sh), linking
 #    target/debug/libmote_swift.so (MOTE_SWIFT_LIB_DIR). The RPC test runs MOTE_PYTHON from
 #    inside the chroot: the venv's python links to an interpreter installed outside the venv
@@ -44,6 +47,21 @@ echo "=== test-swift: cargo build -p mote-swift --features bindgen ===" >&2
 cargo build --locked -p mote-swift --features bindgen >&2 || fail "cargo build failed"
 echo "=== test-swift: scripts/swift-bindings.sh --check ===" >&2
 "$HERE/swift-bindings.sh" --check || fail "generated bindings drifted (run scripts/swift-bindings.sh)"
+# The library as apps get it (built above without `test-hooks`) exports no test hook.
+lib="${CARGO_TARGET_DIR:-$ROOT/target}/debug/libmote_swift.so"
+hooks_in_release=$(nm -D --defined-only "$lib" | grep -c 'for_test' || true)
+[ "$hooks_in_release" = 0 ] || fail "$lib (no test-hooks feature) exports $hooks_in_release test hooks"
+echo "test-swift: $lib exports no test hook" >&2
+# The tests' library and bindings: a `test-hooks` build, its bindings generated into a folder
+# inside the package (SwiftPM's targets must be), which Package.swift's Linux branch takes
+# from MOTE_SWIFT_TEST_HOOKS_DIR (docs/uniffi.md, "Test hooks").
+hooks_dir="${CARGO_TARGET_DIR:-$ROOT/target}/swift-test-hooks"
+case "$hooks_dir" in
+  "$ROOT"/*) hooks_rel=${hooks_dir#"$ROOT"/} ;;
+  *) fail "CARGO_TARGET_DIR must be inside $ROOT for the test-hooks bindings (SwiftPM targets live in the package)" ;;
+esac
+echo "=== test-swift: the test-hooks build and its bindings ===" >&2
+"$HERE/swift-bindings.sh" --test-hooks "$hooks_dir" || fail "cannot generate the test-hooks bindings"
 
 # The corrupted-file corpus (docs/fuzzing.md, "Corrupted files") for CorruptFilesTests.
 if [ -z "${MOTE_CORRUPT_DIR:-}" ]; then
@@ -70,6 +88,7 @@ zoo_syslib_archive "$syslib_dir" "$MOTE_ZOO_DIR" "$MOTE_PYTHON" || fail "cannot 
 echo "=== test-swift: swift test (trixie chroot) ===" >&2
 set +e
 MOTE_SWIFT_LIB_DIR="${CARGO_TARGET_DIR:-$ROOT/target}/debug" MOTE_PYTHON="$MOTE_PYTHON" \
+MOTE_SWIFT_TEST_HOOKS_DIR="$hooks_rel" \
 MOTE_TRIXIE_BINDS="${MOTE_TRIXIE_BINDS:-} $binds" \
   "$HERE/in-trixie.sh" sh -c 'swift test -Xlinker --whole-archive \
     -Xlinker "$0" -Xlinker --no-whole-archive -Xlinker -lm 2>&1' "$syslib_dir/libzoo_syslib.a" | tee "$log" >&2

@@ -272,7 +272,12 @@ pub struct ErrorCodeInfo {
     pub name: String,
 }
 
+// The test hooks below exist only in builds with the `test-hooks` feature (what
+// scripts/test-swift.sh builds and generates bindings from; docs/uniffi.md, "Test hooks"):
+// the library apps link, and the XCFramework, have none of them.
+
 /// For tests of the error mapping: fail with an error of `code` (1..=20) and `message`.
+#[cfg(any(test, feature = "test-hooks"))]
 #[uniffi::export]
 pub fn raise_for_test(code: u32, message: String) -> Result<(), NativeError> {
     Err(NativeError::Mote { code, message })
@@ -281,6 +286,7 @@ pub fn raise_for_test(code: u32, message: String) -> Result<(), NativeError> {
 /// For tests of budgets and cancellation: write to `path` a code-free model file whose `main()`
 /// loops forever (`mote::fuzzing::craft::endless_loop`, one backward jump): only
 /// `max_instructions` or an interrupt ends a call of it.
+#[cfg(any(test, feature = "test-hooks"))]
 #[uniffi::export]
 pub fn write_endless_loop_for_test(path: String) -> Result<(), NativeError> {
     std::fs::write(&path, mote::fuzzing::craft::endless_loop())
@@ -290,6 +296,7 @@ pub fn write_endless_loop_for_test(path: String) -> Result<(), NativeError> {
 /// For tests of the panic boundary: panic with `message`. uniffi catches it and Swift gets a
 /// thrown error (a `Result` return makes the Swift declaration `throws`; a panic in a
 /// non-throwing export would stop the Swift process).
+#[cfg(any(test, feature = "test-hooks"))]
 #[uniffi::export]
 pub fn panic_for_test(message: String) -> Result<(), NativeError> {
     panic!("{message}");

@@ -13,6 +13,10 @@ func testingErrorCodes() -> [(code: Int, name: String)] {
     errorCodes().map { (code: Int($0.code), name: $0.name) }
 }
 
+// The rest calls exports only a `test-hooks` build of the library has (docs/uniffi.md, "Test
+// hooks"): compiled when scripts/test-swift.sh names that build's bindings (Package.swift).
+#if MOTE_TEST_HOOKS
+
 /// Make the Rust side fail with `code` and `message`.
 func testingRaise(code: Int, message: String) throws {
     try bridged { try raiseForTest(code: UInt32(code), message: message) }
@@ -29,3 +33,5 @@ func testingPanic(_ message: String) throws {
 func testingWriteEndlessLoop(to path: String) throws {
     try bridged { try writeEndlessLoopForTest(path: path) }
 }
+
+#endif

@@ -4690,29 +4690,6 @@ public func loadPlugin(path: String)throws  -> String  {
 })
 }
 /**
- * For tests of the panic boundary: panic with `message`. uniffi catches it and Swift gets a
- * thrown error (a `Result` return makes the Swift declaration `throws`; a panic in a
- * non-throwing export would stop the Swift process).
- */
-public func panicForTest(message: String)throws   {try rustCallWithError(FfiConverterTypeNativeError_lift) {
-        uniffiCallStatus in
-    uniffi_mote_swift_fn_func_panic_for_test(
-        FfiConverterString.lower(message),uniffiCallStatus
-    )
-}
-}
-/**
- * For tests of the error mapping: fail with an error of `code` (1..=20) and `message`.
- */
-public func raiseForTest(code: UInt32, message: String)throws   {try rustCallWithError(FfiConverterTypeNativeError_lift) {
-        uniffiCallStatus in
-    uniffi_mote_swift_fn_func_raise_for_test(
-        FfiConverterUInt32.lower(code),
-        FfiConverterString.lower(message),uniffiCallStatus
-    )
-}
-}
-/**
  * The prefixes of the models linked into the program as TVM system libraries
  * (docs/system-lib.md), sorted.
  */
@@ -4732,18 +4709,6 @@ public func version() -> String  {
     uniffi_mote_swift_fn_func_version(uniffiCallStatus
     )
 })
-}
-/**
- * For tests of budgets and cancellation: write to `path` a code-free model file whose `main()`
- * loops forever (`mote::fuzzing::craft::endless_loop`, one backward jump): only
- * `max_instructions` or an interrupt ends a call of it.
- */
-public func writeEndlessLoopForTest(path: String)throws   {try rustCallWithError(FfiConverterTypeNativeError_lift) {
-        uniffiCallStatus in
-    uniffi_mote_swift_fn_func_write_endless_loop_for_test(
-        FfiConverterString.lower(path),uniffiCallStatus
-    )
-}
 }
 /**
  * Whether a function is registered under `name`.
@@ -4841,19 +4806,10 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mote_swift_checksum_func_load_plugin() != 17397) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_panic_for_test() != 42595) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_mote_swift_checksum_func_raise_for_test() != 41724) {
-        return InitializationResult.apiChecksumMismatch
-    }
     if (uniffi_mote_swift_checksum_func_system_lib_prefixes() != 63947) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_func_version() != 32900) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_mote_swift_checksum_func_write_endless_loop_for_test() != 6263) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_func_function_exists() != 28395) {

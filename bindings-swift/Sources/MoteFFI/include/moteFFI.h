@@ -664,16 +664,6 @@ RustBuffer uniffi_mote_swift_fn_func_error_codes(RustCallStatus *_Nonnull out_st
 RustBuffer uniffi_mote_swift_fn_func_load_plugin(RustBuffer path, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_PANIC_FOR_TEST
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_PANIC_FOR_TEST
-void uniffi_mote_swift_fn_func_panic_for_test(RustBuffer message, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_RAISE_FOR_TEST
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_RAISE_FOR_TEST
-void uniffi_mote_swift_fn_func_raise_for_test(uint32_t code, RustBuffer message, RustCallStatus *_Nonnull out_status
-);
-#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_SYSTEM_LIB_PREFIXES
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_SYSTEM_LIB_PREFIXES
 RustBuffer uniffi_mote_swift_fn_func_system_lib_prefixes(RustCallStatus *_Nonnull out_status
@@ -684,11 +674,6 @@ RustBuffer uniffi_mote_swift_fn_func_system_lib_prefixes(RustCallStatus *_Nonnul
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_VERSION
 RustBuffer uniffi_mote_swift_fn_func_version(RustCallStatus *_Nonnull out_status
     
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_WRITE_ENDLESS_LOOP_FOR_TEST
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_WRITE_ENDLESS_LOOP_FOR_TEST
-void uniffi_mote_swift_fn_func_write_endless_loop_for_test(RustBuffer path, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_FUNCTION_EXISTS
@@ -999,18 +984,6 @@ uint16_t uniffi_mote_swift_checksum_func_load_plugin(void
     
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_PANIC_FOR_TEST
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_PANIC_FOR_TEST
-uint16_t uniffi_mote_swift_checksum_func_panic_for_test(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_RAISE_FOR_TEST
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_RAISE_FOR_TEST
-uint16_t uniffi_mote_swift_checksum_func_raise_for_test(void
-    
-);
-#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_SYSTEM_LIB_PREFIXES
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_SYSTEM_LIB_PREFIXES
 uint16_t uniffi_mote_swift_checksum_func_system_lib_prefixes(void
@@ -1020,12 +993,6 @@ uint16_t uniffi_mote_swift_checksum_func_system_lib_prefixes(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_VERSION
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_VERSION
 uint16_t uniffi_mote_swift_checksum_func_version(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_WRITE_ENDLESS_LOOP_FOR_TEST
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_WRITE_ENDLESS_LOOP_FOR_TEST
-uint16_t uniffi_mote_swift_checksum_func_write_endless_loop_for_test(void
     
 );
 #endif
