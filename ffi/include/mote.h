@@ -560,6 +560,18 @@ MoteError *mote_model_param_info(const MoteModel *model,
                                  size_t index,
                                  MoteParamInfo *out);
 
+// Number of tensors `mote_session_run` of `function` gives back, read from the model's
+// instructions; 0 for a kernel of a kernel-only library (kernels write into their
+// arguments). `MOTE_ERROR_CODE_UNSUPPORTED` when the instructions do not say.
+MoteError *mote_model_output_count(const MoteModel *model, const char *function, size_t *out);
+
+// Name (`output`, or `output[i]` for a tuple's tensors), dtype and shape of output `index` of
+// `function`, in the order `mote_session_run` gives them back, as far as the instructions say.
+MoteError *mote_model_output_info(const MoteModel *model,
+                                  const char *function,
+                                  size_t index,
+                                  MoteParamInfo *out);
+
 // New session options with the defaults: threads = number of CPUs (or `MOTE_NUM_THREADS`),
 // every available backend in the default order.
 MoteError *mote_session_options_new(MoteSessionOptions **out);

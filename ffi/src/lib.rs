@@ -43,8 +43,9 @@ pub use model::{
     mote_model_function_name, mote_model_is_code_free, mote_model_load,
     mote_model_load_from_memory, mote_model_load_from_memory_with_budget,
     mote_model_load_from_memory_with_options, mote_model_load_with_budget,
-    mote_model_load_with_options, mote_model_param_count, mote_model_param_info, MoteModel,
-    MoteParamInfo, MOTE_LOAD_CODE_FREE, MOTE_LOAD_READ_FILE,
+    mote_model_load_with_options, mote_model_output_count, mote_model_output_info,
+    mote_model_param_count, mote_model_param_info, MoteModel, MoteParamInfo, MOTE_LOAD_CODE_FREE,
+    MOTE_LOAD_READ_FILE,
 };
 pub use session::{
     mote_profile_free, mote_profile_get, mote_profile_len, mote_session_device, mote_session_free,

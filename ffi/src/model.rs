@@ -38,7 +38,14 @@ pub struct MoteParamInfo {
 pub(crate) struct FfiModel {
     pub(crate) model: Model,
     names: Vec<CString>,
-    params: Mutex<HashMap<String, Arc<Vec<Param>>>>,
+    described: Mutex<HashMap<String, Arc<Described>>>,
+}
+
+/// What the model says of one function, in the C layout.
+struct Described {
+    params: Vec<Param>,
+    /// `None` when the bytecode does not say what the function returns.
+    outputs: Option<Vec<Param>>,
 }
 
 struct Param {
@@ -59,44 +66,77 @@ impl FfiModel {
         FfiModel {
             model,
             names,
-            params: Mutex::new(HashMap::new()),
+            described: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Parameters of `function`, computed once and kept for the model's lifetime (the C side
-    /// holds pointers into them).
-    fn params(&self, function: &str) -> Result<Arc<Vec<Param>>> {
-        let mut cache = self.params.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = cache.get(function) {
-            return Ok(Arc::clone(p));
+    /// Parameters and outputs of `function`, computed once and kept for the model's lifetime
+    /// (the C side holds pointers into them).
+    fn describe(&self, function: &str) -> Result<Arc<Described>> {
+        let mut cache = self.described.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(d) = cache.get(function) {
+            return Ok(Arc::clone(d));
         }
         let info = self.model.function_info(function)?;
-        let params: Vec<Param> = info
-            .params
-            .iter()
-            .map(|p| Param {
-                name: cstring(&p.name),
-                dtype: p.dtype.map_or(
-                    MoteDtype {
-                        code: 0,
-                        bits: 0,
-                        lanes: 0,
-                    },
-                    Into::into,
-                ),
-                shape: p.shape.as_ref().map(|dims| {
-                    dims.iter()
-                        .map(|d| match d {
-                            Dim::Fixed(v) => *v,
-                            Dim::Var(_) => -1,
-                        })
-                        .collect()
-                }),
-            })
-            .collect();
-        let params = Arc::new(params);
-        cache.insert(function.to_string(), Arc::clone(&params));
-        Ok(params)
+        let described = Arc::new(Described {
+            params: info.params.iter().map(Param::from).collect(),
+            outputs: info
+                .outputs
+                .as_ref()
+                .map(|o| o.iter().map(Param::from).collect()),
+        });
+        cache.insert(function.to_string(), Arc::clone(&described));
+        Ok(described)
+    }
+
+    /// The outputs of `function`: none for a kernel of a kernel-only library (kernels write
+    /// into their arguments); `Unsupported` when the bytecode does not say.
+    fn outputs(&self, function: &str) -> Result<Arc<Described>> {
+        let d = self.describe(function)?;
+        if d.outputs.is_none() && !self.model.is_kernel_library() {
+            return Err(mote::Error::Unsupported(format!(
+                "the instructions of `{function}` do not say what it returns (docs/tvm-format.md \
+                 §9.3)"
+            ))
+            .into());
+        }
+        Ok(d)
+    }
+}
+
+impl From<&mote::ParamInfo> for Param {
+    fn from(p: &mote::ParamInfo) -> Param {
+        Param {
+            name: cstring(&p.name),
+            dtype: p.dtype.map_or(
+                MoteDtype {
+                    code: 0,
+                    bits: 0,
+                    lanes: 0,
+                },
+                Into::into,
+            ),
+            shape: p.shape.as_ref().map(|dims| {
+                dims.iter()
+                    .map(|d| match d {
+                        Dim::Fixed(v) => *v,
+                        Dim::Var(_) => -1,
+                    })
+                    .collect()
+            }),
+        }
+    }
+}
+
+impl Param {
+    /// The C view; its pointers stay valid while the model caches the description.
+    fn info(&self) -> MoteParamInfo {
+        MoteParamInfo {
+            name: self.name.as_ptr(),
+            dtype: self.dtype,
+            ndim: self.shape.as_ref().map_or(-1, |s| s.len() as i32),
+            shape: self.shape.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+        }
     }
 }
 
@@ -382,7 +422,7 @@ pub unsafe extern "C" fn mote_model_param_count(
     guard(|| {
         check_out(out, "out")?;
         let m = MODELS.get(model)?;
-        let n = m.params(str_arg(function, "function")?)?.len();
+        let n = m.describe(str_arg(function, "function")?)?.params.len();
         write_out(out, n);
         Ok(())
     })
@@ -400,24 +440,62 @@ pub unsafe extern "C" fn mote_model_param_info(
         check_out(out, "out")?;
         let m = MODELS.get(model)?;
         let function = str_arg(function, "function")?;
-        let params = m.params(function)?;
-        let p = params.get(index).ok_or_else(|| {
+        let d = m.describe(function)?;
+        let p = d.params.get(index).ok_or_else(|| {
             MoteError::out_of_range(
                 index,
-                params.len(),
+                d.params.len(),
                 format_args!("parameters of `{function}`"),
             )
         })?;
-        // The pointers stay valid: `params` is cached in the model until it is dropped.
-        write_out(
-            out,
-            MoteParamInfo {
-                name: p.name.as_ptr(),
-                dtype: p.dtype,
-                ndim: p.shape.as_ref().map_or(-1, |s| s.len() as i32),
-                shape: p.shape.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
-            },
-        );
+        // The pointers stay valid: the description is cached in the model until it is dropped.
+        write_out(out, p.info());
+        Ok(())
+    })
+}
+
+/// Number of tensors `mote_session_run` of `function` gives back, read from the model's
+/// instructions; 0 for a kernel of a kernel-only library (kernels write into their
+/// arguments). `MOTE_ERROR_CODE_UNSUPPORTED` when the instructions do not say.
+#[no_mangle]
+pub unsafe extern "C" fn mote_model_output_count(
+    model: *const MoteModel,
+    function: *const c_char,
+    out: *mut usize,
+) -> *mut MoteError {
+    guard(|| {
+        check_out(out, "out")?;
+        let m = MODELS.get(model)?;
+        let d = m.outputs(str_arg(function, "function")?)?;
+        write_out(out, d.outputs.as_ref().map_or(0, Vec::len));
+        Ok(())
+    })
+}
+
+/// Name (`output`, or `output[i]` for a tuple's tensors), dtype and shape of output `index` of
+/// `function`, in the order `mote_session_run` gives them back, as far as the instructions say.
+#[no_mangle]
+pub unsafe extern "C" fn mote_model_output_info(
+    model: *const MoteModel,
+    function: *const c_char,
+    index: usize,
+    out: *mut MoteParamInfo,
+) -> *mut MoteError {
+    guard(|| {
+        check_out(out, "out")?;
+        let m = MODELS.get(model)?;
+        let function = str_arg(function, "function")?;
+        let d = m.outputs(function)?;
+        let outputs = d.outputs.as_deref().unwrap_or_default();
+        let p = outputs.get(index).ok_or_else(|| {
+            MoteError::out_of_range(
+                index,
+                outputs.len(),
+                format_args!("outputs of `{function}`"),
+            )
+        })?;
+        // The pointers stay valid: the description is cached in the model until it is dropped.
+        write_out(out, p.info());
         Ok(())
     })
 }

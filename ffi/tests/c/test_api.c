@@ -149,12 +149,24 @@ static void test_model_info_and_memory_load(void) {
     CHECK(p.ndim == 2 && p.shape[0] == 32 && p.shape[1] == 16);
     FAILS(mote_model_param_info(model, "forward", 5, &p), MOTE_ERROR_CODE_INVALID_ARGUMENT, "out of range");
     FAILS(mote_model_param_count(model, "nope", &params), MOTE_ERROR_CODE_UNKNOWN_FUNCTION, "nope");
+    /* What forward returns, read from its instructions: one float32[2, 8]. */
+    size_t outputs = 0;
+    OK(mote_model_output_count(model, "forward", &outputs));
+    CHECK(outputs == 1);
+    OK(mote_model_output_info(model, "forward", 0, &p));
+    CHECK(strcmp(p.name, "output") == 0);
+    CHECK(p.dtype.code == MOTE_DTYPE_CODE_FLOAT && p.dtype.bits == 32);
+    CHECK(p.ndim == 2 && p.shape[0] == 2 && p.shape[1] == 8);
+    FAILS(mote_model_output_info(model, "forward", 1, &p), MOTE_ERROR_CODE_INVALID_ARGUMENT, "out of range");
+    FAILS(mote_model_output_count(model, "nope", &outputs), MOTE_ERROR_CODE_UNKNOWN_FUNCTION, "nope");
     mote_model_free(model);
 
-    /* The symbolic batch dimension of mlp_dyn is reported as -1. */
+    /* The symbolic batch dimension of mlp_dyn is reported as -1, in and out. */
     OK(mote_model_load(zoo_file("mlp_dyn.so"), &model));
     OK(mote_model_param_info(model, "forward", 0, &p));
     CHECK(p.ndim == 2 && p.shape[0] == -1 && p.shape[1] == 16);
+    OK(mote_model_output_info(model, "forward", 0, &p));
+    CHECK(p.ndim == 2 && p.shape[0] == -1 && p.shape[1] == 8);
     mote_model_free(model);
 
     /* From memory: the same bytes, no file. */
@@ -373,6 +385,12 @@ static void test_kernel_library(void) {
             CHECK(p.dtype.code == MOTE_DTYPE_CODE_FLOAT && p.dtype.bits == 32);
             CHECK(p.ndim == 2 && p.shape[0] == dims[i][0] && p.shape[1] == dims[i][1]);
         }
+        /* A kernel returns nothing: it writes into its arguments. */
+        size_t outputs = 1;
+        OK(mote_model_output_count(model, function, &outputs));
+        CHECK(outputs == 0);
+        MoteParamInfo p;
+        FAILS(mote_model_output_info(model, function, 0, &p), MOTE_ERROR_CODE_INVALID_ARGUMENT, "out of range");
     }
 
     float a[GM * GK], b[GK * GN];

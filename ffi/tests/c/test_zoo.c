@@ -116,6 +116,42 @@ static int matches(const char *stem, size_t o, const MoteTensorInfo *info, const
     return ok;
 }
 
+/* What mote_model_output_info says of `function` against the tensors a call gave back: as
+ * many outputs, each with the tensor's dtype and rank, every fixed dimension equal (-1 marks a
+ * symbolic one). */
+static int outputs_described(const char *stem, const MoteModel *model, const char *function,
+                             MoteTensorList *results, size_t count) {
+    size_t described = 0;
+    MoteError *err = mote_model_output_count(model, function, &described);
+    if (err) {
+        fprintf(stderr, "%s: mote_model_output_count: %s\n", stem, mote_error_message(err));
+        mote_error_free(err);
+        return 0;
+    }
+    if (described != count) {
+        fprintf(stderr, "%s: %zu outputs described, %zu given back\n", stem, described, count);
+        return 0;
+    }
+    for (size_t o = 0; o < count; o++) {
+        MoteTensor *t = NULL;
+        MoteTensorInfo info;
+        MoteParamInfo p;
+        OK(mote_tensor_list_get(results, o, &t));
+        OK(mote_tensor_info(t, &info));
+        OK(mote_model_output_info(model, function, o, &p));
+        int ok = p.dtype.code == info.dtype.code && p.dtype.bits == info.dtype.bits &&
+                 p.ndim >= 0 && (size_t)p.ndim == info.ndim;
+        for (int d = 0; ok && d < p.ndim; d++)
+            ok = p.shape[d] == -1 || p.shape[d] == info.shape[d];
+        mote_tensor_free(t);
+        if (!ok) {
+            fprintf(stderr, "%s: output %zu (%s) is not described as given back\n", stem, o, p.name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int run_case(FILE *f, const char *header) {
     char stem[256], lib[1024], function[128], mode[16];
     double rtol, atol;
@@ -199,6 +235,7 @@ static int run_case(FILE *f, const char *header) {
                 fprintf(stderr, "%s: a kernel call returned %zu outputs, not 0\n", stem, count);
                 ok = 0;
             }
+            ok = ok && outputs_described(stem, model, function, results, count);
             for (int i = 0; ok && i < n_in; i++) {
                 MoteTensorInfo info;
                 OK(mote_tensor_info(inputs[i], &info));
@@ -224,6 +261,7 @@ static int run_case(FILE *f, const char *header) {
                 fprintf(stderr, "%s: %zu outputs, TVM gives %d\n", stem, count, n_out);
                 ok = 0;
             }
+            ok = ok && outputs_described(stem, model, function, results, count);
             for (size_t o = 0; ok && o < count; o++) {
                 MoteTensor *t = NULL;
                 MoteTensorInfo info;
