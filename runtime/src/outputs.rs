@@ -331,6 +331,19 @@ mod tests {
         }
     }
 
+    /// `main(p0)` returning `builtin(args...)`.
+    fn returning_builtin(builtin: &str, args: Vec<Arg>) -> Vec<u8> {
+        let call = Instr::Call {
+            dst: 1,
+            func: 1,
+            args,
+        };
+        craft::model(&[
+            main_of(1, 2, vec![call, Instr::Ret { reg: 1 }]),
+            Entry::Packed(builtin.into()),
+        ])
+    }
+
     #[test]
     fn a_returned_parameter_a_tuple_and_unknown_results() {
         // The parameter itself: one output, nothing known of it (main checks nothing).
@@ -340,21 +353,7 @@ mod tests {
             Some(vec![("output".into(), false, false)])
         );
         // A tuple of it twice: two outputs, flattened.
-        let file = craft::model(&[
-            main_of(
-                1,
-                2,
-                vec![
-                    Instr::Call {
-                        dst: 1,
-                        func: 1,
-                        args: vec![Arg::Reg(0), Arg::Reg(0)],
-                    },
-                    Instr::Ret { reg: 1 },
-                ],
-            ),
-            Entry::Packed("vm.builtin.make_tuple".into()),
-        ]);
+        let file = returning_builtin("vm.builtin.make_tuple", vec![Arg::Reg(0), Arg::Reg(0)]);
         assert_eq!(
             outputs_of(&file),
             Some(vec![
@@ -363,21 +362,7 @@ mod tests {
             ])
         );
         // An element taken out of a tuple: not even the number of outputs is known.
-        let file = craft::model(&[
-            main_of(
-                1,
-                2,
-                vec![
-                    Instr::Call {
-                        dst: 1,
-                        func: 1,
-                        args: vec![Arg::Reg(0), Arg::Imm(0)],
-                    },
-                    Instr::Ret { reg: 1 },
-                ],
-            ),
-            Entry::Packed("vm.builtin.tuple_getitem".into()),
-        ]);
+        let file = returning_builtin("vm.builtin.tuple_getitem", vec![Arg::Reg(0), Arg::Imm(0)]);
         assert_eq!(outputs_of(&file), None);
         // No `ret` reached (an endless loop), and a function that only calls itself.
         assert_eq!(outputs_of(&craft::endless_loop()), None);
