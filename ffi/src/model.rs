@@ -128,6 +128,15 @@ impl From<&mote::ParamInfo> for Param {
     }
 }
 
+/// Entry `index` of `list` in the C layout (out of range: an error naming `what`). Its
+/// pointers stay valid while the model caches the description, that is until it is freed.
+fn info_at(list: &[Param], index: usize, what: std::fmt::Arguments<'_>) -> Result<MoteParamInfo> {
+    let p = list
+        .get(index)
+        .ok_or_else(|| MoteError::out_of_range(index, list.len(), what))?;
+    Ok(p.info())
+}
+
 impl Param {
     /// The C view; its pointers stay valid while the model caches the description.
     fn info(&self) -> MoteParamInfo {
@@ -441,15 +450,8 @@ pub unsafe extern "C" fn mote_model_param_info(
         let m = MODELS.get(model)?;
         let function = str_arg(function, "function")?;
         let d = m.describe(function)?;
-        let p = d.params.get(index).ok_or_else(|| {
-            MoteError::out_of_range(
-                index,
-                d.params.len(),
-                format_args!("parameters of `{function}`"),
-            )
-        })?;
-        // The pointers stay valid: the description is cached in the model until it is dropped.
-        write_out(out, p.info());
+        let info = info_at(&d.params, index, format_args!("parameters of `{function}`"))?;
+        write_out(out, info);
         Ok(())
     })
 }
@@ -487,15 +489,8 @@ pub unsafe extern "C" fn mote_model_output_info(
         let function = str_arg(function, "function")?;
         let d = m.outputs(function)?;
         let outputs = d.outputs.as_deref().unwrap_or_default();
-        let p = outputs.get(index).ok_or_else(|| {
-            MoteError::out_of_range(
-                index,
-                outputs.len(),
-                format_args!("outputs of `{function}`"),
-            )
-        })?;
-        // The pointers stay valid: the description is cached in the model until it is dropped.
-        write_out(out, p.info());
+        let info = info_at(outputs, index, format_args!("outputs of `{function}`"))?;
+        write_out(out, info);
         Ok(())
     })
 }
