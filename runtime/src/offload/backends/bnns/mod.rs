@@ -63,8 +63,7 @@ fn platform_engine() -> Option<&'static dyn Engine> {
     None
 }
 
-const UNAVAILABLE: &str =
-    "BNNS is part of Apple's Accelerate framework, which exists only on macOS and iOS (this build is not for an Apple target)";
+use super::BNNS_UNAVAILABLE as UNAVAILABLE;
 
 impl BnnsBackend {
     /// The backend on a given engine (tests: the emulator).
