@@ -28,6 +28,12 @@ from):
    binds an unresolved weak reference to 0 (the code must check it, as Rust's std and the
    getrandom crate do).
 
+6. A library's dynamic relocations must be in a format bionic reads at --min-sdk: Android's
+   packed format (DT_ANDROID_REL/DT_ANDROID_RELA, what `ld.lld --pack-dyn-relocs=android`
+   writes) from API 23, DT_ANDROID_RELR from API 28, standard DT_RELR from API 30. An older
+   linker does not know the tag, warns "unused DT entry" and loads the library with those
+   relocations never applied (docs/android.md, section 8).
+
 Prints one line per library, then per unresolved or too-new symbol a FAIL line naming it,
 and `bionic resolve: N libraries, M symbols resolved, K failed`; exits 1 on any failure.
 --expect SYMBOL=LIBRARY additionally requires SYMBOL to resolve to that library (by file name)
@@ -43,6 +49,13 @@ SYSTEM_LIBS = ("libc.so", "libm.so", "libdl.so", "liblog.so")
 ABI_MACHINE = {"arm64-v8a": 183, "x86_64": 62}
 ABI_COLUMN = {"arm64-v8a": 4, "x86_64": 5, "armeabi-v7a": 6}
 DT_NEEDED, DT_SONAME, DT_FLAGS_1 = 1, 14, 0x6FFFFFFB
+# Relocation-table tags and the first API level whose linker applies them (rule 6).
+RELOCATION_TAGS = {
+    0x6000000F: ("DT_ANDROID_REL", 23),
+    0x60000011: ("DT_ANDROID_RELA", 23),
+    0x6FFFE000: ("DT_ANDROID_RELR", 28),
+    36: ("DT_RELR", 30),
+}
 DF_1_GLOBAL = 0x2
 SHT_DYNAMIC, SHT_DYNSYM, SHT_GNU_VERSYM, SHT_GNU_VERNEED = 6, 11, 0x6FFFFFFF, 0x6FFFFFFE
 STB_GLOBAL, STB_WEAK = 1, 2
@@ -85,6 +98,7 @@ class Library:
             return table[off: end if end >= 0 else len(table)].decode("utf-8", "replace")
 
         self.needed, self.soname, self.flags_1 = [], None, 0
+        self.tags = set()
         self.defined = {}     # name -> binding, for exported (GLOBAL/WEAK, defined) symbols
         self.undefined = []   # (name, binding, version or None)
         dynsym = next((s for s in sections if s[0] == SHT_DYNSYM), None)
@@ -97,6 +111,7 @@ class Library:
             tag, val = struct.unpack_from("<qQ", raw, off)
             if tag == 0:
                 break
+            self.tags.add(tag)
             if tag == DT_NEEDED:
                 self.needed.append(cstr(dstr, val))
             elif tag == DT_SONAME:
@@ -201,6 +216,10 @@ def main():
         if lib.machine != ABI_MACHINE[args.abi]:
             fail(f"{lib.name}: ELF machine {lib.machine}, not {args.abi}'s {ABI_MACHINE[args.abi]}")
             return None
+        for tag in sorted(lib.tags & RELOCATION_TAGS.keys()):
+            tag_name, api = RELOCATION_TAGS[tag]
+            if api > args.min_sdk:
+                fail(f"{lib.name}: relocations in {tag_name}, which bionic applies from API {api} only (min-sdk {args.min_sdk})")
         return lib
 
     app_libs = []

@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
-# Package the Java bindings as an Android library (AAR) in a Maven repository folder:
+# Package the Java bindings as Android libraries (AARs) in a Maven repository folder:
 #
-#   scripts/build-aar.sh [ARM64_LIB [X86_64_LIB]]   -> last stdout line: the repository folder
-#                                                    (target/android-repo)
+#   scripts/build-aar.sh [ARM64_LIB X86_64_LIB [ARM64_RPC_LIB X86_64_RPC_LIB]]
+#                                -> last stdout line: the repository folder (target/android-repo)
 #
-# ARM64_LIB and X86_64_LIB are the JNI libraries of the two ABIs (default: built by
-# scripts/build-android-so.sh). armeabi-v7a is not built (docs/android.md, section 6). The AAR
-# is a zip holding:
+# Two artifacts, alternatives to each other (the same class and library names: an app depends on
+# one of them, never both):
+#   org.mote:mote-android       the inference library: the org.mote classes (no org.mote.rpc)
+#                               and the JNI libraries built without the RPC server (ARM64_LIB,
+#                               X86_64_LIB; default: scripts/build-android-so.sh ABI);
+#   org.mote:mote-android-rpc   the same plus Mote's RPC server: the org.mote and org.mote.rpc
+#                               classes and the JNI libraries built with mote-java's `rpc`
+#                               feature (ARM64_RPC_LIB, X86_64_RPC_LIB; default:
+#                               scripts/build-android-so.sh --rpc ABI). The RPC app's variant.
+# An empty argument means the default. armeabi-v7a is not built (docs/android.md, section 6).
+# Each AAR is a zip holding:
 #   AndroidManifest.xml         bindings-java/android/AndroidManifest.xml (package org.mote, minSdk)
-#   classes.jar                 the Maven project's main classes, compiled by javac --release 11
+#   classes.jar                 the Maven project's main classes of those packages (not their
+#                               subpackages: no org.mote.tvm4j), compiled by javac --release 11
 #   jni/arm64-v8a/libmote_java.so
 #   jni/x86_64/libmote_java.so  (the emulator's ABI)
-#   proguard.txt                consumer shrinker rules (bindings-java/android/proguard.txt)
+#   proguard.txt                consumer shrinker rules: bindings-java/android/proguard.txt, and
+#                               for the rpc AAR proguard-rpc.txt after it
 #   R.txt                       empty: the library has no Android resources
-# and is laid out with its POM as org/mote/mote-android/0.1.0/ under the repository folder, so
-# an app adds the folder as a Maven repository and depends on org.mote:mote-android:0.1.0.
+# and is laid out with its POM as org/mote/ARTIFACT/0.1.0/ under the repository folder, so an
+# app adds the folder as a Maven repository and depends on org.mote:mote-android:0.1.0 (or
+# org.mote:mote-android-rpc:0.1.0).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -22,10 +33,10 @@ ROOT=$(cd "$HERE/.." && pwd -P)
 cd "$ROOT"
 
 GROUP=org.mote
-ARTIFACT=mote-android
 VERSION=0.1.0
 REPO="$ROOT/target/android-repo"
 WORK="$ROOT/target/aar"
+SRC=bindings-java/java/src/main/java
 
 log() { echo "build-aar: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -38,55 +49,67 @@ done
 . "$HERE/lib/android-libs.sh"
 LIB=$(android_lib arm64-v8a "${1:-}") || die "no arm64-v8a JNI library"
 LIB_X86_64=$(android_lib x86_64 "${2:-}") || die "no x86_64 JNI library"
+LIB_RPC=$(android_lib --rpc arm64-v8a "${3:-}") || die "no arm64-v8a JNI library with the RPC server"
+LIB_RPC_X86_64=$(android_lib --rpc x86_64 "${4:-}") || die "no x86_64 JNI library with the RPC server"
 
 rm -rf "$WORK"
-mkdir -p "$WORK/classes" "$WORK/aar/jni/arm64-v8a" "$WORK/aar/jni/x86_64"
 
-# classes.jar: the same sources and flags as the Maven build (release 11, all lints as errors),
-# without the network or Maven's cache.
-log "compiling the Java sources"
-javac --release 11 -Xlint:all -Werror -encoding UTF-8 -d "$WORK/classes" \
-  bindings-java/java/src/main/java/org/mote/*.java bindings-java/java/src/main/java/org/mote/rpc/*.java \
-  || die "javac failed"
-jar --create --no-manifest --file "$WORK/aar/classes.jar" -C "$WORK/classes" . || die "jar failed"
+# aar ARTIFACT NAME DESCRIPTION ARM64_LIB X86_64_LIB "PROGUARD_FILES" "PACKAGE_DIRS": compiles the
+# sources of PACKAGE_DIRS (folders under $SRC, without their subfolders) into classes.jar, packs
+# the AAR and writes its POM, maven-metadata.xml and checksums.
+aar() {
+  local artifact=$1 name=$2 description=$3 arm64=$4 x86_64=$5 proguard=$6 packages=$7
+  local w="$WORK/$artifact" srcs=() p f
+  mkdir -p "$w/classes" "$w/aar/jni/arm64-v8a" "$w/aar/jni/x86_64"
+  for p in $packages; do
+    for f in "$SRC/$p"/*.java; do srcs+=("$f"); done
+  done
+  # classes.jar: the same sources and flags as the Maven build (release 11, all lints as
+  # errors), without the network or Maven's cache.
+  log "$artifact: compiling $packages (${#srcs[@]} sources)"
+  javac --release 11 -Xlint:all -Werror -encoding UTF-8 -d "$w/classes" "${srcs[@]}" \
+    || die "javac failed ($artifact)"
+  jar --create --no-manifest --file "$w/aar/classes.jar" -C "$w/classes" . || die "jar failed ($artifact)"
 
-cp bindings-java/android/AndroidManifest.xml "$WORK/aar/AndroidManifest.xml"
-cp bindings-java/android/proguard.txt "$WORK/aar/proguard.txt"
-: >"$WORK/aar/R.txt"
-cp "$LIB" "$WORK/aar/jni/arm64-v8a/libmote_java.so"
-cp "$LIB_X86_64" "$WORK/aar/jni/x86_64/libmote_java.so"
+  cp bindings-java/android/AndroidManifest.xml "$w/aar/AndroidManifest.xml"
+  : >"$w/aar/proguard.txt"
+  for f in $proguard; do cat "bindings-java/android/$f" >>"$w/aar/proguard.txt"; done
+  : >"$w/aar/R.txt"
+  cp "$arm64" "$w/aar/jni/arm64-v8a/libmote_java.so"
+  cp "$x86_64" "$w/aar/jni/x86_64/libmote_java.so"
 
-dest="$REPO/${GROUP//.//}/$ARTIFACT/$VERSION"
-rm -rf "$REPO/${GROUP//.//}/$ARTIFACT"
-mkdir -p "$dest"
-aar="$dest/$ARTIFACT-$VERSION.aar"
-# An AAR is a plain zip; `jar --no-manifest` writes one without adding META-INF/.
-(cd "$WORK/aar" && jar --create --no-manifest --file "$aar" AndroidManifest.xml classes.jar R.txt proguard.txt jni) \
-  || die "cannot write $aar"
+  local base="$REPO/${GROUP//.//}/$artifact"
+  local dest="$base/$VERSION"
+  rm -rf "$base"
+  mkdir -p "$dest"
+  local out="$dest/$artifact-$VERSION.aar"
+  # An AAR is a plain zip; `jar --no-manifest` writes one without adding META-INF/.
+  (cd "$w/aar" && jar --create --no-manifest --file "$out" AndroidManifest.xml classes.jar R.txt proguard.txt jni) \
+    || die "cannot write $out"
 
-cat >"$dest/$ARTIFACT-$VERSION.pom" <<EOF
+  cat >"$dest/$artifact-$VERSION.pom" <<POM
 <?xml version="1.0" encoding="UTF-8"?>
 <project xmlns="http://maven.apache.org/POM/4.0.0"
          xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
          xsi:schemaLocation="http://maven.apache.org/POM/4.0.0 https://maven.apache.org/xsd/maven-4.0.0.xsd">
   <modelVersion>4.0.0</modelVersion>
   <groupId>$GROUP</groupId>
-  <artifactId>$ARTIFACT</artifactId>
+  <artifactId>$artifact</artifactId>
   <version>$VERSION</version>
   <packaging>aar</packaging>
-  <name>Mote for Android</name>
-  <description>Java bindings of Mote with the arm64-v8a and x86_64 JNI libraries, for Android apps</description>
+  <name>$name</name>
+  <description>$description</description>
   <licenses>
     <license><name>MIT</name></license>
   </licenses>
 </project>
-EOF
+POM
 
-cat >"$REPO/${GROUP//.//}/$ARTIFACT/maven-metadata.xml" <<EOF
+  cat >"$base/maven-metadata.xml" <<META
 <?xml version="1.0" encoding="UTF-8"?>
 <metadata>
   <groupId>$GROUP</groupId>
-  <artifactId>$ARTIFACT</artifactId>
+  <artifactId>$artifact</artifactId>
   <versioning>
     <latest>$VERSION</latest>
     <release>$VERSION</release>
@@ -94,13 +117,21 @@ cat >"$REPO/${GROUP//.//}/$ARTIFACT/maven-metadata.xml" <<EOF
     <lastUpdated>$(date -u +%Y%m%d%H%M%S)</lastUpdated>
   </versioning>
 </metadata>
-EOF
+META
 
-# Checksums, as a remote Maven repository serves them.
-for f in "$aar" "$dest/$ARTIFACT-$VERSION.pom" "$REPO/${GROUP//.//}/$ARTIFACT/maven-metadata.xml"; do
-  sha1sum "$f" | cut -d' ' -f1 >"$f.sha1"
-  md5sum "$f" | cut -d' ' -f1 >"$f.md5"
-done
+  # Checksums, as a remote Maven repository serves them.
+  for f in "$out" "$dest/$artifact-$VERSION.pom" "$base/maven-metadata.xml"; do
+    sha1sum "$f" | cut -d' ' -f1 >"$f.sha1"
+    md5sum "$f" | cut -d' ' -f1 >"$f.md5"
+  done
+  log "wrote $out ($(stat -c %s "$out") bytes)"
+}
 
-log "wrote $aar ($(stat -c %s "$aar") bytes)"
+aar mote-android "Mote for Android" \
+  "Java bindings of Mote with the arm64-v8a and x86_64 JNI libraries, for Android apps: the inference library, without the RPC server (no org.mote.rpc). An alternative to org.mote:mote-android-rpc, which has the same class and library names: depend on one of the two, never both." \
+  "$LIB" "$LIB_X86_64" "proguard.txt" "org/mote"
+aar mote-android-rpc "Mote for Android, with the RPC server" \
+  "Java bindings of Mote with the arm64-v8a and x86_64 JNI libraries, for Android apps: everything of org.mote:mote-android plus Mote's RPC server (org.mote.rpc.Server, which TVM's Python client drives) in the classes and the JNI libraries. An alternative to org.mote:mote-android, which has the same class and library names: depend on one of the two, never both." \
+  "$LIB_RPC" "$LIB_RPC_X86_64" "proguard.txt proguard-rpc.txt" "org/mote org/mote/rpc"
+
 printf '%s\n' "$REPO"

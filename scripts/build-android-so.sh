@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Build the Java bindings' JNI library for Android:
 #
-#   scripts/build-android-so.sh [ABI]    ABI: arm64-v8a (default) or x86_64
-#                                        -> last stdout line: path of target/android/ABI/libmote_java.so
+#   scripts/build-android-so.sh [--rpc] [ABI]
+#       ABI: arm64-v8a (default) or x86_64
+#       -> last stdout line: path of target/android/ABI/libmote_java.so, the inference
+#          library (mote-java without its `rpc` feature: no RPC server; the
+#          org.mote:mote-android AAR), or with --rpc of target/android/rpc/ABI/libmote_java.so,
+#          built with mote-java's `rpc` feature (the RPC server, mote-rpc, and org.mote.rpc's
+#          natives; the RPC app and the org.mote:mote-android-rpc AAR). Both variants coexist.
 #
 # Compiles `mote-java` in the trixie chroot (scripts/in-trixie.sh) with trixie's Rust 1.85,
 # building the standard library from source (-Zbuild-std; no rustup target is downloadable here)
@@ -33,7 +38,9 @@
 #   define exactly those symbols, with --no-undefined. The import lists are checked in
 #   (bindings-java/android/stubs/*.txt) so a review sees what the library needs from Android;
 #   this script fails when a build imports something else (drift), and rewrites the lists
-#   with MOTE_ANDROID_UPDATE_STUBS=1.
+#   with MOTE_ANDROID_UPDATE_STUBS=1. One list per library and variant: lib<l>.txt for the
+#   inference library, lib<l>-rpc.txt for --rpc (the RPC server adds sockets, name lookup...),
+#   under stubs/ for arm64-v8a and stubs/x86_64/ for x86_64.
 #   Stub symbols carry no version. bionic's dynamic linker resolves an unversioned reference
 #   to the symbol's default version (only a versioned reference must name a version the
 #   library defines), so the output loads on every API level that has each symbol; see
@@ -46,7 +53,8 @@
 # Environment:
 #   ANDROID_NDK_HOME            an Android NDK (r23 or newer); unset = the stub route
 #   MOTE_ANDROID_API            API level for the NDK's clang (default 24, the AAR's minSdk)
-#   MOTE_ANDROID_UPDATE_STUBS=1 rewrite bindings-java/android/stubs/[ABI/]*.txt from this build
+#   MOTE_ANDROID_UPDATE_STUBS=1 rewrite bindings-java/android/stubs/[ABI/]lib*[-rpc].txt (this
+#                               variant's) from this build
 #   MOTE_ANDROID_PROFILE        cargo profile (default mobile: release with one codegen unit)
 set -euo pipefail
 
@@ -54,6 +62,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 ROOT=$(git -C "$HERE" rev-parse --show-toplevel 2>/dev/null || (cd "$HERE/.." && pwd -P))
 cd "$ROOT"
 
+RPC=0
+if [ "${1:-}" = --rpc ]; then RPC=1; shift; fi
 ABI=${1:-arm64-v8a}
 FEATURES=()
 log() { echo "build-android-so: $*" >&2; }
@@ -62,14 +72,21 @@ case "$ABI" in
   arm64-v8a) TARGET=aarch64-linux-android GNU=aarch64-linux-gnu LISTS="$ROOT/bindings-java/android/stubs"
              ARCH_LD=(--fix-cortex-a53-843419) ;;
   # x86_64 (the emulator's ABI): without the cpu backend's AVX-512 level, which needs Rust 1.89
-  # (the AVX2 and scalar levels remain, picked at run time).
+  # (the AVX2 and scalar levels remain, picked at run time): the default features but avx512.
   x86_64) TARGET=x86_64-linux-android GNU=x86_64-linux-gnu LISTS="$ROOT/bindings-java/android/stubs/x86_64"
-          ARCH_LD=() FEATURES=(--no-default-features) ;;
+          ARCH_LD=() FEATURES=(--no-default-features --features cpu-backend) ;;
   *) die "unknown ABI '$ABI' (arm64-v8a or x86_64; armeabi-v7a is not built: docs/android.md, section 6)" ;;
 esac
 PROFILE=${MOTE_ANDROID_PROFILE:-mobile}
 API=${MOTE_ANDROID_API:-24}
 OUT="$ROOT/target/android/$ABI"
+# The variant's import lists: lib<l>.txt (inference) or lib<l>-rpc.txt.
+LIST_SUFFIX=""
+if [ "$RPC" = 1 ]; then
+  FEATURES+=(--features rpc)
+  OUT="$ROOT/target/android/rpc/$ABI"
+  LIST_SUFFIX=-rpc
+fi
 LIBS="c m dl log"
 
 mkdir -p "$OUT"
@@ -82,8 +99,13 @@ rm -f "$OUT/libmote_java.so"
 # Passed to rustc for the final crate only (`cargo rustc -- ...`), so changing them relinks
 # without rebuilding the standard library.
 # -z global: DF_1_GLOBAL (see above). --eh-frame-hdr: the unwinder finds the tables through it.
+# --pack-dyn-relocs=android: the dynamic relocations in Android's packed format
+# (DT_ANDROID_RELA), which bionic applies from API 23, below the AAR's minSdk 24: about 100 KB
+# less than plain RELA (docs/footprint.md). Not RELR: bionic reads DT_ANDROID_RELR from API 28
+# and DT_RELR from 30 (scripts/bionic-resolve.py checks the tags against the minSdk).
 COMMON_LD=(-soname libmote_java.so -z global -z max-page-size=16384 -z text -z noexecstack
-           --hash-style=both --build-id=sha1 --eh-frame-hdr "${ARCH_LD[@]}" --strip-debug)
+           --hash-style=both --build-id=sha1 --eh-frame-hdr --pack-dyn-relocs=android
+           "${ARCH_LD[@]}" --strip-debug)
 LINK_ARG="-C link-arg=-Wl,$(IFS=,; echo "${COMMON_LD[*]}" | tr ' ' ',')"
 
 TRIPLE_ENV=$(tr 'a-z-' 'A-Z_' <<<"$TARGET")
@@ -107,7 +129,10 @@ else
     || die "building the unwinder for $TARGET failed"
   UNWIND_LIB="$ROOT/target/trixie-unwind/$TARGET/release/libmote_android_unwind.a"
   [ -f "$UNWIND_LIB" ] || die "no $UNWIND_LIB"
-  WRAP="$OUT/ld-wrapper.sh"
+  # One wrapper per ABI for both variants: cargo fingerprints the linker's path, and a second
+  # path would rebuild the standard library and every dependency at each switch of variant.
+  WRAP="$ROOT/target/android/$ABI/ld-wrapper.sh"
+  mkdir -p "$(dirname "$WRAP")"
   # The linker rustc calls; runs in the chroot.
   cat >"$WRAP" <<'WRAPPER'
 #!/bin/bash
@@ -203,7 +228,7 @@ built="$ROOT/target/trixie/$TARGET/$dir/libmote_java.so"
 # stubs, and the import lists below must come from this link.
 rm -f "$built" "$ROOT/target/trixie/$TARGET/$dir/deps/libmote_java.so" "$OUT/link/imports.txt"
 
-log "cargo rustc -p mote-java --target $TARGET ($PROFILE) in the trixie chroot"
+log "cargo rustc -p mote-java ${FEATURES[*]} --target $TARGET ($PROFILE) in the trixie chroot"
 start=$(date +%s)
 # panic_unwind: every JNI entry catches panics (catch_unwind), so panics must unwind.
 # The standard library's features are its defaults without `backtrace` (docs/footprint.md):
@@ -227,13 +252,14 @@ if [ -z "${ANDROID_NDK_HOME:-}" ]; then
   mkdir -p "$LISTS"
   for l in $LIBS; do
     new="$OUT/link/lib$l.txt"
+    list="$LISTS/lib$l$LIST_SUFFIX.txt"
     if [ "${MOTE_ANDROID_UPDATE_STUBS:-}" = 1 ]; then
-      cp "$new" "$LISTS/lib$l.txt"
-    elif ! diff -u "$LISTS/lib$l.txt" "$new" >&2; then
+      cp "$new" "$list"
+    elif ! diff -u "$list" "$new" >&2; then
       drift=1
     fi
   done
-  [ "$drift" = 0 ] || die "the library's imports from Android changed (diff above: checked-in list vs this build). Check each new symbol exists in bionic at the minSdk in bindings-java/README.md, then rerun with MOTE_ANDROID_UPDATE_STUBS=1 and commit bindings-java/android/stubs/"
-  log "imports: $(for l in $LIBS; do printf 'lib%s.so %s  ' "$l" "$(wc -l <"$LISTS/lib$l.txt")"; done)"
+  [ "$drift" = 0 ] || die "the library's imports from Android changed (diff above: checked-in list ${LISTS#"$ROOT"/}/lib*$LIST_SUFFIX.txt vs this build). Check each new symbol exists in bionic at the minSdk in bindings-java/README.md, then rerun with MOTE_ANDROID_UPDATE_STUBS=1 (scripts/build-android-so.sh ${LIST_SUFFIX:+--rpc }$ABI) and commit bindings-java/android/stubs/"
+  log "imports (lib*$LIST_SUFFIX.txt): $(for l in $LIBS; do printf 'lib%s.so %s  ' "$l" "$(wc -l <"$LISTS/lib$l$LIST_SUFFIX.txt")"; done)"
 fi
 printf '%s\n' "$OUT/libmote_java.so"

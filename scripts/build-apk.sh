@@ -4,8 +4,9 @@
 #   scripts/build-apk.sh [ARM64_LIB [X86_64_LIB]]   -> last stdout line: path of
 #                                                      target/android-app/mote-rpc.apk
 #
-# ARM64_LIB and X86_64_LIB are the JNI libraries of the two ABIs (default: built by
-# scripts/build-android-so.sh; x86_64 is the emulator's). Steps (the
+# ARM64_LIB and X86_64_LIB are the JNI libraries of the two ABIs, built with the RPC server
+# (default: built by scripts/build-android-so.sh --rpc, the org.mote:mote-android-rpc variant;
+# x86_64 is the emulator's). Steps (the
 # recipe: ../shared/TOOLCHAINS.md section 3, in our words in android-app/README.md):
 #   1. Maven fetches into $MOTE_CACHE/m2 (once; later runs do not call Maven):
 #      org.robolectric:android-all:15-robolectric-13954326 (API 35 framework classes, the
@@ -17,7 +18,7 @@
 #      manifest's three post-API-29 items through that aapt2 (<uses-native-library>,
 #      <property>, foregroundServiceType specialUse) and fails on anything else it rejects.
 #   3. javac --release 11 of the app, R.java and bindings-java's org.mote + org.mote.rpc
-#      sources against android-all (a class path, not a boot class path: it has no java.lang),
+#      sources (what org.mote:mote-android-rpc packs, plus org.mote.tvm4j) against android-all (a class path, not a boot class path: it has no java.lang),
 #      all lints as errors but "classfile" (android-all's annotations name members that
 #      javac cannot see).
 #   4. The classes are checked against the API 24 signature (animal-sniffer, with what d8
@@ -73,8 +74,8 @@ log() { echo "build-apk: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 # --- tools -------------------------------------------------------------------------------
-for t in javac java jar keytool mvn zip unzip python3; do
-  command -v "$t" >/dev/null || die "$t is not installed (javac/java/jar/keytool: apt-get install openjdk-17-jdk-headless; mvn: maven; zip, unzip, python3)"
+for t in javac java jar keytool mvn zip unzip python3 readelf; do
+  command -v "$t" >/dev/null || die "$t is not installed (javac/java/jar/keytool: apt-get install openjdk-17-jdk-headless; mvn: maven; readelf: binutils; zip, unzip, python3)"
 done
 missing=()
 for pkg in aapt zipalign apksigner android-framework-res; do
@@ -118,8 +119,9 @@ SIGNATURE_FILE=$(m2_jar "$SIGNATURE")
 
 # shellcheck source=lib/android-libs.sh
 . "$HERE/lib/android-libs.sh"
-LIB=$(android_lib arm64-v8a "${1:-}") || die "no arm64-v8a JNI library"
-LIB_X86_64=$(android_lib x86_64 "${2:-}") || die "no x86_64 JNI library"
+# The variant with the RPC server (the app is its server).
+LIB=$(android_lib --rpc arm64-v8a "${1:-}") || die "no arm64-v8a JNI library with the RPC server"
+LIB_X86_64=$(android_lib --rpc x86_64 "${2:-}") || die "no x86_64 JNI library with the RPC server"
 declare -A ABI_LIB=([arm64-v8a]="$LIB" [x86_64]="$LIB_X86_64")
 
 rm -rf "$OUT"
@@ -244,6 +246,19 @@ sys.exit((info.header_offset + 30 + n + e) % 16384 != 0)
 PY
 }
 so_same() { unzip -p "$APK" "lib/$1/libmote_java.so" | cmp -s - "${ABI_LIB[$1]}"; }
+# The packaged library has the RPC server: every native RpcBridge declares is exported (the
+# inference library, built without mote-java's rpc feature, exports none of them).
+so_has_rpc() {
+  local want have
+  want=$(grep -oE 'static native [][A-Za-z0-9_.<> ]+ +[A-Za-z0-9_]+ *\(' \
+           "$ROOT/bindings-java/java/src/main/java/org/mote/rpc/RpcBridge.java" \
+         | sed -E 's/.* ([A-Za-z0-9_]+) *\($/Java_org_mote_rpc_RpcBridge_\1/' | sort)
+  unzip -p "$APK" "lib/$1/libmote_java.so" >"$OUT/check-$1.so"
+  have=$(readelf --dyn-syms -W "$OUT/check-$1.so" \
+         | awk '$1 ~ /^[0-9]+:$/ && $7 != "UND" && $8 ~ /^Java_org_mote_rpc_RpcBridge_/ { sub(/@.*/, "", $8); print $8 }' | sort -u)
+  rm -f "$OUT/check-$1.so"
+  [ -n "$want" ] && [ "$have" = "$want" ]
+}
 dex_present() { grep -qE ' classes\.dex$' <<<"$entries"; }
 dex_has() { # the dex names each main class
   local c
@@ -328,6 +343,7 @@ for abi in arm64-v8a x86_64; do
   check "lib/$abi/libmote_java.so stored uncompressed" so_stored "$abi"
   check "lib/$abi/libmote_java.so data at a multiple of 16 KB" so_16k "$abi"
   check "lib/$abi/libmote_java.so is the built library" so_same "$abi"
+  check "lib/$abi/libmote_java.so has the RPC server (exports every RpcBridge native)" so_has_rpc "$abi"
 done
 check "classes.dex present" dex_present
 check "classes.dex holds the app and org.mote.rpc" dex_has

@@ -126,7 +126,7 @@ echo "| artifact | x86_64 | aarch64 |"
 echo "|---|---|---|"
 echo "| Mote libmote.so (C ABI, release) | $(mib "${size[so_x86_64]}") | $(mib "${size[so_aarch64]}") |"
 echo "| Mote static library, linked contribution (x86_64: release; aarch64: as the iOS slices) | $(mib "${size[static_x86_64]}") | $(mib "${size[static_aarch64]}") |"
-echo "| Mote Android JNI library libmote_java.so | - | $(mib "${size[jni]}") |"
+echo "| Mote Android JNI library libmote_java.so (the AAR's: no RPC server) | - | $(mib "${size[jni]}") |"
 echo "| TVM libtvm_runtime.so + libtvm_ffi.so (wheel) | $(mib "${size[tvm_x86_64]}") | $(mib "${size[tvm_aarch64]}") |"
 echo "| ONNX Runtime libonnxruntime.so (wheel) | $(mib "${size[ort_x86_64]}") | $(mib "${size[ort_aarch64]}") |"
 echo

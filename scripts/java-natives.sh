@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Generate the natives classes of the Java bindings from the mote-java crate's JNI entries:
 # bindings-java/java/src/main/java/org/mote/NativeBridge.java (from bindings-java/src/natives.rs),
-# bindings-java/java/src/main/java/org/mote/rpc/RpcBridge.java (from bindings-java/src/rpc.rs)
-# and the test-only bindings-java/java/src/test/java/org/mote/TestHooks.java (from
-# bindings-java/src/test_hooks.rs, compiled only with mote-java's `test-hooks` feature).
+# bindings-java/java/src/main/java/org/mote/rpc/RpcBridge.java (from bindings-java/src/rpc.rs,
+# compiled only with mote-java's `rpc` feature) and the test-only
+# bindings-java/java/src/test/java/org/mote/TestHooks.java (from bindings-java/src/test_hooks.rs,
+# compiled only with the `test-hooks` feature). The generator reads those files as text, so its
+# build without features writes all three.
 #
 #   scripts/java-natives.sh            write the files
 #   scripts/java-natives.sh --check    fail if a checked-in file differs from a fresh one

@@ -11,7 +11,8 @@
 #   0. The test dependencies' versions in android-app/build.gradle (testImplementation, for
 #      Gradle, not run here) are those of android-app/test/pom.xml and of the monitor AAR
 #      below, which is the version Robolectric's pom names; otherwise the script stops.
-#   1. cargo build -p mote-java (the host JNI library, passed as -Dmote.library).
+#   1. cargo build -p mote-java --features rpc (the host JNI library with the RPC server the
+#      app runs, passed as -Dmote.library).
 #   2. Once, with the network: Maven copies the frameworks Robolectric's sandboxes run,
 #      org.robolectric:android-all-instrumented 15-robolectric-13954326-i7 (API 35) and
 #      7.0.0_r1-robolectric-r1-i7 (API 24), into $MOTE_CACHE/robolectric-i7, and fetches
@@ -80,8 +81,8 @@ PY
 ) || die "test dependencies differ: $versions"
 log "test dependencies (build.gradle = test/pom.xml): $versions"
 
-log "building libmote_java (host)"
-cargo build -q --locked -p mote-java || die "cargo build -p mote-java failed"
+log "building libmote_java (host, with the RPC server: the rpc feature)"
+cargo build -q --locked -p mote-java --features rpc || die "cargo build -p mote-java --features rpc failed"
 lib="$ROOT/target/debug/libmote_java.so"
 [ -f "$lib" ] || die "no $lib"
 

@@ -5,8 +5,9 @@
 #
 #   scripts/test-android-bionic.sh
 #
-# 1. The JNI library of each ABI (arm64-v8a, x86_64: target/android/ABI/libmote_java.so,
-#    built by scripts/build-android-so.sh when missing) with every zoo model exported for
+# 1. The inference JNI library of each ABI (arm64-v8a, x86_64: target/android/ABI/libmote_java.so,
+#    what org.mote:mote-android ships; built by scripts/build-android-so.sh when missing) with
+#    every zoo model exported for
 #    Android the way a developer exports it (python/android_zoo.py: TVM compiles for
 #    aarch64-linux-android / x86_64-linux-android, export_library links with
 #    mote_tvm.android.create_shared; cached in $MOTE_CACHE/android-zoo-<hash>/ABI): the library
@@ -17,12 +18,16 @@
 #    linked as an app links them) loaded after libmote_java.so: its constructors'
 #    TVMFFIEnvModRegisterSystemLibSymbol and the kernels' TVMBackend* resolve to Mote's.
 # 3. The RPC app's APK (target/android-app/mote-rpc.apk, built by scripts/build-apk.sh when
-#    missing): its lib/ABI/ libraries with the models, as the app would load uploads.
+#    missing): its lib/ABI/ libraries (the variant with the RPC server, what
+#    org.mote:mote-android-rpc ships) with the models, as the app would load uploads.
 # 4. Shown to fail, each must FAIL naming the symbol: the library of main at 16047ad
 #    (reproduced by clearing DF_1_GLOBAL and binding the six TVM exports LOCAL:
 #    scripts/lib/elf_mutate.py), DF_1_GLOBAL alone cleared, a model linked without its
 #    DT_NEEDED libc/libm (what `ld -shared` alone gives), and a library importing
-#    _Unwind_RaiseException (libc.so has it only from API 30).
+#    _Unwind_RaiseException (libc.so has it only from API 30); and by relocation format (rule 6
+#    of bionic-resolve.py): a library whose relative relocations are RELR with Android's tags
+#    (API 28) fails, the same linked with Android's packed format (API 23; what
+#    build-android-so.sh uses) passes.
 # Prints "android bionic checks: N passed, M failed"; exits non-zero if any failed.
 set -uo pipefail
 
@@ -132,6 +137,20 @@ if "$HERE/in-trixie.sh" aarch64-linux-gnu-as -o "$OUT/unwind.o" "$OUT/unwind.s" 
     "$( [ $rc = 1 ] && grep -q '_Unwind_RaiseException is in libc.so only from API 30' <<<"$res"; echo $?)" "$(grep '^FAIL' <<<"$res" | head -n 1)"
 else
   check "a library importing _Unwind_RaiseException built" 1
+fi
+
+# Relocation formats: a pointer table (relative relocations) linked by ld.lld in two ways.
+printf '.data\n.balign 8\ntable:\n  .quad table\n  .quad table+8\n  .quad table+16\n' >"$OUT/relocs.s"
+if "$HERE/in-trixie.sh" aarch64-linux-gnu-as -o "$OUT/relocs.o" "$OUT/relocs.s" \
+   && ld.lld -shared -soname librelr.so --pack-dyn-relocs=relr --use-android-relr-tags -o "$OUT/librelr.so" "$OUT/relocs.o" \
+   && ld.lld -shared -soname libaps2.so --pack-dyn-relocs=android -o "$OUT/libaps2.so" "$OUT/relocs.o"; then
+  res=$(resolve --abi arm64-v8a --app "$OUT/librelr.so" 2>&1); rc=$?
+  check "fails with RELR relocations (DT_ANDROID_RELR: API 28)" \
+    "$( [ $rc = 1 ] && grep -q 'librelr.so: relocations in DT_ANDROID_RELR, which bionic applies from API 28' <<<"$res"; echo $?)" "$(grep '^FAIL' <<<"$res" | head -n 1)"
+  res=$(resolve --abi arm64-v8a --app "$OUT/libaps2.so" 2>&1); rc=$?
+  check "passes with Android's packed relocations (DT_ANDROID_RELA: API 23)" "$rc" "$(tail -n 1 <<<"$res")"
+else
+  check "libraries with packed relocations built" 1
 fi
 
 # 3. The RPC app's APK, with the models it would be sent.

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The Java bindings on the desktop JVM: checks that NativeBridge.java, rpc/RpcBridge.java and the
 # test-only TestHooks.java match the Rust entries, that the library without features (what
-# releases and Android ship) exports exactly the natives of NativeBridge and RpcBridge (no test
-# hook), builds libmote_java with the `test-hooks` feature (cargo build -p mote-java --features
-# test-hooks; copied to target/java-test/libmote_java.so), lists the zoo's cases for the tests,
-# and runs the JUnit 5 suite through Maven (surefire pinned in bindings-java/java/pom.xml; the
-# main classes are first checked against Android API level 24 by animal-sniffer; the local
+# releases and the inference AAR ship) exports exactly the natives of NativeBridge (no RPC
+# entry, no test hook) and holds no mote-rpc code, that the library with the `rpc` feature (the
+# RPC app's, the rpc AAR's) exports exactly those of NativeBridge and RpcBridge, runs the rpc
+# module's Rust tests (cargo test -p mote-java --features rpc), builds libmote_java with the
+# `test-hooks` and `rpc` features (copied to target/java-test/libmote_java.so; the one without
+# features to target/java-test/inference/ for WithoutRpcTest), lists the zoo's cases for the
+# tests, and runs the JUnit 5 suite through Maven (surefire pinned in bindings-java/java/pom.xml;
+# the main classes are first checked against Android API level 24 by animal-sniffer; the local
 # repository is $MOTE_CACHE/m2, so only the first run needs the network).
 #
 #   scripts/test-java.sh            (MOTE_ZOO_DIR: the x86_64 zoo; default: scripts/zoo.sh's;
@@ -61,12 +64,13 @@ if grep -q 'warning' "$ROOT/target/java-test/javadoc.log"; then
     die "javadoc -Xdoclint:all warns (a public member without a comment?)"
 fi
 
-# The library without features, as releases and Android build it: its JNI exports must be
-# exactly the natives NativeBridge.java and rpc/RpcBridge.java declare, none of TestHooks.java's.
-# (java-natives.sh built it already; this only makes sure.)
+# The library without features, as releases and the inference AAR (org.mote:mote-android) build
+# it: its JNI exports must be exactly the natives NativeBridge.java declares (none of
+# rpc/RpcBridge.java's, none of TestHooks.java's) and it must hold no code of mote-rpc (no
+# `mote_rpc::` symbol in its symbol table). With the rpc feature (the RPC app and
+# org.mote:mote-android-rpc): exactly NativeBridge's and RpcBridge's, and mote-rpc's code.
+# (java-natives.sh built the first already; this only makes sure.)
 command -v nm >/dev/null || die "nm is not installed (apt-get install binutils)"
-log "checking the exports of libmote_java without features"
-cargo build -q --locked -p mote-java --lib || die "cargo build -p mote-java failed"
 declared() {
     for f in "$@"; do
         prefix=Java_$(sed -e 's|^bindings-java/java/src/[a-z]*/java/||' -e 's/\.java$//' -e 's|/|_|g' <<<"$f")
@@ -74,15 +78,46 @@ declared() {
     done | sort
 }
 jexports() { nm -D --defined-only "$1" | awk '$3 ~ /^Java_/ { print $3 }' | sort; }
-want=$(declared bindings-java/java/src/main/java/org/mote/NativeBridge.java bindings-java/java/src/main/java/org/mote/rpc/RpcBridge.java)
+# How many symbols of the mote-rpc crate the library's symbol table has (the host builds keep it).
+rpc_code() { nm -C "$1" | grep -c 'mote_rpc::' || true; }
+core=$(declared bindings-java/java/src/main/java/org/mote/NativeBridge.java)
+rpc=$(declared bindings-java/java/src/main/java/org/mote/rpc/RpcBridge.java)
 hooks=$(declared bindings-java/java/src/test/java/org/mote/TestHooks.java)
-have=$(jexports "$ROOT/target/debug/libmote_java.so")
-[ "$have" = "$want" ] || die "libmote_java.so without features exports other JNI entries than NativeBridge and RpcBridge declare: $(diff <(echo "$want") <(echo "$have") | grep '^[<>]' | tr '\n' ' ')"
-log "$(wc -l <<<"$have") JNI exports without features, none of TestHooks' $(wc -l <<<"$hooks")"
+[ -n "$rpc" ] || die "rpc/RpcBridge.java declares no native"
 
-log "building libmote_java with the test-hooks feature"
-cargo build -q --locked -p mote-java --features test-hooks || die "cargo build -p mote-java --features test-hooks failed"
-# A copy, so a build without features in the same target/ (scripts/test-android-app.sh, the
+log "checking the exports of libmote_java without features (the inference library)"
+cargo build -q --locked -p mote-java --lib || die "cargo build -p mote-java failed"
+have=$(jexports "$ROOT/target/debug/libmote_java.so")
+[ "$have" = "$core" ] || die "libmote_java.so without features exports other JNI entries than NativeBridge declares: $(diff <(echo "$core") <(echo "$have") | grep '^[<>]' | tr '\n' ' ')"
+n=$(rpc_code "$ROOT/target/debug/libmote_java.so")
+[ "$n" = 0 ] || die "libmote_java.so without features holds $n mote_rpc:: symbols (the RPC server must not be in the inference library)"
+log "$(wc -l <<<"$have") JNI exports without features, none of RpcBridge's $(wc -l <<<"$rpc") nor of TestHooks' $(wc -l <<<"$hooks"); no mote_rpc code"
+# A copy for WithoutRpcTest (the org.mote.rpc classes against the inference library).
+mkdir -p "$ROOT/target/java-test/inference"
+norpc="$ROOT/target/java-test/inference/libmote_java.so"
+cp "$ROOT/target/debug/libmote_java.so" "$norpc.tmp" && mv "$norpc.tmp" "$norpc" || die "cannot copy libmote_java.so"
+
+log "checking the exports of libmote_java with the rpc feature"
+cargo build -q --locked -p mote-java --lib --features rpc || die "cargo build -p mote-java --features rpc failed"
+have=$(jexports "$ROOT/target/debug/libmote_java.so")
+want=$(sort <<<"$core"$'\n'"$rpc")
+[ "$have" = "$want" ] || die "libmote_java.so with rpc exports other JNI entries than NativeBridge and RpcBridge declare: $(diff <(echo "$want") <(echo "$have") | grep '^[<>]' | tr '\n' ' ')"
+n=$(rpc_code "$ROOT/target/debug/libmote_java.so")
+[ "$n" -gt 0 ] || die "libmote_java.so with rpc holds no mote_rpc:: symbol (is the check looking at the right file?)"
+log "$(wc -l <<<"$have") JNI exports with rpc, $n mote_rpc:: symbols"
+
+# The Rust unit tests of the rpc module (src/rpc.rs), which `cargo test --workspace` (no
+# features) does not build.
+rlog="$ROOT/target/java-test/cargo-test-rpc.log"
+cargo test --locked -p mote-java --lib --features rpc >"$rlog" 2>&1 \
+    || { cat "$rlog" >&2; die "cargo test -p mote-java --features rpc failed"; }
+grep -qE '^test rpc::tests::a_stopped_snapshot_reads_back \.\.\. ok$' "$rlog" \
+    || { cat "$rlog" >&2; die "cargo test -p mote-java --features rpc did not run the rpc module's tests"; }
+log "cargo test -p mote-java --lib --features rpc: $(grep -E '^test result:' "$rlog" | tail -n 1)"
+
+log "building libmote_java with the test-hooks and rpc features"
+cargo build -q --locked -p mote-java --features test-hooks,rpc || die "cargo build -p mote-java --features test-hooks,rpc failed"
+# A copy, so a build with other features in the same target/ (scripts/test-android-app.sh, the
 # Android scripts' host steps) cannot swap the file under the tests.
 mkdir -p "$ROOT/target/java-test"
 lib="$ROOT/target/java-test/libmote_java.so"
@@ -175,7 +210,8 @@ status=0
     -Dmote.library="$lib" -Dmote.zoo="$MOTE_ZOO_DIR" -Dmote.cases="$data/zoo-cases.tsv" \
     -Dmote.testPlugin="$data/libmote_test_plugin_good.so" -Dmote.testPluginBadAbi="$data/libmote_test_plugin_bad.so" \
     -Dmote.syslibLibrary="$data/libzoo_syslib.so" -Dmote.syslibModels="$syslib_list" \
-    -Dmote.corrupt="$MOTE_CORRUPT_DIR" -Dmote.python="$python" -Dmote.openclZoo="$MOTE_OPENCL_ZOO_DIR" test) 2>&1 \
+    -Dmote.corrupt="$MOTE_CORRUPT_DIR" -Dmote.python="$python" -Dmote.openclZoo="$MOTE_OPENCL_ZOO_DIR" \
+    -Dmote.libraryWithoutRpc="$norpc" test) 2>&1 \
     | sed 's/\x1b\[[0-9;]*m//g' || status=$?
 
 reports=bindings-java/java/target/surefire-reports

@@ -116,6 +116,10 @@ check_suite() {
 step "formatting and lints"
 cargo fmt --all --check || fail "cargo fmt --check (run cargo fmt --all)"
 cargo clippy --workspace --all-targets --locked -- -D warnings || fail "clippy"
+# Features no workspace build turns on: the JNI library's RPC server, and builds without the cpu
+# backend (selective builds).
+cargo clippy -p mote-java --features rpc,test-hooks --all-targets --locked -- -D warnings || fail "clippy (mote-java --features rpc)"
+cargo clippy -p mote-ffi -p mote-cli --no-default-features --locked -- -D warnings || fail "clippy (without the cpu backend)"
 # The fuzz targets are their own workspace (docs/fuzzing.md).
 cargo fmt --manifest-path fuzz/Cargo.toml --check || fail "cargo fmt --check (fuzz/)"
 cargo clippy --manifest-path fuzz/Cargo.toml --all-targets --locked -- -D warnings || fail "clippy (fuzz/)"
@@ -190,12 +194,15 @@ step "cpu backend kernels built without the avx512 feature (the gemm crate's AVX
 # the feature runs its AVX2 ones (docs/cpu-kernels.md).
 cargo_tests "$MOTE_CACHE/last-no-avx512-tests.log" 25 "cpu kernel tests without avx512" \
     every_level_matches_an_f64_reference_on_odd_shapes qgemm_matches_an_exact_reference \
-    -- -p mote --release --locked --lib --no-default-features offload::backends::cpu -- --nocapture
+    -- -p mote --release --locked --lib --no-default-features --features cpu-backend offload::backends::cpu -- --nocapture
 check_levels "$MOTE_CACHE/last-no-avx512-tests.log" 0 "cpu kernel tests without avx512"
 record "cpu kernels without avx512: $(cargo_counts "$MOTE_CACHE/last-no-avx512-tests.log")"
 
 step "C ABI (header, ABI baseline, C tests under valgrind, CMake)"
 check_suite scripts/test-ffi.sh ffi-tests "ffi" "C ABI tests"
+
+step "selective builds: the feature choice, and Mote without its cpu backend (docs/footprint.md)"
+check_suite scripts/test-selective.sh selective-tests "selective" "selective build checks"
 
 step "corrupted-file corpus through the CLI and the C ABI (docs/fuzzing.md)"
 check_suite scripts/test-corrupt.sh corrupt-tests "corrupt" "corrupted-file checks"

@@ -35,15 +35,17 @@ impl Bridge {
     }
 
     /// `org.mote.rpc.RpcBridge`: the RPC server's entries of `src/rpc.rs`, its modes and the
-    /// layout of a state snapshot.
+    /// layout of a state snapshot. Like [`Bridge::test_hooks`], it is generated from the source
+    /// text, so any build of the generator writes it, with the `rpc` feature or without (the
+    /// constants come from `rpc_layout`, which is always compiled).
     pub fn rpc() -> Bridge {
         Bridge {
             package: "org.mote.rpc",
             class: "RpcBridge",
-            doc: "The native methods of org.mote.rpc.Server, one per JNI entry of mote-java's rpc module.",
+            doc: "The native methods of org.mote.rpc.Server, one per JNI entry of mote-java's rpc module (present only in a library built with the rpc feature).",
             load: "org.mote.Mote.load();",
             source: "rpc.rs",
-            constants: crate::rpc::constants()
+            constants: crate::rpc_layout::constants()
                 .into_iter()
                 .map(|(name, v)| (name.to_string(), v))
                 .collect(),
@@ -184,6 +186,9 @@ mod tests {
         let rpc = java_source(&Bridge::rpc(), include_str!("rpc.rs")).unwrap();
         assert!(rpc.starts_with("// GENERATED") && rpc.contains("package org.mote.rpc;"));
         assert!(rpc.matches("static native").count() >= 4);
+        // OpenCL's status is the inference library's too (the build without `rpc`).
+        assert!(java.contains("    static native String openclStatus();\n"));
+        assert!(!rpc.contains("openclStatus"));
         let hooks = java_source(&Bridge::test_hooks(), include_str!("test_hooks.rs")).unwrap();
         assert!(hooks.contains("final class TestHooks {"));
         assert!(hooks.contains("    static native void panicForTest(String message);\n"));

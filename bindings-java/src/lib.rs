@@ -3,9 +3,14 @@
 //! Every `Java_org_mote_NativeBridge_*` function in [`natives`] is one `static native` method of
 //! the package-private class `org.mote.NativeBridge`, whose Java source is generated from the
 //! `/// java:` line above each function (`scripts/java-natives.sh`, drift-checked in CI); the
-//! RPC server's entries in [`rpc`] are likewise `org.mote.rpc.RpcBridge`'s. Entries that only
+//! RPC server's entries in `rpc` are likewise `org.mote.rpc.RpcBridge`'s. Entries that only
 //! the Java tests call are `org.mote.TestHooks`'s, in `test_hooks`, compiled only with the
 //! `test-hooks` feature (`scripts/test-java.sh`), so no library an app ships has them.
+//! The RPC server's entries (`rpc`) and the `mote-rpc` crate behind them are compiled only with
+//! the `rpc` feature: the inference library (the `org.mote:mote-android` AAR, a build without
+//! features) carries no RPC server; the RPC app and `org.mote:mote-android-rpc` are built with
+//! it. The layout constants `RpcBridge` shares with them ([`rpc_layout`]) are always compiled,
+//! so the generator writes the same `RpcBridge.java` from either build.
 //!
 //! Rules every entry follows (bindings-java/README.md states them for Java users):
 //! - It runs inside [`entry`]: panics are caught, Mote errors become the Java exception of
@@ -32,7 +37,9 @@ pub mod cancel;
 pub mod gen;
 mod logging;
 pub mod natives;
+#[cfg(feature = "rpc")]
 pub mod rpc;
+pub mod rpc_layout;
 mod session_pool;
 #[cfg(feature = "test-hooks")]
 pub mod test_hooks;

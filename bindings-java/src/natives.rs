@@ -559,6 +559,47 @@ pub extern "system" fn Java_org_mote_NativeBridge_backendNames<'l>(
     })
 }
 
+/// The OpenCL line of a status text from what `system_devices` gave: the devices' names (and
+/// OpenCL versions), or `none` and why.
+fn opencl_status(devices: Result<Vec<(String, String)>, String>) -> String {
+    match devices {
+        Ok(d) if d.is_empty() => "OpenCL: none (OpenCL lists no device)".to_string(),
+        Ok(d) => {
+            let names: Vec<String> = d
+                .iter()
+                .enumerate()
+                .map(|(i, (name, version))| format!("{i}: {name} ({version})"))
+                .collect();
+            format!("OpenCL: {}", names.join(", "))
+        }
+        Err(why) => format!("OpenCL: none ({why})"),
+    }
+}
+
+/// Whether OpenCL is usable in this process, as one line for a status text: `OpenCL: 0: <device
+/// name> (<OpenCL version>), 1: ...` (the indices `SessionOptions.openclDevice` takes), or
+/// `OpenCL: none (<reason>)` (no `libOpenCL`, no platform, no device). Mote opens `libOpenCL`
+/// at run time (`mote::device::opencl::system_devices`, listed once per process). Behind
+/// `Mote.openclStatus()` and `org.mote.rpc.Server.openclStatus()`: here, not in `rpc.rs`, so
+/// that the library built without the RPC server has it too.
+/// java: static native String openclStatus();
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_NativeBridge_openclStatus<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+) -> JString<'l> {
+    entry(&mut env, |env| {
+        let devices = mote::device::opencl::system_devices()
+            .map(|d| {
+                d.iter()
+                    .map(|i| (i.name.trim().to_string(), i.version.trim().to_string()))
+                    .collect()
+            })
+            .map_err(|e| e.to_string());
+        new_string(env, &opencl_status(devices))
+    })
+}
+
 // ---------------------------------------------------------------------------------------------
 // Model
 
@@ -1550,6 +1591,27 @@ pub extern "system" fn Java_org_mote_NativeBridge_valueFrom<'l>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_opencl_line_names_the_devices_or_says_why_there_is_none() {
+        assert_eq!(
+            opencl_status(Ok(vec![
+                ("Adreno (TM) 740".into(), "OpenCL 3.0 Adreno(TM) 740".into()),
+                ("cpu".into(), "OpenCL 1.2".into()),
+            ])),
+            "OpenCL: 0: Adreno (TM) 740 (OpenCL 3.0 Adreno(TM) 740), 1: cpu (OpenCL 1.2)"
+        );
+        assert_eq!(
+            opencl_status(Ok(vec![])),
+            "OpenCL: none (OpenCL lists no device)"
+        );
+        assert_eq!(
+            opencl_status(Err(
+                "no usable OpenCL library (looked for libOpenCL.so)".into()
+            )),
+            "OpenCL: none (no usable OpenCL library (looked for libOpenCL.so))"
+        );
+    }
 
     #[test]
     fn byte_strings_and_functions_cross_as_marked_tuples_only() {

@@ -22,78 +22,8 @@ use mote_rpc::proxy::ProxyState;
 use mote_rpc::tracker::TrackerState;
 use mote_rpc::{Server, ServerHandle, ServerStats};
 
+use crate::rpc_layout::{Num, Text, MODE_LISTEN, MODE_PROXY, MODE_TRACKER, NUMS, TEXTS};
 use crate::{entry, free_handle, handle_ref, into_handle, JErr};
-
-/// Modes, as `RpcBridge.MODE_*`.
-pub const MODE_LISTEN: i32 = 0;
-/// Tracker mode (docs/rpc.md "Tracker mode").
-pub const MODE_TRACKER: i32 = 1;
-/// Proxy mode (docs/rpc.md "Proxy mode").
-pub const MODE_PROXY: i32 = 2;
-
-/// Indexes of the numbers of a state snapshot (`RpcBridge.S_*`); booleans are 0 or 1.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(usize)]
-pub enum Num {
-    Stopped = 0,
-    Active,
-    Served,
-    Refused,
-    /// The listening port, -1 in proxy mode.
-    Port,
-    HasTracker,
-    TrackerConnected,
-    TrackerRegistrations,
-    HasProxy,
-    ProxyWaiting,
-    ProxySessions,
-}
-
-/// How many numbers a snapshot has.
-pub const NUMS: usize = Num::ProxySessions as usize + 1;
-
-/// Indexes of the strings of a state snapshot (`RpcBridge.T_*`); null when absent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(usize)]
-pub enum Text {
-    /// The listening IP address (`IpAddr`'s text), null in proxy mode.
-    Address = 0,
-    /// The tracker client's last error.
-    TrackerError,
-    /// The offers registered at the tracker, one per line.
-    TrackerOffers,
-    /// The proxy client's last error.
-    ProxyError,
-}
-
-/// How many strings a snapshot has.
-pub const TEXTS: usize = Text::ProxyError as usize + 1;
-
-/// The constants generated into `RpcBridge`.
-pub fn constants() -> Vec<(&'static str, i32)> {
-    vec![
-        ("MODE_LISTEN", MODE_LISTEN),
-        ("MODE_TRACKER", MODE_TRACKER),
-        ("MODE_PROXY", MODE_PROXY),
-        ("S_STOPPED", Num::Stopped as i32),
-        ("S_ACTIVE", Num::Active as i32),
-        ("S_SERVED", Num::Served as i32),
-        ("S_REFUSED", Num::Refused as i32),
-        ("S_PORT", Num::Port as i32),
-        ("S_HAS_TRACKER", Num::HasTracker as i32),
-        ("S_TRACKER_CONNECTED", Num::TrackerConnected as i32),
-        ("S_TRACKER_REGISTRATIONS", Num::TrackerRegistrations as i32),
-        ("S_HAS_PROXY", Num::HasProxy as i32),
-        ("S_PROXY_WAITING", Num::ProxyWaiting as i32),
-        ("S_PROXY_SESSIONS", Num::ProxySessions as i32),
-        ("S_LENGTH", NUMS as i32),
-        ("T_ADDRESS", Text::Address as i32),
-        ("T_TRACKER_ERROR", Text::TrackerError as i32),
-        ("T_TRACKER_OFFERS", Text::TrackerOffers as i32),
-        ("T_PROXY_ERROR", Text::ProxyError as i32),
-        ("T_LENGTH", TEXTS as i32),
-    ]
-}
 
 /// One look at a server.
 #[derive(Clone, Debug, Default)]
@@ -382,86 +312,9 @@ pub extern "system" fn Java_org_mote_rpc_RpcBridge_serverFree<'l>(
     })
 }
 
-/// The OpenCL line of a status text from what `system_devices` gave: the devices' names (and
-/// OpenCL versions), or `none` and why.
-fn opencl_status(devices: Result<Vec<(String, String)>, String>) -> String {
-    match devices {
-        Ok(d) if d.is_empty() => "OpenCL: none (OpenCL lists no device)".to_string(),
-        Ok(d) => {
-            let names: Vec<String> = d
-                .iter()
-                .enumerate()
-                .map(|(i, (name, version))| format!("{i}: {name} ({version})"))
-                .collect();
-            format!("OpenCL: {}", names.join(", "))
-        }
-        Err(why) => format!("OpenCL: none ({why})"),
-    }
-}
-
-/// Whether OpenCL is usable in this process, as one line for a status text: `OpenCL: 0: <device
-/// name> (<OpenCL version>), 1: ...` (the indices `SessionOptions.openclDevice` takes), or
-/// `OpenCL: none (<reason>)` (no `libOpenCL`, no platform, no device). Mote opens `libOpenCL`
-/// at run time (`mote::device::opencl::system_devices`, listed once per process).
-/// java: static native String openclStatus();
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_org_mote_rpc_RpcBridge_openclStatus<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-) -> JString<'l> {
-    entry(&mut env, |env| {
-        let devices = mote::device::opencl::system_devices()
-            .map(|d| {
-                d.iter()
-                    .map(|i| (i.name.trim().to_string(), i.version.trim().to_string()))
-                    .collect()
-            })
-            .map_err(|e| e.to_string());
-        Ok(JString::from_str(env, opencl_status(devices))?)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_opencl_line_names_the_devices_or_says_why_there_is_none() {
-        assert_eq!(
-            opencl_status(Ok(vec![
-                ("Adreno (TM) 740".into(), "OpenCL 3.0 Adreno(TM) 740".into()),
-                ("cpu".into(), "OpenCL 1.2".into()),
-            ])),
-            "OpenCL: 0: Adreno (TM) 740 (OpenCL 3.0 Adreno(TM) 740), 1: cpu (OpenCL 1.2)"
-        );
-        assert_eq!(
-            opencl_status(Ok(vec![])),
-            "OpenCL: none (OpenCL lists no device)"
-        );
-        assert_eq!(
-            opencl_status(Err(
-                "no usable OpenCL library (looked for libOpenCL.so)".into()
-            )),
-            "OpenCL: none (no usable OpenCL library (looked for libOpenCL.so))"
-        );
-    }
-
-    #[test]
-    fn snapshot_layout_is_dense() {
-        let c = constants();
-        let nums: Vec<i32> = c
-            .iter()
-            .filter(|(n, _)| n.starts_with("S_") && *n != "S_LENGTH")
-            .map(|(_, v)| *v)
-            .collect();
-        assert_eq!(nums, (0..NUMS as i32).collect::<Vec<_>>());
-        let texts: Vec<i32> = c
-            .iter()
-            .filter(|(n, _)| n.starts_with("T_") && *n != "T_LENGTH")
-            .map(|(_, v)| *v)
-            .collect();
-        assert_eq!(texts, (0..TEXTS as i32).collect::<Vec<_>>());
-    }
 
     #[test]
     fn a_stopped_snapshot_reads_back() {

@@ -1,11 +1,11 @@
 //! JNI entries that exist only for the Java tests: the class `org.mote.TestHooks`, whose Java
 //! source (generated from the `/// java:` lines here by `scripts/java-natives.sh`) lives in the
-//! Maven project's test sources, never in the jar or the AAR.
+//! Maven project's test sources, never in the jar or the AARs.
 //!
 //! This module is compiled only with the crate's `test-hooks` feature, which
-//! `scripts/test-java.sh` turns on for its build. Release and Android builds (no features)
-//! therefore export none of these: `scripts/audit-android-so.sh` checks that the Android
-//! library exports exactly the natives of `NativeBridge.java` and `rpc/RpcBridge.java`.
+//! `scripts/test-java.sh` turns on for its build. Release and Android builds therefore export
+//! none of these: `scripts/audit-android-so.sh` checks that the Android libraries export
+//! exactly the natives of `NativeBridge.java` (and, built with `rpc`, `rpc/RpcBridge.java`).
 
 use jni::objects::{JClass, JLongArray, JString};
 use jni::sys::jlong;

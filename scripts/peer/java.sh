@@ -132,8 +132,8 @@ log "building the test libraries with $prepare"
 log "test libraries: $(cd "$libs" && echo *)"
 
 # --- 3. Mote: libmote_java, the jar, and JUnit 4 --------------------------------------------
-log "building libmote_java (cargo build -p mote-java)"
-(cd "$ROOT" && cargo build -q --locked -p mote-java --lib) || die "cargo build -p mote-java failed"
+log "building libmote_java (cargo build -p mote-java --features rpc: tvm4j's tests start RPC servers)"
+(cd "$ROOT" && cargo build -q --locked -p mote-java --features rpc --lib) || die "cargo build -p mote-java --features rpc failed"
 cp "$ROOT/target/debug/libmote_java.so" "$tmp/libmote_java.so"
 log "building the Mote jar"
 mkdir -p "$tmp/mote-classes"

@@ -330,79 +330,93 @@ fn current_pool() -> Option<Arc<PoolInner>> {
     CURRENT.with(|c| c.borrow().clone())
 }
 
-/// How many tasks a parallel loop started on this thread runs at once: the installed session
-/// pool's size, or 1 (no pool, or already inside a pool task).
-pub(crate) fn current_parallelism() -> usize {
-    current_pool().map_or(1, |p| p.threads)
-}
+// The cpu backend's own parallel loops over the installed pool (Rust closures, not TVM
+// lambdas): only in builds with that backend.
+#[cfg(feature = "cpu-backend")]
+pub(crate) use chunked::{current_parallelism, parallel_chunks};
 
-type ChunkFn<'a> = dyn Fn(std::ops::Range<usize>) -> crate::error::Result<()> + Sync + 'a;
+#[cfg(feature = "cpu-backend")]
+mod chunked {
+    use super::*;
 
-struct Chunks<'a> {
-    f: &'a ChunkFn<'a>,
-    n: usize,
-    tasks: usize,
-    error: Mutex<Option<crate::error::Error>>,
-}
-
-impl Chunks<'_> {
-    fn range(&self, task: usize) -> std::ops::Range<usize> {
-        (task * self.n / self.tasks)..((task + 1) * self.n / self.tasks)
+    /// How many tasks a parallel loop started on this thread runs at once: the installed session
+    /// pool's size, or 1 (no pool, or already inside a pool task).
+    pub(crate) fn current_parallelism() -> usize {
+        current_pool().map_or(1, |p| p.threads)
     }
 
-    fn fail(&self, e: crate::error::Error) {
-        if let Ok(mut slot) = self.error.lock() {
-            slot.get_or_insert(e);
+    type ChunkFn<'a> = dyn Fn(std::ops::Range<usize>) -> crate::error::Result<()> + Sync + 'a;
+
+    struct Chunks<'a> {
+        f: &'a ChunkFn<'a>,
+        n: usize,
+        tasks: usize,
+        error: Mutex<Option<crate::error::Error>>,
+    }
+
+    impl Chunks<'_> {
+        fn range(&self, task: usize) -> std::ops::Range<usize> {
+            (task * self.n / self.tasks)..((task + 1) * self.n / self.tasks)
+        }
+
+        fn fail(&self, e: crate::error::Error) {
+            if let Ok(mut slot) = self.error.lock() {
+                slot.get_or_insert(e);
+            }
         }
     }
-}
 
-unsafe extern "C" fn chunk_task(task: i32, _env: *mut ParallelGroupEnv, cdata: *mut c_void) -> i32 {
-    // SAFETY: `cdata` is the `Chunks` that `parallel_chunks` keeps alive until every task has
-    // returned; it is only read (the error slot is a mutex).
-    let chunks = unsafe { &*(cdata as *const Chunks<'_>) };
-    let range = chunks.range(task.max(0) as usize);
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (chunks.f)(range))) {
-        Ok(Ok(())) => return 0,
-        Ok(Err(e)) => chunks.fail(e),
-        Err(_) => chunks.fail(crate::error::Error::Backend {
-            backend: "cpu".into(),
-            message: "a parallel task panicked".into(),
-        }),
+    unsafe extern "C" fn chunk_task(
+        task: i32,
+        _env: *mut ParallelGroupEnv,
+        cdata: *mut c_void,
+    ) -> i32 {
+        // SAFETY: `cdata` is the `Chunks` that `parallel_chunks` keeps alive until every task has
+        // returned; it is only read (the error slot is a mutex).
+        let chunks = unsafe { &*(cdata as *const Chunks<'_>) };
+        let range = chunks.range(task.max(0) as usize);
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (chunks.f)(range))) {
+            Ok(Ok(())) => return 0,
+            Ok(Err(e)) => chunks.fail(e),
+            Err(_) => chunks.fail(crate::error::Error::Backend {
+                backend: "cpu".into(),
+                message: "a parallel task panicked".into(),
+            }),
+        }
+        // The error itself is in `chunks`; the launch only needs to know the task failed.
+        -1
     }
-    // The error itself is in `chunks`; the launch only needs to know the task failed.
-    -1
-}
 
-/// Run `f` over `0..n`, split into contiguous chunks, one per thread of the session pool
-/// installed on this thread (serially, as one chunk, without a pool). Returns the first error.
-pub(crate) fn parallel_chunks(n: usize, f: &ChunkFn<'_>) -> crate::error::Result<()> {
-    let pool = match current_pool() {
-        Some(p) if p.threads.min(n) > 1 => p,
-        _ => return f(0..n),
-    };
-    let chunks = Chunks {
-        f,
-        n,
-        tasks: pool.threads.min(n),
-        error: Mutex::new(None),
-    };
-    // `chunks` outlives the launch, which returns only after every task finished.
-    let rc = pool.launch(
-        chunk_task,
-        &chunks as *const Chunks<'_> as *mut c_void,
-        chunks.tasks,
-    );
-    if let Some(e) = chunks.error.lock().ok().and_then(|mut e| e.take()) {
-        return Err(e);
+    /// Run `f` over `0..n`, split into contiguous chunks, one per thread of the session pool
+    /// installed on this thread (serially, as one chunk, without a pool). Returns the first error.
+    pub(crate) fn parallel_chunks(n: usize, f: &ChunkFn<'_>) -> crate::error::Result<()> {
+        let pool = match current_pool() {
+            Some(p) if p.threads.min(n) > 1 => p,
+            _ => return f(0..n),
+        };
+        let chunks = Chunks {
+            f,
+            n,
+            tasks: pool.threads.min(n),
+            error: Mutex::new(None),
+        };
+        // `chunks` outlives the launch, which returns only after every task finished.
+        let rc = pool.launch(
+            chunk_task,
+            &chunks as *const Chunks<'_> as *mut c_void,
+            chunks.tasks,
+        );
+        if let Some(e) = chunks.error.lock().ok().and_then(|mut e| e.take()) {
+            return Err(e);
+        }
+        if rc != 0 {
+            return Err(crate::error::Error::Backend {
+                backend: "cpu".into(),
+                message: "a parallel task failed".into(),
+            });
+        }
+        Ok(())
     }
-    if rc != 0 {
-        return Err(crate::error::Error::Backend {
-            backend: "cpu".into(),
-            message: "a parallel task failed".into(),
-        });
-    }
-    Ok(())
 }
 
 /// `TVMBackendParallelLaunch`.

@@ -14,5 +14,11 @@ pub mod bnns;
 /// Why `bnns` cannot run in a build for a non-Apple target.
 const BNNS_UNAVAILABLE: &str =
     "BNNS is part of Apple's Accelerate framework, which exists only on macOS and iOS (this build is not for an Apple target)";
+#[cfg(feature = "cpu-backend")]
+pub mod cpu;
+// A build without the `cpu-backend` feature (a selective build): a `cpu` backend that refuses
+// every node, saying why.
+#[cfg(not(feature = "cpu-backend"))]
+#[path = "cpu_stub.rs"]
 pub mod cpu;
 pub mod plugin;

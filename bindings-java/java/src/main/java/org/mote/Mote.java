@@ -35,6 +35,20 @@ public final class Mote {
     }
 
     /**
+     * Whether OpenCL is usable in this process, as one line for a status text:
+     * {@code "OpenCL: 0: <device name> (<OpenCL version>), 1: ..."} (the indices
+     * {@link SessionOptions#openclDevice} takes), or {@code "OpenCL: none (<reason>)"} when
+     * there is no {@code libOpenCL}, no platform or no device. Mote opens {@code libOpenCL} at
+     * run time, so an app needs none to load Mote; OpenCL lists its devices once per process
+     * (the first call may take a moment while drivers load).
+     *
+     * @return the line
+     */
+    public static String openclStatus() {
+        return NativeBridge.openclStatus();
+    }
+
+    /**
      * Loads a backend plug-in (a shared library) for the whole process.
      *
      * @param path the plug-in's path

@@ -28,6 +28,7 @@ final class NativeBridge {
     static native void setLogLevel(int maxLogLevel);
     static native void loadPlugin(String path);
     static native String backendNames();
+    static native String openclStatus();
     static native long modelLoad(String path);
     static native long modelLoadWith(String path, boolean codeFree, boolean readIntoMemory, long memoryBudget);
     static native long modelFromSystemLib(String prefix);

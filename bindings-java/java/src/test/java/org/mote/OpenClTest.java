@@ -62,12 +62,14 @@ class OpenClTest {
     }
 
     @Test
-    void theRpcStatusLineNamesThisHostsDevice() {
-        // POCL's one CPU device on the test host, as OpenCL names it.
-        String line = org.mote.rpc.Server.openclStatus();
+    void theStatusLineNamesThisHostsDevice() {
+        // POCL's one CPU device on the test host, as OpenCL names it; the RPC server's status
+        // shows the same line.
+        String line = Mote.openclStatus();
         assertTrue(line.startsWith("OpenCL: 0: "), line);
         assertFalse(line.contains("none"), line);
         assertTrue(line.contains("(OpenCL "), line);
+        assertEquals(line, org.mote.rpc.Server.openclStatus());
     }
 
     @Test

@@ -16,6 +16,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import java.util.logging.Level;
 import java.util.logging.Logger;
+import org.mote.UnsupportedException;
 
 /**
  * Mote's RPC server, which TVM's own Python client drives ({@code tvm.rpc.connect},
@@ -40,6 +41,12 @@ import java.util.logging.Logger;
  */
 public final class Server implements AutoCloseable {
     private static final Logger LOG = Logger.getLogger("org.mote.rpc");
+
+    /** The message when libmote_java has no RPC entries (built without mote-java's rpc feature). */
+    static final String WITHOUT_RPC = "this libmote_java has no RPC server: it was built without"
+            + " mote-java's rpc feature (the inference library). On Android depend on"
+            + " org.mote:mote-android-rpc instead of org.mote:mote-android; elsewhere build it with"
+            + " cargo build -p mote-java --features rpc";
 
     /** Running servers, so that an unreferenced server keeps running (see the class docs). */
     private static final Set<Server> RUNNING = ConcurrentHashMap.newKeySet();
@@ -97,17 +104,15 @@ public final class Server implements AutoCloseable {
     }
 
     /**
-     * Whether OpenCL is usable in this process, as one line for a status text:
-     * {@code "OpenCL: 0: <device name> (<OpenCL version>), 1: ..."} (the indices
-     * {@link org.mote.SessionOptions#openclDevice} takes), or {@code "OpenCL: none (<reason>)"}
-     * when there is no {@code libOpenCL}, no platform or no device. Mote opens
-     * {@code libOpenCL} at run time, so an app needs none to load Mote; OpenCL lists its
-     * devices once per process (the first call may take a moment while drivers load).
+     * Whether OpenCL is usable in this process, as one line for a status text: the same as
+     * {@link org.mote.Mote#openclStatus()}, {@code "OpenCL: 0: <device name> (<OpenCL
+     * version>), 1: ..."} or {@code "OpenCL: none (<reason>)"}. Unlike the server, it works
+     * with a library built without the RPC server too.
      *
      * @return the line
      */
     public static String openclStatus() {
-        return RpcBridge.openclStatus();
+        return org.mote.Mote.openclStatus();
     }
 
     /**
@@ -639,6 +644,8 @@ public final class Server implements AutoCloseable {
          *     such address; the message names host and port) or the sandbox folder cannot be
          *     created (the message names it)
          * @throws IllegalArgumentException when an allowed address is not an IP literal
+         * @throws UnsupportedException when the native library was built without the RPC
+         *     server (mote-java's {@code rpc} feature; the message says which library to use)
          */
         public Server start() {
             long ms = idleTimeoutMs;
@@ -653,8 +660,18 @@ public final class Server implements AutoCloseable {
                 default:
                     m = RpcBridge.MODE_LISTEN;
             }
-            long h = RpcBridge.serverStart(host, port, key, allow.toArray(new String[0]),
-                    maxSessions, sandbox, m, modeAddress, customAddress, sessionThreads, ms);
+            // Loaded first, so that a library that cannot load fails as it always does, and an
+            // UnsatisfiedLinkError below can only be the missing RPC entries.
+            org.mote.Mote.load();
+            long h;
+            try {
+                h = RpcBridge.serverStart(host, port, key, allow.toArray(new String[0]),
+                        maxSessions, sandbox, m, modeAddress, customAddress, sessionThreads, ms);
+            } catch (UnsatisfiedLinkError e) {
+                UnsupportedException u = new UnsupportedException(WITHOUT_RPC);
+                u.initCause(e);
+                throw u;
+            }
             return new Server(h, mode, Math.max(1, pollIntervalMs));
         }
     }

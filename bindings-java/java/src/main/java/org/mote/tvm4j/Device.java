@@ -7,7 +7,7 @@ import java.util.Map;
  * A device, by DLPack's type code and an index: {@code new Device("cpu", 0)},
  * {@link #cpu()}, {@link #opencl()}... Any device can be named; {@link #exist()} says whether
  * Mote runs on it here: the CPU always, an OpenCL device when OpenCL lists it
- * ({@link org.mote.rpc.Server#openclStatus()}), nothing else (Mote has no CUDA, Vulkan, Metal,
+ * ({@link org.mote.Mote#openclStatus()}), nothing else (Mote has no CUDA, Vulkan, Metal,
  * VPI, ROCm or Hexagon runtime).
  *
  * <p>Immutable; share it freely.
@@ -235,9 +235,9 @@ public class Device {
         return false;
     }
 
-    /** How many devices OpenCL lists, from the status line Mote's RPC server shows. */
+    /** How many devices OpenCL lists, from Mote's OpenCL status line. */
     static int openclDevices() {
-        String status = org.mote.rpc.Server.openclStatus();
+        String status = org.mote.Mote.openclStatus();
         if (!status.startsWith("OpenCL: ") || status.startsWith("OpenCL: none")) {
             return 0;
         }

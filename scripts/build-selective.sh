@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# A selective build of Mote's C ABI library (libmote.so / libmote.a) for a list of models: only
+# what they need (docs/footprint.md, "Selective builds").
+#
+#   scripts/build-selective.sh [--target host|aarch64] [--print-features] MODEL...
+#
+# What is decided today, per model file (a .so/.dylib/.o export, or a .tar export_library
+# wrote; either architecture, nothing is loaded):
+# - the built-in `cpu` backend (cargo feature `cpu-backend`, a third of an aarch64 library) is
+#   kept when a model calls offloaded subgraphs (partition_for_acl / partition_for_bnns: its
+#   program calls `mote.subgraph`), left out when every operator is code TVM compiled into
+#   the model. Without it, an offloaded subgraph fails with a typed error (Error::Backend
+#   naming the feature) when it is first prepared; compiled models are unaffected.
+# The scan reads the file's bytes (a .tar decompressed), so it works on a model built for
+# another architecture than this machine's; a file it cannot read is an error, never a guess.
+#
+# --print-features prints the cargo feature list (one line, comma-separated, possibly empty)
+# and builds nothing: other build scripts take it (e.g. `cargo build -p mote-ffi
+# --no-default-features --features "$(scripts/build-selective.sh --print-features m.so)"`).
+# Otherwise builds mote-ffi with exactly those features:
+#   --target host     cargo build --release (this machine), target/selective/release/
+#   --target aarch64  the trixie chroot's Rust 1.85, aarch64-unknown-linux-gnu, the `mobile`
+#                     profile, std without `backtrace` (as the shipped mobile libraries),
+#                     target/trixie-selective/...
+# and prints the library's path and stripped size (last stdout line: the path).
+set -euo pipefail
+
+die() { echo "build-selective.sh: error: $*" >&2; exit 2; }
+log() { echo "build-selective.sh: $*" >&2; }
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+target=host
+print_only=0
+models=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --target) [ $# -ge 2 ] || die "--target needs host or aarch64"; target="$2"; shift 2 ;;
+        --print-features) print_only=1; shift ;;
+        -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -*) die "unknown option $1 (see --help)" ;;
+        *) models+=("$1"); shift ;;
+    esac
+done
+[ ${#models[@]} -gt 0 ] || die "no model given (see --help)"
+case "$target" in host|aarch64) ;; *) die "unknown target '$target' (host or aarch64)" ;; esac
+
+# uses_subgraphs FILE: exit 0 when the model's program calls offloaded subgraphs. The blob's
+# function table names `mote.subgraph` verbatim: in a .so/.dylib/.o, and in a .tar's devc.o;
+# a code-free .tar holds it as devc.c's C array of bytes (docs/code-free.md), decoded here.
+uses_subgraphs() {
+    local f=$1 rc=0
+    [ -f "$f" ] && [ -r "$f" ] || die "cannot read model '$f'"
+    python3 - "$f" <<'PY' || rc=$?
+import re, sys, tarfile
+path, needle = sys.argv[1], b"mote.subgraph"
+try:
+    if path.endswith(".tar"):
+        found = False
+        with tarfile.open(path) as t:
+            for m in t.getmembers():
+                if not m.isfile():
+                    continue
+                data = t.extractfile(m).read()
+                if m.name.endswith(".c"):
+                    data = bytes(int(x, 16) for x in re.findall(rb"0x([0-9a-fA-F]{2})", data))
+                found = found or needle in data
+    else:
+        with open(path, "rb") as f:
+            found = needle in f.read()
+except (OSError, tarfile.TarError) as e:
+    print(f"build-selective.sh: error: cannot read model {path}: {e}", file=sys.stderr)
+    sys.exit(3)
+sys.exit(0 if found else 1)
+PY
+    [ "$rc" -le 1 ] || exit 2
+    return "$rc"
+}
+
+cpu=0
+for m in "${models[@]}"; do
+    if uses_subgraphs "$m"; then
+        log "$m: calls offloaded subgraphs -> cpu-backend"
+        cpu=1
+    else
+        log "$m: no offloaded subgraph (all compiled code)"
+    fi
+done
+features=()
+[ "$cpu" = 1 ] && features+=(cpu-backend)
+list=$(IFS=,; echo "${features[*]}")
+if [ "$print_only" = 1 ]; then
+    echo "$list"
+    exit 0
+fi
+
+log "building mote-ffi for $target with features: ${list:-(none)}"
+case "$target" in
+    host)
+        CARGO_TARGET_DIR="$root/target/selective" \
+            cargo build --release --locked -p mote-ffi --no-default-features --features "$list" >&2 \
+            || die "cargo build failed"
+        lib="$root/target/selective/release/libmote_ffi.so"
+        strip -o "$lib.stripped" "$lib"
+        ;;
+    aarch64)
+        std_features=panic-unwind,std_detect_file_io,std_detect_dlsym_getauxval
+        scripts/in-trixie.sh env RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$root/target/trixie-selective" \
+            cargo rustc --locked -Zbuild-std=std,panic_unwind -Zbuild-std-features=$std_features \
+            --target aarch64-unknown-linux-gnu --profile mobile -p mote-ffi \
+            --no-default-features --features "$list" --lib --crate-type cdylib >&2 \
+            || die "cargo build in the trixie chroot failed"
+        lib="$root/target/trixie-selective/aarch64-unknown-linux-gnu/mobile/libmote_ffi.so"
+        scripts/in-trixie.sh aarch64-linux-gnu-strip -o "$lib.stripped" "$lib"
+        ;;
+esac
+log "stripped size: $(stat -c %s "$lib.stripped") bytes ($lib.stripped)"
+echo "$lib"

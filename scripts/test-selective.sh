@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Selective builds (docs/footprint.md, "Selective builds"): scripts/build-selective.sh's choice
+# of features, and a Mote built without the cpu backend running what it still can.
+#
+#   scripts/test-selective.sh          (MOTE_ZOO_DIR / MOTE_OFFLOAD_ZOO_DIR reused when set)
+#
+# Checks:
+# - `build-selective.sh --print-features`: every x86_64 zoo model (all compiled code) needs no
+#   feature; every offload zoo model, `.so` and `.tar` (code-free ones hold their blob as a C
+#   array), needs `cpu-backend`; both together need `cpu-backend`; a file that is not a model
+#   archive is an error (exit 2), not a guess.
+# - the CLI built with `--no-default-features` (no cpu backend, no avx512 level) runs every
+#   `call` case of the x86_64 zoo (but `packed`, which needs a function the tests register)
+#   and matches its expected outputs within the case's tolerance;
+#   on every offload zoo `.so` it exits 1 with an `error:` line naming the `cpu-backend`
+#   feature (a typed Error::Backend, no panic).
+# Prints `selective checks: N passed, M failed`; exit status 1 if any failed.
+set -uo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+die() { echo "test-selective.sh: error: $*" >&2; exit 1; }
+# shellcheck source=lib/checks.sh
+. scripts/lib/checks.sh
+zoo="${MOTE_ZOO_DIR:-$(scripts/zoo.sh --target x86_64 | tail -n 1)}"
+ozoo="${MOTE_OFFLOAD_ZOO_DIR:-$(scripts/offload-zoo.sh --target x86_64 | tail -n 1)}"
+[ -f "$zoo/manifest.json" ] && [ -f "$ozoo/manifest.json" ] || die "no zoo ($zoo) or offload zoo ($ozoo)"
+py="${MOTE_PYTHON:-$(scripts/venv.sh | tail -n 1)/bin/python}"
+[ -x "$py" ] || die "no Python with numpy ($py)"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# 1. The feature choice.
+features_of() { scripts/build-selective.sh --print-features "$@" 2>"$work/sel.err"; }
+n=0 bad=""
+for f in "$zoo"/*.so; do
+    n=$((n + 1)); got=$(features_of "$f") || got="(exit $?)"
+    [ -z "$got" ] || bad="$bad $(basename "$f")=$got"
+done
+check "compiled zoo models need no feature ($n files)" "$([ -z "$bad" ] && [ "$n" -gt 0 ]; echo $?)" "${bad:-none}"
+n=0 bad=""
+for f in "$ozoo"/*.so "$ozoo"/*.tar; do
+    n=$((n + 1)); got=$(features_of "$f") || got="(exit $?)"
+    [ "$got" = cpu-backend ] || bad="$bad $(basename "$f")=$got"
+done
+check "offload zoo models need cpu-backend ($n files, .so and .tar)" "$([ -z "$bad" ] && [ "$n" -gt 0 ]; echo $?)" "${bad:-all}"
+first_offload=$(ls "$ozoo"/*.so | head -n 1)
+got=$(features_of "$zoo/mlp.so" "$first_offload") || got="(exit $?)"
+check "a compiled and an offloaded model together need cpu-backend" "$([ "$got" = cpu-backend ]; echo $?)" "$got"
+printf 'not a model' >"$work/junk.tar"
+features_of "$work/junk.tar" >/dev/null; rc=$?
+check "an unreadable archive is an error" "$([ "$rc" = 2 ] && grep -q 'cannot read model' "$work/sel.err"; echo $?)" "exit $rc"
+
+# 2. The CLI without the cpu backend.
+echo "test-selective.sh: building mote-cli --no-default-features (target/selective)" >&2
+CARGO_TARGET_DIR="$root/target/selective" cargo build -q --locked -p mote-cli --no-default-features >&2 \
+    || die "cargo build -p mote-cli --no-default-features failed"
+mote="$root/target/selective/debug/mote"
+"$py" - "$zoo" "$mote" "$work" >"$work/zoo.txt" 2>&1 <<'PY'
+import json, subprocess, sys
+import numpy as np
+zoo, mote, work = sys.argv[1:4]
+manifest = json.load(open(f"{zoo}/manifest.json"))
+# `packed` calls a global function Mote's tests register (the CLI has none to offer).
+for m in manifest["models"]:
+    if m["name"] == "packed":
+        continue
+    for c in m["cases"]:
+        if c["mode"] != "call" or c["expect_error"] is not None:
+            continue
+        name = f"{m['name']}.{c['case']}"
+        out = f"{work}/{name}.npz"
+        r = subprocess.run([mote, "run", f"{zoo}/{m['file']}", "-f", c["function"],
+                            "--inputs", f"{zoo}/{c['inputs']}", "--output", out],
+                           capture_output=True, text=True, timeout=300)
+        ok, detail = r.returncode == 0, f"exit {r.returncode}: {r.stderr.strip()[-300:]}"
+        if ok:
+            got, want = np.load(out), np.load(f"{zoo}/{c['expected']}")
+            tol = c.get("tolerance") or {"rtol": 1e-5, "atol": 1e-5}
+            keys = sorted(want.keys())
+            ok = sorted(got.keys()) == keys and all(
+                got[k].shape == want[k].shape and np.allclose(got[k], want[k], **tol) for k in keys)
+            detail = f"{len(keys)} outputs match" if ok else f"outputs differ (keys {sorted(got.keys())} vs {keys})"
+        print(("PASS" if ok else "FAIL") + f"|without cpu-backend, zoo case {name}|{detail}")
+PY
+[ -s "$work/zoo.txt" ] || die "the zoo runner printed nothing"
+ran=0
+while IFS='|' read -r verdict what detail; do
+    case "$verdict" in PASS|FAIL) ;; *) echo "$verdict $what $detail" >&2; check "zoo runner output" 1 "$verdict"; continue ;; esac
+    ran=$((ran + 1))
+    check "$what" "$([ "$verdict" = PASS ]; echo $?)" "$detail"
+done <"$work/zoo.txt"
+check "zoo call cases run without cpu-backend" "$([ "$ran" -ge 10 ]; echo $?)" "$ran cases"
+
+n=0 nbad=0 bad=""
+for f in "$ozoo"/*.so; do
+    n=$((n + 1))
+    base=$(basename "$f" .so)
+    inputs=$(ls "$ozoo/$base".*.inputs.npz 2>/dev/null | head -n 1)
+    fn=main
+    [ -n "$inputs" ] && fn=$(basename "$inputs" .inputs.npz) && fn=${fn#"$base".}
+    args=(run "$f" -f "$fn")
+    [ -n "$inputs" ] && args+=(--inputs "$inputs")
+    timeout 60 "$mote" "${args[@]}" >/dev/null 2>"$work/err.txt"; rc=$?
+    if [ "$rc" != 1 ] || ! grep -q '^error:.*cpu-backend' "$work/err.txt"; then
+        nbad=$((nbad + 1))
+        [ "$nbad" -gt 2 ] || bad="$bad $base(exit $rc: $(head -c 300 "$work/err.txt"))"
+    fi
+done
+check "offloaded models without cpu-backend: exit 1 naming the feature ($n files)" \
+    "$([ "$nbad" = 0 ] && [ "$n" -gt 0 ]; echo $?)" "${bad:+$nbad failed, e.g.$bad}"
+
+checks_summary selective
