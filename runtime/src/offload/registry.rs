@@ -16,8 +16,8 @@ fn registry() -> &'static RwLock<Vec<Arc<dyn Backend>>> {
         if !v.iter().any(|b| b.name() == "acl") {
             v.push(plugin::discover_acl());
         }
-        v.push(Arc::new(bnns::BnnsBackend::default()));
-        v.push(Arc::new(cpu::CpuBackend));
+        v.push(bnns::registered());
+        v.push(cpu::registered());
         RwLock::new(v)
     })
 }
@@ -130,7 +130,7 @@ pub(crate) fn resolve_with_reasons(preference: &[String]) -> (Vec<Arc<dyn Backen
         }
     }
     if !out.iter().any(|b| b.name() == CPU) {
-        out.push(Arc::new(cpu::CpuBackend));
+        out.push(cpu::registered());
     }
     (out, skipped)
 }

@@ -1,45 +1,25 @@
-//! `cpu` in a build without the `cpu-backend` feature: the backend's name, refusing every node
-//! with the reason, so that a model with offloaded subgraphs fails with a typed error
-//! (`Error::Backend`) when a region is prepared. See `backends/mod.rs` and docs/footprint.md.
+//! `cpu` in a build without the `cpu-backend` feature: the backend's name, registered as
+//! unavailable, so that it refuses every node with the reason and a model with offloaded
+//! subgraphs fails with a typed error (`Error::Backend`) when a region is prepared. See
+//! `backends/mod.rs` and docs/footprint.md.
 
 use std::convert::Infallible;
-use std::ops::Range;
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::offload::format::Graph;
-use crate::offload::{Backend, Constants, Prepared};
+use crate::offload::registry::Unavailable;
+use crate::offload::{Backend, Constants, CPU};
 use crate::tensor::Tensor;
 
 const LEFT_OUT: &str = "the built-in cpu backend is not in this build of Mote (built without its `cpu-backend` feature: a selective build for models whose code TVM compiled); offloaded subgraphs need it or another backend that takes every node";
 
-/// The built-in CPU backend (`"cpu"`), left out of this build.
-pub struct CpuBackend;
-
-impl Backend for CpuBackend {
-    fn name(&self) -> &str {
-        crate::offload::CPU
-    }
-
-    fn available(&self) -> std::result::Result<(), String> {
-        Err(LEFT_OUT.into())
-    }
-
-    fn supports(&self, _: &Graph, _: usize, _: Constants<'_>) -> std::result::Result<(), String> {
-        self.available()
-    }
-
-    fn prepare(
-        &self,
-        _: &Arc<Graph>,
-        _: Range<usize>,
-        _: Constants<'_>,
-    ) -> Result<Box<dyn Prepared>> {
-        Err(Error::Backend {
-            backend: crate::offload::CPU.into(),
-            message: LEFT_OUT.into(),
-        })
-    }
+/// What the registry holds under this name.
+pub(crate) fn registered() -> Arc<dyn Backend> {
+    Arc::new(Unavailable {
+        name: CPU,
+        why: LEFT_OUT.into(),
+    })
 }
 
 /// A region rewritten to NHWC; never made in this build (`to_nhwc` is always `None`).

@@ -40,6 +40,11 @@ use crate::tensor::Tensor;
 /// The built-in CPU backend (`"cpu"`).
 pub struct CpuBackend;
 
+/// What the registry holds under this name.
+pub(crate) fn registered() -> Arc<dyn Backend> {
+    Arc::new(CpuBackend)
+}
+
 pub(crate) fn backend_err(message: impl Into<String>) -> Error {
     Error::Backend {
         backend: crate::offload::CPU.into(),
