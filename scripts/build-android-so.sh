@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Build the Java bindings' JNI library for Android:
 #
-#   scripts/build-android-so.sh [--rpc] [ABI]
+#   scripts/build-android-so.sh [--rpc | --selective=FEATURES] [ABI]
 #       ABI: arm64-v8a (default) or x86_64
 #       -> last stdout line: path of target/android/ABI/libmote_java.so, the inference
 #          library (mote-java without its `rpc` feature: no RPC server; the
 #          org.mote:mote-android AAR), or with --rpc of target/android/rpc/ABI/libmote_java.so,
 #          built with mote-java's `rpc` feature (the RPC server, mote-rpc, and org.mote.rpc's
 #          natives; the RPC app and the org.mote:mote-android-rpc AAR). Both variants coexist.
+#          --selective=FEATURES (comma-separated mote-java features, e.g. `cpu-backend`, or
+#          empty): a selective inference library with only those, in
+#          target/android/selective/ABI/ (scripts/build-selective.sh --target android-ABI).
 #
 # Compiles `mote-java` in the trixie chroot (scripts/in-trixie.sh) with trixie's Rust 1.85,
 # building the standard library from source (-Zbuild-std; no rustup target is downloadable here)
@@ -62,8 +65,11 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 ROOT=$(git -C "$HERE" rev-parse --show-toplevel 2>/dev/null || (cd "$HERE/.." && pwd -P))
 cd "$ROOT"
 
-RPC=0
-if [ "${1:-}" = --rpc ]; then RPC=1; shift; fi
+RPC=0 SELECTIVE=0 SELECTED=""
+case "${1:-}" in
+  --rpc) RPC=1; shift ;;
+  --selective=*) SELECTIVE=1; SELECTED=${1#--selective=}; shift ;;
+esac
 ABI=${1:-arm64-v8a}
 FEATURES=()
 log() { echo "build-android-so: $*" >&2; }
@@ -86,6 +92,16 @@ if [ "$RPC" = 1 ]; then
   FEATURES+=(--features rpc)
   OUT="$ROOT/target/android/rpc/$ABI"
   LIST_SUFFIX=-rpc
+fi
+# A selective build (scripts/build-selective.sh --target android-ABI): mote-java with exactly
+# the features named (`--selective=` for none), into target/android/selective/ABI. Its imports
+# must be a subset of the inference library's checked-in lists (leaving code out can only
+# drop imports).
+if [ "$SELECTIVE" = 1 ]; then
+  case ",$SELECTED," in *,rpc,*) die "--selective builds inference libraries: rpc is not selectable (use --rpc)" ;; esac
+  FEATURES=(--no-default-features)
+  [ -z "$SELECTED" ] || FEATURES+=(--features "$SELECTED")
+  OUT="$ROOT/target/android/selective/$ABI"
 fi
 LIBS="c m dl log"
 
@@ -253,7 +269,10 @@ if [ -z "${ANDROID_NDK_HOME:-}" ]; then
   for l in $LIBS; do
     new="$OUT/link/lib$l.txt"
     list="$LISTS/lib$l$LIST_SUFFIX.txt"
-    if [ "${MOTE_ANDROID_UPDATE_STUBS:-}" = 1 ]; then
+    if [ "$SELECTIVE" = 1 ]; then
+      extra=$(comm -13 <(sort "$list") <(sort "$new"))
+      [ -z "$extra" ] || { log "lib$l.so imports beyond ${list#"$ROOT"/}: $extra"; drift=1; }
+    elif [ "${MOTE_ANDROID_UPDATE_STUBS:-}" = 1 ]; then
       cp "$new" "$list"
     elif ! diff -u "$list" "$new" >&2; then
       drift=1

@@ -2,7 +2,7 @@
 # A selective build of Mote's C ABI library (libmote.so / libmote.a) for a list of models: only
 # what they need (docs/footprint.md, "Selective builds").
 #
-#   scripts/build-selective.sh [--target host|aarch64] [--print-features] MODEL...
+#   scripts/build-selective.sh [--target host|aarch64|android-arm64|android-x86_64] [--print-features] MODEL...
 #
 # What is decided today, per model file (a .so/.dylib/.o export, or a .tar export_library
 # wrote; either architecture, nothing is loaded):
@@ -22,6 +22,10 @@
 #   --target aarch64  the trixie chroot's Rust 1.85, aarch64-unknown-linux-gnu, the `mobile`
 #                     profile, std without `backtrace` (as the shipped mobile libraries),
 #                     target/trixie-selective/...
+#   --target android-arm64 / android-x86_64
+#                     the Android JNI library (mote-java, no RPC server) the way the AAR's is
+#                     built: scripts/build-android-so.sh --selective=FEATURES, in
+#                     target/android/selective/ABI/ (audit it with scripts/audit-android-so.sh)
 # and prints the library's path and stripped size (last stdout line: the path).
 set -euo pipefail
 
@@ -37,13 +41,14 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --target) [ $# -ge 2 ] || die "--target needs host or aarch64"; target="$2"; shift 2 ;;
         --print-features) print_only=1; shift ;;
-        -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         -*) die "unknown option $1 (see --help)" ;;
         *) models+=("$1"); shift ;;
     esac
 done
 [ ${#models[@]} -gt 0 ] || die "no model given (see --help)"
-case "$target" in host|aarch64) ;; *) die "unknown target '$target' (host or aarch64)" ;; esac
+case "$target" in host|aarch64|android-arm64|android-x86_64) ;;
+    *) die "unknown target '$target' (host, aarch64, android-arm64 or android-x86_64)" ;; esac
 
 # uses_subgraphs FILE: exit 0 when the model's program calls offloaded subgraphs. The blob's
 # function table names `mote.subgraph` verbatim: in a .so/.dylib/.o, and in a .tar's devc.o;
@@ -94,8 +99,18 @@ if [ "$print_only" = 1 ]; then
     exit 0
 fi
 
-log "building mote-ffi for $target with features: ${list:-(none)}"
+log "building for $target with features: ${list:-(none)}"
 case "$target" in
+    android-arm64|android-x86_64)
+        abi=arm64-v8a; [ "$target" = android-x86_64 ] && abi=x86_64
+        lib=$(scripts/build-android-so.sh --selective="$list" "$abi" | tail -n 1) \
+            || die "scripts/build-android-so.sh --selective=$list $abi failed"
+        if [ "$abi" = arm64-v8a ]; then
+            scripts/in-trixie.sh aarch64-linux-gnu-strip -o "$lib.stripped" "$lib"
+        else
+            scripts/in-trixie.sh x86_64-linux-gnu-strip -o "$lib.stripped" "$lib"
+        fi
+        ;;
     host)
         CARGO_TARGET_DIR="$root/target/selective" \
             cargo build --release --locked -p mote-ffi --no-default-features --features "$list" >&2 \

@@ -14,6 +14,9 @@
 #   and matches its expected outputs within the case's tolerance;
 #   on every offload zoo `.so` it exits 1 with an `error:` line naming the `cpu-backend`
 #   feature (a typed Error::Backend, no panic).
+# - `build-selective.sh --target android-arm64` for a compiled model: the JNI library passes
+#   scripts/audit-android-so.sh (the AAR library's audit) and its symbol table holds nothing of
+#   the cpu backend but the unavailable entry (`cpu::registered`).
 # Prints `selective checks: N passed, M failed`; exit status 1 if any failed.
 set -uo pipefail
 
@@ -109,5 +112,20 @@ for f in "$ozoo"/*.so; do
 done
 check "offloaded models without cpu-backend: exit 1 naming the feature ($n files)" \
     "$([ "$nbad" = 0 ] && [ "$n" -gt 0 ]; echo $?)" "${bad:+$nbad failed, e.g.$bad}"
+
+# 3. The Android JNI library, selective: what `--target android-arm64` builds for a compiled
+# model passes the AAR library's audit and holds none of the cpu backend's code.
+if lib=$(scripts/build-selective.sh --target android-arm64 "$zoo/cnn.so" 2>"$work/android.log" | tail -n 1) \
+   && [ -f "$lib" ]; then
+    audit=$(scripts/audit-android-so.sh --abi arm64-v8a "$lib" 2>&1); rc=$?
+    check "selective arm64 JNI library passes the AAR library's audit" "$rc" "$(grep -E '^(FAIL|android so checks)' <<<"$audit" | head -n 3 | tr '\n' ' ')"
+    nm -C "$lib" >"$work/android.nm"
+    n=$(grep 'mote::offload::backends::cpu::' "$work/android.nm" | grep -vc 'cpu::registered$' || true)
+    check "selective arm64 JNI library holds no cpu backend code" "$([ "$n" = 0 ] && grep -q 'cpu::registered$' "$work/android.nm"; echo $?)" \
+        "$n symbols; stripped $(stat -c %s "$lib.stripped") bytes"
+else
+    tail -n 20 "$work/android.log" >&2
+    check "selective arm64 JNI library built (scripts/build-selective.sh --target android-arm64)" 1
+fi
 
 checks_summary selective
