@@ -511,8 +511,13 @@ impl Executable {
     }
 }
 
+/// The instruction `off` after `pc`; `None` when that is before 0 or not representable (a
+/// jump offset is a word of the file: i64::MAX must not overflow, found by the fuzzer).
 fn relative(pc: usize, off: i64) -> Option<usize> {
-    usize::try_from(pc as i64 + off).ok()
+    i64::try_from(pc)
+        .ok()
+        .and_then(|pc| pc.checked_add(off))
+        .and_then(|t| usize::try_from(t).ok())
 }
 
 fn decode_reg(w: i64) -> Result<Arg, String> {
@@ -675,6 +680,15 @@ mod tests {
         assert_eq!(decode_arg(0x0040_0000_0000_0000), Ok(Arg::Void));
         assert_eq!(decode_arg(0x0040_0000_0000_0001), Ok(Arg::Vm));
         assert!(decode_arg(0x0700_0000_0000_0000).is_err());
+    }
+
+    #[test]
+    fn jump_offsets_at_the_ends_of_i64_are_out_of_range() {
+        assert_eq!(relative(5, -2), Some(3));
+        assert_eq!(relative(5, -6), None);
+        assert_eq!(relative(5, i64::MAX), None);
+        assert_eq!(relative(0, i64::MIN), None);
+        assert_eq!(relative(usize::MAX, 0), None);
     }
 
     #[test]
