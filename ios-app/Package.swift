@@ -1,7 +1,10 @@
 // swift-tools-version:5.10
 // The iOS RPC app's logic, `RPCAppCore` (Foundation only: it builds and is tested on Linux), over
-// the `Mote` package next door. The app itself (App/, SwiftUI) is an Xcode target made from
-// project.yml; it is not part of this package (README.md).
+// the product `MoteRPC` of the `Mote` package next door: the RPC server without the inference
+// library (docs/swiftpm.md, "Two products"). The app itself (App/, SwiftUI) is an Xcode target
+// made from project.yml; it is not part of this package (README.md). MoteRPC's own tests are
+// here too (Tests/MoteRPCTests): on Linux a test process links one of the two Swift libraries,
+// and the root package's tests link Mote's.
 import PackageDescription
 
 let package = Package(
@@ -12,20 +15,25 @@ let package = Package(
     ],
     dependencies: [
         // A path dependency on the repository root (Mote's Package.swift): on Linux it links
-        // libmote_swift with unsafeFlags, which SwiftPM accepts from local packages only. An
+        // libmote_swift_rpc with unsafeFlags, which SwiftPM accepts from local packages only. An
         // app outside this repository names it by URL instead (docs/swiftpm.md).
         .package(name: "Mote", path: ".."),
     ],
     targets: [
         .target(
             name: "RPCAppCore",
-            dependencies: [.product(name: "Mote", package: "Mote")],
+            dependencies: [.product(name: "MoteRPC", package: "Mote")],
             path: "Sources/RPCAppCore"
         ),
         .testTarget(
             name: "RPCAppCoreTests",
-            dependencies: ["RPCAppCore", .product(name: "Mote", package: "Mote")],
+            dependencies: ["RPCAppCore", .product(name: "MoteRPC", package: "Mote")],
             path: "Tests/RPCAppCoreTests"
+        ),
+        .testTarget(
+            name: "MoteRPCTests",
+            dependencies: [.product(name: "MoteRPC", package: "Mote")],
+            path: "Tests/MoteRPCTests"
         ),
     ]
 )

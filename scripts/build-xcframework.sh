@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build Mote's static library for Apple platforms and assemble Mote.xcframework, without Xcode.
+# Build Mote's static libraries for Apple platforms and assemble Mote.xcframework and
+# MoteRPC.xcframework, without Xcode.
 #
 #   scripts/build-xcframework.sh [--check-only]
 #
@@ -15,7 +16,14 @@
 #   plus Xcode with the iOS SDK (rustc links mote-ffi's unused cdylib for every target; lipo,
 #   ld and swiftc come with it) and python3 (Xcode's command-line tools have it).
 #
-# 1. Builds the static library of $CRATE (mote-swift with its c-abi feature: the uniffi bridge
+# Two frameworks, built, assembled and checked alike (docs/swiftpm.md, "Two products"; the
+# FRAMEWORKS table below): Mote.xcframework from mote-swift (the inference library, the Swift
+# product `Mote`: no RPC server in it) and MoteRPC.xcframework from mote-swift-rpc (the RPC
+# server for an RPC app, the product `MoteRPC`). An app links one of them, never both. Each
+# step below runs for both; names given for Mote (libmote.a, Headers/Mote/, moteFFI.h) are, for
+# MoteRPC, libmote_rpc.a, Headers/MoteRPC/ and mote_rpcFFI.h.
+#
+# 1. Builds the static library of each crate (with its c-abi feature: the uniffi bridge
 #    and the C ABI in one library) in the `mobile` profile (release with one codegen unit) for
 #    aarch64-apple-ios, aarch64-apple-ios-sim, x86_64-apple-ios (the simulator on Intel Macs;
 #    without the cpu backend's avx512 level, which Rust 1.85 cannot build) and
@@ -31,8 +39,10 @@
 #    _TVMBackend, _uniffi_mote_swift, _ffi_mote_swift) becomes _MoteRT + its name, definitions
 #    and references alike (llvm-objcopy --redefine-syms, which also rewrites the archive index),
 #    so that the std, allocator shim, panic runtime and compiler-builtins of another Rust static
-#    library in the same app no longer collide with Mote's. The map per target, sorted, is kept
-#    in target/apple/symbol-maps/<triple>.txt (a crash log's `_MoteRT__ZN...` is `__ZN...`).
+#    library in the same app no longer collide with Mote's (MoteRPC's public surface is
+#    _uniffi_mote_swift_rpc and _ffi_mote_swift_rpc instead of mote-swift's). The map per
+#    framework and target, sorted, is kept in target/apple/symbol-maps/<framework>/<triple>.txt
+#    (a crash log's `_MoteRT__ZN...` is `__ZN...`).
 # 3. Writes target/apple/Mote.xcframework: Info.plist (written here with Python's plistlib on
 #    both routes, never by xcodebuild -create-xcframework: one code path), one folder per slice
 #    (ios-arm64, ios-arm64_x86_64-simulator: a fat archive of arm64 and x86_64 made with
@@ -63,8 +73,11 @@
 #      3655 symbols outside on aarch64-apple-ios, 2026-11-27);
 #    - per slice, no test hook (no symbol naming `for_test`: built without mote-swift's
 #      `test-hooks` feature);
+#    - per slice, the RPC server where it belongs: no symbol of the mote_rpc crate (Rust's
+#      mangled `8mote_rpc`) or of NativeRpcServer in Mote.xcframework, some in MoteRPC's;
 #    - per slice, `swiftc -typecheck -I <slice>/Headers` of a file that imports MoteC and moteFFI
-#      and names a declaration of each: Swift finds both module maps in Headers/Mote/;
+#      (mote_rpcFFI) and names a declaration of each: Swift finds both module maps in
+#      Headers/Mote/ (Headers/MoteRPC/);
 #    - the ios-arm64 archive and second-rust's linked into one dylib by ld64.lld -all_load
 #      (every member; -undefined dynamic_lookup because there is no SDK and no libSystem here):
 #      links without a duplicate symbol, while cargo's unrenamed archive does not (the duplicate
@@ -85,27 +98,28 @@ export MOTE_CACHE=${MOTE_CACHE:-$HOME/.cache/mote}
 mkdir -p "$MOTE_CACHE"
 MOTE_CACHE=$(cd "$MOTE_CACHE" && pwd -P)
 
-# The crate whose static library is the framework's binary, and its library file name.
-CRATE=${MOTE_XCFRAMEWORK_CRATE:-mote-swift}
+# The frameworks: name | crate whose static library is its binary | that library's file name in
+# the framework | the uniffi module (its header <module>.h and module map are the crate's
+# generated ones, in bindings-swift/Sources/<C target>/include) | that C target | uniffi
+# exports (after `<crate>_fn_`) the Mach-O check requires beside the common ones.
+FRAMEWORKS=(
+  "Mote|mote-swift|libmote.a|moteFFI|MoteFFI|constructor_nativemodel_load constructor_nativemodel_from_system_lib"
+  "MoteRPC|mote-swift-rpc|libmote_rpc.a|mote_rpcFFI|MoteRPCFFI|constructor_nativerpcserver_start func_system_lib_prefixes"
+)
 FEATURES=${MOTE_XCFRAMEWORK_FEATURES:-c-abi}
-LIBFILE=lib${CRATE//-/_}.a
 PROFILE=mobile
 IOS_MIN=14.0
 MACOS_MIN=11.0
 OUT=$ROOT/target/apple
-FW=$OUT/Mote.xcframework
-# The Swift package's binary target (Package.swift, Apple platforms) is this copy: SwiftPM wants
-# a local binary target inside the package folder.
-PKG_FW=$ROOT/bindings-swift/Mote.xcframework
 TARGET_DIR=$MOTE_CACHE/target-apple
 # The second Rust static library of the link check, and the target both are linked for.
 SECOND=$HERE/apple/second-rust
 LINK_TRIPLE=aarch64-apple-ios
 LINK=$OUT/link-test
 
-# Mote's public surface, as C names: what apps and the Swift package call. Everything else the
-# archive defines is renamed to $RENAMED + its Mach-O name.
-PUBLIC=(mote_ TVMFFI TVMBackend uniffi_mote_swift ffi_mote_swift)
+# Each framework's public surface, as C names, is PUBLIC (select_framework): what apps and the
+# Swift package call. Everything else the archive defines is renamed to $RENAMED + its Mach-O
+# name.
 RENAMED=MoteRT
 
 # slice id | rust targets (one per architecture, in the order of the next field) |
@@ -198,7 +212,34 @@ cargo_apple() {
 # ---------------------------------------------------------------------------------------------
 # Shared steps.
 
-# build_mote TRIPLE: Mote's static library, $TARGET_DIR/TRIPLE/$PROFILE/$LIBFILE.
+# select_framework NAME: the globals of one framework of FRAMEWORKS: NAME, CRATE, LIBFILE
+# (cargo's archive), FWLIB (the framework's), FFI_MOD, FFI_DIR, EXTRA_EXPORTS, CRATE_SYM (the
+# crate as a symbol), PUBLIC (the public prefixes), FW (target/apple/NAME.xcframework), ZIP,
+# MAPS (the symbol maps), LINKDIR (the link check's files) and PKG_FW (the copy inside the
+# package that Package.swift's local binary target names: SwiftPM wants it in the package).
+select_framework() {
+  local f extra
+  for f in "${FRAMEWORKS[@]}"; do
+    IFS='|' read -r NAME CRATE FWLIB FFI_MOD FFI_DIR extra <<<"$f"
+    [ "$NAME" = "$1" ] || continue
+    CRATE_SYM=${CRATE//-/_}
+    LIBFILE=lib$CRATE_SYM.a
+    read -r -a EXTRA_EXPORTS <<<"$extra"
+    PUBLIC=(mote_ TVMFFI TVMBackend "uniffi_$CRATE_SYM" "ffi_$CRATE_SYM")
+    FW=$OUT/$NAME.xcframework
+    ZIP=$OUT/$NAME.xcframework.zip
+    MAPS=$OUT/symbol-maps/$NAME
+    LINKDIR=$LINK/$NAME
+    PKG_FW=$ROOT/bindings-swift/$NAME.xcframework
+    return 0
+  done
+  echo "build-xcframework: no framework $1" >&2
+  exit 1
+}
+FRAMEWORK_NAMES=()
+for f in "${FRAMEWORKS[@]}"; do FRAMEWORK_NAMES+=("${f%%|*}"); done
+
+# build_mote TRIPLE: the selected framework's static library, $TARGET_DIR/TRIPLE/$PROFILE/$LIBFILE.
 build_mote() {
   local features=(--features "$FEATURES")
   # x86_64 only runs in the simulator (development on Intel Macs): without the avx512 level,
@@ -267,58 +308,63 @@ fi
 
 if [ "${1:-}" != "--check-only" ]; then
   for triple in "${TRIPLES[@]}"; do
-    echo "=== build-xcframework: $triple ===" >&2
-    start=$(date +%s)
-    build_mote "$triple"
-    echo "build-xcframework: $triple built in $(( $(date +%s) - start )) s" >&2
+    for name in "${FRAMEWORK_NAMES[@]}"; do
+      select_framework "$name"
+      echo "=== build-xcframework: $CRATE for $triple ===" >&2
+      start=$(date +%s)
+      build_mote "$triple"
+      echo "build-xcframework: $CRATE for $triple built in $(( $(date +%s) - start )) s" >&2
+    done
   done
   echo "=== build-xcframework: second-rust for $LINK_TRIPLE ===" >&2
   start=$(date +%s)
   cargo_apple "$LINK_TRIPLE" build --locked --manifest-path "$SECOND/Cargo.toml" --profile "$PROFILE"
   echo "build-xcframework: second-rust built in $(( $(date +%s) - start )) s" >&2
 
-  rm -rf "$FW" "$OUT/Mote.xcframework.zip" "$OUT/Mote.xcframework.zip.sha256" \
-    "$OUT/renamed" "$OUT/symbol-maps" "$LINK"
-  mkdir -p "$FW" "$OUT/symbol-maps" "$LINK"
-  for triple in "${TRIPLES[@]}"; do
-    mkdir -p "$OUT/renamed/$triple"
-    rename_runtime "$TARGET_DIR/$triple/$PROFILE/$LIBFILE" "$OUT/symbol-maps/$triple.txt" \
-      "$OUT/renamed/$triple/libmote.a"
-    echo "build-xcframework: $triple: $(wc -l <"$OUT/symbol-maps/$triple.txt" | tr -d ' ') symbols renamed to _$RENAMED..." >&2
-  done
-  # The link check's inputs: cargo's archive as it was before the renaming, and second-rust's.
-  cp "$TARGET_DIR/$LINK_TRIPLE/$PROFILE/$LIBFILE" "$LINK/libmote-unrenamed.a"
+  rm -rf "$OUT/renamed" "$OUT/symbol-maps" "$LINK"
+  mkdir -p "$LINK"
   cp "$TARGET_DIR/$LINK_TRIPLE/$PROFILE/libsecond_rust.a" "$LINK/libsecond.a"
+  for name in "${FRAMEWORK_NAMES[@]}"; do
+    select_framework "$name"
+    rm -rf "$FW" "$ZIP" "$ZIP.sha256"
+    mkdir -p "$FW" "$MAPS" "$LINKDIR"
+    for triple in "${TRIPLES[@]}"; do
+      mkdir -p "$OUT/renamed/$NAME/$triple"
+      rename_runtime "$TARGET_DIR/$triple/$PROFILE/$LIBFILE" "$MAPS/$triple.txt" \
+        "$OUT/renamed/$NAME/$triple/$FWLIB"
+      echo "build-xcframework: $NAME, $triple: $(wc -l <"$MAPS/$triple.txt" | tr -d ' ') symbols renamed to _$RENAMED..." >&2
+    done
+    # The link check's input: cargo's archive as it was before the renaming.
+    cp "$TARGET_DIR/$LINK_TRIPLE/$PROFILE/$LIBFILE" "$LINKDIR/unrenamed.a"
 
-  for s in "${SLICES[@]}"; do
-    IFS='|' read -r id triples _archs _platform _min <<<"$s"
-    mkdir -p "$FW/$id/Headers/Mote"
-    read -r -a ts <<<"$triples"
-    if [ "${#ts[@]}" -eq 1 ]; then
-      cp "$OUT/renamed/${ts[0]}/libmote.a" "$FW/$id/libmote.a"
-    else
-      inputs=()
-      for t in "${ts[@]}"; do inputs+=("$OUT/renamed/$t/libmote.a"); done
-      run "$LIPO" -create "${inputs[@]}" -output "$FW/$id/libmote.a"
-    fi
-    cp ffi/include/mote.h "$FW/$id/Headers/Mote/mote.h"
-    cp bindings-swift/Sources/MoteFFI/include/moteFFI.h "$FW/$id/Headers/Mote/moteFFI.h"
-    # Two modules: the C ABI for C/Objective-C/Swift callers, and the uniffi bridge that
-    # the Swift package's generated code imports (its module map, as generated).
-    { printf 'module MoteC {\n    header "mote.h"\n    export *\n}\n'
-      cat bindings-swift/Sources/MoteFFI/include/module.modulemap; echo; } >"$FW/$id/Headers/Mote/module.modulemap"
-  done
-  rm -rf "$OUT/renamed"
+    for s in "${SLICES[@]}"; do
+      IFS='|' read -r id triples _archs _platform _min <<<"$s"
+      mkdir -p "$FW/$id/Headers/$NAME"
+      read -r -a ts <<<"$triples"
+      if [ "${#ts[@]}" -eq 1 ]; then
+        cp "$OUT/renamed/$NAME/${ts[0]}/$FWLIB" "$FW/$id/$FWLIB"
+      else
+        inputs=()
+        for t in "${ts[@]}"; do inputs+=("$OUT/renamed/$NAME/$t/$FWLIB"); done
+        run "$LIPO" -create "${inputs[@]}" -output "$FW/$id/$FWLIB"
+      fi
+      cp ffi/include/mote.h "$FW/$id/Headers/$NAME/mote.h"
+      cp "bindings-swift/Sources/$FFI_DIR/include/$FFI_MOD.h" "$FW/$id/Headers/$NAME/$FFI_MOD.h"
+      # Two modules: the C ABI for C/Objective-C/Swift callers, and the uniffi bridge that
+      # the Swift package's generated code imports (its module map, as generated).
+      { printf 'module MoteC {\n    header "mote.h"\n    export *\n}\n'
+        cat "bindings-swift/Sources/$FFI_DIR/include/module.modulemap"; echo; } >"$FW/$id/Headers/$NAME/module.modulemap"
+    done
 
-  # Info.plist from SLICES ("id|triples|archs|platform|min"), then the zip and its checksum.
-  "$PY" - "$FW" "$OUT/Mote.xcframework.zip" "${SLICES[@]}" <<'EOF'
+    # Info.plist from SLICES ("id|triples|archs|platform|min"), then the zip and its checksum.
+    "$PY" - "$FW" "$ZIP" "$FWLIB" "${SLICES[@]}" <<'EOF'
 import hashlib, os, plistlib, sys, zipfile
-fw, zip_path, slices = sys.argv[1], sys.argv[2], sys.argv[3:]
+fw, zip_path, lib, slices = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 libs = []
 for s in slices:
     ident, _triples, archs, platform, _min = s.split("|")
-    entry = {"BinaryPath": "libmote.a", "HeadersPath": "Headers", "LibraryIdentifier": ident,
-             "LibraryPath": "libmote.a", "SupportedArchitectures": archs.split(","),
+    entry = {"BinaryPath": lib, "HeadersPath": "Headers", "LibraryIdentifier": ident,
+             "LibraryPath": lib, "SupportedArchitectures": archs.split(","),
              "SupportedPlatform": "macos" if platform == "macos" else "ios"}
     if platform == "ios-simulator":
         entry["SupportedPlatformVariant"] = "simulator"
@@ -346,151 +392,176 @@ with open(zip_path + ".sha256", "w") as f:
     f.write(digest + "\n")
 print(f"build-xcframework: {zip_path} ({os.path.getsize(zip_path)} bytes) sha256 {digest}", file=sys.stderr)
 EOF
-  rm -rf "$PKG_FW" && cp -R "$FW" "$PKG_FW"
+    rm -rf "$PKG_FW" && cp -R "$FW" "$PKG_FW"
+  done
+  rm -rf "$OUT/renamed"
 fi
 
 passed=0
 failed=0
 ok() { echo "ok   $*"; passed=$((passed + 1)); }
 bad() { echo "FAIL $*"; failed=$((failed + 1)); }
+ld_name=$(basename "${LD64[0]}")
+mkdir -p "$OUT/checks"
+
+for name in "${FRAMEWORK_NAMES[@]}"; do
+select_framework "$name"
+zipname=$(basename "$ZIP")
 
 # The Info.plist read back: three slices, the identifiers, platforms, variant and architectures.
-if "$PY" - "$FW/Info.plist" <<'EOF'
+if "$PY" - "$FW/Info.plist" "$FWLIB" <<'EOF'
 import plistlib, sys
 info = plistlib.load(open(sys.argv[1], "rb"))
+lib = sys.argv[2]
 assert info["CFBundlePackageType"] == "XFWK" and info["XCFrameworkFormatVersion"] == "1.0"
 got = sorted((l["LibraryIdentifier"], l["SupportedPlatform"], l.get("SupportedPlatformVariant"),
               tuple(l["SupportedArchitectures"]), l["LibraryPath"], l["BinaryPath"], l["HeadersPath"])
              for l in info["AvailableLibraries"])
-want = [("ios-arm64", "ios", None, ("arm64",), "libmote.a", "libmote.a", "Headers"),
-        ("ios-arm64_x86_64-simulator", "ios", "simulator", ("arm64", "x86_64"), "libmote.a", "libmote.a", "Headers"),
-        ("macos-arm64", "macos", None, ("arm64",), "libmote.a", "libmote.a", "Headers")]
+want = [("ios-arm64", "ios", None, ("arm64",), lib, lib, "Headers"),
+        ("ios-arm64_x86_64-simulator", "ios", "simulator", ("arm64", "x86_64"), lib, lib, "Headers"),
+        ("macos-arm64", "macos", None, ("arm64",), lib, lib, "Headers")]
 assert got == want, got
 EOF
-then ok "Info.plist lists ios-arm64, ios-arm64_x86_64-simulator (arm64, x86_64), macos-arm64 (libmote.a, Headers)"
-else bad "Info.plist does not describe the three slices"
+then ok "$NAME: Info.plist lists ios-arm64, ios-arm64_x86_64-simulator (arm64, x86_64), macos-arm64 ($FWLIB, Headers)"
+else bad "$NAME: Info.plist does not describe the three slices"
 fi
 
 zip_sum=$("$PY" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' \
-  "$OUT/Mote.xcframework.zip" 2>/dev/null || true)
-if [ -n "$zip_sum" ] && [ "$zip_sum" = "$(cat "$OUT/Mote.xcframework.zip.sha256" 2>/dev/null)" ]; then
-  ok "Mote.xcframework.zip checksum $zip_sum"
+  "$ZIP" 2>/dev/null || true)
+if [ -n "$zip_sum" ] && [ "$zip_sum" = "$(cat "$ZIP.sha256" 2>/dev/null)" ]; then
+  ok "$zipname checksum $zip_sum"
 else
-  bad "Mote.xcframework.zip missing or its checksum file does not match"
+  bad "$zipname missing or its checksum file does not match"
 fi
 
-# The functions moteFFI.h declares: what the generated Swift calls, so none may be renamed.
-mkdir -p "$OUT/checks"
-grep -oE '(uniffi|ffi)_mote_swift_[A-Za-z0-9_]+\(' bindings-swift/Sources/MoteFFI/include/moteFFI.h |
-  tr -d '(' | LC_ALL=C sort -u >"$OUT/checks/moteFFI-functions.txt"
-# A Swift file naming one declaration of each module (mote.h's mote_version, moteFFI.h's
-# RustBuffer and a uniffi constructor).
-cat >"$OUT/checks/imports.swift" <<'EOF'
+# The functions the uniffi header declares: what the generated Swift calls, so none may be
+# renamed.
+grep -oE "(uniffi|ffi)_${CRATE_SYM}_[A-Za-z0-9_]+\\(" "bindings-swift/Sources/$FFI_DIR/include/$FFI_MOD.h" |
+  tr -d '(' | LC_ALL=C sort -u >"$OUT/checks/$FFI_MOD-functions.txt"
+# A Swift file naming one declaration of each module (mote.h's mote_version, the uniffi
+# header's RustBuffer and a uniffi constructor).
+ctor="uniffi_${CRATE_SYM}_fn_${EXTRA_EXPORTS[0]}"
+cat >"$OUT/checks/imports-$NAME.swift" <<EOF
 import MoteC
-import moteFFI
+import $FFI_MOD
 
 let version: UnsafePointer<CChar>? = mote_version()
 let buffer = RustBuffer(capacity: 0, len: 0, data: nil)
-let load = uniffi_mote_swift_fn_constructor_nativemodel_load
+let constructor = $ctor
 EOF
 public_list=$(IFS=,; echo "${PUBLIC[*]}")
+extra_requires=()
+for e in "${EXTRA_EXPORTS[@]}"; do extra_requires+=(--require "uniffi_${CRATE_SYM}_fn_$e"); done
 
 for s in "${SLICES[@]}"; do
   IFS='|' read -r id _triples archs platform min <<<"$s"
-  # Headers/ holds the one folder Mote/, and Mote/ the two headers and the module map.
+  # Headers/ holds the one folder NAME/, and NAME/ the two headers and the module map.
   hdrs=$(listing "$FW/$id/Headers")
-  mote=$(listing "$FW/$id/Headers/Mote")
-  if [ "$hdrs" = "Mote " ] && [ "$mote" = "module.modulemap mote.h moteFFI.h " ] &&
-     [ -s "$FW/$id/Headers/Mote/mote.h" ] && [ -s "$FW/$id/Headers/Mote/moteFFI.h" ]; then
-    ok "$id: Headers/ holds only Mote/ (module.modulemap, mote.h, moteFFI.h)"
+  mote=$(listing "$FW/$id/Headers/$NAME")
+  if [ "$hdrs" = "$NAME " ] && [ "$mote" = "module.modulemap mote.h $FFI_MOD.h " ] &&
+     [ -s "$FW/$id/Headers/$NAME/mote.h" ] && [ -s "$FW/$id/Headers/$NAME/$FFI_MOD.h" ]; then
+    ok "$NAME $id: Headers/ holds only $NAME/ (module.modulemap, mote.h, $FFI_MOD.h)"
   else
-    bad "$id: Headers/ holds '${hdrs% }', Headers/Mote/ '${mote% }' (want Mote; module.modulemap mote.h moteFFI.h)"
+    bad "$NAME $id: Headers/ holds '${hdrs% }', Headers/$NAME/ '${mote% }' (want $NAME; module.modulemap mote.h $FFI_MOD.h)"
   fi
 
   log=$(mktemp)
-  if "$PY" "$HERE/lib/macho_check.py" "$FW/$id/libmote.a" --platform "$platform" --minos "$min" \
+  if "$PY" "$HERE/lib/macho_check.py" "$FW/$id/$FWLIB" --platform "$platform" --minos "$min" \
       --arch "$archs" \
       --require mote_model_load --require mote_session_run --require-prefix mote_ \
       --require TVMFFIErrorSetRaisedFromCStrParts --require TVMFFIEnvModRegisterSystemLibSymbol \
       --require TVMBackendParallelLaunch --require mote_model_from_system_lib --require mote_model_load_with_options \
-      --require uniffi_mote_swift_fn_constructor_nativemodel_load --require uniffi_mote_swift_fn_constructor_nativemodel_from_system_lib \
-      --require-prefix uniffi_mote_swift_fn_ --require ffi_mote_swift_uniffi_contract_version \
-      --require-file "$OUT/checks/moteFFI-functions.txt" \
+      "${extra_requires[@]}" \
+      --require-prefix "uniffi_${CRATE_SYM}_fn_" --require "ffi_${CRATE_SYM}_uniffi_contract_version" \
+      --require-file "$OUT/checks/$FFI_MOD-functions.txt" \
       --require-undefined BNNSFilterCreateLayerConvolution \
       --exports-exactly ffi/abi/symbols.txt >"$log" 2>&1; then
-    ok "$id: $(grep -c '^ok' "$log") Mach-O checks ($(grep -o '^ok   [a-z0-9_]*: [0-9]* Mach-O objects' "$log" | sed 's/^ok   //' | paste -sd, - | sed 's/,/, /g'))"
+    ok "$NAME $id: $(grep -c '^ok' "$log") Mach-O checks ($(grep -o '^ok   [a-z0-9_]*: [0-9]* Mach-O objects' "$log" | sed 's/^ok   //' | paste -sd, - | sed 's/,/, /g'))"
   else
-    bad "$id: $(grep '^FAIL' "$log" | head -3 | cut -c1-400 | tr '\n' ' ')"
+    bad "$NAME $id: $(grep '^FAIL' "$log" | head -3 | cut -c1-400 | tr '\n' ' ')"
   fi
 
-  if "$PY" "$HERE/lib/macho_check.py" "$FW/$id/libmote.a" --platform "$platform" --minos "$min" \
+  if "$PY" "$HERE/lib/macho_check.py" "$FW/$id/$FWLIB" --platform "$platform" --minos "$min" \
       --arch "$archs" --only-exported-prefixes "$public_list" --renamed-prefix "$RENAMED" >"$log" 2>&1; then
-    ok "$id: runtime renamed ($(grep -o 'renamed (_[A-Za-z]*: [0-9]*)' "$log" | sed 's/renamed (_[A-Za-z]*: //; s/)//' | paste -sd/ -) symbols to _$RENAMED, only $public_list exported as is, no undefined reference to a renamed name)"
+    ok "$NAME $id: runtime renamed ($(grep -o 'renamed (_[A-Za-z]*: [0-9]*)' "$log" | sed 's/renamed (_[A-Za-z]*: //; s/)//' | paste -sd/ -) symbols to _$RENAMED, only $public_list exported as is, no undefined reference to a renamed name)"
   else
-    bad "$id: $(grep '^FAIL' "$log" | head -2 | cut -c1-400 | tr '\n' ' ')"
+    bad "$NAME $id: $(grep '^FAIL' "$log" | head -2 | cut -c1-400 | tr '\n' ' ')"
   fi
   rm -f "$log"
 
   # No test hook in what apps link: mote-swift's `test-hooks` feature is for its own tests
-  # (docs/uniffi.md, "Test hooks").
-  hooks=$(run "$NM" --defined-only -j "$FW/$id/libmote.a" 2>/dev/null | grep -c 'for_test' || true)
+  # (docs/uniffi.md, "Test hooks"). The RPC server only in MoteRPC's: the inference library
+  # carries none (issue 30; docs/swiftpm.md, "Two products").
+  syms=$(run "$NM" --defined-only -j "$FW/$id/$FWLIB" 2>/dev/null || true)
+  hooks=$(grep -c 'for_test' <<<"$syms" || true)
   if [ "$hooks" = 0 ]; then
-    ok "$id: no test hook (no symbol naming for_test)"
+    ok "$NAME $id: no test hook (no symbol naming for_test)"
   else
-    bad "$id: $hooks symbols of test hooks (built with mote-swift's test-hooks feature?)"
+    bad "$NAME $id: $hooks symbols of test hooks (built with mote-swift's test-hooks feature?)"
+  fi
+  rpc=$(grep -ci -e '8mote_rpc' -e 'nativerpcserver' <<<"$syms" || true)
+  if [ "$NAME" = MoteRPC ]; then
+    if [ "$rpc" -gt 0 ]; then ok "$NAME $id: the RPC server is in ($rpc symbols of mote_rpc or NativeRpcServer)"
+    else bad "$NAME $id: no symbol of mote_rpc or NativeRpcServer: no RPC server"
+    fi
+  elif [ "$rpc" = 0 ]; then
+    ok "$NAME $id: no RPC server (no symbol of mote_rpc or NativeRpcServer)"
+  else
+    bad "$NAME $id: $rpc symbols of mote_rpc or NativeRpcServer: the RPC server is in the inference library"
   fi
 
-  # Swift's Clang importer finds the module maps in Headers/Mote/ from -I Headers.
-  if out=$(run "$SWIFTC" -typecheck -module-cache-path "$OUT/checks/module-cache" \
-      -I "$FW/$id/Headers" "$OUT/checks/imports.swift" 2>&1); then
-    ok "$id: swiftc -typecheck -I Headers imports MoteC (mote_version) and moteFFI (RustBuffer, uniffi_mote_swift_fn_constructor_nativemodel_load)"
+  # Swift's Clang importer finds the module maps in Headers/NAME/ from -I Headers.
+  if out=$(run "$SWIFTC" -typecheck -module-cache-path "$OUT/checks/module-cache-$NAME" \
+      -I "$FW/$id/Headers" "$OUT/checks/imports-$NAME.swift" 2>&1); then
+    ok "$NAME $id: swiftc -typecheck -I Headers imports MoteC (mote_version) and $FFI_MOD (RustBuffer, $ctor)"
   else
-    bad "$id: swiftc -typecheck -I Headers: $(echo "$out" | grep -m2 error | tr '\n' ' ')"
+    bad "$NAME $id: swiftc -typecheck -I Headers: $(echo "$out" | grep -m2 error | tr '\n' ' ')"
   fi
 done
 
 # Two Rust static libraries in one Mach-O: the renamed ios-arm64 archive links beside
 # second-rust's; cargo's unrenamed one does not.
-ld_name=$(basename "${LD64[0]}")
-if [ -s "$LINK/libsecond.a" ] && [ -s "$LINK/libmote-unrenamed.a" ]; then
-  if link_pair all "$FW/ios-arm64/libmote.a" "$LINK/renamed.dylib" "$LINK/renamed.log" &&
-     [ -z "$(duplicates "$LINK/renamed.log")" ]; then
-    ok "ios-arm64/libmote.a + second-rust linked by $ld_name -all_load into one dylib: exit 0, no duplicate symbol"
-    if exports=$(run "$NM" -g --defined-only -j "$LINK/renamed.dylib") &&
+lib="$FW/ios-arm64/$FWLIB"
+if [ -s "$LINK/libsecond.a" ] && [ -s "$LINKDIR/unrenamed.a" ]; then
+  if link_pair all "$lib" "$LINKDIR/renamed.dylib" "$LINKDIR/renamed.log" &&
+     [ -z "$(duplicates "$LINKDIR/renamed.log")" ]; then
+    ok "$NAME ios-arm64/$FWLIB + second-rust linked by $ld_name -all_load into one dylib: exit 0, no duplicate symbol"
+    if exports=$(run "$NM" -g --defined-only -j "$LINKDIR/renamed.dylib") &&
        grep -qx _mote_model_load <<<"$exports" && grep -qx _second_rust_probe <<<"$exports"; then
-      ok "the linked dylib exports _mote_model_load and _second_rust_probe"
+      ok "$NAME: the linked dylib exports _mote_model_load and _second_rust_probe"
     else
-      bad "the linked dylib does not export both _mote_model_load and _second_rust_probe"
+      bad "$NAME: the linked dylib does not export both _mote_model_load and _second_rust_probe"
     fi
   else
-    bad "ios-arm64/libmote.a + second-rust do not link with -all_load: $(duplicates "$LINK/renamed.log" | grep -c . || true) duplicate symbols; $(grep -m3 -i error "$LINK/renamed.log" | cut -c1-200 | tr '\n' ' ')"
-    bad "no linked dylib to read the exports of"
+    bad "$NAME ios-arm64/$FWLIB + second-rust do not link with -all_load: $(duplicates "$LINKDIR/renamed.log" | grep -c . || true) duplicate symbols; $(grep -m3 -i error "$LINKDIR/renamed.log" | cut -c1-200 | tr '\n' ' ')"
+    bad "$NAME: no linked dylib to read the exports of"
   fi
   # Linked by need, both archives' runtimes come in side by side: Mote's under _MoteRT.
-  if link_pair lazy "$FW/ios-arm64/libmote.a" "$LINK/lazy.dylib" "$LINK/lazy.log" &&
-     syms=$(run "$NM" --defined-only -j "$LINK/lazy.dylib") &&
+  if link_pair lazy "$lib" "$LINKDIR/lazy.dylib" "$LINKDIR/lazy.log" &&
+     syms=$(run "$NM" --defined-only -j "$LINKDIR/lazy.dylib") &&
      grep -qx "_${RENAMED}___rust_alloc" <<<"$syms" && grep -qx ___rust_alloc <<<"$syms" &&
      grep -qx _mote_model_load <<<"$syms" && grep -qx _second_rust_probe <<<"$syms"; then
-    ok "ios-arm64/libmote.a + second-rust linked by need (no -all_load): two runtimes, _${RENAMED}___rust_alloc beside ___rust_alloc"
+    ok "$NAME ios-arm64/$FWLIB + second-rust linked by need (no -all_load): two runtimes, _${RENAMED}___rust_alloc beside ___rust_alloc"
   else
-    bad "ios-arm64/libmote.a + second-rust linked by need: no link, or not both _${RENAMED}___rust_alloc and ___rust_alloc: $(grep -m3 -i error "$LINK/lazy.log" | cut -c1-200 | tr '\n' ' ')"
+    bad "$NAME ios-arm64/$FWLIB + second-rust linked by need: no link, or not both _${RENAMED}___rust_alloc and ___rust_alloc: $(grep -m3 -i error "$LINKDIR/lazy.log" | cut -c1-200 | tr '\n' ' ')"
   fi
-  if link_pair all "$LINK/libmote-unrenamed.a" "$LINK/unrenamed.dylib" "$LINK/unrenamed.log"; then
-    bad "cargo's unrenamed archive + second-rust linked with -all_load: the duplicate-symbol check proves nothing"
+  if link_pair all "$LINKDIR/unrenamed.a" "$LINKDIR/unrenamed.dylib" "$LINKDIR/unrenamed.log"; then
+    bad "$NAME: cargo's unrenamed archive + second-rust linked with -all_load: the duplicate-symbol check proves nothing"
   else
-    dups=$(duplicates "$LINK/unrenamed.log")
+    dups=$(duplicates "$LINKDIR/unrenamed.log")
     n=$(grep -c . <<<"$dups" || true)
     examples=$(grep -x -e ___rust_alloc -e _rust_eh_personality -e ___udivti3 <<<"$dups" | paste -sd, - | sed 's/,/, /g' || true)
     if [ "$n" -gt 0 ]; then
-      ok "cargo's unrenamed archive + second-rust do not link with -all_load: $n duplicate symbols (${examples:-$(head -2 <<<"$dups" | paste -sd, -)}, ...)"
+      ok "$NAME: cargo's unrenamed archive + second-rust do not link with -all_load: $n duplicate symbols (${examples:-$(head -2 <<<"$dups" | paste -sd, -)}, ...)"
     else
-      bad "cargo's unrenamed archive + second-rust failed to link without a duplicate symbol: $(head -3 "$LINK/unrenamed.log" | cut -c1-200 | tr '\n' ' ')"
+      bad "$NAME: cargo's unrenamed archive + second-rust failed to link without a duplicate symbol: $(head -3 "$LINKDIR/unrenamed.log" | cut -c1-200 | tr '\n' ' ')"
     fi
   fi
-  rm -f "$LINK/renamed.dylib" "$LINK/unrenamed.dylib" "$LINK/lazy.dylib"
+  rm -f "$LINKDIR/renamed.dylib" "$LINKDIR/unrenamed.dylib" "$LINKDIR/lazy.dylib"
 else
-  bad "no link-check inputs in $LINK (libmote-unrenamed.a, libsecond.a): run without --check-only"
+  bad "$NAME: no link-check inputs ($LINK/libsecond.a, $LINKDIR/unrenamed.a): run without --check-only"
 fi
+done
 
 echo "xcframework checks: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

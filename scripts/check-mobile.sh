@@ -12,12 +12,12 @@
 set -euo pipefail
 
 # Packages to check (cargo -p flags). Override with MOTE_MOBILE_PACKAGES.
-PACKAGES=${MOTE_MOBILE_PACKAGES:-"-p mote -p mote-ffi -p mote-rpc -p mote-swift"}
+PACKAGES=${MOTE_MOBILE_PACKAGES:-"-p mote -p mote-ffi -p mote-rpc -p mote-swift -p mote-swift-rpc"}
 # Targets to check. Override with MOTE_MOBILE_TARGETS (space-separated; the Apple targets
 # aarch64-apple-ios and aarch64-apple-darwin work too). By default only Android: CI builds the
-# Apple targets for real (scripts/build-xcframework.sh compiles mote, mote-ffi, mote-rpc and
-# mote-swift for iOS, the simulator and macOS), which checks more than `check` and made these
-# checks a second, slower pass over the same code.
+# Apple targets for real (scripts/build-xcframework.sh compiles mote, mote-ffi, mote-rpc,
+# mote-swift and mote-swift-rpc for iOS, the simulator and macOS), which checks more than
+# `check` and made these checks a second, slower pass over the same code.
 TARGETS=${MOTE_MOBILE_TARGETS:-"aarch64-linux-android"}
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)

@@ -3,16 +3,18 @@
 #
 #   MOTE_ZOO_DIR=... MOTE_OFFLOAD_ZOO_DIR=... MOTE_PYTHON=... scripts/test-ios-app.sh
 #
-# 1. `cargo build -p mote-swift` on the host (as scripts/test-swift.sh does, and for the same
-#    reason: the library links only glibc symbols older than trixie's, so the chroot's Swift
-#    links and runs it).
+# 1. `cargo build -p mote-swift-rpc` on the host (as scripts/test-swift.sh builds mote-swift,
+#    and for the same reason: the library links only glibc symbols older than trixie's, so the
+#    chroot's Swift links and runs it). The app's package takes the product `MoteRPC` alone
+#    (docs/swiftpm.md, "Two products"): libmote_swift is not linked.
 # 2. The zoo's system-library objects (syslib/NAME.tar of MOTE_ZOO_DIR) in one archive, linked
 #    whole into the test executable (docs/system-lib.md §5), as a phone app links its models;
 #    MOTE_SYSLIB_MODELS names them for the tests.
 # 3. `swift test` (XCTest, Swift 6.0.3) in ios-app/ in the trixie chroot (scripts/in-trixie.sh),
-#    linking target/debug/libmote_swift.so through the `Mote` package (MOTE_SWIFT_LIB_DIR). The
-#    tests run TVM's Python client with MOTE_PYTHON inside the chroot: the interpreter the venv
-#    points at is bound in too.
+#    linking target/debug/libmote_swift_rpc.so through the `Mote` package's product `MoteRPC`
+#    (MOTE_SWIFT_LIB_DIR): RPCAppCoreTests, and MoteRPCTests (the RPCServer's own tests, which
+#    live here because this package links MoteRPC alone). The tests run TVM's Python client with
+#    MOTE_PYTHON inside the chroot: the interpreter the venv points at is bound in too.
 # 4. Three checks of the app target, which is not built here (no SwiftUI or Apple SDK:
 #    ios-app/README.md): `swiftc -parse` of ios-app/App/*.swift (syntax only, no types);
 #    App/Info.plist read with plistlib, with its bundle keys and NSLocalNetworkUsageDescription;
@@ -40,8 +42,8 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 fail() { echo "test-ios-app: $*" >&2; echo "ios app checks: ${passed:-0} passed, $(( ${failed:-0} + 1 )) failed"; exit 1; }
 
-echo "=== test-ios-app: cargo build -p mote-swift ===" >&2
-cargo build --locked -p mote-swift --features bindgen >&2 || fail "cargo build failed"
+echo "=== test-ios-app: cargo build -p mote-swift-rpc ===" >&2
+cargo build --locked -p mote-swift-rpc --features bindgen >&2 || fail "cargo build failed"
 
 # The interpreter behind the venv's python, bound into the chroot at the same path.
 binds=$(python_binds "$MOTE_PYTHON")

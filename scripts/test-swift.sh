@@ -7,14 +7,17 @@
 #    links only glibc symbols older than trixie's glibc, so the chroot's Swift links and runs it;
 #    building it in the chroot would cost a second cold build of the same code with Rust 1.85,
 #    whose check-mobile pass already covers the minimum version).
-# 2. scripts/swift-bindings.sh --check: the checked-in Swift and C header match the library,
-#    which (built without the `test-hooks` feature, as apps get it) exports no test hook
-#    (`nm -D`); then the `test-hooks` build and its bindings in target/swift-test-hooks, which
+# 2. scripts/swift-bindings.sh --check: the checked-in Swift and C headers match the libraries
+#    (mote-swift's and mote-swift-rpc's, both built by it); libmote_swift (built without the
+#    `test-hooks` feature, as apps get it) exports no test hook and no RPC server (`nm -D`: the
+#    server is the product MoteRPC's, docs/swiftpm.md "Two products"); then the `test-hooks` build and its bindings in target/swift-test-hooks, which
 #    the package's tests compile against (MOTE_SWIFT_TEST_HOOKS_DIR; docs/uniffi.md).
 # 3. `swift test` (XCTest, Swift 6.0.3) in the trixie chroot (scripts/in-trixie.sh), linking
-#    target/debug/libmote_swift.so (MOTE_SWIFT_LIB_DIR). The RPC test runs MOTE_PYTHON from
-#    inside the chroot: the venv's python links to an interpreter installed outside the venv
-#    (pyenv), so that installation's folder is bound into the chroot too.
+#    target/debug/libmote_swift.so (MOTE_SWIFT_LIB_DIR). The RPCServer's tests are not here:
+#    they run in scripts/test-ios-app.sh (ios-app/Tests/MoteRPCTests), whose package links
+#    libmote_swift_rpc alone (one test process never links both libraries). Tests may run
+#    MOTE_PYTHON from inside the chroot: the venv's python links to an interpreter installed
+#    outside the venv (pyenv), so that installation's folder is bound into the chroot too.
 #    CorruptFilesTests sweeps the corrupted-file corpus at MOTE_CORRUPT_DIR; when that is unset
 #    the corpus is written into target/swift-corrupt from MOTE_ZOO_DIR and MOTE_OFFLOAD_ZOO_DIR
 #    (scripts/lib/corrupt-corpus.sh, as scripts/test-corrupt.sh writes it). OpenClTests load
@@ -52,6 +55,13 @@ lib="${CARGO_TARGET_DIR:-$ROOT/target}/debug/libmote_swift.so"
 hooks_in_release=$(nm -D --defined-only "$lib" | grep -c 'for_test' || true)
 [ "$hooks_in_release" = 0 ] || fail "$lib (no test-hooks feature) exports $hooks_in_release test hooks"
 echo "test-swift: $lib exports no test hook" >&2
+# Nor the RPC server (mote-swift-rpc's): no uniffi export of it, no symbol of mote_rpc.
+rpc_in_mote=$(nm --defined-only "$lib" | grep -ci 'nativerpcserver\|8mote_rpc' || true)
+[ "$rpc_in_mote" = 0 ] || fail "$lib exports $rpc_in_mote symbols of the RPC server (it belongs to mote-swift-rpc)"
+rpc_lib="${CARGO_TARGET_DIR:-$ROOT/target}/debug/libmote_swift_rpc.so"
+[ "$(nm -D --defined-only "$rpc_lib" | grep -c 'uniffi_mote_swift_rpc_fn_constructor_nativerpcserver_start' || true)" = 1 ] ||
+  fail "$rpc_lib does not export the RPC server's constructor"
+echo "test-swift: $lib exports no RPC server; $rpc_lib does" >&2
 # The tests' library and bindings: a `test-hooks` build, its bindings generated into a folder
 # inside the package (SwiftPM's targets must be), which Package.swift's Linux branch takes
 # from MOTE_SWIFT_TEST_HOOKS_DIR (docs/uniffi.md, "Test hooks").

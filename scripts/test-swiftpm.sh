@@ -5,21 +5,27 @@
 #
 #   scripts/test-swiftpm.sh
 #
-# 1. `swift package dump-package` of the root manifest on Linux: product `Mote`, targets MoteFFI
-#    (C), MoteUniFFI, Mote (with PrivacyInfo.xcprivacy as a resource) and MoteTests, at their
-#    bindings-swift/ paths; then with MOTE_SWIFTPM_APPLE=1, the branch Apple hosts take: the
-#    binary target MoteNative at bindings-swift/Mote.xcframework, Accelerate linked, no C target.
+# 1. `swift package dump-package` of the root manifest on Linux: products `Mote` and `MoteRPC`
+#    (docs/swiftpm.md, "Two products"), targets MoteFFI (C), MoteUniFFI, Mote (with
+#    PrivacyInfo.xcprivacy as a resource) and MoteTests, and MoteRPCFFI, MoteRPCUniFFI, MoteRPC
+#    (the same resource, the define MOTE_RPC), at their bindings-swift/ paths; then with
+#    MOTE_SWIFTPM_APPLE=1, the branch Apple hosts take: the binary targets MoteNative at
+#    bindings-swift/Mote.xcframework and MoteRPCNative at bindings-swift/MoteRPC.xcframework,
+#    Accelerate linked, no C target.
 # 2. The release form: a copy of the manifest rewritten by scripts/swiftpm-release.sh with the
-#    zip build-xcframework.sh made and an https URL; its Apple branch names exactly that URL and
-#    the checksum `swift package compute-checksum` computes for the zip, and the zip holds
-#    Mote.xcframework/Info.plist at its root (where SwiftPM looks). The script refuses a URL that
-#    is not https, and a manifest without its one `let release` line.
-# 3. `swift build` of the root package (product Mote) on Linux.
-# 4. ios-app's manifest reaches the root package by path (`.package(name: "Mote", path: "..")`).
-# 5. The privacy manifests (the package's and the iOS app's): valid plists with no tracking, and
-#    every required-reason API category (Apple's list: file timestamps, system boot time, disk
-#    space, user defaults) whose C functions any slice's libmote.a references (llvm-nm), or
-#    whose Foundation API the Swift sources name, declared with a reason.
+#    zips build-xcframework.sh made and an https URL; its Apple branch names exactly that URL
+#    (and MoteRPC.xcframework.zip beside it) and the checksums `swift package compute-checksum`
+#    computes for the zips, and each zip holds NAME.xcframework/Info.plist at its root (where
+#    SwiftPM looks). The script refuses a URL that is not https, and a manifest without its one
+#    `let release` line.
+# 3. `swift build` of the root package's products Mote and MoteRPC on Linux.
+# 4. ios-app's manifest reaches the root package by path (`.package(name: "Mote", path: "..")`)
+#    and its targets take the product MoteRPC, never Mote.
+# 5. The privacy manifests (the package's, for each product, and the iOS app's): valid plists
+#    with no tracking, and every required-reason API category (Apple's list: file timestamps,
+#    system boot time, disk space, user defaults) whose C functions any slice's static library
+#    references (llvm-nm), or whose Foundation API the Swift sources name, declared with a
+#    reason.
 # Ends with "swiftpm checks: N passed, M failed".
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -32,6 +38,8 @@ ok() { echo "ok   $*"; passed=$((passed + 1)); }
 bad() { echo "FAIL $*"; failed=$((failed + 1)); }
 FW=$ROOT/target/apple/Mote.xcframework
 ZIP=$ROOT/target/apple/Mote.xcframework.zip
+RPC_FW=$ROOT/target/apple/MoteRPC.xcframework
+RPC_ZIP=$ROOT/target/apple/MoteRPC.xcframework.zip
 tmp=$(mktemp -d /tmp/swiftpm.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -45,22 +53,35 @@ def targets(d):
     return {t["name"]: t for t in d["targets"]}
 for d in (linux, apple):
     assert d["name"] == "Mote", d["name"]
-    assert [(p["name"], p["targets"]) for p in d["products"]] == [("Mote", ["Mote"])], d["products"]
+    assert [(p["name"], p["targets"]) for p in d["products"]] == [("Mote", ["Mote"]), ("MoteRPC", ["MoteRPC"])], d["products"]
     t = targets(d)
+    resource = [{"path": "PrivacyInfo.xcprivacy", "rule": {"copy": {}}}]
     assert t["Mote"]["path"] == "bindings-swift/Sources/Mote"
-    assert t["Mote"]["resources"] == [{"path": "PrivacyInfo.xcprivacy", "rule": {"copy": {}}}], t["Mote"]["resources"]
+    assert t["Mote"]["resources"] == resource, t["Mote"]["resources"]
+    assert [x["byName"][0] for x in t["Mote"]["dependencies"]] == ["MoteUniFFI"], t["Mote"]["dependencies"]
     assert t["MoteUniFFI"]["path"] == "bindings-swift/Sources/MoteUniFFI"
     assert t["MoteTests"]["type"] == "test" and t["MoteTests"]["path"] == "bindings-swift/Tests/MoteTests"
+    assert t["MoteRPC"]["path"] == "bindings-swift/Sources/MoteRPC"
+    assert t["MoteRPC"]["resources"] == resource, t["MoteRPC"]["resources"]
+    assert [x["byName"][0] for x in t["MoteRPC"]["dependencies"]] == ["MoteRPCUniFFI"], t["MoteRPC"]["dependencies"]
+    assert "MOTE_RPC" in json.dumps(t["MoteRPC"]["settings"]), t["MoteRPC"]["settings"]
+    assert t["MoteRPCUniFFI"]["path"] == "bindings-swift/Sources/MoteRPCUniFFI"
 lt, at = targets(linux), targets(apple)
-assert sorted(lt) == ["Mote", "MoteFFI", "MoteTests", "MoteUniFFI"], sorted(lt)
+assert sorted(lt) == ["Mote", "MoteFFI", "MoteRPC", "MoteRPCFFI", "MoteRPCUniFFI", "MoteTests", "MoteUniFFI"], sorted(lt)
 assert lt["MoteFFI"]["type"] == "regular" and lt["MoteFFI"]["path"] == "bindings-swift/Sources/MoteFFI"
-assert sorted(at) == ["Mote", "MoteNative", "MoteTests", "MoteUniFFI"], sorted(at)
-n = at["MoteNative"]
-assert n["type"] == "binary" and n["path"] == "bindings-swift/Mote.xcframework" and n.get("url") is None, n
-settings = json.dumps(at["MoteUniFFI"]["settings"])
-assert "Accelerate" in settings and "unsafeFlags" not in settings, settings
-assert "unsafeFlags" in json.dumps(lt["MoteUniFFI"]["settings"])
-print("Linux: MoteFFI + MoteUniFFI + Mote + MoteTests; Apple: binary MoteNative at bindings-swift/Mote.xcframework, Accelerate, no unsafeFlags")
+assert lt["MoteRPCFFI"]["type"] == "regular" and lt["MoteRPCFFI"]["path"] == "bindings-swift/Sources/MoteRPCFFI"
+assert sorted(at) == ["Mote", "MoteNative", "MoteRPC", "MoteRPCNative", "MoteRPCUniFFI", "MoteTests", "MoteUniFFI"], sorted(at)
+for name, path, bridge in (("MoteNative", "bindings-swift/Mote.xcframework", "MoteUniFFI"),
+                           ("MoteRPCNative", "bindings-swift/MoteRPC.xcframework", "MoteRPCUniFFI")):
+    n = at[name]
+    assert n["type"] == "binary" and n["path"] == path and n.get("url") is None, n
+    settings = json.dumps(at[bridge]["settings"])
+    assert "Accelerate" in settings and "unsafeFlags" not in settings, settings
+    assert [x["byName"][0] for x in at[bridge]["dependencies"]] == [name], at[bridge]["dependencies"]
+for bridge, lib in (("MoteUniFFI", "mote_swift"), ("MoteRPCUniFFI", "mote_swift_rpc")):
+    settings = json.dumps(lt[bridge]["settings"])
+    assert "unsafeFlags" in settings and f'"{lib}"' in settings, settings
+print("Linux: MoteFFI + MoteUniFFI + Mote + MoteTests, MoteRPCFFI + MoteRPCUniFFI + MoteRPC; Apple: binary MoteNative at bindings-swift/Mote.xcframework and MoteRPCNative at bindings-swift/MoteRPC.xcframework, Accelerate, no unsafeFlags")
 EOF
   ); then ok "dump-package: $out"; else bad "dump-package: $out"; fi
 else
@@ -72,26 +93,33 @@ url="https://example.invalid/mote/releases/download/v0.0.0-ci/Mote.xcframework.z
 mkdir -p "$tmp/pkg"
 cp Package.swift "$tmp/pkg/"
 ln -s "$ROOT/bindings-swift" "$tmp/pkg/bindings-swift"
-if [ ! -s "$ZIP" ]; then
-  bad "no $ZIP: scripts/build-xcframework.sh runs first"
-elif ! "$HERE/swiftpm-release.sh" --url "$url" --zip "$ZIP" --manifest "$tmp/pkg/Package.swift" >"$tmp/rel" 2>&1; then
+rpc_url="${url%/*}/MoteRPC.xcframework.zip"
+if [ ! -s "$ZIP" ] || [ ! -s "$RPC_ZIP" ]; then
+  bad "no $ZIP or $RPC_ZIP: scripts/build-xcframework.sh runs first"
+elif ! "$HERE/swiftpm-release.sh" --url "$url" --zip "$ZIP" --rpc-zip "$RPC_ZIP" \
+    --manifest "$tmp/pkg/Package.swift" >"$tmp/rel" 2>&1; then
   bad "swiftpm-release.sh failed: $(tr '\n' ' ' <"$tmp/rel")"
 elif ! "$HERE/in-trixie.sh" sh -c 'cd "$0/pkg" && MOTE_SWIFTPM_APPLE=1 swift package dump-package >"$0/release.json" &&
-        swift package compute-checksum "$1" >"$0/checksum"' "$tmp" "$ZIP" 2>"$tmp/err"; then
+        swift package compute-checksum "$1" >"$0/checksum" && swift package compute-checksum "$2" >"$0/rpc-checksum"' \
+        "$tmp" "$ZIP" "$RPC_ZIP" 2>"$tmp/err"; then
   bad "release manifest: $(tail -3 "$tmp/err" | tr '\n' ' ')"
 else
-  if out=$("$PY" - "$tmp/release.json" "$tmp/checksum" "$url" "$ZIP" <<'EOF' 2>&1
+  if out=$("$PY" - "$tmp/release.json" "$tmp/checksum" "$url" "$ZIP" "$tmp/rpc-checksum" "$rpc_url" "$RPC_ZIP" <<'EOF' 2>&1
 import json, sys, zipfile
 d = json.load(open(sys.argv[1]))
-want_sum, url, zip_path = open(sys.argv[2]).read().strip(), sys.argv[3], sys.argv[4]
-n = {t["name"]: t for t in d["targets"]}["MoteNative"]
-assert n["type"] == "binary" and n.get("path") is None, n
-assert n["url"] == url, (n["url"], url)
-assert n["checksum"] == want_sum, (n["checksum"], want_sum)
-names = zipfile.ZipFile(zip_path).namelist()
-assert "Mote.xcframework/Info.plist" in names, names[:5]
-assert all(x.startswith("Mote.xcframework/") for x in names), [x for x in names if not x.startswith("Mote.xcframework/")][:3]
-print(f"binary target {url} checksum {want_sum[:16]}... = swift package compute-checksum; zip root Mote.xcframework/")
+said = []
+for target, fw, (sum_path, url, zip_path) in (("MoteNative", "Mote.xcframework", sys.argv[2:5]),
+                                              ("MoteRPCNative", "MoteRPC.xcframework", sys.argv[5:8])):
+    want_sum = open(sum_path).read().strip()
+    n = {t["name"]: t for t in d["targets"]}[target]
+    assert n["type"] == "binary" and n.get("path") is None, n
+    assert n["url"] == url, (n["url"], url)
+    assert n["checksum"] == want_sum, (n["checksum"], want_sum)
+    names = zipfile.ZipFile(zip_path).namelist()
+    assert f"{fw}/Info.plist" in names, names[:5]
+    assert all(x.startswith(f"{fw}/") for x in names), [x for x in names if not x.startswith(f"{fw}/")][:3]
+    said.append(f"binary target {url} checksum {want_sum[:16]}... = swift package compute-checksum; zip root {fw}/")
+print("; ".join(said))
 EOF
   ); then ok "release form: $out"; else bad "release form: $out"; fi
 fi
@@ -106,13 +134,16 @@ else
   bad "swiftpm-release.sh refusals: '$r1' / '$r2'"
 fi
 
-# 3. swift build of the root package, linking the host build of libmote_swift.
-if "$HERE/in-trixie.sh" env MOTE_SWIFT_LIB_DIR="${CARGO_TARGET_DIR:-$ROOT/target}/debug" \
-    swift build --product Mote >"$tmp/build" 2>&1; then
-  ok "swift build --product Mote (root package, Linux): $(grep -oE "Build (of product 'Mote' )?complete!.*" "$tmp/build" | tail -1)"
-else
-  bad "swift build of the root package: $(tail -5 "$tmp/build" | tr '\n' ' ')"
-fi
+# 3. swift build of the root package's products, on the host builds of libmote_swift and
+# libmote_swift_rpc.
+for product in Mote MoteRPC; do
+  if "$HERE/in-trixie.sh" env MOTE_SWIFT_LIB_DIR="${CARGO_TARGET_DIR:-$ROOT/target}/debug" \
+      swift build --product "$product" >"$tmp/build" 2>&1; then
+    ok "swift build --product $product (root package, Linux): $(grep -oE "Build (of product '$product' )?complete!.*" "$tmp/build" | tail -1)"
+  else
+    bad "swift build --product $product of the root package: $(tail -5 "$tmp/build" | tr '\n' ' ')"
+  fi
+done
 
 # 4. ios-app names the root package by path.
 if "$HERE/in-trixie.sh" sh -c 'cd ios-app && swift package dump-package' >"$tmp/app.json" 2>"$tmp/err" &&
@@ -121,8 +152,11 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 deps = [x["fileSystem"][0] for x in d["dependencies"]]
 assert [(x["nameForTargetDependencyResolutionOnly"], x["path"]) for x in deps] == [("Mote", sys.argv[2])], deps
+# The app's package takes the RPC server's product only (docs/swiftpm.md, "Two products").
+products = sorted({x["product"][0] for t in d["targets"] for x in t["dependencies"] if "product" in x})
+assert products == ["MoteRPC"], products
 EOF
-then ok "ios-app depends on the root package by path"
+then ok "ios-app depends on the root package by path, on its product MoteRPC alone"
 else bad "ios-app's dependency on the root package: $(tail -2 "$tmp/err" | tr '\n' ' ')"
 fi
 
@@ -170,19 +204,23 @@ assert used, "no required-reason API found at all: the scan is broken"
 print("; ".join(f"{c.removeprefix('NSPrivacyAccessedAPICategory')} ({', '.join(sorted(set(n)))}) declared {declared[c]}" for c, n in sorted(used.items())))
 EOF
 }
-syms="$tmp/undefined.txt"
-: >"$syms"
-for a in "$FW"/*/libmote.a; do
-  [ -f "$a" ] || continue
-  "$HERE/in-trixie.sh" llvm-nm-19 --undefined-only -j "$a" 2>/dev/null >>"$syms" || true
+# Each product's manifest (MoteRPC's is a symbolic link to Mote's) against its own library.
+for spec in "Mote|$FW|libmote.a" "MoteRPC|$RPC_FW|libmote_rpc.a"; do
+  IFS='|' read -r product fw lib <<<"$spec"
+  syms="$tmp/undefined-$product.txt"
+  : >"$syms"
+  for a in "$fw"/*/"$lib"; do
+    [ -f "$a" ] || continue
+    "$HERE/in-trixie.sh" llvm-nm-19 --undefined-only -j "$a" 2>/dev/null >>"$syms" || true
+  done
+  if [ ! -s "$syms" ]; then
+    bad "no undefined symbols read from $fw/*/$lib"
+  elif out=$(privacy_check "bindings-swift/Sources/$product/PrivacyInfo.xcprivacy" "$syms" "bindings-swift/Sources/$product" 2>&1); then
+    ok "$product privacy manifest: $out"
+  else
+    bad "$product privacy manifest: $out"
+  fi
 done
-if [ ! -s "$syms" ]; then
-  bad "no undefined symbols read from $FW/*/libmote.a"
-elif out=$(privacy_check bindings-swift/Sources/Mote/PrivacyInfo.xcprivacy "$syms" bindings-swift/Sources/Mote 2>&1); then
-  ok "package privacy manifest: $out"
-else
-  bad "package privacy manifest: $out"
-fi
 if out=$(privacy_check ios-app/App/PrivacyInfo.xcprivacy "" ios-app/Sources ios-app/App 2>&1); then
   ok "iOS app privacy manifest: $out"
 else

@@ -14,8 +14,9 @@
 #   5. the phone, simulated: the aarch64 `mote rpc serve` under qemu with the real ACL, driven
 #      by TVM's client on the host (scripts/test-rpc-phone.sh);
 #   6. the Swift bindings and the iOS app's core (swift test in the chroot), a check build for
-#      Android, and Mote.xcframework built for iOS, the simulator and macOS and checked, then
-#      the root Swift package (Package.swift) as SwiftPM reads it, in its release form too.
+#      Android, and Mote.xcframework and MoteRPC.xcframework built for iOS, the simulator and
+#      macOS and checked, then the root Swift package (Package.swift) as SwiftPM reads it, in
+#      its release form too.
 # Tools that are missing are installed (venv, trixie chroot) or the run fails: nothing is
 # skipped. Expensive things are cached under ${MOTE_CACHE:-$HOME/.cache/mote}.
 set -euo pipefail
@@ -242,11 +243,11 @@ check_suite scripts/test-acl.sh acl-tests "acl" "ACL shim tests"
 step "RPC: the phone, simulated (aarch64 server under qemu with ACL, TVM's client on the host)"
 check_suite scripts/test-rpc-phone.sh rpc-phone "rpc phone" "RPC phone simulation"
 
-step "check build for Android (mote, mote-ffi, mote-rpc, mote-swift)"
+step "check build for Android (mote, mote-ffi, mote-rpc, mote-swift, mote-swift-rpc)"
 scripts/check-mobile.sh || fail "mobile check builds"
 record "check builds: ok"
 
-step "Apple: Mote.xcframework (static libraries for iOS, the simulator and macOS; Mach-O checks)"
+step "Apple: Mote.xcframework and MoteRPC.xcframework (static libraries for iOS, the simulator and macOS; Mach-O checks)"
 check_suite scripts/build-xcframework.sh xcframework "xcframework" "XCFramework build/checks"
 
 step "SwiftPM: the root package (both branches, the release form with the zip above, privacy manifest)"

@@ -1,5 +1,9 @@
 //! One error type crosses to Swift: a Mote error code with its message. The Swift layer turns
 //! it into `MoteError`, one case per code (`Sources/Mote/MoteError.swift`).
+//!
+//! Compiled into two crates: mote-swift and mote-swift-rpc (bindings-swift/rpc, through
+//! `#[path]`), so that both Swift products get the same `NativeError` and error codes and share
+//! `MoteError.swift` (docs/swiftpm.md, "Two products"). Everything here must build in both.
 
 use mote::ErrorCode;
 
@@ -24,6 +28,8 @@ impl NativeError {
         NativeError::new(ErrorCode::InvalidArgument, message)
     }
 
+    // mote-swift-rpc compiles this file too and never reports `busy`.
+    #[allow(dead_code)]
     pub(crate) fn busy(message: impl Into<String>) -> Self {
         NativeError::new(ErrorCode::Busy, message)
     }
@@ -40,6 +46,28 @@ impl From<uniffi::UnexpectedUniFFICallbackError> for NativeError {
     fn from(e: uniffi::UnexpectedUniFFICallbackError) -> Self {
         NativeError::new(ErrorCode::Callback, e.reason)
     }
+}
+
+/// The stable code and name of every Mote error, `(1, "io")` to `(20, "device")`: the Swift
+/// `MoteError` has one case per entry (its tests check the two agree).
+#[uniffi::export]
+pub fn error_codes() -> Vec<ErrorCodeInfo> {
+    ALL_CODES
+        .iter()
+        .map(|&c| ErrorCodeInfo {
+            code: c as u32,
+            name: code_name(c).to_string(),
+        })
+        .collect()
+}
+
+/// One of Mote's error codes.
+#[derive(uniffi::Record)]
+pub struct ErrorCodeInfo {
+    /// The number (`mote::ErrorCode`, the C ABI's `MoteErrorCode`).
+    pub code: u32,
+    /// The name, as the Swift case spells it.
+    pub name: String,
 }
 
 /// Every code, in order.

@@ -5,8 +5,10 @@
 //! `Sources/MoteFFI/include/moteFFI.h` and `Sources/MoteUniFFI/mote.swift` from the built
 //! library. Those generated types (`NativeModel`, `NativeSession`, ...) are the bridge, not the
 //! API: apps use the hand-written Swift layer (`Model`, `Session`, `Tensor`, `MoteError`), which
-//! states each type's threading rule. This crate is a thin translator over `mote` and
-//! `mote-rpc`, as `mote-ffi` (C) and `mote-java` (JNI) are.
+//! states each type's threading rule. This crate is a thin translator over `mote`, as `mote-ffi`
+//! (C) and `mote-java` (JNI) are. The RPC server is not here: it is `mote-swift-rpc`
+//! (bindings-swift/rpc, the Swift product `MoteRPC`), which shares this crate's `error` and
+//! `logging` modules (docs/swiftpm.md, "Two products").
 //!
 //! No panic crosses into Swift: uniffi catches a panic in every exported function and Swift
 //! sees a thrown error; callbacks into Swift and the logger catch their own.
@@ -22,16 +24,14 @@ use mote_ffi as _;
 mod callback;
 mod error;
 mod logging;
-mod rpc;
 mod session;
 mod tensor;
 
 use std::sync::Arc;
 
 pub use callback::{NativeArg, NativeFunction};
-pub use error::NativeError;
+pub use error::{error_codes, ErrorCodeInfo, NativeError};
 pub use logging::LogSink;
-pub use rpc::{NativeRpcServer, RpcConfig, RpcMode, RpcState};
 pub use session::{
     NativeCancelToken, NativeInterruptHandle, NativeSession, ProfileRecord, SessionConfig,
 };
@@ -248,28 +248,6 @@ fn load_options(config: &LoadConfig) -> Result<mote::LoadOptions, NativeError> {
         Some(b) => o = o.memory_budget(b),
     }
     Ok(o)
-}
-
-/// The stable code and name of every Mote error, `(1, "io")` to `(20, "device")`: the Swift
-/// `MoteError` has one case per entry (its tests check the two agree).
-#[uniffi::export]
-pub fn error_codes() -> Vec<ErrorCodeInfo> {
-    error::ALL_CODES
-        .iter()
-        .map(|&c| ErrorCodeInfo {
-            code: c as u32,
-            name: error::code_name(c).to_string(),
-        })
-        .collect()
-}
-
-/// One of Mote's error codes.
-#[derive(uniffi::Record)]
-pub struct ErrorCodeInfo {
-    /// The number (`mote::ErrorCode`, the C ABI's `MoteErrorCode`).
-    pub code: u32,
-    /// The name, as the Swift case spells it.
-    pub name: String,
 }
 
 // The test hooks below exist only in builds with the `test-hooks` feature (what

@@ -1,8 +1,12 @@
 //! Mote's `log` records, to a Swift callback (`set_log_sink`). On Apple platforms the Swift
-//! side's sink also writes them to the unified log through `os.Logger` (Sources/Mote,
-//! `Logging`): Apple's `os_log` is a C macro over compiler builtins, which a Rust crate can
-//! only reach through C compiled against Apple's SDK, and the SDK is not on the machines that
-//! build the Apple slices (docs/apple.md).
+//! side's sink also writes them to the unified log through `os.Logger`
+//! (Sources/Mote/Logging.swift, `MoteLogging`): Apple's `os_log` is a C macro over compiler
+//! builtins, which a Rust crate can only reach through C compiled against Apple's SDK, and the
+//! SDK is not on the machines that build the Apple slices (docs/apple.md).
+//!
+//! Compiled into two crates: mote-swift and mote-swift-rpc (bindings-swift/rpc, through
+//! `#[path]`), whose Swift products share the `MoteLogging` wrapper over it (docs/swiftpm.md,
+//! "Two products").
 
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock, RwLock};
@@ -66,7 +70,8 @@ pub fn set_log_sink(sink: Option<Arc<dyn LogSink>>, level: u8) {
     log::set_max_level(filter(level));
 }
 
-/// Log `message` at `level` through Mote's logger (target `mote_swift`): for tests and for
+/// Log `message` at `level` through Mote's logger (target: this module's path,
+/// `mote_swift::logging` or `mote_swift_rpc::logging`): for tests and for
 /// apps that want their own records in the same stream.
 #[uniffi::export]
 pub fn log_message(level: u8, message: String) {

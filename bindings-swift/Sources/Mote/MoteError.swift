@@ -1,10 +1,22 @@
 import Foundation
+// Compiled into both products (docs/swiftpm.md, "Two products"): this file is Mote's, and
+// Sources/MoteRPC/MoteError.swift is a symbolic link to it. Each product calls its own library's
+// bridge, which exports the same names (bindings-swift/src/error.rs is compiled into both Rust
+// crates): MOTE_RPC (set by Package.swift for the MoteRPC target) says which.
 // uniffi's generated module is an implementation detail: not re-exported, and no public
 // declaration may mention its types (docs/uniffi.md).
+#if MOTE_RPC
+#if compiler(>=6.0)
+internal import MoteRPCUniFFI
+#else
+@_implementationOnly import MoteRPCUniFFI
+#endif
+#else
 #if compiler(>=6.0)
 internal import MoteUniFFI
 #else
 @_implementationOnly import MoteUniFFI
+#endif
 #endif
 
 /// An error from Mote. One case per Mote error code (`mote::ErrorCode`, the C ABI's

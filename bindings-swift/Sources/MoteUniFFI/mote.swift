@@ -487,22 +487,6 @@ fileprivate struct FfiConverterUInt8: FfiConverterPrimitive {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-fileprivate struct FfiConverterUInt16: FfiConverterPrimitive {
-    typealias FfiType = UInt16
-    typealias SwiftType = UInt16
-
-    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> UInt16 {
-        return try lift(readInt(&buf))
-    }
-
-    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
-        writeInt(&buf, lower(value))
-    }
-}
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
 fileprivate struct FfiConverterUInt32: FfiConverterPrimitive {
     typealias FfiType = UInt32
     typealias SwiftType = UInt32
@@ -2097,183 +2081,6 @@ public func FfiConverterTypeNativeModel_lower(_ value: NativeModel) -> UInt64 {
 
 
 /**
- * A running RPC server. `stop` (or dropping the last reference) stops it.
- */
-public protocol NativeRpcServerProtocol: AnyObject, Sendable {
-    
-    /**
-     * The port clients connect to; `None` in proxy mode.
-     */
-    func port()  -> UInt16?
-    
-    /**
-     * The current state.
-     */
-    func state()  -> RpcState
-    
-    /**
-     * Stop: refuse new sessions, let running calls finish, leave the tracker or proxy, remove
-     * the sandboxes, close the socket, and wait for all of it. A second call does nothing.
-     */
-    func stop() 
-    
-}
-/**
- * A running RPC server. `stop` (or dropping the last reference) stops it.
- */
-open class NativeRpcServer: NativeRpcServerProtocol, @unchecked Sendable {
-    fileprivate let handle: UInt64
-
-    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
-#if swift(>=5.8)
-    @_documentation(visibility: private)
-#endif
-    public struct NoHandle {
-        public init() {}
-    }
-
-    // TODO: We'd like this to be `private` but for Swifty reasons,
-    // we can't implement `FfiConverter` without making this `required` and we can't
-    // make it `required` without making it `public`.
-#if swift(>=5.8)
-    @_documentation(visibility: private)
-#endif
-    required public init(unsafeFromHandle handle: UInt64) {
-        self.handle = handle
-    }
-
-    // This constructor can be used to instantiate a fake object.
-    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
-    //
-    // - Warning:
-    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
-#if swift(>=5.8)
-    @_documentation(visibility: private)
-#endif
-    public init(noHandle: NoHandle) {
-        self.handle = 0
-    }
-
-#if swift(>=5.8)
-    @_documentation(visibility: private)
-#endif
-    public func uniffiCloneHandle() -> UInt64 {
-        return try! rustCall { uniffi_mote_swift_fn_clone_nativerpcserver(self.handle, $0) }
-    }
-    // No primary constructor declared for this class.
-
-    deinit {
-        if handle == 0 {
-            // Mock objects have handle=0 don't try to free them
-            return
-        }
-
-        try! rustCall { uniffi_mote_swift_fn_free_nativerpcserver(handle, $0) }
-    }
-
-    
-    /**
-     * Start a server: binds at once (a port in use fails here); a tracker or proxy that cannot
-     * be reached is not an error (the server keeps trying; see the state's last errors).
-     */
-public static func start(config: RpcConfig)throws  -> NativeRpcServer  {
-    return try  FfiConverterTypeNativeRpcServer_lift(try rustCallWithError(FfiConverterTypeNativeError_lift) {
-        uniffiCallStatus in
-    uniffi_mote_swift_fn_constructor_nativerpcserver_start(
-        FfiConverterTypeRpcConfig_lower(config),uniffiCallStatus
-    )
-})
-}
-    
-
-    
-    /**
-     * The port clients connect to; `None` in proxy mode.
-     */
-open func port() -> UInt16?  {
-    return try!  FfiConverterOptionUInt16.lift(try! rustCall() {
-        uniffiCallStatus in
-    uniffi_mote_swift_fn_method_nativerpcserver_port(
-            self.uniffiCloneHandle(),uniffiCallStatus
-    )
-})
-}
-    
-    /**
-     * The current state.
-     */
-open func state() -> RpcState  {
-    return try!  FfiConverterTypeRpcState_lift(try! rustCall() {
-        uniffiCallStatus in
-    uniffi_mote_swift_fn_method_nativerpcserver_state(
-            self.uniffiCloneHandle(),uniffiCallStatus
-    )
-})
-}
-    
-    /**
-     * Stop: refuse new sessions, let running calls finish, leave the tracker or proxy, remove
-     * the sandboxes, close the socket, and wait for all of it. A second call does nothing.
-     */
-open func stop()  {try! rustCall() {
-        uniffiCallStatus in
-    uniffi_mote_swift_fn_method_nativerpcserver_stop(
-            self.uniffiCloneHandle(),uniffiCallStatus
-    )
-}
-}
-    
-
-    
-}
-
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
-public struct FfiConverterTypeNativeRpcServer: FfiConverter {
-    typealias FfiType = UInt64
-    typealias SwiftType = NativeRpcServer
-
-    public static func lift(_ handle: UInt64) throws -> NativeRpcServer {
-        return NativeRpcServer(unsafeFromHandle: handle)
-    }
-
-    public static func lower(_ value: NativeRpcServer) -> UInt64 {
-        return value.uniffiCloneHandle()
-    }
-
-    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> NativeRpcServer {
-        let handle: UInt64 = try readInt(&buf)
-        return try lift(handle)
-    }
-
-    public static func write(_ value: NativeRpcServer, into buf: inout [UInt8]) {
-        writeInt(&buf, lower(value))
-    }
-}
-
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
-public func FfiConverterTypeNativeRpcServer_lift(_ handle: UInt64) throws -> NativeRpcServer {
-    return try FfiConverterTypeNativeRpcServer.lift(handle)
-}
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
-public func FfiConverterTypeNativeRpcServer_lower(_ value: NativeRpcServer) -> UInt64 {
-    return FfiConverterTypeNativeRpcServer.lower(value)
-}
-
-
-
-
-
-
-/**
  * A session of a model: runs it on one caller at a time.
  */
 public protocol NativeSessionProtocol: AnyObject, Sendable {
@@ -3270,330 +3077,6 @@ public func FfiConverterTypeProfileRecord_lower(_ value: ProfileRecord) -> RustB
 
 
 /**
- * A server's settings.
- */
-public struct RpcConfig: Equatable, Hashable {
-    /**
-     * Address to bind (listen and tracker modes).
-     */
-    public var host: String
-    /**
-     * Port to bind; 0: any free port.
-     */
-    public var port: UInt16
-    /**
-     * The key clients present. Not a secret.
-     */
-    public var key: String
-    public var mode: RpcMode
-    /**
-     * Only these peer addresses may connect; empty: anyone who can reach the socket.
-     */
-    public var allow: [String]
-    /**
-     * Sessions served at once; 0: Mote's default (4, and 1 in tracker mode).
-     */
-    public var maxSessions: UInt32
-    /**
-     * Threads of each session's runtime; 0: Mote's default.
-     */
-    public var sessionThreads: UInt32
-    /**
-     * End sessions idle this many milliseconds; 0: never.
-     */
-    public var idleTimeoutMs: UInt64
-    /**
-     * Folder under which each session gets its sandbox; `None`: a temporary folder, removed
-     * at stop.
-     */
-    public var sandbox: String?
-    /**
-     * Load uploaded libraries as data only (docs/code-free.md); always so on iOS.
-     */
-    public var codeFree: Bool
-
-    // Default memberwise initializers are never public by default, so we
-    // declare one manually.
-    public init(
-        /**
-         * Address to bind (listen and tracker modes).
-         */host: String, 
-        /**
-         * Port to bind; 0: any free port.
-         */port: UInt16, 
-        /**
-         * The key clients present. Not a secret.
-         */key: String, mode: RpcMode, 
-        /**
-         * Only these peer addresses may connect; empty: anyone who can reach the socket.
-         */allow: [String], 
-        /**
-         * Sessions served at once; 0: Mote's default (4, and 1 in tracker mode).
-         */maxSessions: UInt32, 
-        /**
-         * Threads of each session's runtime; 0: Mote's default.
-         */sessionThreads: UInt32, 
-        /**
-         * End sessions idle this many milliseconds; 0: never.
-         */idleTimeoutMs: UInt64, 
-        /**
-         * Folder under which each session gets its sandbox; `None`: a temporary folder, removed
-         * at stop.
-         */sandbox: String?, 
-        /**
-         * Load uploaded libraries as data only (docs/code-free.md); always so on iOS.
-         */codeFree: Bool) {
-        self.host = host
-        self.port = port
-        self.key = key
-        self.mode = mode
-        self.allow = allow
-        self.maxSessions = maxSessions
-        self.sessionThreads = sessionThreads
-        self.idleTimeoutMs = idleTimeoutMs
-        self.sandbox = sandbox
-        self.codeFree = codeFree
-    }
-
-    
-
-    
-}
-
-#if compiler(>=6)
-extension RpcConfig: Sendable {}
-#endif
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
-public struct FfiConverterTypeRpcConfig: FfiConverterRustBuffer {
-    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> RpcConfig {
-        return
-            try RpcConfig(
-                host: FfiConverterString.read(from: &buf), 
-                port: FfiConverterUInt16.read(from: &buf), 
-                key: FfiConverterString.read(from: &buf), 
-                mode: FfiConverterTypeRpcMode.read(from: &buf), 
-                allow: FfiConverterSequenceString.read(from: &buf), 
-                maxSessions: FfiConverterUInt32.read(from: &buf), 
-                sessionThreads: FfiConverterUInt32.read(from: &buf), 
-                idleTimeoutMs: FfiConverterUInt64.read(from: &buf), 
-                sandbox: FfiConverterOptionString.read(from: &buf), 
-                codeFree: FfiConverterBool.read(from: &buf)
-        )
-    }
-
-    public static func write(_ value: RpcConfig, into buf: inout [UInt8]) {
-        FfiConverterString.write(value.host, into: &buf)
-        FfiConverterUInt16.write(value.port, into: &buf)
-        FfiConverterString.write(value.key, into: &buf)
-        FfiConverterTypeRpcMode.write(value.mode, into: &buf)
-        FfiConverterSequenceString.write(value.allow, into: &buf)
-        FfiConverterUInt32.write(value.maxSessions, into: &buf)
-        FfiConverterUInt32.write(value.sessionThreads, into: &buf)
-        FfiConverterUInt64.write(value.idleTimeoutMs, into: &buf)
-        FfiConverterOptionString.write(value.sandbox, into: &buf)
-        FfiConverterBool.write(value.codeFree, into: &buf)
-    }
-}
-
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
-public func FfiConverterTypeRpcConfig_lift(_ buf: RustBuffer) throws -> RpcConfig {
-    return try FfiConverterTypeRpcConfig.lift(buf)
-}
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
-public func FfiConverterTypeRpcConfig_lower(_ value: RpcConfig) -> RustBuffer {
-    return FfiConverterTypeRpcConfig.lower(value)
-}
-
-
-/**
- * A snapshot of a server's state.
- */
-public struct RpcState: Equatable, Hashable {
-    /**
-     * `listen`, `tracker` or `proxy`.
-     */
-    public var mode: String
-    /**
-     * The listening address (`host:port`); `None` in proxy mode.
-     */
-    public var address: String?
-    /**
-     * Sessions running now.
-     */
-    public var active: UInt64
-    /**
-     * Sessions that have ended.
-     */
-    public var served: UInt64
-    /**
-     * Connections refused (peer not allowed, or too many sessions).
-     */
-    public var refused: UInt64
-    /**
-     * Tracker mode: registered on a live connection.
-     */
-    public var trackerConnected: Bool
-    /**
-     * Tracker mode: successful registrations so far.
-     */
-    public var trackerRegistrations: UInt64
-    /**
-     * Tracker mode: offers live at the tracker.
-     */
-    public var trackerOffers: [String]
-    /**
-     * Tracker mode: why the last attempt failed.
-     */
-    public var trackerLastError: String?
-    /**
-     * Proxy mode: a connection waits at the proxy.
-     */
-    public var proxyWaiting: Bool
-    /**
-     * Proxy mode: sessions the proxy paired so far.
-     */
-    public var proxySessions: UInt64
-    /**
-     * Proxy mode: why the last attempt failed.
-     */
-    public var proxyLastError: String?
-    /**
-     * The server has stopped.
-     */
-    public var stopped: Bool
-
-    // Default memberwise initializers are never public by default, so we
-    // declare one manually.
-    public init(
-        /**
-         * `listen`, `tracker` or `proxy`.
-         */mode: String, 
-        /**
-         * The listening address (`host:port`); `None` in proxy mode.
-         */address: String?, 
-        /**
-         * Sessions running now.
-         */active: UInt64, 
-        /**
-         * Sessions that have ended.
-         */served: UInt64, 
-        /**
-         * Connections refused (peer not allowed, or too many sessions).
-         */refused: UInt64, 
-        /**
-         * Tracker mode: registered on a live connection.
-         */trackerConnected: Bool, 
-        /**
-         * Tracker mode: successful registrations so far.
-         */trackerRegistrations: UInt64, 
-        /**
-         * Tracker mode: offers live at the tracker.
-         */trackerOffers: [String], 
-        /**
-         * Tracker mode: why the last attempt failed.
-         */trackerLastError: String?, 
-        /**
-         * Proxy mode: a connection waits at the proxy.
-         */proxyWaiting: Bool, 
-        /**
-         * Proxy mode: sessions the proxy paired so far.
-         */proxySessions: UInt64, 
-        /**
-         * Proxy mode: why the last attempt failed.
-         */proxyLastError: String?, 
-        /**
-         * The server has stopped.
-         */stopped: Bool) {
-        self.mode = mode
-        self.address = address
-        self.active = active
-        self.served = served
-        self.refused = refused
-        self.trackerConnected = trackerConnected
-        self.trackerRegistrations = trackerRegistrations
-        self.trackerOffers = trackerOffers
-        self.trackerLastError = trackerLastError
-        self.proxyWaiting = proxyWaiting
-        self.proxySessions = proxySessions
-        self.proxyLastError = proxyLastError
-        self.stopped = stopped
-    }
-
-    
-
-    
-}
-
-#if compiler(>=6)
-extension RpcState: Sendable {}
-#endif
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
-public struct FfiConverterTypeRpcState: FfiConverterRustBuffer {
-    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> RpcState {
-        return
-            try RpcState(
-                mode: FfiConverterString.read(from: &buf), 
-                address: FfiConverterOptionString.read(from: &buf), 
-                active: FfiConverterUInt64.read(from: &buf), 
-                served: FfiConverterUInt64.read(from: &buf), 
-                refused: FfiConverterUInt64.read(from: &buf), 
-                trackerConnected: FfiConverterBool.read(from: &buf), 
-                trackerRegistrations: FfiConverterUInt64.read(from: &buf), 
-                trackerOffers: FfiConverterSequenceString.read(from: &buf), 
-                trackerLastError: FfiConverterOptionString.read(from: &buf), 
-                proxyWaiting: FfiConverterBool.read(from: &buf), 
-                proxySessions: FfiConverterUInt64.read(from: &buf), 
-                proxyLastError: FfiConverterOptionString.read(from: &buf), 
-                stopped: FfiConverterBool.read(from: &buf)
-        )
-    }
-
-    public static func write(_ value: RpcState, into buf: inout [UInt8]) {
-        FfiConverterString.write(value.mode, into: &buf)
-        FfiConverterOptionString.write(value.address, into: &buf)
-        FfiConverterUInt64.write(value.active, into: &buf)
-        FfiConverterUInt64.write(value.served, into: &buf)
-        FfiConverterUInt64.write(value.refused, into: &buf)
-        FfiConverterBool.write(value.trackerConnected, into: &buf)
-        FfiConverterUInt64.write(value.trackerRegistrations, into: &buf)
-        FfiConverterSequenceString.write(value.trackerOffers, into: &buf)
-        FfiConverterOptionString.write(value.trackerLastError, into: &buf)
-        FfiConverterBool.write(value.proxyWaiting, into: &buf)
-        FfiConverterUInt64.write(value.proxySessions, into: &buf)
-        FfiConverterOptionString.write(value.proxyLastError, into: &buf)
-        FfiConverterBool.write(value.stopped, into: &buf)
-    }
-}
-
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
-public func FfiConverterTypeRpcState_lift(_ buf: RustBuffer) throws -> RpcState {
-    return try FfiConverterTypeRpcState.lift(buf)
-}
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
-public func FfiConverterTypeRpcState_lower(_ value: RpcState) -> RustBuffer {
-    return FfiConverterTypeRpcState.lower(value)
-}
-
-
-/**
  * Options of a new session.
  */
 public struct SessionConfig: Equatable, Hashable {
@@ -4148,123 +3631,6 @@ public func FfiConverterTypeNativeError_lower(_ value: NativeError) -> RustBuffe
     return FfiConverterTypeNativeError.lower(value)
 }
 
-
-/**
- * How clients reach the server (docs/rpc.md "Three ways to serve").
- */
-
-public enum RpcMode: Equatable, Hashable {
-    
-    /**
-     * Clients connect to the listening socket (`rpc.connect(host, port, key=...)`).
-     */
-    case listen
-    /**
-     * Listen, and offer sessions to the TVM tracker at `address` (`host:port`) under the key.
-     * `custom_address` is what the tracker tells clients (default: what it sees).
-     */
-    case tracker(address: String, customAddress: String?
-    )
-    /**
-     * Nothing listens: wait at the TVM proxy at `address` (`host:port`).
-     */
-    case proxy(address: String
-    )
-
-
-
-
-
-}
-
-#if compiler(>=6)
-extension RpcMode: Sendable {}
-#endif
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
-public struct FfiConverterTypeRpcMode: FfiConverterRustBuffer {
-    typealias SwiftType = RpcMode
-
-    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> RpcMode {
-        let variant: Int32 = try readInt(&buf)
-        switch variant {
-        
-        case 1: return .listen
-        
-        case 2: return .tracker(address: try FfiConverterString.read(from: &buf), customAddress: try FfiConverterOptionString.read(from: &buf)
-        )
-        
-        case 3: return .proxy(address: try FfiConverterString.read(from: &buf)
-        )
-        
-        default: throw UniffiInternalError.unexpectedEnumCase
-        }
-    }
-
-    public static func write(_ value: RpcMode, into buf: inout [UInt8]) {
-        switch value {
-        
-        
-        case .listen:
-            writeInt(&buf, Int32(1))
-        
-        
-        case let .tracker(address,customAddress):
-            writeInt(&buf, Int32(2))
-            FfiConverterString.write(address, into: &buf)
-            FfiConverterOptionString.write(customAddress, into: &buf)
-            
-        
-        case let .proxy(address):
-            writeInt(&buf, Int32(3))
-            FfiConverterString.write(address, into: &buf)
-            
-        }
-    }
-}
-
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
-public func FfiConverterTypeRpcMode_lift(_ buf: RustBuffer) throws -> RpcMode {
-    return try FfiConverterTypeRpcMode.lift(buf)
-}
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
-public func FfiConverterTypeRpcMode_lower(_ value: RpcMode) -> RustBuffer {
-    return FfiConverterTypeRpcMode.lower(value)
-}
-
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
-fileprivate struct FfiConverterOptionUInt16: FfiConverterRustBuffer {
-    typealias SwiftType = UInt16?
-
-    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
-        guard let value = value else {
-            writeInt(&buf, Int8(0))
-            return
-        }
-        writeInt(&buf, Int8(1))
-        FfiConverterUInt16.write(value, into: &buf)
-    }
-
-    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
-        switch try readInt(&buf) as Int8 {
-        case 0: return nil
-        case 1: return try FfiConverterUInt16.read(from: &buf)
-        default: throw UniffiInternalError.unexpectedOptionalTag
-        }
-    }
-}
-
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
@@ -4668,17 +4034,6 @@ public func backendNames() -> [String]  {
 })
 }
 /**
- * The stable code and name of every Mote error, `(1, "io")` to `(20, "device")`: the Swift
- * `MoteError` has one case per entry (its tests check the two agree).
- */
-public func errorCodes() -> [ErrorCodeInfo]  {
-    return try!  FfiConverterSequenceTypeErrorCodeInfo.lift(try! rustCall() {
-        uniffiCallStatus in
-    uniffi_mote_swift_fn_func_error_codes(uniffiCallStatus
-    )
-})
-}
-/**
  * Load a backend plug-in (docs/backend-plugins.md) and return its name.
  */
 public func loadPlugin(path: String)throws  -> String  {
@@ -4744,7 +4099,19 @@ public func unregisterFunction(name: String) -> Bool  {
 })
 }
 /**
- * Log `message` at `level` through Mote's logger (target `mote_swift`): for tests and for
+ * The stable code and name of every Mote error, `(1, "io")` to `(20, "device")`: the Swift
+ * `MoteError` has one case per entry (its tests check the two agree).
+ */
+public func errorCodes() -> [ErrorCodeInfo]  {
+    return try!  FfiConverterSequenceTypeErrorCodeInfo.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mote_swift_fn_func_error_codes(uniffiCallStatus
+    )
+})
+}
+/**
+ * Log `message` at `level` through Mote's logger (target: this module's path,
+ * `mote_swift::logging` or `mote_swift_rpc::logging`): for tests and for
  * apps that want their own records in the same stream.
  */
 public func logMessage(level: UInt8, message: String)  {try! rustCall() {
@@ -4800,9 +4167,6 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mote_swift_checksum_func_backend_names() != 42904) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_error_codes() != 12703) {
-        return InitializationResult.apiChecksumMismatch
-    }
     if (uniffi_mote_swift_checksum_func_load_plugin() != 17397) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -4821,7 +4185,10 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mote_swift_checksum_func_unregister_function() != 44598) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mote_swift_checksum_func_log_message() != 12218) {
+    if (uniffi_mote_swift_checksum_func_error_codes() != 36439) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mote_swift_checksum_func_log_message() != 42640) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_func_set_log_sink() != 51732) {
@@ -4861,15 +4228,6 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_method_logsink_log() != 10123) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_mote_swift_checksum_method_nativerpcserver_port() != 52340) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_mote_swift_checksum_method_nativerpcserver_state() != 27248) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_mote_swift_checksum_method_nativerpcserver_stop() != 8948) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_method_nativecanceltoken_cancel() != 3951) {
@@ -4954,9 +4312,6 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_constructor_nativemodel_load_with() != 49190) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_mote_swift_checksum_constructor_nativerpcserver_start() != 5497) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mote_swift_checksum_constructor_nativecanceltoken_new() != 46661) {

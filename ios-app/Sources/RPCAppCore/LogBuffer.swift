@@ -1,5 +1,5 @@
 import Foundation
-import Mote
+import MoteRPC
 
 /// One line of the app's log.
 public struct LogLine: Sendable, Equatable, Identifiable {

@@ -1,5 +1,5 @@
 import Foundation
-import Mote
+import MoteRPC
 
 /// Runs Mote's RPC server (`RPCServer`, docs/rpc.md) for the app and keeps it running.
 ///

@@ -1,5 +1,5 @@
 import Foundation
-import Mote
+import MoteRPC
 import XCTest
 @testable import RPCAppCore
 

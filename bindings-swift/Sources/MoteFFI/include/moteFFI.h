@@ -401,36 +401,6 @@ void uniffi_mote_swift_fn_init_callback_vtable_logsink(const UniffiVTableCallbac
 void uniffi_mote_swift_fn_method_logsink_log(uint64_t ptr, uint8_t level, RustBuffer target, RustBuffer message, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVERPCSERVER
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVERPCSERVER
-uint64_t uniffi_mote_swift_fn_clone_nativerpcserver(uint64_t handle, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVERPCSERVER
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FREE_NATIVERPCSERVER
-void uniffi_mote_swift_fn_free_nativerpcserver(uint64_t handle, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVERPCSERVER_START
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CONSTRUCTOR_NATIVERPCSERVER_START
-uint64_t uniffi_mote_swift_fn_constructor_nativerpcserver_start(RustBuffer config, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVERPCSERVER_PORT
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVERPCSERVER_PORT
-RustBuffer uniffi_mote_swift_fn_method_nativerpcserver_port(uint64_t ptr, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVERPCSERVER_STATE
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVERPCSERVER_STATE
-RustBuffer uniffi_mote_swift_fn_method_nativerpcserver_state(uint64_t ptr, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVERPCSERVER_STOP
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_METHOD_NATIVERPCSERVER_STOP
-void uniffi_mote_swift_fn_method_nativerpcserver_stop(uint64_t ptr, RustCallStatus *_Nonnull out_status
-);
-#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVECANCELTOKEN
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_CLONE_NATIVECANCELTOKEN
 uint64_t uniffi_mote_swift_fn_clone_nativecanceltoken(uint64_t handle, RustCallStatus *_Nonnull out_status
@@ -653,12 +623,6 @@ RustBuffer uniffi_mote_swift_fn_func_backend_names(RustCallStatus *_Nonnull out_
     
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_ERROR_CODES
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_ERROR_CODES
-RustBuffer uniffi_mote_swift_fn_func_error_codes(RustCallStatus *_Nonnull out_status
-    
-);
-#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_LOAD_PLUGIN
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_LOAD_PLUGIN
 RustBuffer uniffi_mote_swift_fn_func_load_plugin(RustBuffer path, RustCallStatus *_Nonnull out_status
@@ -689,6 +653,12 @@ void uniffi_mote_swift_fn_func_register_function(RustBuffer name, uint64_t funct
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_UNREGISTER_FUNCTION
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_UNREGISTER_FUNCTION
 int8_t uniffi_mote_swift_fn_func_unregister_function(RustBuffer name, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_ERROR_CODES
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_ERROR_CODES
+RustBuffer uniffi_mote_swift_fn_func_error_codes(RustCallStatus *_Nonnull out_status
+    
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_FN_FUNC_LOG_MESSAGE
@@ -972,12 +942,6 @@ uint16_t uniffi_mote_swift_checksum_func_backend_names(void
     
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_ERROR_CODES
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_ERROR_CODES
-uint16_t uniffi_mote_swift_checksum_func_error_codes(void
-    
-);
-#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_LOAD_PLUGIN
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_LOAD_PLUGIN
 uint16_t uniffi_mote_swift_checksum_func_load_plugin(void
@@ -1011,6 +975,12 @@ uint16_t uniffi_mote_swift_checksum_func_register_function(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_UNREGISTER_FUNCTION
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_UNREGISTER_FUNCTION
 uint16_t uniffi_mote_swift_checksum_func_unregister_function(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_ERROR_CODES
+#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_FUNC_ERROR_CODES
+uint16_t uniffi_mote_swift_checksum_func_error_codes(void
     
 );
 #endif
@@ -1095,24 +1065,6 @@ uint16_t uniffi_mote_swift_checksum_method_nativefunction_call(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_LOGSINK_LOG
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_LOGSINK_LOG
 uint16_t uniffi_mote_swift_checksum_method_logsink_log(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVERPCSERVER_PORT
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVERPCSERVER_PORT
-uint16_t uniffi_mote_swift_checksum_method_nativerpcserver_port(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVERPCSERVER_STATE
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVERPCSERVER_STATE
-uint16_t uniffi_mote_swift_checksum_method_nativerpcserver_state(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVERPCSERVER_STOP
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_METHOD_NATIVERPCSERVER_STOP
-uint16_t uniffi_mote_swift_checksum_method_nativerpcserver_stop(void
     
 );
 #endif
@@ -1281,12 +1233,6 @@ uint16_t uniffi_mote_swift_checksum_constructor_nativemodel_load(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVEMODEL_LOAD_WITH
 #define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVEMODEL_LOAD_WITH
 uint16_t uniffi_mote_swift_checksum_constructor_nativemodel_load_with(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVERPCSERVER_START
-#define UNIFFI_FFIDEF_UNIFFI_MOTE_SWIFT_CHECKSUM_CONSTRUCTOR_NATIVERPCSERVER_START
-uint16_t uniffi_mote_swift_checksum_constructor_nativerpcserver_start(void
     
 );
 #endif

@@ -2,9 +2,9 @@ import Foundation
 // uniffi's generated module is an implementation detail: not re-exported, and no public
 // declaration may mention its types (docs/uniffi.md).
 #if compiler(>=6.0)
-internal import MoteUniFFI
+internal import MoteRPCUniFFI
 #else
-@_implementationOnly import MoteUniFFI
+@_implementationOnly import MoteRPCUniFFI
 #endif
 
 /// Mote's RPC server (docs/rpc.md): TVM's unchanged Python client (`rpc.connect`, `upload`,

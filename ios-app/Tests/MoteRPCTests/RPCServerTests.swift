@@ -1,8 +1,8 @@
 import Foundation
 import XCTest
-@testable import Mote
+@testable import MoteRPC
 
-/// An RPCServer started from Swift serves TVM's unchanged Python client
+/// An RPCServer started from Swift (the product MoteRPC) serves TVM's unchanged Python client
 /// (bindings-java/java/src/test/python/rpc_client.py, run with MOTE_PYTHON).
 final class RPCServerTests: XCTestCase {
     static var client: String {

@@ -1,0 +1,1 @@
+../Mote/MoteError.swift
