@@ -11,6 +11,10 @@
 #   program calls `mote.subgraph`), left out when every operator is code TVM compiled into
 #   the model. Without it, an offloaded subgraph fails with a typed error (Error::Backend
 #   naming the feature) when it is first prepared; compiled models are unaffected.
+# - opt-level: a library without the cpu backend holds no kernel of its own (the models bring
+#   theirs), only the loaders, the VM and the C ABI, so it is built for size (`opt-level = "s"`:
+#   about 100 KB less on aarch64, docs/footprint.md); with the cpu backend the profile's own
+#   level stays, for the kernels' speed.
 # The scan reads the file's bytes (a .tar decompressed), so it works on a model built for
 # another architecture than this machine's; a file it cannot read is an error, never a guess.
 #
@@ -99,11 +103,14 @@ if [ "$print_only" = 1 ]; then
     exit 0
 fi
 
-log "building for $target with features: ${list:-(none)}"
+# Built for size when no kernel of Mote's own is in the library (see the header).
+opt=""
+[ "$cpu" = 1 ] || opt=s
+log "building for $target with features: ${list:-(none)}${opt:+, opt-level $opt}"
 case "$target" in
     android-arm64|android-x86_64)
         abi=arm64-v8a; [ "$target" = android-x86_64 ] && abi=x86_64
-        lib=$(scripts/build-android-so.sh --selective="$list" "$abi" | tail -n 1) \
+        lib=$(MOTE_ANDROID_OPT_LEVEL="$opt" scripts/build-android-so.sh --selective="$list" "$abi" | tail -n 1) \
             || die "scripts/build-android-so.sh --selective=$list $abi failed"
         if [ "$abi" = arm64-v8a ]; then
             scripts/in-trixie.sh aarch64-linux-gnu-strip -o "$lib.stripped" "$lib"
@@ -112,7 +119,7 @@ case "$target" in
         fi
         ;;
     host)
-        CARGO_TARGET_DIR="$root/target/selective" \
+        env CARGO_TARGET_DIR="$root/target/selective" ${opt:+CARGO_PROFILE_RELEASE_OPT_LEVEL=$opt} \
             cargo build --release --locked -p mote-ffi --no-default-features --features "$list" >&2 \
             || die "cargo build failed"
         lib="$root/target/selective/release/libmote_ffi.so"
@@ -121,6 +128,7 @@ case "$target" in
     aarch64)
         std_features=panic-unwind,std_detect_file_io,std_detect_dlsym_getauxval
         scripts/in-trixie.sh env RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$root/target/trixie-selective" \
+            ${opt:+CARGO_PROFILE_MOBILE_OPT_LEVEL=$opt} \
             cargo rustc --locked -Zbuild-std=std,panic_unwind -Zbuild-std-features=$std_features \
             --target aarch64-unknown-linux-gnu --profile mobile -p mote-ffi \
             --no-default-features --features "$list" --lib --crate-type cdylib >&2 \
