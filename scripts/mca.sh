@@ -63,10 +63,10 @@ CPUS=(
 
 # Mote's kernels: id, tile, function-name substring (demangled).
 KERNELS=(
-  "packed-t4|f32-gemm 6x4 (1 k/iter)|packed::neon::t4::"
-  "packed-t8|f32-gemm 6x8 (1 k/iter)|packed::neon::t8::"
-  "packed-t12|f32-gemm 6x12 (1 k/iter)|packed::neon::t12::"
-  "packed-t16|f32-gemm 6x16 (1 k/iter)|packed::neon::t16::"
+  "packed-t4|f32-gemm 6x4 (4 k/iter)|packed::neon::t4::"
+  "packed-t8|f32-gemm 6x8 (4 k/iter)|packed::neon::t8::"
+  "packed-t12|f32-gemm 6x12 (4 k/iter)|packed::neon::t12::"
+  "packed-t16|f32-gemm 6x16 (4 k/iter)|packed::neon::t16::"
   "dw|dw 4 px x 8 ch (1 tap/iter)|dw::interior::"
   "qgemm-sdot|qs8 4x16c4 (16 k/iter)|qgemm::dotprod::tile::"
 )
