@@ -68,6 +68,7 @@ KERNELS=(
   "packed-t12|f32-gemm 6x12 (4 k/iter)|packed::neon::t12::"
   "packed-t16|f32-gemm 6x16 (4 k/iter)|packed::neon::t16::"
   "dw|dw 4 px x 8 ch (1 tap/iter)|dw::interior::"
+  "dw-rows|dw 3x3 s1 4 px x 8 ch (1 row/iter)|dw::neon_rows::"
   "qgemm-sdot|qs8 4x16c4 (16 k/iter)|qgemm::dotprod::tile::"
 )
 

@@ -13,11 +13,11 @@
 set -euo pipefail
 
 # mote-rpc's tests drive TVM's Python client, which runs on the host only; the aarch64 server
-# is exercised end to end by scripts/test-rpc-phone.sh instead. mote-swift's Rust tests are
-# the bridge's own (no arithmetic of Mote's): they run on the host with the Swift suite, and
-# building uniffi again for aarch64 only costs CI time (its Apple builds are
-# scripts/build-xcframework.sh's).
-CARGO_ARGS=${MOTE_AARCH64_CARGO_ARGS:-"--target aarch64-unknown-linux-gnu --workspace --exclude mote-cli --exclude mote-rpc --exclude mote-swift"}
+# is exercised end to end by scripts/test-rpc-phone.sh instead. mote-swift's and
+# mote-swift-rpc's Rust tests are the bridges' own (no arithmetic of Mote's): they run on the
+# host with the Swift suites, and building uniffi again for aarch64 only costs CI time (their
+# Apple builds are scripts/build-xcframework.sh's).
+CARGO_ARGS=${MOTE_AARCH64_CARGO_ARGS:-"--target aarch64-unknown-linux-gnu --workspace --exclude mote-cli --exclude mote-rpc --exclude mote-swift --exclude mote-swift-rpc"}
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 ROOT=$(git -C "$HERE" rev-parse --show-toplevel 2>/dev/null || (cd "$HERE/.." && pwd -P))

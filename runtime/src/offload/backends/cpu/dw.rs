@@ -146,7 +146,87 @@ pub(crate) fn interior(
         out,
         c,
     };
+    #[cfg(target_arch = "aarch64")]
+    if isa == Isa::Neon && rows_of_three(&args) {
+        // SAFETY: as below; the row kernel reads exactly the taps' inputs and weights.
+        return unsafe { neon_rows(&mut args) };
+    }
     // SAFETY: the checks above: every pixel's taps lie inside `x` and `w`, `out` holds them
     // all, and this CPU has the level's features (`supported`).
     unsafe { kern(&mut args) }
+}
+
+/// Whether the taps are kernel rows of three adjacent columns at stride 1 (a 3x3 or 1x3
+/// depthwise convolution without dilation): consecutive pixels then share input columns.
+#[cfg(target_arch = "aarch64")]
+fn rows_of_three(t: &Args<'_>) -> bool {
+    let c = t.c;
+    t.step == c
+        && !t.taps.is_empty()
+        && t.taps.len() % 3 == 0
+        && t.taps
+            .chunks_exact(3)
+            .all(|r| r[1] == (r[0].0 + c, r[0].1 + c) && r[2] == (r[0].0 + 2 * c, r[0].1 + 2 * c))
+}
+
+/// [`run`] for [`rows_of_three`] taps on NEON, a kernel row at a time: the tile's
+/// [`PIXELS`] pixels read `PIXELS + 2` columns of a row, each loaded once and multiplied by up
+/// to three weights, where [`run`] loads every pixel's three columns (12 loads, not 6). The
+/// generic loop was load-bound in llvm-mca's models (docs/cpu-kernels.md, "Arm kernels against
+/// the core's peak"). Each pixel still adds its taps in [`run`]'s order (row by row, left to
+/// right), so the results are the same bits.
+///
+/// # Safety
+/// [`run`]'s contract, on a CPU with NEON; [`rows_of_three`] holds.
+#[cfg(target_arch = "aarch64")]
+#[target_feature(enable = "neon")]
+// A function of its own (one call per row of output pixels), so that scripts/mca.sh finds
+// its loop apart from `run`'s.
+#[inline(never)]
+unsafe fn neon_rows(t: &mut Args<'_>) -> usize {
+    use std::arch::aarch64::*;
+    const NV: usize = 2;
+    const COLS: usize = PIXELS + 2;
+    let width = NV * 4;
+    let chunks = t.c / width;
+    let pixels = t.out.len() / t.c.max(1);
+    let (x, w, out, c) = (t.x.as_ptr(), t.w.as_ptr(), t.out.as_mut_ptr(), t.c);
+    // SAFETY: column `col` of a row is pixel `col - k`'s tap `k` (step == c), so every load
+    // below is one [`run`] makes, inside the bounds [`interior`] checked; `out` holds
+    // `pixels * c` floats.
+    unsafe {
+        for p0 in (0..pixels).step_by(PIXELS) {
+            for ch in 0..chunks {
+                let c0 = ch * width;
+                let mut acc = [[vdupq_n_f32(0.0); NV]; PIXELS];
+                for row in t.taps.chunks_exact(3) {
+                    let (xi, wi) = row[0];
+                    let src = x.add(t.base + p0 * t.step + xi + c0);
+                    let wv: [[float32x4_t; NV]; 3] = std::array::from_fn(|k| {
+                        std::array::from_fn(|j| vld1q_f32(w.add(wi + k * c + c0 + j * 4)))
+                    });
+                    for col in 0..COLS {
+                        let xv: [float32x4_t; NV] =
+                            std::array::from_fn(|j| vld1q_f32(src.add(col * c + j * 4)));
+                        // Pixel `col - k` takes this column as its tap `k`; in increasing `col`
+                        // each pixel meets its taps in increasing `k`.
+                        for (k, wk) in wv.iter().enumerate() {
+                            if col >= k && col - k < PIXELS {
+                                for ((a, &xj), &wj) in acc[col - k].iter_mut().zip(&xv).zip(wk) {
+                                    *a = vfmaq_f32(*a, xj, wj);
+                                }
+                            }
+                        }
+                    }
+                }
+                for (p, row) in acc.iter().enumerate() {
+                    let dst = out.add((p0 + p) * c + c0);
+                    for (j, &a) in row.iter().enumerate() {
+                        vst1q_f32(dst.add(j * 4), a);
+                    }
+                }
+            }
+        }
+    }
+    chunks * width
 }

@@ -2179,6 +2179,10 @@ mod tests {
             (1, 3, 20, 37, 3, 3, 1, 1, 3, 1),
             (1, 2, 16, 70, 2, 3, 2, 2, 2, 2),
             (1, 2, 10, 40, 4, 3, 1, 1, 2, 1),
+            // NHWC depthwise 3x3 at stride 1 over three register tiles of pixels and two of
+            // channels (dw.rs: NEON's kernel-row loop), and with 4 channels left over.
+            (1, 16, 12, 14, 16, 3, 1, 1, 16, 1),
+            (1, 20, 7, 10, 20, 3, 1, 1, 20, 1),
         ];
         let mut packed_runs = 0;
         for &isa in isa::supported() {
