@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Real-architecture benchmark: python/onnx_archs.py's twelve networks, ONNX Runtime vs TVM vs Mote.
+"""Real-architecture benchmark: python/onnx_archs.py's and onnx_archs_mobile.py's networks,
+ONNX Runtime vs TVM vs Mote.
 
     python bench_archs.py build --out DIR [--models a,b]
         For each architecture write NAME.onnx and NAME.inputs.npz (arg0), import it with TVM 0.27's
@@ -9,7 +10,10 @@
         Runtime, and records in DIR/NAME.json (and DIR/bench.json) the subgraph counts, the FLOPs
         offloaded vs total (docs/benchmarks.md gives the rule) and the ops that stayed in TVM.
         Each model is built in its own process; a failure (importer, partitioner, compiler) is
-        recorded and the other models go on.
+        recorded and the other models go on.  Models with a symbolic input dimension
+        (onnx_archs_mobile.INPUT_SPECS "dynamic") are imported as they are (NAME_dyn: it stays
+        symbolic through partitioning and compiling) or with the dimension pinned to the benchmark's
+        value through from_onnx's shape_dict ("pin"); FLOPs are counted with it bound to that value.
 
     python bench_archs.py run --dir DIR [--mote target/release/mote] [--threads 1,2] [--models a,b]
                               [--repeat N] [--json-out FILE]
@@ -64,7 +68,7 @@ ort_session = bench_offload.ort_session  # ORT_ENABLE_ALL, sequential, `threads`
 
 
 def selected(names_arg: str | None) -> list[str]:
-    import onnx_archs
+    import onnx_archs_mobile as onnx_archs  # onnx_archs.ARCHS and the issue-31 models
 
     if not names_arg:
         return list(onnx_archs.ARCHS)
@@ -239,9 +243,10 @@ def build_one(name: str, out: str) -> dict:
     from tvm.relax.frontend.onnx import from_onnx
 
     import mote_tvm
-    import onnx_archs
+    import onnx_archs_mobile as onnx_archs  # onnx_archs.ARCHS and the issue-31 models
 
     builder, shape = onnx_archs.ARCHS[name]
+    spec = onnx_archs.INPUT_SPECS.get(name, {})
     target = host_target()
     rec: dict = {"name": name, "input_shape": list(shape), "target": target, "errors": {},
                  "onnx": f"{name}.onnx", "inputs": f"{name}.inputs.npz", "times_s": {}}
@@ -250,8 +255,21 @@ def build_one(name: str, out: str) -> dict:
     onnx_path = os.path.join(out, f"{name}.onnx")
     onnx.save(model, onnx_path)
     seed = sum(map(ord, name))
-    x = np.random.default_rng(seed).standard_normal(shape).astype("float32")
+    if spec.get("dtype", "float32") == "float32":
+        x = np.random.default_rng(seed).standard_normal(shape).astype("float32")
+    else:
+        x = np.random.default_rng(seed).integers(0, spec["high"], shape).astype(spec["dtype"])
+        rec["input_dtype"] = spec["dtype"]
     np.savez(os.path.join(out, f"{name}.inputs.npz"), arg0=x)
+    # A symbolic input dimension: kept through import, partitioning and compiling, or pinned to
+    # the benchmark's value at import ("pin").  FLOPs are counted with it bound to that value.
+    dyn = spec.get("dynamic") or {}
+    pin = bool(spec.get("pin"))
+    if dyn:
+        rec["dynamic"] = {"dims": dyn, "pinned_at_import": pin}
+
+    def bound(m):
+        return relax.transform.BindSymbolicVars(dyn)(m) if dyn and not pin else m
     ort_out = ort_session(onnx_path, 1).run(None, {"input": x})[0]
     rec["onnx_nodes"] = len(model.graph.node)
     rec["output_shape"] = list(ort_out.shape)
@@ -260,13 +278,16 @@ def build_one(name: str, out: str) -> dict:
 
     t = time.time()
     try:
-        mod = from_onnx(onnx.load(onnx_path), keep_params_in_input=False)
+        mod = from_onnx(onnx.load(onnx_path), shape_dict={"input": list(shape)} if pin else None,
+                        keep_params_in_input=False)
     except Exception as err:  # noqa: BLE001 - any importer failure is a finding to record
         rec["errors"]["import"] = f"{type(err).__name__}: {err}"[:2000]
         log(f"{name}: TVM's ONNX importer failed: {rec['errors']['import'][:300]}")
         return rec
     rec["times_s"]["import"] = round(time.time() - t, 1)
-    total, per_op, calls = relax_flops(mod)
+    if dyn:
+        rec["dynamic"]["relax_input"] = str(mod["main"].params[0].ty)
+    total, per_op, calls = relax_flops(bound(mod))
     rec["flops_total"] = total
     rec["relax_ops"] = calls
     rec["relax_flops_per_op"] = per_op
@@ -289,6 +310,16 @@ def build_one(name: str, out: str) -> dict:
         rec["tvm_vs_ort_ok"] = ok
         log(f"{name}: TVM unpartitioned compiled in {rec['times_s']['compile_tvm']}s; vs ORT max abs {err:.3g} "
             f"({'ok' if ok else 'DISAGREE'})")
+        if dyn and not pin:
+            # The symbolic dimension is really dynamic: the same library at another length.
+            other = {k: max(1, v // 2 - 1) for k, v in dyn.items()}
+            x2 = x[tuple(slice(0, other[d.name]) if hasattr(d, "name") and d.name in other else slice(None)
+                         for d in mod["main"].params[0].ty.shape.values)]
+            ok2, err2 = close(vm["main"](tvm.runtime.tensor(x2, dev)).numpy(),
+                              ort_session(onnx_path, 1).run(None, {"input": x2})[0])
+            rec["dynamic"]["tvm_other_length"] = {"shape": list(x2.shape), "ok": ok2, "max_abs_vs_ort": err2}
+            log(f"{name}: TVM unpartitioned at input shape {list(x2.shape)}: vs ORT max abs {err2:.3g} "
+                f"({'ok' if ok2 else 'DISAGREE'})")
         del vm
     except Exception as err:  # noqa: BLE001
         rec["errors"]["tvm"] = f"{type(err).__name__}: {err}"[:2000]
@@ -306,10 +337,10 @@ def build_one(name: str, out: str) -> dict:
         rec["times_s"][f"partition_{part}"] = round(time.time() - t, 1)
         descs = mote_tvm.subgraph_descriptions(pmod)
         described = sum(description_flops(d) for d in descs)
-        left, left_per_op, left_calls = relax_flops(pmod, skip_subgraphs=True)
+        left, left_per_op, left_calls = relax_flops(bound(pmod), skip_subgraphs=True)
         # What of the model's own compute stayed in TVM: everything outside the subgraph calls
         # but the layout transposes the partitioner added at region edges.
-        left_own, _, _ = relax_flops(pmod, skip_subgraphs=True, skip_edge_transposes=True)
+        left_own, _, _ = relax_flops(bound(pmod), skip_subgraphs=True, skip_edge_transposes=True)
         off = max(total - left_own, 0)
         residue: dict = {}
         for r in mote_tvm.tvm_residue(pmod):

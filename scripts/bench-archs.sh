@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Real-architecture benchmark (not a test): twelve well-known networks written as ONNX by
+# Real-architecture benchmark (not a test): well-known networks written as ONNX by
 # python/onnx_archs.py (ResNet-18/50, MobileNetV2/V3, ShuffleNetV2, SqueezeNet 1.1, DenseNet-121,
-# GoogLeNet, EfficientNet-B0, VGG-16, grouped AlexNet, a transformer encoder), timed with ONNX
+# GoogLeNet, EfficientNet-B0, VGG-16, grouped AlexNet, a transformer encoder) and
+# python/onnx_archs_mobile.py (ShuffleNet v1 g3/g8, SqueezeNet 1.0, BN-Inception, the ONNX zoo's MobileNetV2 layout, EfficientNet-Lite0, BERT-Mini
+# with a dynamic sequence length, pinned and symbolic), timed with ONNX
 # Runtime, TVM untuned (unpartitioned) and Mote on the partition_for_acl and partition_for_bnns
 # libraries at 1 and 2 threads; Mote's outputs are checked against ONNX Runtime.  docs/benchmarks.md
 # explains the columns.
@@ -12,7 +14,7 @@
 # The models (NAME.onnx, NAME.inputs.npz, NAME.{tvm,acl,bnns}.so, NAME.json, bench.json) are built
 # once into ${MOTE_CACHE:-$HOME/.cache/mote}/bench-archs-<hash> (hash of the builder sources,
 # python/mote_tvm, requirements and this script; `.ok` marker; temporary folder renamed into place;
-# about 4.2 GB, VGG-16 alone 2.1 GB).  A model the importer, partitioner or compiler fails on is
+# about 4.9 GB, VGG-16 alone 2.1 GB).  A model the importer, partitioner or compiler fails on is
 # recorded and reported, not fatal to the build.  The table goes to stdout, progress to stderr,
 # the raw numbers to --json-out (default target/bench-archs.json).  Exit status 1 if an output
 # check failed or a model could not be built or run.
@@ -27,7 +29,7 @@ json_out=""
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
-        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
+        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
         --mote) [ $# -ge 2 ] || die "--mote needs a path"; mote="$2"; shift 2 ;;
         --mote=*) mote="${1#--mote=}"; shift ;;
         --json-out) [ $# -ge 2 ] || die "--json-out needs a file"; json_out="$2"; shift 2 ;;
@@ -37,7 +39,7 @@ while [ $# -gt 0 ]; do
 done
 
 cache="${MOTE_CACHE:-$HOME/.cache/mote}"
-hash="$( cat "$root/python/bench_archs.py" "$root/python/onnx_archs.py" "$root"/python/mote_tvm/*.py \
+hash="$( cat "$root/python/bench_archs.py" "$root/python/onnx_archs.py" "$root/python/onnx_archs_mobile.py" "$root"/python/mote_tvm/*.py \
              "$root/python/requirements.txt" "$root/scripts/bench-archs.sh" | sha256sum | cut -c1-12 )"
 dir="$cache/bench-archs-$hash"
 
@@ -61,7 +63,7 @@ if [ ! -f "$dir/.ok" ]; then
     if [ ! -f "$dir/.ok" ]; then
         tmp="$(mktemp -d "$cache/.bench-archs-$hash.tmp.XXXXXX")"
         trap 'rm -rf "$tmp"' EXIT
-        log "building the benchmark models into $dir (slow: 36 TVM compiles)"
+        log "building the benchmark models into $dir (slow: 3 TVM compiles per model)"
         # A model that fails to import, partition or compile is recorded in bench.json; the
         # build's exit status 1 says so, but the other models are still worth timing.
         # Such a build is used for this run but not marked complete (no .ok), so that a transient

@@ -143,7 +143,7 @@ hash="$( cat python/bench_archs.py python/onnx_archs.py python/mote_tvm/*.py \
              python/requirements.txt scripts/bench-archs.sh | sha256sum | cut -c1-12 )"
 models_dir="$cache/bench-archs-$hash"
 if [ ! -f "$models_dir/.ok" ]; then
-    log "building them: scripts/bench-archs.sh (all twelve models, then its benchmark; long)"
+    log "building them: scripts/bench-archs.sh (all twenty-one models, then its benchmark; long)"
     scripts/bench-archs.sh --threads 1 --repeat 1 >/dev/null
 fi
 cargo build --release --locked -p mote-cli >&2
