@@ -15,12 +15,20 @@ Output layout (see manifest.json):
     NAME.CASE.inputs.npz                arg0, arg1, ... in parameter order
     NAME.CASE.expected.npz              out0, out1, ... (tuples flattened depth-first)
     syslib/NAME.tar                     a system-library build (SYSTEM_LIB_MODELS only)
+    compiled/NAME.so (or .tar)          an exec_mode="compiled" build (Relax models)
 
 Models in SYSTEM_LIB_MODELS are also built as a "system library" (docs/system-lib.md): the
 same IRModule with the attribute system_lib_prefix "NAME_", exported to syslib/NAME.tar
 (lib0.o + NAME_devc.o, objects to link into a program). The model's entry records it as
 "system_lib": {"prefix", "archive", "undefined"} ("undefined": what lib0.o needs from the
 program, as nm reads it); its cases apply unchanged, since the weights are the same.
+
+Every Relax model is also built with ``relax.build(..., exec_mode="compiled")`` (the VM program
+as native code, docs/tvm-format.md section 3.6) into compiled/NAME.so (aarch64: compiled/NAME.tar,
+linked into compiled/NAME.so like the others), recorded as "compiled": {"file", "undefined"}
+("undefined": the TVM functions the x86_64 build imports, as nm reads them). TVM's VM runs every
+case on the x86_64 build too, and its outputs must equal the bytecode build's bit for bit (the
+same kernels run in the same order), so the cases apply unchanged.
 
 Models of kind "kernels" are kernel-only libraries (a TIR module exported on its own). Their
 cases have mode "kernel": the inputs are every argument of the kernel, outputs included (as NaN
@@ -55,7 +63,7 @@ from tvm.script import relax as R
 from tvm.script import tirx as T
 
 from zoo_common import case_record, export_model, flatten_outputs, kernel_names
-from zoo_common import parse_args, record_outputs, rng_for, target_for, write_manifest
+from zoo_common import HOST_TARGET, parse_args, record_outputs, rng_for, target_for, write_manifest
 
 # --------------------------------------------------------------------------------------
 # Model descriptions
@@ -950,6 +958,45 @@ def export_system_lib(model: Model, arch: str, out_dir: str, scratch: str) -> di
     return {"prefix": prefix, "archive": archive, "undefined": undefined}
 
 
+def export_compiled(model: Model, arch: str, out_dir: str, scratch: str, bytecode_outputs: dict) -> dict:
+    """Build `model` with exec_mode="compiled" into OUT/compiled/NAME.so (aarch64: NAME.tar, and
+    an x86_64 build in `scratch` for the check), run its cases in TVM on the x86_64 build and
+    check they give exactly what the bytecode build gave (`bytecode_outputs`: case name to
+    flattened outputs, or to the error kind for a case that raises)."""
+    name = model.name
+    os.makedirs(os.path.join(out_dir, "compiled"), exist_ok=True)
+    rel = f"compiled/{name}.so"
+    if arch == "x86_64":
+        path = os.path.join(out_dir, rel)
+    else:
+        ex = relax.build(model.mod, target=target_for(arch), exec_mode="compiled")
+        ex.export_library(os.path.join(out_dir, f"compiled/{name}.tar"))
+        path = os.path.join(scratch, f"{name}.compiled.so")
+    relax.build(model.mod, target=HOST_TARGET, exec_mode="compiled").export_library(path)
+    syms = dynamic_symbols(path)
+    if not any(s.startswith("__tvm_ffi___vmtir__") for s in syms):
+        raise RuntimeError(f"{path}: no __vmtir__ function; not a compiled-mode build")
+    vm = relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu(0))
+    for case in model.cases:
+        want = bytecode_outputs[case.case]
+        if case.expect_error is not None:
+            try:
+                run_case(vm, case)
+            except Exception as err:  # noqa: BLE001 - TVM raises several Python error types
+                if case.expect_error not in str(err):
+                    raise RuntimeError(f"{rel} {case.case}: TVM raised {err!r}") from err
+            else:
+                raise RuntimeError(f"{rel} {case.case}: expected TVM to raise")
+            continue
+        got = flatten_outputs(run_case(vm, case))
+        if len(got) != len(want) or any(
+            g.dtype != w.dtype or g.shape != w.shape or g.tobytes() != w.tobytes() for g, w in zip(got, want)
+        ):
+            raise RuntimeError(f"{rel} {case.case}: TVM's compiled build disagrees with its bytecode build")
+    undefined = sorted(s for s in dynamic_symbols(path) - dynamic_symbols(path, defined=True) if s.startswith("TVM"))
+    return {"file": rel, "undefined": undefined}
+
+
 def build_model(model: Model, arch: str, out_dir: str, scratch: str) -> dict:
     t0 = time.time()
     name = model.name
@@ -996,6 +1043,7 @@ def build_model(model: Model, arch: str, out_dir: str, scratch: str) -> dict:
     lib = tvm.runtime.load_module(host_lib)
     vm = lib if kernel_lib else relax.VirtualMachine(lib, tvm.cpu(0))
     cases_out = []
+    bytecode_outputs = {}
     for case in model.cases:
         stem = f"{name}.{case.case}"
         rec = case_record(out_dir, stem, case.case, case.function, case.inputs, case.mode, case.expect_error)
@@ -1017,8 +1065,10 @@ def build_model(model: Model, arch: str, out_dir: str, scratch: str) -> dict:
             rec["output_dtypes"] = []
             rec["output_shapes"] = []
             rec["tolerance"] = None
+            bytecode_outputs[case.case] = rec["error_kind"]
         else:
             outs = flatten_outputs(run_case(vm, case))
+            bytecode_outputs[case.case] = outs
             if case.mode == "stateful":
                 # The stateful path must agree with a plain call.
                 plain = flatten_outputs(vm[case.function](*[tvm.runtime.tensor(a) for a in case.inputs]))
@@ -1037,6 +1087,8 @@ def build_model(model: Model, arch: str, out_dir: str, scratch: str) -> dict:
             record_outputs(rec, out_dir, stem, outs, lambda dt: tolerance(dt, arch, model.aarch64_loosen))
         cases_out.append(rec)
     entry["cases"] = cases_out
+    if not kernel_lib:
+        entry["compiled"] = export_compiled(model, arch, out_dir, scratch, bytecode_outputs)
     dt = time.time() - t0
 
     made = entry.get("archive", entry["file"])

@@ -20,9 +20,11 @@
 #   resolve the TVM symbols against it: docs/android.md section 4); a PT_GNU_EH_FRAME header
 #   (the built-in unwinder finds unwind tables through it); no `_Unwind_*` imported (libc.so
 #   has them only from API 30); dynamic exports exactly JNI_OnLoad, the Java_* natives and the
-#   six TVM symbols models and system-library objects import (TVMFFIErrorSetRaisedFromCStrParts,
+#   nine TVM symbols models and system-library objects import (TVMFFIErrorSetRaisedFromCStrParts,
 #   TVMFFIEnvModRegisterSystemLibSymbol, TVMBackendAllocWorkspace, TVMBackendFreeWorkspace,
-#   TVMBackendParallelLaunch, TVMBackendParallelBarrier), nothing of Rust's or the unwinder's;
+#   TVMBackendParallelLaunch, TVMBackendParallelBarrier, and for exec_mode="compiled" models
+#   TVMBackendAnyListSetPackedArg, TVMBackendAnyListMoveFromPackedReturn,
+#   TVMBackendAnyListResetItem), nothing of Rust's or the unwinder's;
 #   and every `native` method of the bridge classes (default: the Maven project's
 #   org/mote/NativeBridge.java, and with --rpc org/mote/rpc/RpcBridge.java too) has its
 #   Java_<package>_<Class>_<name> export, and no export lacks its declaration.
@@ -53,7 +55,7 @@ case "$ABI" in
   *) echo "audit-android-so: unknown ABI '$ABI'" >&2; echo "android so checks: 0 passed, 1 failed"; exit 1 ;;
 esac
 # What model libraries import from the process (docs/android.md section 4).
-TVM_EXPORTS="TVMBackendAllocWorkspace TVMBackendFreeWorkspace TVMBackendParallelBarrier TVMBackendParallelLaunch TVMFFIEnvModRegisterSystemLibSymbol TVMFFIErrorSetRaisedFromCStrParts"
+TVM_EXPORTS="TVMBackendAllocWorkspace TVMBackendFreeWorkspace TVMBackendParallelBarrier TVMBackendParallelLaunch TVMFFIEnvModRegisterSystemLibSymbol TVMFFIErrorSetRaisedFromCStrParts TVMBackendAnyListSetPackedArg TVMBackendAnyListMoveFromPackedReturn TVMBackendAnyListResetItem"
 LIB=${1:-}
 JAVA_SRC=$ROOT/bindings-java/java/src/main/java
 shift || true

@@ -19,7 +19,7 @@
 # What the library must be for a phone to load models with it (docs/android.md):
 # - it exports the TVM symbols model libraries import (TVMFFIErrorSetRaisedFromCStrParts,
 #   TVMFFIEnvModRegisterSystemLibSymbol, TVMBackendAllocWorkspace/FreeWorkspace/
-#   ParallelLaunch/ParallelBarrier) beside the JNI entry points: rustc's version script for a
+#   ParallelLaunch/ParallelBarrier, and TVMBackendAnyList* for exec_mode="compiled") beside the JNI entry points: rustc's version script for a
 #   cdylib already lists exactly those and hides the rest, so no --exclude-libs (which would
 #   hide the runtime's symbols, which come from an archive, the `mote` rlib);
 # - it is linked with `-z global` (DF_1_GLOBAL), so bionic puts it in its namespace's global

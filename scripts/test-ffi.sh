@@ -164,12 +164,21 @@ c_example_ok() {
 }
 check c-example-pkg-config c_example_ok mote
 check c-example-pkg-config-static c_example_ok mote-static
+# The same program on raise's exec_mode="compiled" build (docs/tvm-format.md §3.6), which
+# imports the TVMBackendAnyList functions: from libmote.so, and from the static program's
+# exports (pkg-config's flags).
+compiled_example_ok() {
+    "$out/run_$1" "$MOTE_ZOO_DIR/compiled/raise.so" | tee /dev/stderr | grep -qx 'y\[0\] = 3'
+}
+check c-example-compiled-mode compiled_example_ok mote
+check c-example-compiled-mode-static compiled_example_ok mote-static
 # What the header claims for static linking: `pkg-config --libs mote-static` exports the error
 # symbol model libraries resolve from the executable, and the static program really exports it.
 static_export_ok() {
     pkg-config --libs mote-static | tee /dev/stderr \
         | grep -q -- '--export-dynamic-symbol=TVMFFIErrorSetRaisedFromCStrParts' \
-        && nm -D --defined-only "$out/run_mote-static" | grep -qw TVMFFIErrorSetRaisedFromCStrParts
+        && nm -D --defined-only "$out/run_mote-static" | grep -qw TVMFFIErrorSetRaisedFromCStrParts \
+        && nm -D --defined-only "$out/run_mote-static" | grep -qw TVMBackendAnyListMoveFromPackedReturn
 }
 check static-exports-error-symbol static_export_ok
 

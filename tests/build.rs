@@ -1,10 +1,19 @@
 // Test binaries and the soak binary load model libraries, which resolve
-// TVMFFIErrorSetRaisedFromCStrParts from the executable: export it (see mote::ERROR_SYMBOL).
+// TVMFFIErrorSetRaisedFromCStrParts (and, built with exec_mode="compiled", the TVMBackendAnyList
+// functions) from the executable: export them (see mote::ERROR_SYMBOL and
+// mote::COMPILED_MODE_SYMBOLS).
 fn main() {
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     if os == "linux" || os == "android" {
-        println!("cargo:rustc-link-arg-tests=-Wl,--export-dynamic-symbol=TVMFFIErrorSetRaisedFromCStrParts");
-        println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol=TVMFFIErrorSetRaisedFromCStrParts");
+        for sym in [
+            "TVMFFIErrorSetRaisedFromCStrParts",
+            "TVMBackendAnyListSetPackedArg",
+            "TVMBackendAnyListMoveFromPackedReturn",
+            "TVMBackendAnyListResetItem",
+        ] {
+            println!("cargo:rustc-link-arg-tests=-Wl,--export-dynamic-symbol={sym}");
+            println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol={sym}");
+        }
     }
     build_test_plugins(&os);
 }

@@ -18,7 +18,7 @@ if(NOT TARGET mote::mote)
     IMPORTED_LOCATION "${_mote_prefix}/lib/libmote.a"
     INTERFACE_INCLUDE_DIRECTORIES "${_mote_prefix}/include"
     INTERFACE_LINK_LIBRARIES "Threads::Threads;${CMAKE_DL_LIBS};m;rt;util"
-    INTERFACE_LINK_OPTIONS "-Wl,--export-dynamic-symbol=TVMFFIErrorSetRaisedFromCStrParts")
+    INTERFACE_LINK_OPTIONS "-Wl,--export-dynamic-symbol=TVMFFIErrorSetRaisedFromCStrParts;-Wl,--export-dynamic-symbol=TVMBackendAnyListSetPackedArg;-Wl,--export-dynamic-symbol=TVMBackendAnyListMoveFromPackedReturn;-Wl,--export-dynamic-symbol=TVMBackendAnyListResetItem")
 endif()
 
 set(mote_FOUND TRUE)

@@ -23,6 +23,9 @@ fn every_zoo_model_matches_tvm() {
     let out = run("zoo_all.py", &s, &[]);
     assert!(out.contains("zoo_all:"), "{out}");
     assert!(out.contains("gemm: 4 cases ok"), "{out}");
+    // exec_mode="compiled" builds (docs/tvm-format.md §3.11), uploaded and run the same way.
+    assert!(out.contains("ctrl (compiled): 2 cases ok"), "{out}");
+    assert!(out.contains(", 12 compiled builds"), "{out}");
     s.stop();
 }
 

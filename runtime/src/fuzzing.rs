@@ -139,7 +139,7 @@ pub fn entry_function(file: &[u8]) -> Option<String> {
     let vm: Vec<&str> = exe
         .funcs
         .iter()
-        .filter(|f| matches!(f.kind, crate::loader::executable::FuncKind::Vm))
+        .filter(|f| f.kind.is_relax())
         .map(|f| f.name.as_str())
         .collect();
     ["main", "forward"]

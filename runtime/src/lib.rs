@@ -77,3 +77,12 @@ pub fn version() -> &'static str {
 /// The symbol executables that embed Mote must export so model libraries can report errors;
 /// pass `-Wl,--export-dynamic-symbol=` followed by this name to the linker on Linux/Android.
 pub const ERROR_SYMBOL: &str = "TVMFFIErrorSetRaisedFromCStrParts";
+
+/// What libraries built with `exec_mode="compiled"` import besides [`ERROR_SYMBOL`]: an
+/// executable that embeds Mote and loads such models exports these too (docs/tvm-format.md
+/// §3.6); without them, loading one is [`Error::Load`] naming the flag.
+pub const COMPILED_MODE_SYMBOLS: [&str; 3] = [
+    "TVMBackendAnyListSetPackedArg",
+    "TVMBackendAnyListMoveFromPackedReturn",
+    "TVMBackendAnyListResetItem",
+];

@@ -420,17 +420,18 @@ impl Model {
             .exe()
             .funcs
             .iter()
-            .filter(|f| kernels || f.kind == FuncKind::Vm)
+            .filter(|f| kernels || f.kind.is_relax())
             .map(|f| f.name.clone())
             .collect()
     }
 
     /// Whether the program calls no compiled kernel: every function it calls is a VM builtin,
     /// `mote.subgraph` (offloaded to the backends) or a registered function
-    /// (docs/code-free.md §1). Such a library can be loaded with
+    /// (docs/code-free.md §1), and its Relax functions are bytecode, not native code
+    /// (`exec_mode="compiled"`). Such a library can be loaded with
     /// [`LoadOptions::code_free`]; otherwise [`Model::kernels`] names what it calls.
     pub fn is_code_free(&self) -> bool {
-        !self.is_kernel_library() && self.kernels().is_empty()
+        !self.is_kernel_library() && !self.inner.is_compiled() && self.kernels().is_empty()
     }
 
     /// Whether this model was loaded code-free (read as data, never mapped as code).
@@ -640,7 +641,7 @@ impl Model {
         self.inner
             .exe()
             .find(name)
-            .filter(|&i| self.inner.exe().funcs[i].kind == FuncKind::Vm)
+            .filter(|&i| self.inner.exe().funcs[i].kind.is_relax())
             .ok_or_else(|| Error::UnknownFunction {
                 name: name.to_string(),
                 available: self.function_names(),
@@ -781,6 +782,28 @@ fn refuse_module_kind(i: usize, kind: &str) -> Error {
 /// code-free path nothing of the file runs (docs/code-free.md §1). A name that is in the
 /// file's kernels is what a mapped load would call, even if a builtin has the same name.
 fn check_code_free(path: &Path, exe: &Executable, defined: &[String]) -> Result<()> {
+    let file_name = || {
+        path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+    };
+    let compiled: Vec<&str> = exe
+        .funcs
+        .iter()
+        .filter(|f| f.kind == FuncKind::VmTir)
+        .map(|f| f.name.as_str())
+        .collect();
+    if !compiled.is_empty() {
+        // docs/tvm-format.md §3.6: the Relax functions themselves are native code.
+        return Err(Error::Unsupported(format!(
+            "{} was built with exec_mode=\"compiled\": its Relax functions {} are native code \
+             (__vmtir__<name>), which a code-free load never runs; load it mapped, or build it \
+             with the default bytecode mode",
+            file_name(),
+            compiled.join(", ")
+        )));
+    }
     let mut called: Vec<&str> = exe
         .funcs
         .iter()
@@ -792,10 +815,7 @@ fn check_code_free(path: &Path, exe: &Executable, defined: &[String]) -> Result<
     if called.is_empty() {
         return Ok(());
     }
-    let name = path.file_name().map_or_else(
-        || path.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    );
+    let name = file_name();
     Err(Error::Unsupported(format!(
         "{name} is not code-free: its program calls compiled kernels {}; partition it with \
          partition_for_acl(..., code_free=\"require\") (or partition_for_bnns) so that every \

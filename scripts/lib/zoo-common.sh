@@ -86,6 +86,8 @@ import json, os, sys
 d, fmt = sys.argv[1], sys.argv[2]
 m = json.load(open(os.path.join(d, "manifest.json")))
 missing = [x["file"] for x in m["models"] if not os.path.isfile(os.path.join(d, x["file"]))]
+missing += [x["compiled"]["file"] for x in m["models"]
+            if "compiled" in x and not os.path.isfile(os.path.join(d, x["compiled"]["file"]))]
 for x in m["models"]:
     for c in x["cases"]:
         for k in ("inputs", "expected"):
@@ -112,18 +114,20 @@ zoo_help() {
     awk 'NR == 1 { next } !/^#/ { exit } { sub(/^# ?/, ""); print }' "$0" >&2
 }
 
-# zoo_link DIR LINKER...: link every DIR/NAME.tar into DIR/NAME.so (from the repository root).
+# zoo_link DIR LINKER...: link every DIR/NAME.tar and DIR/compiled/NAME.tar into NAME.so beside it
+# (from the repository root).
 zoo_link() {
-    local dir="$1" tarball name objs
+    local dir="$1" tarball name objs out
     local -a tars parts
     shift
     shopt -s nullglob
-    tars=("$dir"/*.tar)
+    tars=("$dir"/*.tar "$dir"/compiled/*.tar)
     shopt -u nullglob
     [ ${#tars[@]} -gt 0 ] || die "$zoo_builder produced no .tar files"
     for tarball in "${tars[@]}"; do
         name="$(basename "$tarball" .tar)"
-        objs="$dir/$name.objs"
+        out="$(dirname "$tarball")"
+        objs="$out/$name.objs"
         mkdir -p "$objs"
         tar -xf "$tarball" -C "$objs" || die "cannot unpack $tarball"
         # A model whose every op is offloaded has no TVM kernel: TVM then ships lib0.c + devc.c
@@ -139,9 +143,9 @@ zoo_link() {
             die "$tarball lacks lib0.o/devc.o (or lib0.o alone, or lib0.c/devc.c)"
         fi
         log "linking $name.so with: $*"
-        (cd "$root" && "$@" -shared -fPIC -o "$dir/$name.so" "${parts[@]}") >&2 \
+        (cd "$root" && "$@" -shared -fPIC -o "$out/$name.so" "${parts[@]}") >&2 \
             || die "linking $name.so failed (MOTE_AARCH64_LINK='$MOTE_AARCH64_LINK')"
-        [ -s "$dir/$name.so" ] || die "the linker did not produce $dir/$name.so"
+        [ -s "$out/$name.so" ] || die "the linker did not produce $out/$name.so"
         rm -rf "$objs"
     done
 }

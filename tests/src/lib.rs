@@ -145,6 +145,83 @@ pub fn check_close(
     }
 }
 
+/// Run every case of zoo model `name` (its manifest `entry`) through `model` (the zoo's build,
+/// or another build of the same module) on 1 and 2 threads, twice each in a poisoned session,
+/// against TVM's outputs; a case where TVM raises must give a kernel error with its text.
+pub fn run_relax_cases(model: &Model, name: &str, entry: &Json) {
+    for threads in [1, 2] {
+        let mut session = poisoned_session(model, threads);
+        for case in entry["cases"].as_array().expect("cases") {
+            let cname = format!(
+                "{name}.{} ({threads} threads)",
+                case["case"].as_str().unwrap()
+            );
+            let function = case["function"].as_str().unwrap();
+            let args: Vec<Value> = load_args(case["inputs"].as_str().unwrap())
+                .into_iter()
+                .map(Value::Tensor)
+                .collect();
+            let result = match case["mode"].as_str().unwrap() {
+                "stateful" => session
+                    .set_input(function, args)
+                    .and_then(|_| session.invoke_stateful(function))
+                    .and_then(|_| session.get_output(function)),
+                _ => session.call(function, &args),
+            };
+            if let Some(expected_error) = case["expect_error"].as_str() {
+                let err = result.expect_err(&format!("{cname}: TVM raises here, Mote must too"));
+                assert!(
+                    err.to_string().contains(expected_error),
+                    "{cname}: error `{err}` does not mention `{expected_error}`"
+                );
+                assert!(
+                    matches!(err, mote::Error::Kernel { .. }),
+                    "{cname}: {err:?} is not a kernel error"
+                );
+                continue;
+            }
+            let out = result
+                .unwrap_or_else(|e| panic!("{cname}: {e}"))
+                .flatten_tensors();
+            let want = load_outputs(case["expected"].as_str().unwrap());
+            assert_eq!(out.len(), want.len(), "{cname}: number of outputs");
+            let tol = &case["tolerance"];
+            let (rtol, atol) = (tol["rtol"].as_f64().unwrap(), tol["atol"].as_f64().unwrap());
+            for (i, (g, w)) in out.iter().zip(&want).enumerate() {
+                assert_close(&format!("{cname} out{i}"), g, w, rtol, atol);
+            }
+            // Run again, the same way: now every intermediate comes from reused (and
+            // re-poisoned) storage, and the answer must still be TVM's.
+            let args: Vec<Value> = load_args(case["inputs"].as_str().unwrap())
+                .into_iter()
+                .map(Value::Tensor)
+                .collect();
+            let again = match case["mode"].as_str().unwrap() {
+                "stateful" => session
+                    .invoke_stateful(function)
+                    .and_then(|_| session.get_output(function)),
+                _ => session.call(function, &args),
+            };
+            let again = again
+                .unwrap_or_else(|e| panic!("{cname} second run: {e}"))
+                .flatten_tensors();
+            assert_eq!(
+                again.len(),
+                want.len(),
+                "{cname} second run: number of outputs"
+            );
+            for (i, (g, w)) in again.iter().zip(&want).enumerate() {
+                assert_close(&format!("{cname} second run out{i}"), g, w, rtol, atol);
+            }
+            // The first run's outputs are the caller's: the second run must not have reused
+            // their memory.
+            for (i, (g, w)) in out.iter().zip(&want).enumerate() {
+                assert_close(&format!("{cname} first run out{i}, kept"), g, w, rtol, atol);
+            }
+        }
+    }
+}
+
 pub fn manifest_path_of(model: &Json) -> PathBuf {
     zoo_path(model["file"].as_str().expect("file"))
 }

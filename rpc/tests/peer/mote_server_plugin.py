@@ -52,9 +52,7 @@ NOT_APPLICABLE = {
 
 # Tests expected to fail on Mote for a reason that is known and owned elsewhere, matched on the
 # full node id.
-KNOWN_FAILING = [
-    (re.compile(r"test_vm_build\.py::.*\[compiled\]$"), "compiled exec mode not yet supported"),
-]
+KNOWN_FAILING: list[tuple[re.Pattern, str]] = []
 
 
 def base_name(nodeid):

@@ -1,6 +1,7 @@
 """Every zoo model through TVM's client: Relax models with relax.VirtualMachine on remote
-tensors, kernel-only libraries with module[function](*buffers); outputs against the zoo's
-expected npz (made by TVM itself)."""
+tensors (the bytecode build, then the exec_mode="compiled" build where the zoo has one),
+kernel-only libraries with module[function](*buffers); outputs against the zoo's expected npz
+(made by TVM itself)."""
 import numpy as np
 import tvm
 from tvm import relax
@@ -10,9 +11,15 @@ from rpc_common import arrays, close, connect, expect_rpc_error, manifest, uploa
 remote = connect()
 dev = remote.cpu()
 checked = 0
+builds = []
 for m in manifest()["models"]:
-    upload(remote, m["file"])
-    lib = remote.load_module(m["file"])
+    builds.append((m, m["file"], m["file"]))
+    if "compiled" in m:
+        builds.append((m, m["compiled"]["file"], f"compiled_{m['name']}.so"))
+compiled = 0
+for m, path, remote_name in builds:
+    upload(remote, path, remote_name)
+    lib = remote.load_module(remote_name)
     if m["kind"] == "relax":
         vm = relax.VirtualMachine(lib, dev)
     for case in m["cases"]:
@@ -45,5 +52,6 @@ for m in manifest()["models"]:
             assert o.shape == e.shape and o.dtype == e.dtype, (what, i, o.shape, o.dtype, e.shape, e.dtype)
             close(o, e, case["tolerance"], f"{what} out{i}")
         checked += 1
-    print(f"{m['name']}: {len(m['cases'])} cases ok", flush=True)
-print(f"zoo_all: {checked} cases ok")
+    compiled += path != m["file"]
+    print(f"{m['name']}{' (compiled)' if path != m['file'] else ''}: {len(m['cases'])} cases ok", flush=True)
+print(f"zoo_all: {checked} cases ok, {compiled} compiled builds")

@@ -165,6 +165,8 @@ pub(crate) enum EnvFunction {
     },
     /// `__tvm_set_device`, for a library with an `opencl` module.
     SetDevice,
+    /// A VM builtin, for the native code of compiled Relax functions (`vm::compiled`).
+    VmBuiltin(crate::vm::builtins::Builtin),
 }
 
 /// Convert one kernel-side argument into a value. Tensors become views of the kernel's memory
@@ -246,6 +248,10 @@ pub(crate) unsafe extern "C" fn function_call(
         match f {
             // SAFETY: forwarding the kernel's own arguments to another kernel of the same library.
             EnvFunction::Kernel(k) => unsafe { k(std::ptr::null_mut(), args, n, result) },
+            // SAFETY: `args` has `n` items (checked non-NULL when n > 0), `result` is non-NULL.
+            EnvFunction::VmBuiltin(b) => unsafe {
+                crate::vm::compiled::call_builtin(*b, args, n, result)
+            },
             EnvFunction::OpenClKernel { .. } | EnvFunction::SetDevice => {
                 let raw = if n > 0 {
                     // SAFETY: checked non-NULL above; the caller passes `n` values.
@@ -281,14 +287,21 @@ pub(crate) unsafe extern "C" fn function_call(
                     } else {
                         &[]
                     };
-                    // SAFETY: values come from generated code and follow the FFI conventions.
+                    // A compiled Relax function's cells are read back as the values they
+                    // hold; anything else is a kernel's argument.
                     let vals = raw
                         .iter()
-                        .map(|a| unsafe { any_to_value(a) })
+                        .map(|a| match crate::vm::compiled::registered_arg(a) {
+                            Some(v) => Ok(v),
+                            // SAFETY: values come from generated code and follow the FFI
+                            // conventions.
+                            None => unsafe { any_to_value(a) },
+                        })
                         .collect::<Result<Vec<_>, _>>()?;
                     let args: Vec<Arg<'_>> = vals.iter().map(Arg::from_value).collect();
                     let out = f(&args).map_err(|e| e.to_string())?;
                     value_to_result(&out)
+                        .or_else(|e| crate::vm::compiled::registered_result(&out).unwrap_or(Err(e)))
                 }));
                 match r {
                     Ok(Ok(v)) => {

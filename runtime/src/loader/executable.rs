@@ -138,6 +138,16 @@ pub enum FuncKind {
     Packed,
     /// Relax bytecode.
     Vm,
+    /// A Relax function compiled to native code (`exec_mode="compiled"`): the library's
+    /// `__vmtir__<name>` runs it (docs/tvm-format.md §3.6).
+    VmTir,
+}
+
+impl FuncKind {
+    /// A Relax function (bytecode or compiled): callable from outside, as a closure.
+    pub fn is_relax(self) -> bool {
+        matches!(self, FuncKind::Vm | FuncKind::VmTir)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -549,11 +559,7 @@ fn parse_func(r: &mut Reader) -> Result<FuncInfo> {
     let kind = match r.i32()? {
         func_kind::PACKED => FuncKind::Packed,
         func_kind::VM => FuncKind::Vm,
-        func_kind::VM_TIR => {
-            return Err(Error::Unsupported(
-                "compiled-mode functions (exec_mode=\"compiled\"); build with the default bytecode mode".into(),
-            ))
-        }
+        func_kind::VM_TIR => FuncKind::VmTir,
         k => return Err(r.err(format!("unknown function kind {k}"))),
     };
     let name = r.str()?;
@@ -566,7 +572,7 @@ fn parse_func(r: &mut Reader) -> Result<FuncInfo> {
     let to_usize = |v: i64, what: &str| {
         usize::try_from(v).map_err(|_| Error::Format(format!("function `{name}`: bad {what} {v}")))
     };
-    let (start, end, num_args, register_file_size) = if kind == FuncKind::Vm {
+    let (start, end, num_args, register_file_size) = if kind.is_relax() {
         let n = to_usize(num_args, "argument count")?;
         if param_names.len() != n {
             return Err(Error::Format(format!(
@@ -574,12 +580,18 @@ fn parse_func(r: &mut Reader) -> Result<FuncInfo> {
                 param_names.len()
             )));
         }
-        (
-            to_usize(start, "start")?,
-            to_usize(end, "end")?,
-            n,
-            to_usize(rfs, "register count")?,
-        )
+        let rfs = to_usize(rfs, "register count")?;
+        if kind == FuncKind::VmTir {
+            // No bytecode: the registers hold the arguments, then the result (§3.6).
+            if rfs <= n {
+                return Err(Error::Format(format!(
+                    "compiled function `{name}` has {n} arguments but {rfs} registers"
+                )));
+            }
+            (0, 0, n, rfs)
+        } else {
+            (to_usize(start, "start")?, to_usize(end, "end")?, n, rfs)
+        }
     } else {
         (0, 0, 0, 0)
     };

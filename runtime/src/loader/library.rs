@@ -238,6 +238,12 @@ impl Library {
         })
     }
 
+    /// Whether the system loader opened the library (`dlopen`): its imports resolve against
+    /// the process's global scope.
+    pub(crate) fn is_dynamically_loaded(&self) -> bool {
+        matches!(self.backing, Backing::Mapped { .. })
+    }
+
     /// For a library read as data, the kernels its file defines; `None` for a mapped one.
     pub fn code_free_kernels(&self) -> Option<&[String]> {
         match &self.backing {
@@ -483,6 +489,9 @@ impl Library {
             }
         } else if opencl.is_some() && name == "__tvm_set_device" {
             EnvFunction::SetDevice
+        } else if let Some(b) = crate::vm::builtins::Builtin::from_name(name) {
+            // Called by the native code of compiled Relax functions (docs/tvm-format.md §3.6).
+            EnvFunction::VmBuiltin(b)
         } else {
             crate::registry::lookup_function(name)?;
             EnvFunction::Registered {
@@ -736,10 +745,32 @@ fn mapped_bytes_after(p: *const u8) -> Option<usize> {
 /// the test crates).
 fn ensure_error_symbol_visible() -> Result<()> {
     static CHECK: OnceLock<Result<(), String>> = OnceLock::new();
-    CHECK
+    let ours = error_slot::TVMFFIErrorSetRaisedFromCStrParts as *const c_void;
+    ensure_symbol_visible(&CHECK, ERROR_SYMBOL, ours)
+}
+
+/// The same for the functions a library built with `exec_mode="compiled"` imports
+/// (docs/tvm-format.md §3.6), checked when such a library is linked, before any of its code
+/// runs: the library was opened with lazy binding, so a missing one would end the process at
+/// its first call instead.
+pub(crate) fn ensure_compiled_mode_symbols_visible() -> Result<()> {
+    static CHECKS: [OnceLock<Result<(), String>>; 3] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let ours = crate::vm::compiled::imported();
+    for (check, (name, f)) in CHECKS.iter().zip(ours) {
+        ensure_symbol_visible(check, name, f)?;
+    }
+    Ok(())
+}
+
+fn ensure_symbol_visible(
+    cache: &OnceLock<Result<(), String>>,
+    symbol: &str,
+    ours: *const c_void,
+) -> Result<()> {
+    cache
         .get_or_init(|| {
-            let ours = error_slot::TVMFFIErrorSetRaisedFromCStrParts as *const c_void;
-            let name = CString::new(ERROR_SYMBOL).map_err(|e| e.to_string())?;
+            let name = CString::new(symbol).map_err(|e| e.to_string())?;
             // bionic resolves a dlopen'ed model against its namespace's global group, which
             // neither dlopen(NULL) nor RTLD_GLOBAL reflects (docs/android.md §4).
             #[cfg(target_os = "android")]
@@ -759,6 +790,7 @@ fn ensure_error_symbol_visible() -> Result<()> {
 /// through the main program's handle searches.
 #[cfg(not(target_os = "android"))]
 fn check_global_scope(ours: *const c_void, name: &std::ffi::CStr) -> Result<(), String> {
+    let symbol = name.to_string_lossy();
     // (`RTLD_DEFAULT` would not do: called from inside a library loaded with RTLD_LOCAL, it
     // also searches that library itself.)
     let global = || {
@@ -777,7 +809,7 @@ fn check_global_scope(ours: *const c_void, name: &std::ffi::CStr) -> Result<(), 
     let found = global();
     if !found.is_null() {
         if found.cast_const() != ours {
-            log::warn!("{ERROR_SYMBOL} resolves to another runtime's copy; kernel error messages may be lost");
+            log::warn!("{symbol} resolves to another runtime's copy; model libraries will call it");
         }
         return Ok(());
     }
@@ -799,8 +831,8 @@ fn check_global_scope(ours: *const c_void, name: &std::ffi::CStr) -> Result<(), 
         }
     }
     Err(format!(
-        "{ERROR_SYMBOL} is not visible to model libraries: link your executable with \
-         -Wl,--export-dynamic-symbol={ERROR_SYMBOL} (or -rdynamic), or use Mote as a shared library"
+        "{symbol} is not visible to model libraries: link your executable with \
+         -Wl,--export-dynamic-symbol={symbol} (or -rdynamic), or use Mote as a shared library"
     ))
 }
 

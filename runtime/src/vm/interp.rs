@@ -13,7 +13,7 @@ use crate::value::{Arg as CallArg, Function, Value};
 
 /// Deepest nesting of Relax function calls, whatever the stack budget: a backstop should the
 /// stack measurement ever read wrong (the stack budget stops real calls far earlier).
-const MAX_DEPTH: usize = 4096;
+pub(super) const MAX_DEPTH: usize = 4096;
 
 /// The stack pointer: stack use is the distance from the entry frame's. Read from the
 /// register, not as the address of a local: AddressSanitizer moves locals whose address is
@@ -63,6 +63,9 @@ impl Session {
 
     pub(crate) fn invoke_vm(&mut self, m: &Program, fidx: usize, args: &[Value]) -> Result<Value> {
         self.check_arity(fidx, args.len())?;
+        if let Some(native) = m.compiled_function(fidx) {
+            return self.invoke_compiled(m, fidx, native, args);
+        }
         let f = &m.exe().funcs[fidx];
         if self.stack_used() > self.budget.stack_bytes || self.depth >= MAX_DEPTH {
             return Err(self.stack_exhausted(f));
@@ -87,7 +90,7 @@ impl Session {
 
     #[cold]
     #[inline(never)]
-    fn stack_exhausted(&self, f: &FuncInfo) -> Error {
+    pub(super) fn stack_exhausted(&self, f: &FuncInfo) -> Error {
         Error::ResourceExhausted {
             budget: "SessionOptions::stack_budget_bytes",
             message: format!(
@@ -103,7 +106,7 @@ impl Session {
 
     #[cold]
     #[inline(never)]
-    fn registers_exhausted(&self, f: &FuncInfo, held: usize) -> Error {
+    pub(super) fn registers_exhausted(&self, f: &FuncInfo, held: usize) -> Error {
         Error::ResourceExhausted {
             budget: "SessionOptions::max_registers",
             message: format!(

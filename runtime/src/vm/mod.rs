@@ -19,6 +19,7 @@ use crate::value::Value;
 #[cfg(test)]
 mod budget_tests;
 pub(crate) mod builtins;
+pub(crate) mod compiled;
 pub mod craft;
 mod interp;
 mod kernel;
@@ -66,6 +67,9 @@ pub struct Session {
     device_program: Option<Arc<program::Program>>,
     /// Device time of each OpenCL launch of the last call, when profiling.
     device_times: Vec<(String, u64)>,
+    /// The cells and lists of compiled Relax functions (`compiled`), made on the first call
+    /// of one.
+    compiled: Option<Box<compiled::CompiledState>>,
 }
 
 /// Stops a running call of one [`Session`] from any thread (docs/untrusted-models.md §4).

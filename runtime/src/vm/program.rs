@@ -43,6 +43,9 @@ pub(crate) struct Program {
     /// A kernel-only library: every entry of `exe.funcs` is a packed entry resolved to a
     /// kernel, and those are the functions callable from outside.
     kernel_library: bool,
+    /// For each function-table entry compiled to native code (`exec_mode="compiled"`), its
+    /// `__vmtir__<name>` (docs/tvm-format.md §3.6); empty when there is none.
+    compiled: Vec<Option<SafeCallFn>>,
 }
 
 impl Program {
@@ -56,7 +59,7 @@ impl Program {
             .iter()
             .enumerate()
             .map(|(i, f)| match f.kind {
-                FuncKind::Vm => Callee::Vm(i as u32),
+                FuncKind::Vm | FuncKind::VmTir => Callee::Vm(i as u32),
                 FuncKind::Packed => {
                     if f.name == SUBGRAPH_FUNCTION {
                         Callee::Subgraph
@@ -73,6 +76,28 @@ impl Program {
                 }
             })
             .collect();
+        // Compiled Relax functions: each runs its library's native `__vmtir__<name>`.
+        let mut compiled = Vec::new();
+        if exe.funcs.iter().any(|f| f.kind == FuncKind::VmTir) {
+            if library.is_dynamically_loaded() {
+                crate::loader::library::ensure_compiled_mode_symbols_visible()?;
+            }
+            compiled = exe
+                .funcs
+                .iter()
+                .map(|f| {
+                    if f.kind != FuncKind::VmTir {
+                        return None;
+                    }
+                    let name = format!("__vmtir__{}", f.name);
+                    let k = library.kernel(&name);
+                    if k.is_none() {
+                        missing.push(name);
+                    }
+                    k
+                })
+                .collect();
+        }
         if !missing.is_empty() {
             return Err(Error::MissingFunctions { names: missing });
         }
@@ -95,6 +120,7 @@ impl Program {
             callees,
             subgraphs,
             kernel_library: false,
+            compiled,
         })
     }
 
@@ -123,6 +149,7 @@ impl Program {
             callees,
             subgraphs: Vec::new(),
             kernel_library: true,
+            compiled: Vec::new(),
         })
     }
 
@@ -157,7 +184,19 @@ impl Program {
             callees,
             subgraphs: Vec::new(),
             kernel_library: false,
+            compiled: self.compiled.clone(),
         })
+    }
+
+    /// The native code of function `fidx`, when it was compiled (`exec_mode="compiled"`).
+    #[inline]
+    pub(crate) fn compiled_function(&self, fidx: usize) -> Option<SafeCallFn> {
+        self.compiled.get(fidx).copied().flatten()
+    }
+
+    /// Whether the Relax functions are native code (`exec_mode="compiled"`).
+    pub(crate) fn is_compiled(&self) -> bool {
+        !self.compiled.is_empty()
     }
 
     /// Whether this is a kernel-only library rather than a Relax executable.

@@ -227,6 +227,7 @@ impl Session {
             device,
             device_program,
             device_times: Vec::new(),
+            compiled: None,
             model,
             pool,
             threads: Arc::new(ThreadPool::new(threads)),
