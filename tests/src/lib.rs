@@ -145,6 +145,30 @@ pub fn check_close(
     }
 }
 
+/// The function the `packed` model's kernel calls by name: dst[i] = 2 * src[i] + 1 on raw
+/// float32 pointers (the same contract as the Python version the zoo registers with TVM).
+pub fn register_scale_shift() {
+    mote::register_function(
+        "mote.zoo.scale_shift",
+        std::sync::Arc::new(|args: &[mote::Arg<'_>]| {
+            let [mote::Arg::OpaquePtr(src), mote::Arg::OpaquePtr(dst), mote::Arg::Int(n)] = *args
+            else {
+                return Err(mote::Error::InvalidArgument(format!(
+                    "unexpected arguments {args:?}"
+                )));
+            };
+            for i in 0..n as usize {
+                // SAFETY: the kernel passes the data pointers of its two float32[8] buffers and 8.
+                unsafe {
+                    let v = *(src as *const f32).add(i);
+                    *(dst as *mut f32).add(i) = 2.0 * v + 1.0;
+                }
+            }
+            Ok(Value::None)
+        }),
+    );
+}
+
 /// Run every case of zoo model `name` (its manifest `entry`) through `model` (the zoo's build,
 /// or another build of the same module) on 1 and 2 threads, twice each in a poisoned session,
 /// against TVM's outputs; a case where TVM raises must give a kernel error with its text.

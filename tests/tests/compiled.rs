@@ -4,32 +4,8 @@
 //! Mote must run each case as TVM does; loading one code-free is refused by name, and the
 //! session's budgets and interrupt reach into the native code through the builtins it calls.
 
-use std::sync::Arc;
-
-use mote::{Arg, Error, LoadOptions, Model, SessionOptions, Value};
+use mote::{Error, LoadOptions, Model, SessionOptions, Value};
 use mote_tests::*;
-
-/// The function the `packed` model's kernel calls by name (as in `zoo.rs`).
-fn register_scale_shift() {
-    mote::register_function(
-        "mote.zoo.scale_shift",
-        Arc::new(|args: &[Arg<'_>]| {
-            let [Arg::OpaquePtr(src), Arg::OpaquePtr(dst), Arg::Int(n)] = *args else {
-                return Err(Error::InvalidArgument(format!(
-                    "unexpected arguments {args:?}"
-                )));
-            };
-            for i in 0..n as usize {
-                // SAFETY: the kernel passes the data pointers of its two float32[8] buffers and 8.
-                unsafe {
-                    let v = *(src as *const f32).add(i);
-                    *(dst as *mut f32).add(i) = 2.0 * v + 1.0;
-                }
-            }
-            Ok(Value::None)
-        }),
-    );
-}
 
 fn compiled_entries() -> Vec<serde_json::Value> {
     let all: Vec<_> = manifest()["models"]
@@ -48,6 +24,16 @@ fn compiled_entries() -> Vec<serde_json::Value> {
     }
     assert!(all.len() >= 12, "{} Relax models in the zoo", all.len());
     all
+}
+
+/// The function and arguments of an entry's first case.
+fn first_case(entry: &serde_json::Value) -> (String, Vec<Value>) {
+    let case = &entry["cases"][0];
+    let args = load_args(case["inputs"].as_str().unwrap())
+        .into_iter()
+        .map(Value::Tensor)
+        .collect();
+    (case["function"].as_str().unwrap().to_string(), args)
 }
 
 fn load_compiled(entry: &serde_json::Value) -> Model {
@@ -118,12 +104,8 @@ fn a_code_free_load_refuses_compiled_functions_by_name() {
 fn the_instruction_budget_counts_builtin_calls() {
     let entry = model_entry("mlp_dyn");
     let model = load_compiled(&entry);
-    let case = &entry["cases"][0];
-    let args: Vec<Value> = load_args(case["inputs"].as_str().unwrap())
-        .into_iter()
-        .map(Value::Tensor)
-        .collect();
-    let function = case["function"].as_str().unwrap();
+    let (function, args) = first_case(&entry);
+    let function = function.as_str();
     let mut needed = None;
     for budget in 1..200u64 {
         let mut s = model
@@ -164,12 +146,8 @@ fn the_instruction_budget_counts_builtin_calls() {
 fn an_interrupt_cancels_a_compiled_call_once() {
     let entry = model_entry("mlp");
     let model = load_compiled(&entry);
-    let case = &entry["cases"][0];
-    let args: Vec<Value> = load_args(case["inputs"].as_str().unwrap())
-        .into_iter()
-        .map(Value::Tensor)
-        .collect();
-    let function = case["function"].as_str().unwrap();
+    let (function, args) = first_case(&entry);
+    let function = function.as_str();
     let mut s = poisoned_session(&model, 1);
     let h = s.interrupt_handle();
     h.interrupt();
@@ -178,7 +156,7 @@ fn an_interrupt_cancels_a_compiled_call_once() {
         .call(function, &args)
         .expect("the next call runs")
         .flatten_tensors();
-    let want = load_outputs(case["expected"].as_str().unwrap());
+    let want = load_outputs(entry["cases"][0]["expected"].as_str().unwrap());
     assert_close(
         "mlp (compiled) after an interrupt",
         &out[0],
@@ -195,12 +173,8 @@ fn bad_arguments_are_typed_errors() {
     let entry = model_entry("mlp");
     let model = load_compiled(&entry);
     let mut s = model.session().unwrap();
-    let case = &entry["cases"][0];
-    let args: Vec<Value> = load_args(case["inputs"].as_str().unwrap())
-        .into_iter()
-        .map(Value::Tensor)
-        .collect();
-    let function = case["function"].as_str().unwrap();
+    let (function, args) = first_case(&entry);
+    let function = function.as_str();
     assert!(matches!(
         s.call(function, &[]),
         Err(Error::ArgumentCount { .. })

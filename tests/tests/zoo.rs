@@ -1,31 +1,8 @@
 //! Every zoo model, run through Mote, matches TVM's own `relax.VirtualMachine` outputs; the
 //! kernel-only libraries (`gemm`, `kernels`) match TVM's own `lib[kernel](...)` calls.
 
-use mote::{Arg, DType, Error, Model, Session, Tensor, Value};
+use mote::{DType, Error, Model, Session, Tensor, Value};
 use mote_tests::*;
-
-/// The function the `packed` model's kernel calls by name: dst[i] = 2 * src[i] + 1 on raw
-/// float32 pointers (the same contract as the Python version the zoo registers with TVM).
-fn register_scale_shift() {
-    mote::register_function(
-        "mote.zoo.scale_shift",
-        std::sync::Arc::new(|args: &[Arg<'_>]| {
-            let [Arg::OpaquePtr(src), Arg::OpaquePtr(dst), Arg::Int(n)] = *args else {
-                return Err(mote::Error::InvalidArgument(format!(
-                    "unexpected arguments {args:?}"
-                )));
-            };
-            for i in 0..n as usize {
-                // SAFETY: the kernel passes the data pointers of its two float32[8] buffers and 8.
-                unsafe {
-                    let v = *(src as *const f32).add(i);
-                    *(dst as *mut f32).add(i) = 2.0 * v + 1.0;
-                }
-            }
-            Ok(Value::None)
-        }),
-    );
-}
 
 fn run_model(name: &str) {
     register_scale_shift();
