@@ -281,11 +281,12 @@ impl ConvPlan {
         self.kh * self.kw * self.cg()
     }
     fn pointwise(&self) -> bool {
-        self.kh == 1
-            && self.kw == 1
-            && self.strides == [1, 1]
-            && self.padding == [0; 4]
-            && self.groups == 1
+        self.one_by_one() && self.groups == 1
+    }
+    /// A 1x1 convolution at stride 1 without padding: in NHWC its input is already the GEMM's
+    /// left operand, each group's the rows' slice of `cg` channels (`nhwc_pieces`).
+    fn one_by_one(&self) -> bool {
+        self.kh == 1 && self.kw == 1 && self.strides == [1, 1] && self.padding == [0; 4]
     }
 
     /// Repack a weight (OHWI for NHWC, OIHW for NCHW) for [`ConvPlan::run`].
@@ -399,8 +400,8 @@ impl ConvPlan {
             bias: epi.bias.map(|b| &b[g * og..(g + 1) * og]),
             ..epi
         };
-        self.nhwc_pieces(x, y, post, |g, rows, a, k, c| {
-            packed::gemm(rows, a, k, &w[g], c, o, group_epi(g))
+        self.nhwc_pieces(x, y, post, |g, rows, a, lda, c| {
+            packed::gemm(rows, a, lda, &w[g], c, o, group_epi(g))
         })
     }
 
@@ -633,17 +634,19 @@ impl ConvPlan {
     /// packed ones); see [`ConvPlan::nhwc_pieces`].
     fn gemm_nhwc<T: Num>(&self, x: &[T], w: &[T], y: &mut [T], post: Post<'_, T>) -> Result<()> {
         let (o, og, kdim) = (self.o, self.og(), self.kdim());
-        self.nhwc_pieces(x, y, post, |g, rows, a, k, c| {
+        self.nhwc_pieces(x, y, post, |g, rows, a, lda, c| {
             let wg = &w[g * kdim * og..(g + 1) * kdim * og];
-            T::gemm_isa(self.isa, rows, k, og, a, k, wg, og, c, o)
+            T::gemm_isa(self.isa, rows, kdim, og, a, lda, wg, og, c, o)
         })
     }
 
     /// The pieces of an NHWC convolution as GEMMs: blocks of output pixels (contiguous rows of
-    /// `y`), spread over the pool. For each piece and group `g`, `gemm(g, rows, a, k, c)` must
-    /// write `c[rows, og]` (row stride `o`, starting at the group's first channel) = `a[rows,
-    /// k]` (dense) times the group's weight: `a` is the input itself for a 1x1 stride-1
-    /// convolution, else the piece's im2col rows. `post` runs on each finished piece.
+    /// `y`), spread over the pool. For each piece and group `g`, `gemm(g, rows, a, lda, c)`
+    /// must write `c[rows, og]` (row stride `o`, starting at the group's first channel) =
+    /// `a[rows, kdim]` (row stride `lda`) times the group's weight: `a` is the input itself
+    /// (from the group's first channel, `lda` = `c`) for a 1x1 stride-1 convolution, grouped
+    /// or not, else the piece's im2col rows (`lda` = `kdim`). `post` runs on each finished
+    /// piece.
     fn nhwc_pieces<T: Num>(
         &self,
         x: &[T],
@@ -655,13 +658,18 @@ impl ConvPlan {
         let pix = self.oh * self.ow;
         let (og, kdim) = (self.og(), self.kdim());
         let threads = crate::host::threadpool::current_parallelism();
-        if self.pointwise() {
-            // The input is the im2col matrix already: [n * pix, c]. Larger pieces than for
-            // im2col: there is no column buffer to keep in cache.
+        if self.one_by_one() {
+            // The input is the im2col matrix already: [n * pix, c], group g's columns from
+            // g * cg (grouped 1x1 convolutions, as in ShuffleNet, copy nothing either). Larger
+            // pieces than for im2col: there is no column buffer to keep in cache.
+            let cg = self.cg();
             let bs = (self.n * pix).div_ceil(threads).clamp(1, PW_BLOCK);
             let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(bs * o).enumerate().collect();
             return for_each_piece(pieces, |(j, yrows)| {
-                gemm(0, yrows.len() / o, &x[j * bs * c..], c, yrows)?;
+                let rows = yrows.len() / o;
+                for g in 0..self.groups {
+                    gemm(g, rows, &x[j * bs * c + g * cg..], c, &mut yrows[g * og..])?;
+                }
                 if let Some(f) = post {
                     f(yrows);
                 }
@@ -2183,6 +2191,11 @@ mod tests {
             // channels (dw.rs: NEON's kernel-row loop), and with 4 channels left over.
             (1, 16, 12, 14, 16, 3, 1, 1, 16, 1),
             (1, 20, 7, 10, 20, 3, 1, 1, 20, 1),
+            // Grouped 1x1 convolutions (ShuffleNet v1's, groups 3 and 8): NHWC reads each
+            // group's channels in place, rows `c` apart.
+            (2, 12, 7, 9, 24, 1, 1, 0, 3, 1),
+            (1, 24, 5, 6, 16, 1, 1, 0, 8, 1),
+            (1, 60, 9, 9, 33, 1, 1, 0, 3, 1),
         ];
         let mut packed_runs = 0;
         for &isa in isa::supported() {
