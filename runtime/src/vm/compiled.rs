@@ -629,10 +629,9 @@ impl Session {
             // the frame while the native code runs.
             unsafe { native(std::ptr::null_mut(), call.as_ptr(), 4, &mut result) }
         };
-        // SAFETY: the native call has ended; the session is ours again.
-        let this = unsafe { &mut *session };
-        this.depth -= 1;
-        let state = this.compiled.as_mut().expect("kept while calls run");
+        // The native call has ended: the session is reached through `self` again.
+        self.depth -= 1;
+        let state = self.compiled.as_mut().expect("kept while calls run");
         state.regs_held -= rfs;
         let out = if rc == 0 {
             state
