@@ -591,7 +591,10 @@ impl Session {
         if held.saturating_add(rfs) > self.budget.max_registers {
             return Err(self.registers_exhausted(f, held));
         }
-        let state = self.compiled.as_mut().expect("made above");
+        let state = self
+            .compiled
+            .as_mut()
+            .ok_or_else(|| list_error("no compiled state".into()))?;
         let mut regs = vec![FfiAny::NONE; rfs];
         for (r, a) in regs.iter_mut().zip(args) {
             match state.cells.make(a.clone(), Owner::Register) {
@@ -631,7 +634,11 @@ impl Session {
         };
         // The native call has ended: the session is reached through `self` again.
         self.depth -= 1;
-        let state = self.compiled.as_mut().expect("kept while calls run");
+        // Nothing replaces the state while a call runs; without it no cell is left to release.
+        let state = self
+            .compiled
+            .as_mut()
+            .ok_or_else(|| list_error("no compiled state after the call".into()))?;
         state.regs_held -= rfs;
         let out = if rc == 0 {
             state
