@@ -31,6 +31,17 @@ pub(crate) struct Hop {
 }
 
 impl Hop {
+    /// A hop to `host:port`, matching `key`, whose `kInitServer` carries `init_args` (the
+    /// client of `crate::client` connects through this too).
+    pub(crate) fn new(host: String, port: u16, key: String, init_args: Vec<Arg>) -> Hop {
+        Hop {
+            host,
+            port,
+            key,
+            init_args,
+        }
+    }
+
     /// `host:port`, bracketing an IPv6 address.
     pub(crate) fn name(&self) -> String {
         join_host_port(&self.host, self.port)
