@@ -81,7 +81,8 @@ pub struct Server;
 
 impl Server {
     /// Defaults: listen mode on 127.0.0.1, any free port, key `""`, any peer, 4 sessions (1 in
-    /// tracker mode), a temporary sandbox root, [`Limits::default`], no idle timeout, 10 s for the handshake.
+    /// tracker mode), a temporary sandbox root, [`Limits::default`], no idle timeout, 10 s for
+    /// the handshake, the process's registered functions not served.
     pub fn builder() -> ServerBuilder {
         ServerBuilder {
             host: "127.0.0.1".into(),
@@ -200,6 +201,18 @@ impl ServerBuilder {
     /// this says (docs/rpc.md "Timeouts").
     pub fn max_instructions(mut self, n: u64) -> Self {
         self.config.max_instructions = n;
+        self
+    }
+    /// Let clients look up and call the functions registered in this process with
+    /// `mote::register_function` (default `false`), as TVM's server serves its process's
+    /// global functions: `remote.get_function("test.rpc.addone")` then finds the function
+    /// registered under that name, resolved when the client looks it up; the server's own
+    /// functions keep their names. Off, a registered name is unknown to clients (TVM's client
+    /// raises `AttributeError`). A registered function runs on the session's thread with
+    /// whatever rights the process has, so turn this on only for functions fit for the
+    /// clients who can reach the server (docs/rpc.md "Global functions").
+    pub fn serve_registered_functions(mut self, on: bool) -> Self {
+        self.config.serve_registered_functions = on;
         self
     }
 

@@ -67,6 +67,11 @@ pub struct SessionConfig {
     /// `rpc.Connect` (docs/rpc.md "Chained sessions"); empty, the default: chaining is
     /// refused. A host is compared as written (without case), not resolved.
     pub allow_hops: Vec<String>,
+    /// Answer `kGetGlobalFunc` with the functions registered in the server's process
+    /// (`mote::register_function`) besides the server's own (docs/rpc.md "Global functions"):
+    /// a client can then call them, as tvm4j's RPC tests call a function the Java app
+    /// registered. Default `false`: only the server's own functions exist for clients.
+    pub serve_registered_functions: bool,
 }
 
 impl SessionConfig {
@@ -88,6 +93,7 @@ impl Default for SessionConfig {
             handshake_timeout: Duration::from_secs(10),
             max_instructions: mote::DEFAULT_MAX_INSTRUCTIONS,
             allow_hops: Vec::new(),
+            serve_registered_functions: false,
         }
     }
 }
@@ -141,6 +147,25 @@ pub enum RequestError {
     /// A protocol feature Mote's server does not implement.
     #[error("not supported: {0}")]
     Unsupported(String),
+    /// An argument a function registered in the server's process cannot take over RPC
+    /// (docs/rpc.md "Global functions"); `index` counts from 0.
+    #[error("{function}: argument {index}: {reason}")]
+    Argument {
+        /// The registered function's name.
+        function: String,
+        /// The argument's position.
+        index: usize,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// A function registered in the server's process panicked; the session goes on.
+    #[error("the registered function {function} panicked: {message}")]
+    Panicked {
+        /// The registered function's name.
+        function: String,
+        /// The panic's message, when it was a string.
+        message: String,
+    },
 }
 
 /// Decides whether a client's key is accepted, and what the server answers.

@@ -7,13 +7,17 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::rc::Rc;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use mote::device::{DeviceQueue, DeviceStorage};
-use mote::{DType, DeviceTensor, Function, Model, Session, SessionOptions, Storage, Tensor, Value};
+use mote::{
+    DType, DeviceTensor, Function, Model, PackedFunc, Session, SessionOptions, Storage, Tensor,
+    Value,
+};
 use serde_json::json;
 
 use crate::interrupt::Calls;
@@ -363,6 +367,15 @@ enum Obj {
     },
     /// Any other returned object (tuple, shape, closure).
     Value(Value),
+    /// A function registered in the server's process (`mote::register_function`), served with
+    /// `serve_registered_functions` (docs/rpc.md "Global functions"). Resolved once, when the
+    /// client looked it up, as TVM's server resolves a global function: a later registration
+    /// under the same name is seen by a new lookup, not by this handle.
+    Registered {
+        /// The name it was looked up by, for error messages.
+        name: String,
+        f: PackedFunc,
+    },
 }
 
 /// Memory a data id names: host memory, or memory on one of the machine's OpenCL devices
@@ -815,7 +828,16 @@ impl<'c> State<'c> {
                 let name = str_arg(&args, 0, "kGetGlobalFunc")?;
                 let h = match Global::lookup(name) {
                     Some(g) => self.insert(Obj::Global(g))?,
-                    None => 0,
+                    // The server's own names come first; then, when the server serves them,
+                    // the functions registered in its process (docs/rpc.md "Global
+                    // functions").
+                    None => match self.registered(name) {
+                        Some(f) => self.insert(Obj::Registered {
+                            name: name.to_owned(),
+                            f,
+                        })?,
+                        None => 0,
+                    },
                 };
                 ret1(Arg::OpaquePtr(h))
             }
@@ -1272,6 +1294,104 @@ impl<'c> State<'c> {
         args.iter().map(|a| self.value_of(a)).collect()
     }
 
+    /// The function registered in the process under `name`, when this server serves them.
+    fn registered(&self, name: &str) -> Option<PackedFunc> {
+        if !self.config.serve_registered_functions {
+            return None;
+        }
+        mote::lookup_function(name)
+    }
+
+    /// Argument `index` of a call to the registered function `function`, as a runtime value:
+    /// what [`State::value_of`] makes of it for a model (tensor records become views of the
+    /// session's memory, returned tensors and objects are passed back), except what a
+    /// registered function has no use for or Mote's values cannot hold, refused naming the
+    /// argument: bytes and devices (no such values), raw handles, and handles of functions,
+    /// closures and modules (they run only through this session).
+    fn registered_arg(&self, function: &str, index: usize, a: &Arg) -> Res<Value> {
+        let refuse = |reason: String| RequestError::Argument {
+            function: function.to_owned(),
+            index,
+            reason,
+        };
+        match a {
+            Arg::Bytes(_) | Arg::ByteArray(_) => Err(refuse(
+                "bytes cannot be passed to a registered function (Mote's values have no bytes \
+                 type); pass a string or a tensor"
+                    .into(),
+            )),
+            Arg::Device(d) => Err(refuse(format!(
+                "a device ({}, {}) cannot be passed to a registered function (Mote's values \
+                 have no device type)",
+                d.device_type, d.device_id
+            ))),
+            Arg::OpaquePtr(_) => Err(refuse(
+                "a raw handle cannot be passed to a registered function".into(),
+            )),
+            Arg::Module(_) => Err(refuse(
+                "a module cannot be passed to a registered function".into(),
+            )),
+            Arg::Function(h) | Arg::ObjectRef { handle: h, .. } => match self.obj(*h) {
+                Ok(Obj::Tensor { .. } | Obj::DeviceTensor { .. } | Obj::Value(_)) => {
+                    self.value_of(a).map_err(|e| refuse(e.to_string()))
+                }
+                Ok(_) => Err(refuse(format!(
+                    "handle {h:#x} is a function, closure, module or timer, which cannot be \
+                     passed to a registered function"
+                ))),
+                Err(e) => Err(refuse(e.to_string())),
+            },
+            other => self.value_of(other).map_err(|e| refuse(e.to_string())),
+        }
+    }
+
+    /// kCallFunc on a registered function (docs/rpc.md "Global functions"): the arguments as
+    /// a model call gets them, the result as a model call returns it. An error of the function
+    /// is the call's error, as when a model calls it (`Error::Callback`); a panic is caught
+    /// and answered as an error. Either way the session goes on.
+    fn call_registered(&mut self, name: &str, f: &PackedFunc, args: &[Arg]) -> Res<Ret> {
+        let values = args
+            .iter()
+            .enumerate()
+            .map(|(i, a)| self.registered_arg(name, i, a))
+            .collect::<Res<Vec<_>>>()?;
+        // A registered function has no interrupt handle: a session that is ending does not
+        // start it, but one that has started runs to its end (docs/rpc.md "Timeouts").
+        if self.calls.ending() {
+            return Err(RequestError::Mote(mote::Error::Cancelled));
+        }
+        let views: Vec<mote::Arg<'_>> = values.iter().map(mote::Arg::from_value).collect();
+        // The function is the embedder's code: a panic in it must not end the session thread
+        // (and with it the session). Nothing of the session's state is borrowed by the call,
+        // so none can be left half-updated by the unwind.
+        let r = catch_unwind(AssertUnwindSafe(|| f(&views)));
+        drop(views);
+        drop(values);
+        match r {
+            Ok(Ok(v)) => self.ret_of(v),
+            // The same error a model's call of it gives (the VM names the function likewise).
+            Ok(Err(e @ mote::Error::Callback { .. })) => Err(e.into()),
+            Ok(Err(e)) => Err(RequestError::Mote(mote::Error::Callback {
+                name: name.to_owned(),
+                message: e.to_string(),
+            })),
+            Err(payload) => {
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "(no message)".into());
+                // Dropping a payload runs its destructor, which could panic in turn.
+                let _ = catch_unwind(AssertUnwindSafe(|| drop(payload)));
+                log::error!("the registered function {name} panicked: {message}");
+                Err(RequestError::Panicked {
+                    function: name.to_owned(),
+                    message,
+                })
+            }
+        }
+    }
+
     /// Registers a returned tensor: a handle owning it and a data id naming its storage.
     fn register_tensor(&mut self, t: Tensor) -> Res<(WireTensor, u64)> {
         let mem = Mem::Host(t.storage().clone());
@@ -1403,6 +1523,7 @@ impl<'c> State<'c> {
                 let r = call_closure(&module, &f, &values, self.calls)?;
                 self.ret_of_from(r, &module)
             }
+            Obj::Registered { name, f } => self.call_registered(&name, &f, args),
             _ => Err(RequestError::Invalid(format!(
                 "handle {h:#x} is not a function"
             ))),

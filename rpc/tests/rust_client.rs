@@ -75,6 +75,10 @@ impl Drop for Py {
             libc::kill(-pgid, libc::SIGKILL);
         }
         let _ = self.0.wait();
+        // The log is kept for a failing test to point at; a passing one leaves nothing behind.
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_file(&self.1);
+        }
     }
 }
 
