@@ -66,6 +66,10 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 ROOT=$(git -C "$HERE" rev-parse --show-toplevel 2>/dev/null || (cd "$HERE/.." && pwd -P))
+# The trixie builds' target folder (scripts/in-trixie.sh); the unwinder and the linker
+# wrappers are kept inside it too.
+export MOTE_CACHE=${MOTE_CACHE:-$HOME/.cache/mote}
+TRIXIE_TARGET=${MOTE_TRIXIE_TARGET:-$MOTE_CACHE/target-trixie}
 cd "$ROOT"
 
 RPC=0 SELECTIVE=0 SELECTED=""
@@ -148,14 +152,16 @@ else
   # The unwinder (see above): a static library built for the same target, linked as -lunwind.
   log "the unwinder (bindings-java/android/unwind) for $TARGET"
   (cd "$ROOT/bindings-java/android/unwind" && "$HERE/in-trixie.sh" env RUSTC_BOOTSTRAP=1 \
-    CARGO_TARGET_DIR="$ROOT/target/trixie-unwind" \
+    CARGO_TARGET_DIR="$TRIXIE_TARGET/unwind" \
     cargo build --locked --release -Zbuild-std=core,compiler_builtins --target "$TARGET") \
     || die "building the unwinder for $TARGET failed"
-  UNWIND_LIB="$ROOT/target/trixie-unwind/$TARGET/release/libmote_android_unwind.a"
+  UNWIND_LIB="$TRIXIE_TARGET/unwind/$TARGET/release/libmote_android_unwind.a"
   [ -f "$UNWIND_LIB" ] || die "no $UNWIND_LIB"
   # One wrapper per ABI for both variants: cargo fingerprints the linker's path, and a second
   # path would rebuild the standard library and every dependency at each switch of variant.
-  WRAP="$ROOT/target/android/$ABI/ld-wrapper.sh"
+  # It lives beside the target folder (in the cache), so that every checkout uses the same
+  # path; its text depends on nothing but the ABI (the rest comes in through MOTE_ANDROID_*).
+  WRAP="$TRIXIE_TARGET/android-ld/$ABI/ld-wrapper.sh"
   mkdir -p "$(dirname "$WRAP")"
   # The linker rustc calls; runs in the chroot.
   cat >"$WRAP" <<'WRAPPER'
@@ -247,10 +253,10 @@ WRAPPER
 fi
 
 dir=$PROFILE; [ "$PROFILE" = dev ] && dir=debug
-built="$ROOT/target/trixie/$TARGET/$dir/libmote_java.so"
+built="$TRIXIE_TARGET/$TARGET/$dir/libmote_java.so"
 # Always relink (a few seconds): cargo does not see changes of the linker wrapper or of the
 # stubs, and the import lists below must come from this link.
-rm -f "$built" "$ROOT/target/trixie/$TARGET/$dir/deps/libmote_java.so" "$OUT/link/imports.txt"
+rm -f "$built" "$TRIXIE_TARGET/$TARGET/$dir/deps/libmote_java.so" "$OUT/link/imports.txt"
 
 log "cargo rustc -p mote-java ${FEATURES[*]} --target $TARGET ($PROFILE) in the trixie chroot"
 start=$(date +%s)

@@ -59,7 +59,7 @@ size[so_x86_64]=$(size_of "$work/libmote-x86_64.so")
 
 log "aarch64 Linux: libmote.so and libmote_ffi.a (release, trixie's Rust)"
 scripts/in-trixie.sh cargo build --release --locked --target aarch64-unknown-linux-gnu -p mote-ffi >&2
-a64="$root/target/trixie/aarch64-unknown-linux-gnu/release"
+a64="${MOTE_TRIXIE_TARGET:-$cache/target-trixie}/aarch64-unknown-linux-gnu/release"
 a64_strip "$a64/libmote_ffi.so" "$work/libmote-aarch64.so"
 size[so_aarch64]=$(size_of "$work/libmote-aarch64.so")
 

@@ -7,7 +7,11 @@
 #   same absolute paths inside, as are /tmp, /dev, /proc and /sys; the working directory is kept.
 # - All mounts live in a private mount namespace: they vanish when CMD ends.
 # - Inside: trixie's Rust 1.85 with CARGO_HOME=$MOTE_CACHE/cargo-trixie and
-#   CARGO_TARGET_DIR=<project>/target/trixie, aarch64 cross linker + qemu-aarch64 runner.
+#   CARGO_TARGET_DIR=$MOTE_TRIXIE_TARGET (default $MOTE_CACHE/target-trixie: kept between
+#   checkouts, so a fresh clone reuses the standard library that -Zbuild-std built and the
+#   dependencies; cargo's fingerprints decide what is rebuilt, and each clone's own crates are
+#   rebuilt since their path differs), aarch64 cross linker + qemu-aarch64 runner. Two checkouts
+#   building at the same time share its output files: run one at a time.
 # - Also bound: MOTE_ZOO_DIR and the directories in MOTE_TRIXIE_BINDS, if outside those.
 # - Passed through: MOTE_*, CI*, RUST_BACKTRACE, RUST_LOG, RUST_TEST_THREADS, TERM, NO_COLOR,
 #   CARGO_TERM_*, proxies; plus any names listed in MOTE_TRIXIE_ENV (space-separated).
@@ -28,6 +32,9 @@ export MOTE_CACHE=${MOTE_CACHE:-$HOME/.cache/mote}
 mkdir -p "$MOTE_CACHE"
 MOTE_CACHE=$(cd "$MOTE_CACHE" && pwd -P)
 
+TRIXIE_TARGET=${MOTE_TRIXIE_TARGET:-$MOTE_CACHE/target-trixie}
+mkdir -p "$TRIXIE_TARGET"
+
 CHROOT=$("$HERE/trixie.sh" | tail -n 1)
 [ -d "$CHROOT" ] || { echo "in-trixie: no chroot at '$CHROOT'" >&2; exit 1; }
 
@@ -41,7 +48,7 @@ ENVS=(
   "MOTE_CACHE=$MOTE_CACHE"
   "MOTE_ROOT=$ROOT"
   "CARGO_HOME=$MOTE_CACHE/cargo-trixie"
-  "CARGO_TARGET_DIR=$ROOT/target/trixie"
+  "CARGO_TARGET_DIR=$TRIXIE_TARGET"
   "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc"
   "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=/usr/lib/aarch64-linux-gnu${MOTE_QEMU_LIBRARY_PATH:+:$MOTE_QEMU_LIBRARY_PATH}"
   "CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc"
@@ -71,9 +78,9 @@ system_path() {
   esac
   return 1
 }
-# Extra directories: MOTE_TRIXIE_BINDS (space-separated), MOTE_ZOO_DIR, and the working
-# directory, unless already visible.
-for d in ${MOTE_TRIXIE_BINDS:-} "${MOTE_ZOO_DIR:-}" "$CWD"; do
+# Extra directories: MOTE_TRIXIE_BINDS (space-separated), MOTE_ZOO_DIR, the target folder and
+# the working directory, unless already visible.
+for d in ${MOTE_TRIXIE_BINDS:-} "${MOTE_ZOO_DIR:-}" "$TRIXIE_TARGET" "$CWD"; do
   if [ -z "$d" ] || [ ! -d "$d" ]; then continue; fi
   d=$(cd "$d" && pwd -P)
   if ! system_path "$d" && ! visible "$d"; then

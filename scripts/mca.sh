@@ -6,7 +6,7 @@
 #   scripts/mca.sh                     (as root: it uses scripts/in-trixie.sh)
 #
 # 1. Builds (or reuses) `mote` for aarch64-unknown-linux-gnu in release, in the trixie chroot
-#    (target/trixie), and disassembles libmote.rlib with llvm-objdump-19.
+#    ($MOTE_CACHE/target-trixie, scripts/in-trixie.sh), and disassembles libmote.rlib with llvm-objdump-19.
 # 2. For each kernel (a function name, below), finds the innermost loops of the function's
 #    control-flow graph (natural loops holding no other loop) and takes the one with the most
 #    FMA-class instructions (fmla/fmls/sdot/udot); a loop with branches inside is walked along
@@ -82,7 +82,7 @@ PEERS=(
   "xnn-qs8-4x16c4|qs8 4x16c4 (16 k/iter)|src/qs8-qc8w-gemm/gen/qs8-qc8w-gemm-4x16c4-minmax-fp32-asm-aarch64-neondot-ld128.S|xnn_qs8_qc8w_gemm_minmax_fp32_ukernel_4x16c4__asm_aarch64_neondot_ld128|qgemm-sdot"
 )
 
-RLIB=$ROOT/target/trixie/aarch64-unknown-linux-gnu/release/libmote.rlib
+RLIB=${MOTE_TRIXIE_TARGET:-${MOTE_CACHE:-$HOME/.cache/mote}/target-trixie}/aarch64-unknown-linux-gnu/release/libmote.rlib
 if [ "${MOTE_MCA_NO_BUILD:-0}" != 1 ]; then
   log "building mote for aarch64 (release, trixie chroot)"
   (cd "$ROOT" && "$TRIXIE" cargo build --release --locked --target aarch64-unknown-linux-gnu -p mote >&2)

@@ -16,6 +16,8 @@ set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 ROOT=$(cd "$HERE/.." && pwd -P)
+# The unwinder is built where scripts/build-android-so.sh builds it (scripts/in-trixie.sh).
+TRIXIE_TARGET=${MOTE_TRIXIE_TARGET:-${MOTE_CACHE:-$HOME/.cache/mote}/target-trixie}
 cd "$ROOT"
 
 # shellcheck source=lib/checks.sh
@@ -26,8 +28,8 @@ mkdir -p "$OUT"
 for pair in "x86_64-unknown-linux-gnu x86_64-linux-gnu" "aarch64-unknown-linux-gnu aarch64-linux-gnu"; do
   read -r triple gnu <<<"$pair"
   arch=${triple%%-*}
-  lib="$ROOT/target/trixie-unwind/$triple/release/libmote_android_unwind.a"
-  if ! (cd bindings-java/android/unwind && "$HERE/in-trixie.sh" env RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$ROOT/target/trixie-unwind" \
+  lib="$TRIXIE_TARGET/unwind/$triple/release/libmote_android_unwind.a"
+  if ! (cd bindings-java/android/unwind && "$HERE/in-trixie.sh" env RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$TRIXIE_TARGET/unwind" \
         cargo build --locked --release -Zbuild-std=core,compiler_builtins --target "$triple") >"$OUT/$arch-archive.log" 2>&1; then
     tail -n 20 "$OUT/$arch-archive.log"
     check "$arch: unwinder archive built" 1; continue

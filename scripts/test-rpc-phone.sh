@@ -46,7 +46,7 @@ print(','.join(x['name'] for x in m if x.get('partition') == 'acl'))" "$OZOO/man
 log "building the aarch64 mote CLI (trixie Rust 1.85)"
 "$HERE/in-trixie.sh" cargo build --locked --target aarch64-unknown-linux-gnu -p mote-cli >&2 \
   || die "aarch64 build of mote-cli failed"
-MOTE_BIN="$ROOT/target/trixie/aarch64-unknown-linux-gnu/debug/mote"
+MOTE_BIN="${MOTE_TRIXIE_TARGET:-$MOTE_CACHE/target-trixie}/aarch64-unknown-linux-gnu/debug/mote"
 [ -x "$MOTE_BIN" ] || die "no $MOTE_BIN"
 
 port=$("$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -25,6 +25,14 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 export MOTE_CACHE="${MOTE_CACHE:-$HOME/.cache/mote}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# The trixie builds' target folder lives in the cache (scripts/in-trixie.sh), so that a fresh
+# clone reuses the standard library -Zbuild-std made and the dependencies. Every commit adds its
+# own crates' artifacts there: past 16 GiB it is emptied and rebuilt from scratch.
+trixie_target="${MOTE_TRIXIE_TARGET:-$MOTE_CACHE/target-trixie}"
+if [ -d "$trixie_target" ] && [ "$(du -s --block-size=1G "$trixie_target" | cut -f1)" -gt 16 ]; then
+    echo "test.sh: $trixie_target is over 16 GiB: emptied" >&2
+    rm -rf "$trixie_target"
+fi
 
 results=()
 # Each step's header names the free disk: a full disk fails builds in ways that look unrelated.
