@@ -39,6 +39,8 @@ mod logging;
 pub mod natives;
 #[cfg(feature = "rpc")]
 pub mod rpc;
+#[cfg(feature = "rpc")]
+mod rpc_client;
 pub mod rpc_layout;
 mod session_pool;
 #[cfg(feature = "test-hooks")]

@@ -1,13 +1,20 @@
-//! The JNI entries of `org.mote.rpc.Server`: Mote's RPC server (`mote-rpc`, docs/rpc.md
-//! "Three ways to serve") started, observed and stopped from Java. Each `/// java:` line is the
-//! exact declaration of the function below it in the package-private class
-//! `org.mote.rpc.RpcBridge`, generated like `org.mote.NativeBridge` (`scripts/java-natives.sh`).
+//! The JNI entries of `org.mote.rpc`: Mote's RPC server (`mote-rpc`, docs/rpc.md "Three ways
+//! to serve") started, observed and stopped from Java (`Server`), and the RPC client
+//! (`RemoteSession`, `RemoteFunction`, `RemoteModule`; the objects and translations behind
+//! those entries are in `rpc_client`). Each `/// java:` line is the exact declaration of the
+//! function below it in the package-private class `org.mote.rpc.RpcBridge`, generated like
+//! `org.mote.NativeBridge` (`scripts/java-natives.sh`).
 //!
 //! A server is a [`ServerH`] behind a Java `long` handle. Java serialises `serverStop` calls and
 //! frees the handle only after the last call using it returned (a read/write lock in `Server`).
 //! A state snapshot crosses as a `long[]` (indexes `S_*`) and a `String[]` filled in place
 //! (indexes `T_*`); both index tables are generated into `RpcBridge`, so the two sides cannot
 //! disagree.
+//!
+//! A client session is a [`ClientH`] and each function or module on the server a [`RefH`],
+//! each behind a handle one Java object owns (`org.mote.rpc.NativeHandle`: freed once, after
+//! every call using it returned). No handle borrows another: a [`RefH`] holds its own clone of
+//! the session's client.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -15,13 +22,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use jni::objects::{JClass, JLongArray, JObjectArray, JString};
-use jni::sys::{jint, jlong};
+use jni::objects::{JByteArray, JClass, JDoubleArray, JLongArray, JObject, JObjectArray, JString};
+use jni::sys::{jboolean, jint, jlong};
 use jni::{Env, EnvUnowned};
 use mote_rpc::proxy::ProxyState;
 use mote_rpc::tracker::TrackerState;
 use mote_rpc::{Server, ServerHandle, ServerStats};
 
+use crate::rpc_client::{client_err, read_args, result, ClientH, RefH};
 use crate::rpc_layout::{Num, Text, MODE_LISTEN, MODE_PROXY, MODE_TRACKER, NUMS, TEXTS};
 use crate::{entry, free_handle, handle_ref, into_handle, JErr};
 
@@ -163,7 +171,7 @@ fn io_err(what: &str, e: std::io::Error) -> JErr {
     }
 }
 
-/// java: static native long serverStart(String host, int port, String key, String[] allow, int maxSessions, String sandbox, int mode, String modeAddress, String customAddress, int sessionThreads, long idleTimeoutMillis);
+/// java: static native long serverStart(String host, int port, String key, String[] allow, int maxSessions, String sandbox, int mode, String modeAddress, String customAddress, int sessionThreads, long idleTimeoutMillis, boolean serveRegistered);
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_org_mote_rpc_RpcBridge_serverStart<'l>(
@@ -180,6 +188,7 @@ pub extern "system" fn Java_org_mote_rpc_RpcBridge_serverStart<'l>(
     custom_address: JString<'l>,
     session_threads: jint,
     idle_timeout_millis: jlong,
+    serve_registered: jboolean,
 ) -> jlong {
     entry(&mut env, |env| {
         let host = opt_string(env, &host)?.ok_or_else(|| JErr::Arg("host is null".into()))?;
@@ -236,6 +245,9 @@ pub extern "system" fn Java_org_mote_rpc_RpcBridge_serverStart<'l>(
             })?;
             b = b.idle_timeout(Duration::from_millis(ms));
         }
+        // The functions registered in this process (`Function.register`, from Java or native
+        // code) for clients too (docs/rpc.md "Global functions"): off unless asked for.
+        b = b.serve_registered_functions(serve_registered);
         let what = match mode {
             MODE_PROXY => "RPC server (proxy mode)".to_string(),
             _ => format!("RPC server on {host}:{port}"),
@@ -308,6 +320,247 @@ pub extern "system" fn Java_org_mote_rpc_RpcBridge_serverFree<'l>(
         // SAFETY: Java frees each handle once, after every other call using it returned.
         // Dropping a server that is still running stops it (ServerHandle's Drop).
         unsafe { free_handle::<ServerH>(server) };
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The client: org.mote.rpc.RemoteSession, RemoteFunction, RemoteModule
+
+fn client_ref<'a>(client: jlong) -> Result<&'a ClientH, JErr> {
+    // SAFETY: Java passes the handle of a session it has not freed and frees it only after
+    // every call using it returned (RemoteSession's NativeHandle).
+    unsafe { handle_ref::<ClientH>(client, "RemoteSession") }
+}
+
+fn remote_ref<'a>(r: jlong, what: &str) -> Result<&'a RefH, JErr> {
+    // SAFETY: as in client_ref, for a RemoteFunction's or RemoteModule's handle.
+    unsafe { handle_ref::<RefH>(r, what) }
+}
+
+fn name_of(env: &Env<'_>, s: &JString<'_>, what: &str) -> Result<String, JErr> {
+    opt_string(env, s)?.ok_or_else(|| JErr::Arg(format!("{what} is null")))
+}
+
+/// java: static native boolean rpcAvailable();
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_rpcAvailable<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+) -> jboolean {
+    // Its existence is the answer: a library built without the `rpc` feature lacks it, and
+    // Java's call then fails with UnsatisfiedLinkError.
+    entry(&mut env, |_| Ok(true))
+}
+
+/// java: static native long clientConnect(String host, int port, String key, long connectTimeoutMillis);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_clientConnect<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    host: JString<'l>,
+    port: jint,
+    key: JString<'l>,
+    connect_timeout_millis: jlong,
+) -> jlong {
+    entry(&mut env, |env| {
+        let host = name_of(env, &host, "host")?;
+        let port =
+            u16::try_from(port).map_err(|_| JErr::Arg(format!("port {port} is not 0..65535")))?;
+        let key = opt_string(env, &key)?.unwrap_or_default();
+        // 0: the client's default.
+        let timeout = match connect_timeout_millis {
+            0 => None,
+            ms => Some(Duration::from_millis(u64::try_from(ms).map_err(|_| {
+                JErr::Arg(format!("connect timeout {ms} ms is negative"))
+            })?)),
+        };
+        match ClientH::connect(&host, port, &key, timeout) {
+            Ok(c) => Ok(into_handle(c)),
+            Err(e) => Err(client_err(env, e)),
+        }
+    })
+}
+
+/// java: static native void clientClose(long client);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_clientClose<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    client: jlong,
+) {
+    entry(&mut env, |_| {
+        // Waits for a request in progress (requests are serialised), then ends the session.
+        client_ref(client)?.client().close();
+        Ok(())
+    })
+}
+
+/// java: static native void clientFree(long client);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_clientFree<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    client: jlong,
+) {
+    entry(&mut env, |_| {
+        // SAFETY: Java frees each handle once, after every other call using it returned. The
+        // session ends with the last of its objects (the functions and modules hold clones).
+        unsafe { free_handle::<ClientH>(client) };
+        Ok(())
+    })
+}
+
+/// java: static native long clientGetFunction(long client, String name);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_clientGetFunction<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    client: jlong,
+    name: JString<'l>,
+) -> jlong {
+    entry(&mut env, |env| {
+        let c = client_ref(client)?;
+        let name = name_of(env, &name, "function name")?;
+        match c.client().get_function(&name) {
+            Ok(Some(f)) => Ok(into_handle(c.adopt(f, false))),
+            Ok(None) => Ok(0),
+            Err(e) => Err(client_err(env, e)),
+        }
+    })
+}
+
+/// java: static native void clientUpload(long client, String name, byte[] data);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_clientUpload<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    client: jlong,
+    name: JString<'l>,
+    data: JByteArray<'l>,
+) {
+    entry(&mut env, |env| {
+        let c = client_ref(client)?;
+        let name = name_of(env, &name, "file name")?;
+        if data.is_null() {
+            return Err(JErr::Arg("data is null".into()));
+        }
+        let bytes = env.convert_byte_array(&data)?;
+        c.client()
+            .upload(&name, &bytes)
+            .map_err(|e| client_err(env, e))
+    })
+}
+
+/// java: static native byte[] clientDownload(long client, String name);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_clientDownload<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    client: jlong,
+    name: JString<'l>,
+) -> JByteArray<'l> {
+    entry(&mut env, |env| {
+        let c = client_ref(client)?;
+        let name = name_of(env, &name, "file name")?;
+        match c.client().download(&name) {
+            Ok(b) => Ok(env.byte_array_from_slice(&b)?),
+            Err(e) => Err(client_err(env, e)),
+        }
+    })
+}
+
+/// java: static native long clientLoadModule(long client, String name);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_clientLoadModule<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    client: jlong,
+    name: JString<'l>,
+) -> jlong {
+    entry(&mut env, |env| {
+        let c = client_ref(client)?;
+        let name = name_of(env, &name, "file name")?;
+        match c.client().load_module(&name) {
+            Ok(m) => Ok(into_handle(c.adopt(m, true))),
+            Err(e) => Err(client_err(env, e)),
+        }
+    })
+}
+
+/// java: static native boolean clientDeviceExists(long client, int deviceType, int deviceId);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_clientDeviceExists<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    client: jlong,
+    device_type: jint,
+    device_id: jint,
+) -> jboolean {
+    entry(&mut env, |env| {
+        let c = client_ref(client)?;
+        let dev = mote_rpc::wire::Device {
+            device_type,
+            device_id,
+        };
+        c.client()
+            .device_exists(dev)
+            .map_err(|e| client_err(env, e))
+    })
+}
+
+/// java: static native long remoteModuleFunction(long module, String name, boolean queryImports);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_remoteModuleFunction<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    module: jlong,
+    name: JString<'l>,
+    query_imports: jboolean,
+) -> jlong {
+    entry(&mut env, |env| {
+        let m = remote_ref(module, "RemoteModule")?;
+        let name = name_of(env, &name, "function name")?;
+        match m.module_function(&name, query_imports) {
+            Ok(Some(f)) => Ok(into_handle(f)),
+            Ok(None) => Ok(0),
+            Err(e) => Err(client_err(env, e)),
+        }
+    })
+}
+
+/// java: static native Object remoteCall(long function, String kinds, long[] longs, double[] doubles, Object[] objects);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_remoteCall<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    function: jlong,
+    kinds: JString<'l>,
+    longs: JLongArray<'l>,
+    doubles: JDoubleArray<'l>,
+    objects: JObjectArray<'l>,
+) -> JObject<'l> {
+    entry(&mut env, |env| {
+        let f = remote_ref(function, "RemoteFunction")?;
+        let args = read_args(env, f, &kinds, &longs, &doubles, &objects)?;
+        match f.call(&args) {
+            Ok(v) => result(env, f, v),
+            Err(e) => Err(client_err(env, e)),
+        }
+    })
+}
+
+/// java: static native void remoteFree(long ref);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_remoteFree<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    r: jlong,
+) {
+    entry(&mut env, |_| {
+        // SAFETY: Java frees each handle once, after every other call using it returned.
+        // Dropping it frees the object on the server (a request: it waits for one in progress).
+        unsafe { free_handle::<RefH>(r) };
         Ok(())
     })
 }

@@ -24,6 +24,9 @@
 #   4. Runs each set (newest, v0.21.0) in its own JVM under JUnit 4 with
 #      -Dtest.tempdir=<the libraries' dir>. The two sets share class names, hence two runs.
 #      RPCTest is @Ignore'd upstream: it must compile, and counts as skipped.
+#   6. Runs each set's RPCTest again with its @Ignore annotations removed (the only change,
+#      checked), against Mote's Java RPC client and server, with TVM's own rpc_proxy for the
+#      proxy test; reported apart in the final line.
 #
 #   5. With --compat-out, compiles tvm4j's own main sources (newest, and v0.21.0 when there)
 #      and writes FILE: every public tvm4j member as same, different or missing in
@@ -287,6 +290,62 @@ for set in "${sets[@]}"; do
     parts+=("$set: $p passed, $f failed, $s skipped")
 done
 [ -n "$old_note" ] && parts+=("$old_note")
+
+# --- 6. RPCTest's flows ----------------------------------------------------------------------
+# RPCTest is @Ignore'd upstream; here each set's copy runs a second time with its @Ignore
+# annotations removed (nothing else changes, checked like the rename), against Mote's Java RPC
+# client and server, with TVM's own proxy (python -m tvm.exec.rpc_proxy) for
+# test_connect_proxy_server. Reported apart: these are not the tests as Apache runs them.
+proxy_port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$python" -m tvm.exec.rpc_proxy --host 127.0.0.1 --port "$proxy_port" --port-end $((proxy_port + 1)) \
+    --web-port 0 >"$tmp/proxy.log" 2>&1 &
+proxy_pid=$!
+trap 'kill "$proxy_pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+for _ in $(seq 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$proxy_port") 2>/dev/null && break
+    kill -0 "$proxy_pid" 2>/dev/null || { cat "$tmp/proxy.log" >&2; die "TVM's rpc_proxy exited"; }
+    sleep 0.1
+done
+rpc_p=0 rpc_f=0
+rpc_parts=()
+for set in "${sets[@]}"; do
+    orig="$tmp/src/$set/org/mote/tvm4j/rpc/RPCTest.java"
+    mkdir -p "$tmp/rpc-src/$set" "$tmp/rpc-classes/$set"
+    python3 - "$orig" "$tmp/rpc-src/$set/RPCTest.java" <<'PY' || die "$set: cannot remove RPCTest's @Ignore lines"
+import re, sys
+text = open(sys.argv[1]).read()
+# An @Ignore annotation, its message possibly split over several lines ("..." + "...").
+out, n = re.subn(r'^[ \t]*@Ignore(\((?:\s*"(?:[^"\\]|\\.)*"\s*\+?)*\))?[ \t]*\n', '', text, flags=re.M)
+if n == 0 or '@Ignore' in out.replace('import org.junit.Ignore;', ''):
+    sys.exit("no @Ignore removed, or one left")
+open(sys.argv[2], 'w').write(out)
+PY
+    other=$(diff "$orig" "$tmp/rpc-src/$set/RPCTest.java" | grep -E '^[<>]' | grep -vE '^<[[:space:]]*(@Ignore|\+ ")' | grep -vE '^<[[:space:]]*"' || true)
+    [ -z "$other" ] || die "$set: removing @Ignore changed other lines: $other"
+    if ! javac --release 11 -nowarn -cp "$tmp/classes-$set:$tmp/mote.jar:$cp_deps" -d "$tmp/rpc-classes/$set" \
+        "$tmp/rpc-src/$set/RPCTest.java" >"$tmp/javac-rpc-$set.log" 2>&1; then
+        cat "$tmp/javac-rpc-$set.log" >&2
+        rpc_f=$((rpc_f + 1)); rpc_parts+=("$set: does not compile"); continue
+    fi
+    status=0
+    java -Dmote.library="$tmp/libmote_java.so" -Dtest.rpc.proxy.host=127.0.0.1 -Dtest.rpc.proxy.port="$proxy_port" \
+        -cp "$tmp/rpc-classes/$set:$tmp/classes-$set:$tmp/runner:$tmp/mote.jar:$cp_deps" PeerRunner \
+        org.mote.tvm4j.rpc.RPCTest >"$tmp/rpc-run-$set.log" 2>"$tmp/rpc-run-$set.err" || status=$?
+    grep -E '^(PASS|FAIL|SKIP) ' "$tmp/rpc-run-$set.log" | sed "s/^/peer\/java: $set, @Ignore removed: /" >&2 || true
+    counts=$(grep -E '^counts: ' "$tmp/rpc-run-$set.log" | tail -n 1 || true)
+    if [ "$status" -ne 0 ] || [ -z "$counts" ]; then
+        cat "$tmp/rpc-run-$set.log" "$tmp/rpc-run-$set.err" >&2
+        rpc_f=$((rpc_f + 1)); rpc_parts+=("$set: JVM failed, exit $status"); continue
+    fi
+    read -r _ p f sk <<<"$counts"
+    [ "$sk" = 0 ] || { f=$((f + sk)); log "$set: RPCTest still skipped $sk tests with @Ignore removed"; }
+    grep -q '^FAIL ' "$tmp/rpc-run-$set.log" && cat "$tmp/rpc-run-$set.log" "$tmp/rpc-run-$set.err" >&2
+    rpc_p=$((rpc_p + p)) rpc_f=$((rpc_f + f))
+    rpc_parts+=("$set: $p passed, $f failed")
+done
+rpc_detail=$(printf '%s / ' "${rpc_parts[@]}"); rpc_detail=${rpc_detail% / }
+parts+=("RPCTest with @Ignore removed: $rpc_p passed, $rpc_f failed ($rpc_detail)")
+
 detail=$(IFS=';'; echo "${parts[*]}" | sed 's/;/; /g')
-echo "peer java: $total_p passed, $total_f failed, $total_s skipped ($detail)"
-[ "$total_f" -eq 0 ]
+echo "peer java: $total_p passed, $((total_f + rpc_f)) failed, $total_s skipped ($detail)"
+[ "$total_f" -eq 0 ] && [ "$rpc_f" -eq 0 ]

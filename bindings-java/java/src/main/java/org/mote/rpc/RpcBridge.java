@@ -30,8 +30,20 @@ final class RpcBridge {
     static final int T_PROXY_ERROR = 3;
     static final int T_LENGTH = 4;
 
-    static native long serverStart(String host, int port, String key, String[] allow, int maxSessions, String sandbox, int mode, String modeAddress, String customAddress, int sessionThreads, long idleTimeoutMillis);
+    static native long serverStart(String host, int port, String key, String[] allow, int maxSessions, String sandbox, int mode, String modeAddress, String customAddress, int sessionThreads, long idleTimeoutMillis, boolean serveRegistered);
     static native long[] serverState(long server, String[] texts);
     static native void serverStop(long server);
     static native void serverFree(long server);
+    static native boolean rpcAvailable();
+    static native long clientConnect(String host, int port, String key, long connectTimeoutMillis);
+    static native void clientClose(long client);
+    static native void clientFree(long client);
+    static native long clientGetFunction(long client, String name);
+    static native void clientUpload(long client, String name, byte[] data);
+    static native byte[] clientDownload(long client, String name);
+    static native long clientLoadModule(long client, String name);
+    static native boolean clientDeviceExists(long client, int deviceType, int deviceId);
+    static native long remoteModuleFunction(long module, String name, boolean queryImports);
+    static native Object remoteCall(long function, String kinds, long[] longs, double[] doubles, Object[] objects);
+    static native void remoteFree(long ref);
 }

@@ -362,6 +362,7 @@ public final class Server implements AutoCloseable {
         private int sessionThreads = 0;
         private long idleTimeoutMs = 0;
         private long pollIntervalMs = 100;
+        private boolean serveRegistered;
 
         private Builder() {}
 
@@ -597,6 +598,26 @@ public final class Server implements AutoCloseable {
         }
 
         /**
+         * Whether clients may look up and call the functions registered in this process
+         * ({@link org.mote.Function#register}, {@code org.mote.tvm4j.Function.register}, or
+         * native code's {@code mote::register_function}) besides the server's own, as TVM's
+         * server serves its process's global functions: a client's
+         * {@code get_function("my.func")} then finds the function registered under that name
+         * ({@link RemoteSession#getFunction} too). Default false: only the server's own
+         * functions exist for clients. A registered function runs on the session's thread with
+         * this process's rights, so turn this on only for functions fit for every client that
+         * can reach the server (docs/rpc.md "Global functions").
+         * {@link org.mote.tvm4j.rpc.Server} always serves them, as tvm4j's does.
+         *
+         * @param on whether to serve them
+         * @return this builder
+         */
+        public Builder serveRegisteredFunctions(boolean on) {
+            this.serveRegistered = on;
+            return this;
+        }
+
+        /**
          * How often the state thread looks at the state for {@link StateListener}s (default
          * 100 ms).
          *
@@ -666,7 +687,8 @@ public final class Server implements AutoCloseable {
             long h;
             try {
                 h = RpcBridge.serverStart(host, port, key, allow.toArray(new String[0]),
-                        maxSessions, sandbox, m, modeAddress, customAddress, sessionThreads, ms);
+                        maxSessions, sandbox, m, modeAddress, customAddress, sessionThreads, ms,
+                        serveRegistered);
             } catch (UnsatisfiedLinkError e) {
                 UnsupportedException u = new UnsupportedException(WITHOUT_RPC);
                 u.initCause(e);

@@ -3,7 +3,11 @@ package org.mote.tvm4j;
 import java.util.ArrayList;
 import java.util.List;
 
-/** Translation between tvm4j's values and the idiomatic layer's Java values. */
+/**
+ * Translation between tvm4j's values and the idiomatic layer's Java values: those of
+ * {@link org.mote.Function} for local calls, those of {@link org.mote.rpc.RemoteFunction} for
+ * remote ones.
+ */
 final class Convert {
     private Convert() {}
 
@@ -43,6 +47,12 @@ final class Convert {
         }
         if (r instanceof org.mote.Pointer) {
             return new TVMValueHandle(((org.mote.Pointer) r).address());
+        }
+        if (r instanceof org.mote.rpc.RemoteFunction) {
+            return new Function((org.mote.rpc.RemoteFunction) r);
+        }
+        if (r instanceof org.mote.rpc.RemoteModule) {
+            return new Module((org.mote.rpc.RemoteModule) r);
         }
         if (!view) {
             closeTensors(r);
@@ -112,6 +122,55 @@ final class Convert {
                     + " to a function (numbers, strings, byte[], arrays and functions only)");
         }
         throw new IllegalArgumentException(what + ": invalid argument " + a + " (a " + a.getClass().getName() + ")");
+    }
+
+    /**
+     * A tvm4j argument of a remote function as {@link org.mote.rpc.RemoteFunction#call} takes
+     * it: remote functions and modules as theirs, devices as {@link org.mote.rpc.RemoteDevice}s
+     * (a {@link org.mote.tvm4j.rpc.TVMRemoteDevice}'s type without its session mask), arrays
+     * as their tensor (which the call refuses: remote tensors are not supported yet).
+     *
+     * @param what how to name it in an error
+     */
+    static Object toRemote(Object a, String what) {
+        if (a == null || a instanceof TVMValueNull) {
+            return null;
+        }
+        if (a instanceof Function) {
+            org.mote.rpc.RemoteFunction r = ((Function) a).remoteFunction();
+            if (r == null) {
+                throw new IllegalArgumentException(what + ": a local function cannot be passed to a"
+                        + " remote function (only remote functions of its session can)");
+            }
+            return r;
+        }
+        if (a instanceof Module) {
+            org.mote.rpc.RemoteModule r = ((Module) a).remoteModule();
+            if (r == null) {
+                throw new IllegalArgumentException(what + ": a local module cannot be passed to a"
+                        + " remote function (only remote modules of its session can)");
+            }
+            return r;
+        }
+        if (a instanceof Device) {
+            Device d = (Device) a;
+            int mask = org.mote.tvm4j.rpc.RPC.RPC_SESS_MASK;
+            int type = d.deviceType >= mask ? d.deviceType % mask : d.deviceType;
+            return new org.mote.rpc.RemoteDevice(type, d.deviceId);
+        }
+        if (a instanceof TVMValueHandle) {
+            throw new IllegalArgumentException(what + ": a raw handle cannot be passed to a remote function");
+        }
+        return toMote(a, what);
+    }
+
+    /** {@code toRemote} of each argument. */
+    static Object[] toRemote(Object[] args) {
+        Object[] out = new Object[args.length];
+        for (int i = 0; i < args.length; i++) {
+            out[i] = toRemote(args[i], "argument " + i);
+        }
+        return out;
     }
 
     /** {@code toMote} of each argument. */

@@ -1,10 +1,14 @@
 package org.mote.tvm4j;
 
+import java.util.ArrayList;
+import java.util.List;
+
 /**
  * tvm4j's function: a function of a {@link Module}, a global function registered with Mote
- * ({@link #getFunction}), or Java code made into one ({@link #convertFunc},
- * {@link #register}). Call it with {@code pushArg(...)...invoke()} or {@link #call}; both
- * return a {@link TVMValue}.
+ * ({@link #getFunction}), Java code made into one ({@link #convertFunc},
+ * {@link #register}), or a function on an RPC server ({@link org.mote.tvm4j.rpc.RPCSession},
+ * a remote {@link Module}; it runs there, through {@link org.mote.rpc.RemoteFunction}). Call it
+ * with {@code pushArg(...)...invoke()} or {@link #call}; both return a {@link TVMValue}.
  *
  * <p>Arguments collect in this object, one thread at a time ({@link #call} may be used from
  * several threads). {@link #release()} ends this object (a second call does nothing; a
@@ -12,6 +16,11 @@ package org.mote.tvm4j;
  * {@link #convertFunc} returned also unregisters its callback. A callback runs on the caller's
  * thread or on one of a session's worker threads, so it must be thread-safe; an exception it
  * throws fails the call with an {@link org.mote.CallbackException} carrying its text.
+ *
+ * <p>A remote function takes numbers, strings, byte[]s, remote functions and modules of its
+ * session, and devices ({@link org.mote.tvm4j.rpc.TVMRemoteDevice}s or plain ones); not
+ * arrays (remote tensors are not supported by the Java client yet). An error on the server
+ * throws {@link org.mote.rpc.RpcRemoteException} with the server's message.
  */
 public class Function extends TVMObject {
     /** Java code Mote can call. */
@@ -27,21 +36,74 @@ public class Function extends TVMObject {
         Object invoke(TVMValue... args);
     }
 
+    /** The local function; null for a remote one. */
     private final org.mote.Function impl;
+    /** The remote function; null for a local one. */
+    private final org.mote.rpc.RemoteFunction remote;
+    /** A remote function's pushed arguments, as {@link org.mote.rpc.RemoteFunction} takes them. */
+    private final List<Object> pending = new ArrayList<>();
     private final boolean owner;
     private volatile boolean released;
 
     Function(org.mote.Function impl, boolean owner) {
         super(TypeIndex.kTVMFFIFunction);
         this.impl = impl;
+        this.remote = null;
         this.owner = owner;
+    }
+
+    Function(org.mote.rpc.RemoteFunction remote) {
+        super(TypeIndex.kTVMFFIFunction);
+        this.impl = null;
+        this.remote = remote;
+        this.owner = true;
+    }
+
+    /**
+     * A function of Mote's RPC client as a tvm4j function (a Mote addition: tvm4j makes remote
+     * functions itself, through {@link org.mote.tvm4j.rpc.RPCSession}). {@link #release()}
+     * frees it on the server.
+     *
+     * @param function the remote function
+     * @return the tvm4j function wrapping it
+     */
+    public static Function remote(org.mote.rpc.RemoteFunction function) {
+        return new Function(java.util.Objects.requireNonNull(function, "function"));
+    }
+
+    private String name() {
+        if (impl != null) {
+            return impl.name();
+        }
+        return remote.name() != null ? remote.name() : "remote";
     }
 
     org.mote.Function mote() {
         if (released) {
-            throw new IllegalStateException("Function `" + impl.name() + "` is released");
+            throw new IllegalStateException("Function `" + name() + "` is released");
+        }
+        if (remote != null) {
+            throw new UnsupportedOperationException("Function `" + name() + "` runs on an RPC"
+                    + " server: it has no local org.mote.Function (see remoteFunction())");
         }
         return impl;
+    }
+
+    /** The remote function, or null for a local one. */
+    private org.mote.rpc.RemoteFunction remoteOrNull() {
+        if (released) {
+            throw new IllegalStateException("Function `" + name() + "` is released");
+        }
+        return remote;
+    }
+
+    /** For a remote function: adds the argument to its list and returns true; else false. */
+    private boolean pushRemote(Object arg, String what) {
+        if (remoteOrNull() == null) {
+            return false;
+        }
+        pending.add(Convert.toRemote(arg, what));
+        return true;
     }
 
     /**
@@ -112,6 +174,12 @@ public class Function extends TVMObject {
      * @throws UnsupportedOperationException when the result has no tvm4j form (a tuple, a shape)
      */
     public TVMValue invoke() {
+        org.mote.rpc.RemoteFunction r = remoteOrNull();
+        if (r != null) {
+            Object[] args = pending.toArray();
+            pending.clear();
+            return Convert.result(r.call(args));
+        }
         return Convert.result(mote().invoke());
     }
 
@@ -122,7 +190,9 @@ public class Function extends TVMObject {
      * @return this
      */
     public Function pushArg(int arg) {
-        mote().pushArg((long) arg);
+        if (!pushRemote((long) arg, "pushArg(int)")) {
+            mote().pushArg((long) arg);
+        }
         return this;
     }
 
@@ -133,7 +203,9 @@ public class Function extends TVMObject {
      * @return this
      */
     public Function pushArg(long arg) {
-        mote().pushArg(arg);
+        if (!pushRemote(arg, "pushArg(long)")) {
+            mote().pushArg(arg);
+        }
         return this;
     }
 
@@ -144,7 +216,9 @@ public class Function extends TVMObject {
      * @return this
      */
     public Function pushArg(float arg) {
-        mote().pushArg((double) arg);
+        if (!pushRemote((double) arg, "pushArg(float)")) {
+            mote().pushArg((double) arg);
+        }
         return this;
     }
 
@@ -155,7 +229,9 @@ public class Function extends TVMObject {
      * @return this
      */
     public Function pushArg(double arg) {
-        mote().pushArg(arg);
+        if (!pushRemote(arg, "pushArg(double)")) {
+            mote().pushArg(arg);
+        }
         return this;
     }
 
@@ -166,42 +242,54 @@ public class Function extends TVMObject {
      * @return this
      */
     public Function pushArg(String arg) {
-        mote().pushArg(arg);
+        if (!pushRemote(arg, "pushArg(String)")) {
+            mote().pushArg(arg);
+        }
         return this;
     }
 
     /**
-     * Adds an array argument ({@link Tensor} or {@link NDArray}); a kernel may write it.
+     * Adds an array argument ({@link Tensor} or {@link NDArray}); a kernel may write it. A
+     * remote function refuses it when called ({@link org.mote.UnsupportedException}: remote
+     * tensors are not supported by the Java client yet).
      *
      * @param arg the array
      * @return this
      */
     public Function pushArg(TensorBase arg) {
-        mote().pushArg(arg.tensor);
+        if (!pushRemote(arg, "pushArg(TensorBase)")) {
+            mote().pushArg(arg.tensor);
+        }
         return this;
     }
 
     /**
-     * A module argument: Mote cannot pass modules to functions.
+     * A module argument: a remote module of a remote function's session; Mote cannot pass
+     * local modules to functions.
      *
      * @param arg the module
-     * @return never
-     * @throws IllegalArgumentException always
+     * @return this
+     * @throws IllegalArgumentException for a local module, or a local function's argument
      */
     public Function pushArg(Module arg) {
-        Convert.toMote(arg, "pushArg(Module)");
+        if (!pushRemote(arg, "pushArg(Module)")) {
+            Convert.toMote(arg, "pushArg(Module)");
+        }
         return this;
     }
 
     /**
      * Adds a function argument: a registered or converted function (not a function of a
-     * {@link Module}, which Mote cannot pass).
+     * {@link Module}, which Mote cannot pass); for a remote function, a remote function of its
+     * session.
      *
      * @param arg the function
      * @return this
      */
     public Function pushArg(Function arg) {
-        mote().pushArg(arg.mote());
+        if (!pushRemote(arg, "pushArg(Function)")) {
+            mote().pushArg(arg.mote());
+        }
         return this;
     }
 
@@ -212,19 +300,24 @@ public class Function extends TVMObject {
      * @return this
      */
     public Function pushArg(byte[] arg) {
-        mote().pushArg(arg);
+        if (!pushRemote(arg, "pushArg(byte[])")) {
+            mote().pushArg(arg);
+        }
         return this;
     }
 
     /**
-     * A device argument: Mote cannot pass devices to functions.
+     * A device argument, for a remote function (a {@link org.mote.tvm4j.rpc.TVMRemoteDevice}
+     * crosses without its session mask); Mote cannot pass devices to local functions.
      *
      * @param arg the device
-     * @return never
-     * @throws IllegalArgumentException always
+     * @return this
+     * @throws IllegalArgumentException for a local function
      */
     public Function pushArg(Device arg) {
-        Convert.toMote(arg, "pushArg(Device)");
+        if (!pushRemote(arg, "pushArg(Device)")) {
+            Convert.toMote(arg, "pushArg(Device)");
+        }
         return this;
     }
 
@@ -232,17 +325,22 @@ public class Function extends TVMObject {
      * Calls the function with these arguments.
      *
      * @param args Integer, Long, Float, Double, Boolean, String, byte[], arrays, functions,
-     *     {@link TVMValue}s of those, null
+     *     {@link TVMValue}s of those, null (and modules and devices for a remote function)
      * @return the result, as {@link #invoke()}
      * @throws IllegalArgumentException for an argument Mote cannot pass
      */
     public TVMValue call(Object... args) {
+        org.mote.rpc.RemoteFunction r = remoteOrNull();
+        if (r != null) {
+            return Convert.result(r.call(Convert.toRemote(args)));
+        }
         return Convert.result(mote().call(Convert.toMote(args)));
     }
 
     /**
      * Ends this function object; for the function {@link #convertFunc} returned, also
-     * unregisters the callback. A second call does nothing.
+     * unregisters the callback; for a remote function, frees it on the server. A second call
+     * does nothing.
      */
     @Override
     public void release() {
@@ -250,7 +348,9 @@ public class Function extends TVMObject {
             return;
         }
         released = true;
-        if (owner) {
+        if (remote != null) {
+            remote.close();
+        } else if (owner) {
             impl.release();
         }
     }
@@ -260,13 +360,24 @@ public class Function extends TVMObject {
      *
      * @return the function
      * @throws IllegalStateException when this function is released
+     * @throws UnsupportedOperationException for a remote function (see {@link #remoteFunction()})
      */
     public org.mote.Function moteFunction() {
         return mote();
     }
 
+    /**
+     * The remote function in Mote's idiomatic layer (a Mote addition).
+     *
+     * @return the function, or null when this function is not remote
+     * @throws IllegalStateException when this function is released
+     */
+    public org.mote.rpc.RemoteFunction remoteFunction() {
+        return remoteOrNull();
+    }
+
     @Override
     public String toString() {
-        return "Function(" + impl.name() + (released ? ", released" : "") + ")";
+        return "Function(" + name() + (remote != null ? ", remote" : "") + (released ? ", released" : "") + ")";
     }
 }

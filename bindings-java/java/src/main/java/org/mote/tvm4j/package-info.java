@@ -8,7 +8,9 @@
  * {@link org.mote.tvm4j.rpc} classes keep tvm4j's signatures.
  *
  * <p>Every class here translates to the idiomatic layer ({@link org.mote.Module},
- * {@link org.mote.Function}, {@link org.mote.Tensor}): there is no second native surface.
+ * {@link org.mote.Function}, {@link org.mote.Tensor}, and for functions and modules on an RPC
+ * server {@link org.mote.rpc.RemoteFunction} and {@link org.mote.rpc.RemoteModule}): there is
+ * no second native surface.
  * Where Mote differs from TVM it says so on the member: arrays live in host memory (a
  * {@link org.mote.tvm4j.Device} other than the CPU exists only for OpenCL, and arrays are never
  * made on it), {@code release()} twice does nothing, and using a released object throws

@@ -20,8 +20,9 @@ import org.mote.UnsupportedException;
 /**
  * The org.mote.rpc classes against the inference library (mote-java built without its
  * {@code rpc} feature, system property {@code mote.libraryWithoutRpc}, set by
- * scripts/test-java.sh): starting a server is an {@link UnsupportedException} that says which
- * library to use, every time, and the rest of Mote works. In a JVM of its own ({@link Probe}),
+ * scripts/test-java.sh): starting a server or connecting a client is an
+ * {@link UnsupportedException} that says which library to use, every time,
+ * {@code Module.enabled("rpc")} is false, and the rest of Mote works. In a JVM of its own ({@link Probe}),
  * since this JVM has loaded the library with the RPC server.
  */
 class WithoutRpcTest {
@@ -42,6 +43,24 @@ class WithoutRpcTest {
                             + e.getMessage().equals(Server.WITHOUT_RPC) + " "
                             + (e.getCause() instanceof UnsatisfiedLinkError));
                 }
+            }
+            // The client is absent too, and says so the same way.
+            System.out.println("client available " + RemoteSession.isAvailable());
+            System.out.println("rpc enabled " + org.mote.tvm4j.Module.enabled("rpc"));
+            for (int i = 0; i < 2; i++) {
+                try (RemoteSession s = RemoteSession.connect("127.0.0.1", 1, "")) {
+                    System.out.println("connected to " + s.peer());
+                } catch (UnsupportedException e) {
+                    System.out.println("client refused " + e.code() + " "
+                            + e.getMessage().equals(RemoteSession.WITHOUT_RPC) + " "
+                            + (e.getCause() instanceof UnsatisfiedLinkError));
+                }
+            }
+            try {
+                org.mote.tvm4j.rpc.Client.connect("127.0.0.1", 1);
+                System.out.println("tvm4j connected");
+            } catch (UnsupportedException e) {
+                System.out.println("tvm4j client refused " + e.code());
             }
             System.out.println("version again " + Mote.version());
         }
@@ -75,7 +94,11 @@ class WithoutRpcTest {
         String version = "version " + Mote.version();
         assertEquals(Arrays.asList(version, "opencl true", "server opencl true",
                 "refused UNSUPPORTED true true", "refused UNSUPPORTED true true",
+                "client available false", "rpc enabled false",
+                "client refused UNSUPPORTED true true", "client refused UNSUPPORTED true true",
+                "tvm4j client refused UNSUPPORTED",
                 "version again " + Mote.version()), lines, text);
+        assertTrue(RemoteSession.WITHOUT_RPC.contains("org.mote:mote-android-rpc"), RemoteSession.WITHOUT_RPC);
         assertTrue(Server.WITHOUT_RPC.contains("org.mote:mote-android-rpc"), Server.WITHOUT_RPC);
         assertTrue(Server.WITHOUT_RPC.contains("--features rpc"), Server.WITHOUT_RPC);
     }

@@ -27,6 +27,7 @@ public class ConnectProxyServerProcessor implements ServerProcessor {
         this.key = key;
         this.session = new OneSession(
                 () -> Server.builder().throughProxy(this.host + ":" + this.port).key(this.key)
+                        .serveRegisteredFunctions(true)
                         .maxSessions(1).start(),
                 () -> {
                     Runnable c = callback;

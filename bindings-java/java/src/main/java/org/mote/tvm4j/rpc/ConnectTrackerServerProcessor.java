@@ -95,6 +95,7 @@ public class ConnectTrackerServerProcessor implements ServerProcessor {
     private Server start() {
         try {
             return Server.builder().host("0.0.0.0").port(port).key(key).maxSessions(1)
+                    .serveRegisteredFunctions(true)
                     .tracker(trackerHost + ":" + trackerPort).start();
         } catch (MoteIoException e) {
             throw new IllegalStateException("cannot serve on port " + port + ": "

@@ -1,238 +1,307 @@
 package org.mote.tvm4j.rpc;
 
 import java.io.File;
+import java.io.FileInputStream;
 import java.io.IOException;
+import java.io.InputStream;
+import java.lang.ref.WeakReference;
+import java.util.ArrayList;
+import java.util.List;
+import org.mote.UnknownFunctionException;
+import org.mote.rpc.RemoteFunction;
+import org.mote.rpc.RemoteSession;
 import org.mote.tvm4j.Device;
 import org.mote.tvm4j.Function;
 import org.mote.tvm4j.Module;
 
 /**
- * tvm4j's RPC client session. Mote has no Java RPC client yet, so no session can be made
- * ({@link Client#connect} throws); the class keeps tvm4j's members so that code using it
- * compiles, and each of them throws {@link UnsupportedOperationException}.
+ * tvm4j's RPC client session ({@link Client#connect}), over Mote's {@link RemoteSession}: the
+ * server's functions ({@link #getFunction}), files in the session's folder there
+ * ({@link #upload}, {@link #download}), libraries loaded there ({@link #loadModule}) and its
+ * devices ({@link #device}). Errors the server answers with are
+ * {@link org.mote.rpc.RpcRemoteException}s carrying its message; a broken connection is an
+ * {@link org.mote.rpc.RpcConnectionException}.
+ *
+ * <p>As in tvm4j, each session has an index in a table of this process's sessions (the lowest
+ * free one: a session's index is free again once it is closed or unreachable), which
+ * {@link #device} encodes into the device type. Also as in tvm4j, {@link #cpu()},
+ * {@link #cl()} and the like return plain devices (the same as {@link Device#cpu()}...), not
+ * {@link TVMRemoteDevice}s; use {@link #device} for those.
+ *
+ * <p>tvm4j's session has no {@code close()}: it ends when it and everything it gave are
+ * unreachable. With Mote, {@link #remoteSession()}{@code .close()} ends it at once.
  */
 public class RPCSession {
-    private RPCSession() {}
+    /** The sessions by table index; a cleared or closed entry is free. */
+    private static final List<WeakReference<RPCSession>> TABLE = new ArrayList<>();
 
-    private static UnsupportedOperationException none() {
-        return new UnsupportedOperationException("Mote has no Java RPC client yet");
+    private final RemoteSession session;
+    private final int tblIndex;
+
+    RPCSession(RemoteSession session) {
+        this.session = session;
+        this.tblIndex = enter(this);
+    }
+
+    private static int enter(RPCSession s) {
+        synchronized (TABLE) {
+            for (int i = 0; i < TABLE.size(); i++) {
+                RPCSession old = TABLE.get(i).get();
+                if (old == null || old.session.isClosed()) {
+                    TABLE.set(i, new WeakReference<>(s));
+                    return i;
+                }
+            }
+            TABLE.add(new WeakReference<>(s));
+            return TABLE.size() - 1;
+        }
     }
 
     /**
-     * A remote function.
+     * The server's global function {@code name} (one of the server's own, such as
+     * {@code tvm.rpc.server.upload}, or one registered in the server's process when the server
+     * serves them, as {@link Server} does).
      *
-     * @param name the function's name
-     * @return never
-     * @throws UnsupportedOperationException always
+     * @param name the function's global name
+     * @return the function, running on the server
+     * @throws UnknownFunctionException when the server has no function of that name
      */
     public Function getFunction(String name) {
-        throw none();
+        RemoteFunction f = session.getFunction(name);
+        if (f == null) {
+            throw new UnknownFunctionException("the RPC server " + session.peer()
+                    + " has no function named `" + name + "`");
+        }
+        return Function.remote(f);
     }
 
     /**
-     * A remote device.
+     * A device of the server, by type name.
      *
-     * @param devType the type name
+     * @param devType {@code "cpu"}, {@code "cuda"}, {@code "opencl"} (or {@code "cl"})...
      * @param devId the index
-     * @return never
-     * @throws UnsupportedOperationException always
+     * @return the device, its type encoded with this session's index
+     * @throws IllegalArgumentException for an unknown type name
      */
     public Device device(String devType, int devId) {
-        throw none();
+        return device(new Device(devType, devId).deviceType, devId);
     }
 
     /**
-     * A remote device.
+     * Device 0 of a type of the server, by type name.
      *
      * @param devType the type name
-     * @return never
-     * @throws UnsupportedOperationException always
+     * @return the device, its type encoded with this session's index
+     * @throws IllegalArgumentException for an unknown type name
      */
     public Device device(String devType) {
-        throw none();
+        return device(devType, 0);
     }
 
     /**
-     * A remote device.
+     * A device of the server, by DLPack type code.
      *
      * @param devType the type code
      * @param devId the index
-     * @return never
-     * @throws UnsupportedOperationException always
+     * @return the device, its type encoded with this session's index
      */
     public Device device(int devType, int devId) {
-        throw none();
+        int encode = (tblIndex + 1) * RPC.RPC_SESS_MASK;
+        return new TVMRemoteDevice(devType + encode, devId, this);
     }
 
     /**
-     * A remote device.
+     * Device 0 of a type of the server, by DLPack type code.
      *
      * @param devType the type code
-     * @return never
-     * @throws UnsupportedOperationException always
+     * @return the device, its type encoded with this session's index
      */
     public Device device(int devType) {
-        throw none();
+        return device(devType, 0);
     }
 
     /**
-     * The remote CPU.
+     * CPU {@code devId}, as tvm4j gives it: a plain device ({@link Device#cpu(int)}).
      *
      * @param devId the index
-     * @return never
-     * @throws UnsupportedOperationException always
+     * @return the device
      */
     public Device cpu(int devId) {
-        throw none();
+        return Device.cpu(devId);
     }
 
     /**
-     * The remote CPU.
+     * CPU 0, as tvm4j gives it: a plain device.
      *
-     * @return never
-     * @throws UnsupportedOperationException always
+     * @return the device
      */
     public Device cpu() {
-        throw none();
+        return cpu(0);
     }
 
     /**
-     * A remote CUDA device.
+     * CUDA device {@code devId}, as tvm4j gives it: a plain device.
      *
      * @param devId the index
-     * @return never
-     * @throws UnsupportedOperationException always
+     * @return the device
      */
     public Device cuda(int devId) {
-        throw none();
+        return Device.cuda(devId);
     }
 
     /**
-     * A remote CUDA device.
+     * CUDA device 0, as tvm4j gives it: a plain device.
      *
-     * @return never
-     * @throws UnsupportedOperationException always
+     * @return the device
      */
     public Device cuda() {
-        throw none();
+        return cuda(0);
     }
 
     /**
-     * A remote OpenCL device.
+     * OpenCL device {@code devId}, as tvm4j gives it: a plain device.
      *
      * @param devId the index
-     * @return never
-     * @throws UnsupportedOperationException always
+     * @return the device
      */
     public Device cl(int devId) {
-        throw none();
+        return Device.opencl(devId);
     }
 
     /**
-     * A remote OpenCL device.
+     * OpenCL device 0, as tvm4j gives it: a plain device.
      *
-     * @return never
-     * @throws UnsupportedOperationException always
+     * @return the device
      */
     public Device cl() {
-        throw none();
+        return cl(0);
     }
 
     /**
-     * A remote Vulkan device.
+     * Vulkan device {@code devId}, as tvm4j gives it: a plain device.
      *
      * @param devId the index
-     * @return never
-     * @throws UnsupportedOperationException always
+     * @return the device
      */
     public Device vulkan(int devId) {
-        throw none();
+        return Device.vulkan(devId);
     }
 
     /**
-     * A remote Vulkan device.
+     * Vulkan device 0, as tvm4j gives it: a plain device.
      *
-     * @return never
-     * @throws UnsupportedOperationException always
+     * @return the device
      */
     public Device vulkan() {
-        throw none();
+        return vulkan(0);
     }
 
     /**
-     * A remote Metal device.
+     * Metal device {@code devId}, as tvm4j gives it: a plain device.
      *
      * @param devId the index
-     * @return never
-     * @throws UnsupportedOperationException always
+     * @return the device
      */
     public Device metal(int devId) {
-        throw none();
+        return Device.metal(devId);
     }
 
     /**
-     * A remote Metal device.
+     * Metal device 0, as tvm4j gives it: a plain device.
      *
-     * @return never
-     * @throws UnsupportedOperationException always
+     * @return the device
      */
     public Device metal() {
-        throw none();
+        return metal(0);
     }
 
     /**
-     * Uploads bytes to the server.
+     * Writes bytes to a file in the session's folder on the server.
      *
      * @param data the bytes
-     * @param target the remote path
-     * @throws UnsupportedOperationException always
+     * @param target the file's name there
+     * @throws IllegalArgumentException when {@code target} is null
+     * @throws org.mote.rpc.RpcRemoteException when the server refuses
      */
     public void upload(byte[] data, String target) {
-        throw none();
+        if (target == null) {
+            throw new IllegalArgumentException("the upload target (the remote file name) is null");
+        }
+        session.upload(target, data);
     }
 
     /**
-     * Uploads a file to the server.
+     * Writes a local file to a file in the session's folder on the server.
      *
-     * @param data the file
-     * @param target the remote path
-     * @throws IOException never
-     * @throws UnsupportedOperationException always
+     * @param data the local file
+     * @param target the file's name there
+     * @throws IOException when the local file cannot be read
+     * @throws org.mote.rpc.RpcRemoteException when the server refuses
      */
     public void upload(File data, String target) throws IOException {
-        throw none();
+        upload(readAll(data), target);
     }
 
     /**
-     * Uploads a file to the server.
+     * Writes a local file to the session's folder on the server, under its own name.
      *
-     * @param data the file
-     * @throws IOException never
-     * @throws UnsupportedOperationException always
+     * @param data the local file
+     * @throws IOException when the local file cannot be read
+     * @throws org.mote.rpc.RpcRemoteException when the server refuses
      */
     public void upload(File data) throws IOException {
-        throw none();
+        upload(data, data.getName());
     }
 
     /**
-     * Downloads a file from the server.
+     * Reads a file of the session's folder on the server.
      *
-     * @param path the remote path
-     * @return never
-     * @throws UnsupportedOperationException always
+     * @param path the file's name there
+     * @return its bytes
+     * @throws org.mote.rpc.RpcRemoteException when the server cannot read it
      */
     public byte[] download(String path) {
-        throw none();
+        return session.download(path);
     }
 
     /**
-     * Loads an uploaded module on the server.
+     * Loads an uploaded library on the server.
      *
-     * @param path the remote path
-     * @return never
-     * @throws UnsupportedOperationException always
+     * @param path the file's name in the session's folder
+     * @return the module, living on the server
+     * @throws org.mote.rpc.RpcRemoteException when the server cannot load it
      */
     public Module loadModule(String path) {
-        throw none();
+        return Module.remote(session.loadModule(path));
+    }
+
+    /**
+     * The session in Mote's idiomatic layer (a Mote addition), to close it or use it directly.
+     *
+     * @return the session
+     */
+    public RemoteSession remoteSession() {
+        return session;
+    }
+
+    @Override
+    public String toString() {
+        return "RPCSession(" + session.peer() + ", index " + tblIndex + ")";
+    }
+
+    private static byte[] readAll(File file) throws IOException {
+        long length = file.length();
+        if (length > Integer.MAX_VALUE - 8) {
+            throw new IOException(file + " is too large to upload at once (" + length + " bytes)");
+        }
+        java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream((int) length);
+        try (InputStream in = new FileInputStream(file)) {
+            byte[] buf = new byte[64 * 1024];
+            int n;
+            while ((n = in.read(buf)) >= 0) {
+                out.write(buf, 0, n);
+            }
+        }
+        return out.toByteArray();
     }
 }

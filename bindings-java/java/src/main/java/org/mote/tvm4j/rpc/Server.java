@@ -10,6 +10,11 @@ import java.io.IOException;
  * port is taken, and served, from the constructor on: a port in use is an {@link IOException}
  * there); {@link #Server(String, int, String)} waits at a TVM RPC proxy under a key, from
  * {@link #start()} on. {@link #terminate()} stops either (waiting for running sessions).
+ *
+ * <p>As tvm4j's server, it serves the functions registered in this process
+ * ({@link org.mote.tvm4j.Function#register}) to its clients besides the server's own
+ * ({@link org.mote.rpc.Server.Builder#serveRegisteredFunctions}): a client's
+ * {@code getFunction("my.func")} finds them, and they run in this process, with its rights.
  * For Mote's other settings (allowed peers, tracker mode, sandbox, state) use
  * {@link org.mote.rpc.Server} itself.
  */
@@ -25,7 +30,8 @@ public class Server {
      * @throws IOException when the port cannot be bound
      */
     public Server(int serverPort) throws IOException {
-        builder = org.mote.rpc.Server.builder().host("0.0.0.0").port(serverPort);
+        builder = org.mote.rpc.Server.builder().host("0.0.0.0").port(serverPort)
+                .serveRegisteredFunctions(true);
         try {
             running = builder.start();
         } catch (org.mote.MoteIoException e) {
@@ -41,7 +47,8 @@ public class Server {
      * @param key the key clients ask the proxy for
      */
     public Server(String proxyHost, int proxyPort, String key) {
-        builder = org.mote.rpc.Server.builder().throughProxy(proxyHost + ":" + proxyPort).key(key);
+        builder = org.mote.rpc.Server.builder().throughProxy(proxyHost + ":" + proxyPort).key(key)
+                .serveRegisteredFunctions(true);
     }
 
     /**

@@ -24,7 +24,8 @@ public class StandaloneServerProcessor implements ServerProcessor {
      */
     public StandaloneServerProcessor(int serverPort) throws IOException {
         try {
-            server = Server.builder().host("0.0.0.0").port(serverPort).maxSessions(1).start();
+            server = Server.builder().host("0.0.0.0").port(serverPort).maxSessions(1)
+                    .serveRegisteredFunctions(true).start();
         } catch (MoteIoException e) {
             throw new IOException("cannot serve on port " + serverPort + ": " + e.getMessage(), e);
         }
