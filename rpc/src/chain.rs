@@ -48,7 +48,8 @@ impl Hop {
     }
 }
 
-fn join_host_port(host: &str, port: u16) -> String {
+/// `host:port`, bracketing an IPv6 address.
+pub(crate) fn join_host_port(host: &str, port: u16) -> String {
     if host.contains(':') {
         format!("[{host}]:{port}")
     } else {

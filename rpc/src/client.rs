@@ -20,9 +20,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::chain::{self, ConnectError, Hop};
+use crate::chain::{self, join_host_port, ConnectError, Hop};
 use crate::session::{Limits, SessionConfig};
-use crate::wire::{self, type_index, Arg, Device, Put, RpcCode, WireDType, WireError, WireTensor};
+use crate::wire::{
+    self, handle_of, Arg, Device, Put, Ret, RpcCode, WireDType, WireError, WireTensor,
+};
 
 /// How a [`Client`] connects and what it accepts.
 #[derive(Debug, Clone)]
@@ -224,16 +226,6 @@ fn answer_seq(inner: &Inner, p: &wire::Packet) -> Result<Vec<Arg>, ClientError> 
 }
 
 /// A server handle as the answer carries it.
-fn handle_of(a: &Arg) -> Option<u64> {
-    match a {
-        Arg::OpaquePtr(h) | Arg::Function(h) | Arg::Module(h) => Some(*h),
-        Arg::ObjectRef { handle, .. } => Some(*handle),
-        Arg::Int(h) => u64::try_from(*h).ok(),
-        Arg::None => Some(0),
-        _ => None,
-    }
-}
-
 /// A TVM RPC session (see the module docs).
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -312,11 +304,7 @@ impl Client {
         key: &str,
         opts: &ClientOptions,
     ) -> Result<Client, ClientError> {
-        let peer = if host.contains(':') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        };
+        let peer = join_host_port(host, port);
         let failed = |why: String| ClientError::Connect {
             peer: peer.clone(),
             why,
@@ -427,46 +415,25 @@ impl Client {
     /// the whole answer is known to be well formed (a malformed one leaks nothing we own: the
     /// session is then closed, which frees everything on the server).
     fn decode_return(&self, vals: Vec<Arg>) -> Result<Value, ClientError> {
-        use type_index as t;
-        let bad = |vals: &[Arg]| {
+        let Some(ret) = Ret::from_args(&vals) else {
             let kinds: Vec<&str> = vals.iter().map(Arg::kind).collect();
-            self.inner
-                .broken(format!("a call returned [{}]", kinds.join(", ")))
+            return Err(self
+                .inner
+                .broken(format!("a call returned [{}]", kinds.join(", "))));
         };
-        let tag = match vals.first() {
-            Some(Arg::Int(tag)) => *tag,
-            _ => return Err(bad(&vals)),
-        };
-        let tag32 = i32::try_from(tag).map_err(|_| bad(&vals))?;
-        let v = match (tag32, &vals[1..]) {
-            (t::NONE, [Arg::None] | []) => Value::None,
-            (t::INT, [Arg::Int(v)]) => Value::Int(*v),
-            (t::BOOL, [Arg::Bool(v)]) => Value::Bool(*v),
-            (t::BOOL, [Arg::Int(v)]) => Value::Bool(*v != 0),
-            (t::FLOAT, [Arg::Float(v)]) => Value::Float(*v),
-            (t::DATA_TYPE, [Arg::DataType(d)]) => Value::DataType(*d),
-            (t::STR | t::SMALL_STR | t::RAW_STR, [Arg::RawStr(s) | Arg::Str(s)]) => {
-                Value::Str(s.clone())
-            }
-            (
-                t::BYTES | t::SMALL_BYTES | t::BYTE_ARRAY_PTR,
-                [Arg::ByteArray(b) | Arg::Bytes(b)],
-            ) => Value::Bytes(b.clone()),
-            (t::TENSOR, [Arg::Tensor(x), h]) => match handle_of(h) {
-                Some(h) => Value::Tensor(x.clone(), self.remote(h)),
-                None => return Err(bad(&vals)),
-            },
-            (tag, [h]) if tag >= t::STATIC_OBJECT_BEGIN => match handle_of(h) {
-                // A null object is None, as TVM's client reads it.
-                Some(0) => Value::None,
-                Some(h) if tag == t::FUNCTION => Value::Function(self.remote(h)),
-                Some(h) if tag == t::MODULE => Value::Module(self.remote(h)),
-                Some(h) => Value::Object(tag, self.remote(h)),
-                None => return Err(bad(&vals)),
-            },
-            _ => return Err(bad(&vals)),
-        };
-        Ok(v)
+        Ok(match ret {
+            Ret::None => Value::None,
+            Ret::Int(v) => Value::Int(v),
+            Ret::Bool(v) => Value::Bool(v),
+            Ret::Float(v) => Value::Float(v),
+            Ret::DataType(d) => Value::DataType(d),
+            Ret::Str(s) => Value::Str(s),
+            Ret::Bytes(b) => Value::Bytes(b),
+            Ret::Tensor(x, h) => Value::Tensor(x, self.remote(h)),
+            Ret::Function(h) => Value::Function(self.remote(h)),
+            Ret::Module(h) => Value::Module(self.remote(h)),
+            Ret::Object(tag, h) => Value::Object(tag, self.remote(h)),
+        })
     }
 
     /// Calls the global `name` with `args`.

@@ -762,6 +762,57 @@ impl Ret {
             Ret::Object(ti, h) => vec![Arg::Int((*ti).into()), Arg::OpaquePtr(*h)],
         }
     }
+
+    /// Reads the packed sequence of a `kReturn` answering `kCallFunc`, as a client does: the
+    /// inverse of [`Ret::to_args`], also taking the other encodings TVM's servers use for the
+    /// same value (a string as `Str`, a bool as `Int`, a handle as a typed handle or an `Int`).
+    /// A null object handle reads as [`Ret::None`], as TVM's client reads it. `None` when the
+    /// sequence is not a return value.
+    pub fn from_args(vals: &[Arg]) -> Option<Ret> {
+        use type_index as t;
+        let tag = match vals.first() {
+            Some(Arg::Int(tag)) => i32::try_from(*tag).ok()?,
+            _ => return None,
+        };
+        Some(match (tag, &vals[1..]) {
+            (t::NONE, [Arg::None] | []) => Ret::None,
+            (t::INT, [Arg::Int(v)]) => Ret::Int(*v),
+            (t::BOOL, [Arg::Bool(v)]) => Ret::Bool(*v),
+            (t::BOOL, [Arg::Int(v)]) => Ret::Bool(*v != 0),
+            (t::FLOAT, [Arg::Float(v)]) => Ret::Float(*v),
+            (t::DATA_TYPE, [Arg::DataType(d)]) => Ret::DataType(*d),
+            (t::STR | t::SMALL_STR | t::RAW_STR, [Arg::RawStr(s) | Arg::Str(s)]) => {
+                Ret::Str(s.clone())
+            }
+            (
+                t::BYTES | t::SMALL_BYTES | t::BYTE_ARRAY_PTR,
+                [Arg::ByteArray(b) | Arg::Bytes(b)],
+            ) => Ret::Bytes(b.clone()),
+            (t::TENSOR, [Arg::Tensor(x), h]) => Ret::Tensor(x.clone(), handle_of(h)?),
+            // A tensor always comes with its record.
+            (tag, [h]) if tag >= t::STATIC_OBJECT_BEGIN && tag != t::TENSOR => {
+                match handle_of(h)? {
+                    0 => Ret::None,
+                    h if tag == t::FUNCTION => Ret::Function(h),
+                    h if tag == t::MODULE => Ret::Module(h),
+                    h => Ret::Object(tag, h),
+                }
+            }
+            _ => return None,
+        })
+    }
+}
+
+/// The remote handle a value carries, in any of the encodings a handle travels in; `None` (the
+/// value) is the null handle 0.
+pub fn handle_of(a: &Arg) -> Option<u64> {
+    match a {
+        Arg::OpaquePtr(h) | Arg::Function(h) | Arg::Module(h) => Some(*h),
+        Arg::ObjectRef { handle, .. } => Some(*handle),
+        Arg::Int(h) => u64::try_from(*h).ok(),
+        Arg::None => Some(0),
+        _ => None,
+    }
 }
 
 /// The client's handshake, split: the first whitespace token is the key (`client:<matchkey>`),
@@ -899,6 +950,60 @@ pub fn decode_copy_from_remote(body: &[u8]) -> WireResult<(WireTensor, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn return_values_read_back_as_written() {
+        let f32 = WireDType {
+            code: 2,
+            bits: 32,
+            lanes: 1,
+        };
+        let x = WireTensor {
+            data: 0x1000,
+            device: Device {
+                device_type: 1,
+                device_id: 0,
+            },
+            dtype: f32,
+            shape: vec![2, 3],
+            byte_offset: 8,
+        };
+        for r in [
+            Ret::None,
+            Ret::Int(-7),
+            Ret::Bool(true),
+            Ret::Float(0.5),
+            Ret::Str("s".into()),
+            Ret::Bytes(vec![1, 2]),
+            Ret::DataType(f32),
+            Ret::Function(5),
+            Ret::Module(6),
+            Ret::Tensor(x, 7),
+            Ret::Object(type_index::ARRAY, 8),
+        ] {
+            assert_eq!(Ret::from_args(&r.to_args()), Some(r));
+        }
+        // Other encodings of the same values, and a null object.
+        let t = |i: i32| Arg::Int(i.into());
+        assert_eq!(
+            Ret::from_args(&[t(type_index::BOOL), Arg::Int(0)]),
+            Some(Ret::Bool(false))
+        );
+        assert_eq!(
+            Ret::from_args(&[t(type_index::SMALL_STR), Arg::Str("a".into())]),
+            Some(Ret::Str("a".into()))
+        );
+        assert_eq!(
+            Ret::from_args(&[t(type_index::FUNCTION), Arg::None]),
+            Some(Ret::None)
+        );
+        // Not return values.
+        assert_eq!(Ret::from_args(&[]), None);
+        assert_eq!(Ret::from_args(&[Arg::None]), None);
+        assert_eq!(Ret::from_args(&[t(type_index::INT), Arg::Float(1.0)]), None);
+        assert_eq!(Ret::from_args(&[t(type_index::TENSOR), Arg::Int(1)]), None);
+        assert_eq!(Ret::from_args(&[Arg::Int(1 << 40), Arg::Int(1)]), None);
+    }
 
     fn hex(s: &str) -> Vec<u8> {
         s.split_whitespace()
