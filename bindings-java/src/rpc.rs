@@ -29,7 +29,9 @@ use mote_rpc::proxy::ProxyState;
 use mote_rpc::tracker::TrackerState;
 use mote_rpc::{Server, ServerHandle, ServerStats};
 
-use crate::rpc_client::{client_err, read_args, result, ClientH, RefH};
+use crate::rpc_client::{
+    client_err, dtype_name, read_args, result, tensor_array, ClientH, RefH, TensorH,
+};
 use crate::rpc_layout::{Num, Text, MODE_LISTEN, MODE_PROXY, MODE_TRACKER, NUMS, TEXTS};
 use crate::{entry, free_handle, handle_ref, into_handle, JErr};
 
@@ -338,6 +340,11 @@ fn remote_ref<'a>(r: jlong, what: &str) -> Result<&'a RefH, JErr> {
     unsafe { handle_ref::<RefH>(r, what) }
 }
 
+fn tensor_ref<'a>(t: jlong) -> Result<&'a TensorH, JErr> {
+    // SAFETY: as in client_ref, for a RemoteTensor's handle.
+    unsafe { handle_ref::<TensorH>(t, "RemoteTensor") }
+}
+
 fn name_of(env: &Env<'_>, s: &JString<'_>, what: &str) -> Result<String, JErr> {
     opt_string(env, s)?.ok_or_else(|| JErr::Arg(format!("{what} is null")))
 }
@@ -561,6 +568,98 @@ pub extern "system" fn Java_org_mote_rpc_RpcBridge_remoteFree<'l>(
         // SAFETY: Java frees each handle once, after every other call using it returned.
         // Dropping it frees the object on the server (a request: it waits for one in progress).
         unsafe { free_handle::<RefH>(r) };
+        Ok(())
+    })
+}
+
+/// java: static native Object clientEmpty(long client, long[] shape, String dtype, int deviceType, int deviceId);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_clientEmpty<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    client: jlong,
+    shape: JLongArray<'l>,
+    dtype: JString<'l>,
+    device_type: jint,
+    device_id: jint,
+) -> JObject<'l> {
+    entry(&mut env, |env| {
+        let c = client_ref(client)?;
+        if shape.is_null() {
+            return Err(JErr::Arg("shape is null".into()));
+        }
+        let mut dims = vec![0i64; shape.len(env)?];
+        shape.get_region(env, 0, &mut dims)?;
+        let dtype = name_of(env, &dtype, "dtype")?;
+        let dev = mote_rpc::wire::Device {
+            device_type,
+            device_id,
+        };
+        match c.empty(&dims, &dtype, dev) {
+            Ok(t) => tensor_array(env, t),
+            Err(e) => Err(client_err(env, e)),
+        }
+    })
+}
+
+/// java: static native String tensorDtype(long tensor);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_tensorDtype<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    tensor: jlong,
+) -> JString<'l> {
+    entry(&mut env, |env| {
+        let t = tensor_ref(tensor)?;
+        Ok(JString::from_str(env, dtype_name(t.record().dtype))?)
+    })
+}
+
+/// java: static native void tensorWrite(long tensor, byte[] data);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_tensorWrite<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    tensor: jlong,
+    data: JByteArray<'l>,
+) {
+    entry(&mut env, |env| {
+        let t = tensor_ref(tensor)?;
+        if data.is_null() {
+            return Err(JErr::Arg("data is null".into()));
+        }
+        let bytes = env.convert_byte_array(&data)?;
+        t.write(&bytes).map_err(|e| client_err(env, e))
+    })
+}
+
+/// java: static native byte[] tensorRead(long tensor);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_tensorRead<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    tensor: jlong,
+) -> JByteArray<'l> {
+    entry(&mut env, |env| {
+        let t = tensor_ref(tensor)?;
+        match t.read() {
+            Ok(b) => Ok(env.byte_array_from_slice(&b)?),
+            Err(e) => Err(client_err(env, e)),
+        }
+    })
+}
+
+/// java: static native void tensorFree(long tensor);
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_org_mote_rpc_RpcBridge_tensorFree<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    tensor: jlong,
+) {
+    entry(&mut env, |_| {
+        // SAFETY: Java frees each handle once, after every other call using it returned.
+        // Dropping it frees the memory on the server (a request: it waits for one in progress).
+        unsafe { free_handle::<TensorH>(tensor) };
         Ok(())
     })
 }

@@ -3,10 +3,10 @@
 //! client errors. The JNI entries themselves are in `rpc.rs` (whose `/// java:` lines generate
 //! `RpcBridge`); compiled only with the `rpc` feature, like them.
 //!
-//! Two kinds of native objects, each behind a Java `long` handle that one Java object owns:
-//! a session ([`ClientH`]) and a function or module living on the server ([`RefH`]). A
-//! [`RefH`] holds a clone of its session's [`Client`], so no handle depends on another being
-//! alive: Java may free them in any order, and a function outlives the session object it came
+//! Three kinds of native objects, each behind a Java `long` handle that one Java object owns:
+//! a session ([`ClientH`]), a function or module living on the server ([`RefH`]) and a tensor
+//! living on the server ([`TensorH`]). A [`RefH`] or [`TensorH`] holds a clone of its
+//! session's [`Client`], so no handle depends on another being alive: Java may free them in any order, and a function outlives the session object it came
 //! from (the connection stays open until `close()` or until every object of it is gone).
 //! Java frees a handle only after every call using it returned (`org.mote.rpc.NativeHandle`),
 //! and keeps the handles of reference arguments acquired during a call.
@@ -24,8 +24,8 @@ use jni::objects::{JByteArray, JDoubleArray, JLongArray, JObject, JObjectArray};
 use jni::objects::{JString, JValue};
 use jni::strings::JNIString;
 use jni::{jni_sig, jni_str, Env};
-use mote_rpc::client::{Client, ClientError, ClientOptions, RemoteRef, Value};
-use mote_rpc::wire::{Arg, Device, WireDType};
+use mote_rpc::client::{Client, ClientError, ClientOptions, RemoteRef, RemoteTensor, Value};
+use mote_rpc::wire::{Arg, Device, WireDType, WireTensor};
 
 use crate::{free_handle, handle_ref, into_handle, JErr};
 
@@ -55,6 +55,9 @@ pub(crate) mod kind {
     pub const REF: char = 'r';
     /// A device: `longs[i]` holds the DLPack type in its high 32 bits, the index in its low 32.
     pub const DEVICE: char = 'd';
+    /// A remote tensor of the same session: `longs[i]` (its handle, which Java keeps acquired
+    /// during the call).
+    pub const TENSOR: char = 't';
 }
 
 /// Session ids, so that a reference of one session is never sent to another's server (its
@@ -74,6 +77,59 @@ pub struct RefH {
     client: Client,
     remote: RemoteRef,
     module: bool,
+}
+
+/// A tensor on the server, owned by one `org.mote.rpc.RemoteTensor`: memory the client
+/// allocated there ([`Client::empty`]) or a tensor a call returned. Dropping it frees it on the
+/// server (best effort, as [`RefH`]).
+pub struct TensorH {
+    session: u64,
+    client: Client,
+    mem: TensorMem,
+}
+
+enum TensorMem {
+    /// From `RemoteSession.empty`: freed with `kDevFreeData`.
+    Allocated(RemoteTensor),
+    /// Returned by a call: its record, and the object that keeps its memory alive there
+    /// (held only to be dropped with it).
+    Returned(WireTensor, #[allow(dead_code)] RemoteRef),
+}
+
+impl TensorH {
+    /// Where it lives, its type and shape.
+    pub(crate) fn record(&self) -> &WireTensor {
+        match &self.mem {
+            TensorMem::Allocated(t) => t.record(),
+            TensorMem::Returned(x, _) => x,
+        }
+    }
+
+    /// Its size in bytes, if a Java `byte[]` can hold it.
+    fn java_size(&self) -> Result<usize, ClientError> {
+        let r = self.record();
+        r.nbytes()
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|&n| n <= i32::MAX as usize)
+            .ok_or_else(|| {
+                ClientError::Argument(format!(
+                    "a tensor of shape {:?} does not fit a Java byte[]",
+                    r.shape
+                ))
+            })
+    }
+
+    /// Overwrites it with `data` (its whole size; the server may refuse, as Mote's does for a
+    /// tensor a call returned).
+    pub(crate) fn write(&self, data: &[u8]) -> Result<(), ClientError> {
+        self.client.copy_to(self.record(), data)
+    }
+
+    /// Reads the whole of it.
+    pub(crate) fn read(&self) -> Result<Vec<u8>, ClientError> {
+        self.java_size()?;
+        self.client.copy_from(self.record())
+    }
 }
 
 impl ClientH {
@@ -97,6 +153,34 @@ impl ClientH {
 
     pub(crate) fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// Allocates a tensor on the server (see [`Client::empty`]); `dtype` by TVM's name.
+    pub(crate) fn empty(
+        &self,
+        shape: &[i64],
+        dtype: &str,
+        device: Device,
+    ) -> Result<TensorH, ClientError> {
+        let d: mote::DType = dtype
+            .parse()
+            .map_err(|e: mote::Error| ClientError::Argument(e.to_string()))?;
+        let wire = WireDType {
+            code: d.code,
+            bits: d.bits,
+            lanes: d.lanes,
+        };
+        if let Some(&e) = shape.iter().find(|&&e| e < 0) {
+            return Err(ClientError::Argument(format!(
+                "shape {shape:?} has a negative extent {e}"
+            )));
+        }
+        let t = self.client.empty(shape, wire, device)?;
+        Ok(TensorH {
+            session: self.session,
+            client: self.client.clone(),
+            mem: TensorMem::Allocated(t),
+        })
     }
 
     /// A reference of this session.
@@ -244,6 +328,17 @@ pub(crate) fn read_args(
                 }
             }
             kind::DEVICE => Arg::Device(unpack_device(ls[i])),
+            kind::TENSOR => {
+                // SAFETY: Java passes the handle of a RemoteTensor it keeps acquired until this
+                // call returned.
+                let t = unsafe { handle_ref::<TensorH>(ls[i], "the remote tensor")? };
+                if t.session != f.session {
+                    return Err(JErr::Arg(format!(
+                        "argument {i}: a remote tensor of another RPC session"
+                    )));
+                }
+                Arg::Tensor(t.record().clone())
+            }
             other => return Err(JErr::Arg(format!("argument {i}: unknown kind {other:?}"))),
         };
         out.push(a);
@@ -253,21 +348,12 @@ pub(crate) fn read_args(
 
 /// TVM's name of a data type (`float32`, `int8x4`, `bool`...).
 pub(crate) fn dtype_name(d: WireDType) -> String {
-    let base = match d.code {
-        0 => format!("int{}", d.bits),
-        1 if d.bits == 1 => "bool".to_string(),
-        1 => format!("uint{}", d.bits),
-        2 => format!("float{}", d.bits),
-        3 => "handle".to_string(),
-        4 => format!("bfloat{}", d.bits),
-        6 => "bool".to_string(),
-        c => format!("custom[{c}]{}", d.bits),
-    };
-    if d.lanes > 1 {
-        format!("{base}x{}", d.lanes)
-    } else {
-        base
+    mote::DType {
+        code: d.code,
+        bits: d.bits,
+        lanes: d.lanes,
     }
+    .to_string()
 }
 
 /// Boxes `v` with `valueOf` of `class` (`sig` its signature).
@@ -300,9 +386,35 @@ fn ref_array<'l>(env: &mut Env<'l>, r: RefH) -> Result<JObject<'l>, JErr> {
     }
 }
 
+/// A new tensor as Java receives it (`RemoteFunction.wrap`): `long[] {handle, 2, device type,
+/// device index, dims...}`. The handle is freed again if the array cannot be made.
+pub(crate) fn tensor_array<'l>(env: &mut Env<'l>, t: TensorH) -> Result<JObject<'l>, JErr> {
+    let r = t.record();
+    let mut desc = vec![
+        0,
+        2,
+        i64::from(r.device.device_type),
+        i64::from(r.device.device_id),
+    ];
+    desc.extend_from_slice(&r.shape);
+    let h = into_handle(t);
+    desc[0] = h;
+    let made = env
+        .new_long_array(desc.len())
+        .and_then(|a| a.set_region(env, 0, &desc).map(|()| a));
+    match made {
+        Ok(a) => Ok(a.into()),
+        Err(e) => {
+            // SAFETY: `h` was made above and Java never saw it.
+            unsafe { free_handle::<TensorH>(h) };
+            Err(e.into())
+        }
+    }
+}
+
 /// A call's result as a Java object: null, `Long`, `Boolean`, `Double`, `String` (a string or
-/// a data type's name), `byte[]`, or a new reference ([`ref_array`]). Tensors and other
-/// objects are refused (and freed on the server).
+/// a data type's name), `byte[]`, a new reference ([`ref_array`]) or a new tensor
+/// ([`tensor_array`]). Other objects are refused (and freed on the server).
 pub(crate) fn result<'l>(env: &mut Env<'l>, f: &RefH, v: Value) -> Result<JObject<'l>, JErr> {
     match v {
         Value::None => Ok(JObject::null()),
@@ -329,14 +441,14 @@ pub(crate) fn result<'l>(env: &mut Env<'l>, f: &RefH, v: Value) -> Result<JObjec
         Value::Bytes(b) => Ok(env.byte_array_from_slice(&b)?.into()),
         Value::Function(r) => ref_array(env, f.sibling(r, false)),
         Value::Module(r) => ref_array(env, f.sibling(r, true)),
-        Value::Tensor(_, r) => {
-            drop(r);
-            Err(JErr::Mote(mote::Error::Unsupported(
-                "the remote function returned a tensor: remote tensors are not supported by \
-                 the Java client yet"
-                    .into(),
-            )))
-        }
+        Value::Tensor(x, r) => tensor_array(
+            env,
+            TensorH {
+                session: f.session,
+                client: f.client.clone(),
+                mem: TensorMem::Returned(x, r),
+            },
+        ),
         Value::Object(type_index, r) => {
             drop(r);
             Err(JErr::Mote(mote::Error::Unsupported(format!(

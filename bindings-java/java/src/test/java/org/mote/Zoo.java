@@ -25,9 +25,10 @@ import java.util.zip.ZipFile;
 
 /**
  * The zoo (MOTE_ZOO_DIR, passed as the system property mote.zoo), its cases (the manifest as
- * a TSV written by scripts/test-java.sh) and TVM's expected outputs (.npz, read here).
+ * a TSV written by scripts/test-java.sh) and TVM's expected outputs (.npz, read here). Public
+ * for the tests of org.mote.rpc, which read the same files.
  */
-final class Zoo {
+public final class Zoo {
     private Zoo() {}
 
     /** One case of the manifest. */
@@ -44,10 +45,13 @@ final class Zoo {
     }
 
     /** A .npy array. */
-    static final class Npy {
-        String dtype;
-        long[] shape;
-        byte[] data;
+    public static final class Npy {
+        /** TVM's name of its element type. */
+        public String dtype;
+        /** Its shape. */
+        public long[] shape;
+        /** Its raw elements, little-endian. */
+        public byte[] data;
 
         Tensor toTensor() {
             Tensor t = Tensor.empty(shape, dtype);
@@ -64,7 +68,7 @@ final class Zoo {
         return Paths.get(d);
     }
 
-    static String path(String file) {
+    public static String path(String file) {
         return dir().resolve(file).toString();
     }
 
@@ -117,7 +121,7 @@ final class Zoo {
     }
 
     /** The arrays of a zoo .npz whose keys are prefix0, prefix1..., in index order. */
-    static List<Npy> npz(String file, String prefix) throws IOException {
+    public static List<Npy> npz(String file, String prefix) throws IOException {
         return npz(dir(), file, prefix);
     }
 
@@ -201,7 +205,7 @@ final class Zoo {
     }
 
     /** Elements as doubles, for comparison. */
-    static double[] values(String dtype, byte[] data) {
+    public static double[] values(String dtype, byte[] data) {
         ByteBuffer b = ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN);
         int size;
         switch (dtype) {
@@ -247,7 +251,7 @@ final class Zoo {
         assertClose(what, Zoo.values(got.dtype(), got.toRawBytes()), Zoo.values(want.dtype, want.data), rtol, atol);
     }
 
-    static void assertClose(String what, double[] g, double[] w, double rtol, double atol) {
+    public static void assertClose(String what, double[] g, double[] w, double rtol, double atol) {
         assertEquals(w.length, g.length, what + ": element count");
         for (int i = 0; i < w.length; i++) {
             if (!(Math.abs(g[i] - w[i]) <= atol + rtol * Math.abs(w[i]))) {

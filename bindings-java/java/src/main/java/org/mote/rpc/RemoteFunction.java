@@ -23,11 +23,15 @@ public final class RemoteFunction implements AutoCloseable {
 
     /**
      * A reference a native call returned: {@code {handle, 0}} for a function,
-     * {@code {handle, 1}} for a module; any other object as it is.
+     * {@code {handle, 1}} for a module, {@code {handle, 2, ...}} for a tensor
+     * ({@link RemoteTensor#fromNative}); any other object as it is.
      */
     static Object wrap(Object r) {
         if (r instanceof long[]) {
             long[] a = (long[]) r;
+            if (a[1] == 2) {
+                return RemoteTensor.fromNative(a);
+            }
             return a[1] == 0 ? new RemoteFunction(a[0], null) : new RemoteModule(a[0], null);
         }
         return r;
@@ -46,15 +50,15 @@ public final class RemoteFunction implements AutoCloseable {
      * Calls the function on the server.
      *
      * @param args null, integers (Long, Integer, Short, Byte), floats (Double, Float),
-     *     Booleans, Strings, byte[]s, {@link RemoteFunction}s and {@link RemoteModule}s of the
-     *     same session, {@link RemoteDevice}s
+     *     Booleans, Strings, byte[]s, {@link RemoteFunction}s, {@link RemoteModule}s and
+     *     {@link RemoteTensor}s of the same session, {@link RemoteDevice}s
      * @return what it returned: null, Long, Double, Boolean, String (a string, or a data
-     *     type's name such as {@code "float32"}), byte[], a {@link RemoteFunction} or a
-     *     {@link RemoteModule} (to close when done)
+     *     type's name such as {@code "float32"}), byte[], a {@link RemoteFunction}, a
+     *     {@link RemoteModule} or a {@link RemoteTensor} (to close when done)
      * @throws RpcRemoteException when the function failed on the server (the session goes on)
-     * @throws UnsupportedException when it returned a tensor or another object the Java client
-     *     cannot receive (remote tensors are not supported by the Java client yet; the server
-     *     frees it), or a tensor is passed
+     * @throws UnsupportedException when it returned an object the Java client cannot receive
+     *     (a tuple, a shape...; the server frees it), or a local {@link org.mote.Tensor} is
+     *     passed
      * @throws IllegalArgumentException for another argument, or a remote object of another
      *     session
      * @throws IllegalStateException when the function, an argument or the session is closed
@@ -96,17 +100,23 @@ public final class RemoteFunction implements AutoCloseable {
                     longs[i] = r.acquire();
                     acquired.add(r);
                     kinds.append('r');
+                } else if (v instanceof RemoteTensor) {
+                    NativeHandle r = ((RemoteTensor) v).handle;
+                    longs[i] = r.acquire();
+                    acquired.add(r);
+                    kinds.append('t');
                 } else if (v instanceof RemoteDevice) {
                     kinds.append('d');
                     longs[i] = ((RemoteDevice) v).packed();
                 } else if (v instanceof org.mote.Tensor) {
-                    throw new UnsupportedException("argument " + i + ": remote tensors are not"
-                            + " supported by the Java client yet (a local Tensor cannot be passed to a"
-                            + " remote function)");
+                    throw new UnsupportedException("argument " + i + ": a local Tensor cannot be"
+                            + " passed to a remote function (make a RemoteTensor with"
+                            + " RemoteSession.empty and copy the data into it)");
                 } else {
                     throw new IllegalArgumentException("argument " + i + ": a remote function cannot"
                             + " take a " + v.getClass().getName() + " (use null, a number, a boolean, a"
-                            + " String, a byte[], a RemoteFunction, a RemoteModule or a RemoteDevice)");
+                            + " String, a byte[], a RemoteFunction, a RemoteModule, a RemoteTensor or a"
+                            + " RemoteDevice)");
                 }
             }
             return wrap(RpcBridge.remoteCall(h, kinds.toString(), longs, doubles, objects));

@@ -46,4 +46,9 @@ final class RpcBridge {
     static native long remoteModuleFunction(long module, String name, boolean queryImports);
     static native Object remoteCall(long function, String kinds, long[] longs, double[] doubles, Object[] objects);
     static native void remoteFree(long ref);
+    static native Object clientEmpty(long client, long[] shape, String dtype, int deviceType, int deviceId);
+    static native String tensorDtype(long tensor);
+    static native void tensorWrite(long tensor, byte[] data);
+    static native byte[] tensorRead(long tensor);
+    static native void tensorFree(long tensor);
 }

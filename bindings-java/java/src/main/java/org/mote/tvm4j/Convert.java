@@ -40,7 +40,7 @@ final class Convert {
             return new TVMValueBytes((byte[]) r);
         }
         if (r instanceof org.mote.Tensor) {
-            return new NDArray((org.mote.Tensor) r, view, Device.cpu(0));
+            return new NDArray((org.mote.Tensor) r, view, null, Device.cpu(0));
         }
         if (r instanceof org.mote.Function) {
             return new Function((org.mote.Function) r, false);
@@ -53,6 +53,9 @@ final class Convert {
         }
         if (r instanceof org.mote.rpc.RemoteModule) {
             return new Module((org.mote.rpc.RemoteModule) r);
+        }
+        if (r instanceof org.mote.rpc.RemoteTensor) {
+            return Tensor.returned((org.mote.rpc.RemoteTensor) r);
         }
         if (!view) {
             closeTensors(r);
@@ -91,7 +94,7 @@ final class Convert {
             return null;
         }
         if (a instanceof TensorBase) {
-            return ((TensorBase) a).tensor;
+            return ((TensorBase) a).local(what);
         }
         if (a instanceof Function) {
             return ((Function) a).mote();
@@ -127,8 +130,8 @@ final class Convert {
     /**
      * A tvm4j argument of a remote function as {@link org.mote.rpc.RemoteFunction#call} takes
      * it: remote functions and modules as theirs, devices as {@link org.mote.rpc.RemoteDevice}s
-     * (a {@link org.mote.tvm4j.rpc.TVMRemoteDevice}'s type without its session mask), arrays
-     * as their tensor (which the call refuses: remote tensors are not supported yet).
+     * (a {@link org.mote.tvm4j.rpc.TVMRemoteDevice}'s type without its session mask), remote
+     * arrays as their {@link org.mote.rpc.RemoteTensor} (local ones are refused).
      *
      * @param what how to name it in an error
      */
@@ -160,6 +163,15 @@ final class Convert {
         }
         if (a instanceof TVMValueHandle) {
             throw new IllegalArgumentException(what + ": a raw handle cannot be passed to a remote function");
+        }
+        if (a instanceof TensorBase) {
+            TensorBase t = (TensorBase) a;
+            if (t.remote == null) {
+                throw new IllegalArgumentException(what + ": a local array cannot be passed to a remote"
+                        + " function (make it with Tensor.empty(shape, dtype, session.device(...)), or"
+                        + " copyTo such an array)");
+            }
+            return t.remote;
         }
         return toMote(a, what);
     }

@@ -17,10 +17,11 @@ import java.util.List;
  * thread or on one of a session's worker threads, so it must be thread-safe; an exception it
  * throws fails the call with an {@link org.mote.CallbackException} carrying its text.
  *
- * <p>A remote function takes numbers, strings, byte[]s, remote functions and modules of its
- * session, and devices ({@link org.mote.tvm4j.rpc.TVMRemoteDevice}s or plain ones); not
- * arrays (remote tensors are not supported by the Java client yet). An error on the server
- * throws {@link org.mote.rpc.RpcRemoteException} with the server's message.
+ * <p>A remote function takes numbers, strings, byte[]s, remote functions, modules and arrays
+ * of its session (arrays made on its devices, or returned by its functions), and devices
+ * ({@link org.mote.tvm4j.rpc.TVMRemoteDevice}s or plain ones); it returns arrays living on the
+ * server. A local function takes local arrays only. An error on the server throws
+ * {@link org.mote.rpc.RpcRemoteException} with the server's message.
  */
 public class Function extends TVMObject {
     /** Java code Mote can call. */
@@ -249,16 +250,16 @@ public class Function extends TVMObject {
     }
 
     /**
-     * Adds an array argument ({@link Tensor} or {@link NDArray}); a kernel may write it. A
-     * remote function refuses it when called ({@link org.mote.UnsupportedException}: remote
-     * tensors are not supported by the Java client yet).
+     * Adds an array argument ({@link Tensor} or {@link NDArray}); a kernel may write it. A local
+     * function takes local arrays, a remote function arrays of its session's server.
      *
      * @param arg the array
      * @return this
+     * @throws IllegalArgumentException for an array of the other kind
      */
     public Function pushArg(TensorBase arg) {
         if (!pushRemote(arg, "pushArg(TensorBase)")) {
-            mote().pushArg(arg.tensor);
+            mote().pushArg(arg.local("pushArg(TensorBase)"));
         }
         return this;
     }

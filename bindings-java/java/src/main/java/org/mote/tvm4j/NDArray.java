@@ -5,8 +5,8 @@ package org.mote.tvm4j;
  * factories return an {@code NDArray}.
  */
 public class NDArray extends Tensor {
-    NDArray(org.mote.Tensor tensor, boolean isView, Device device) {
-        super(tensor, isView, device);
+    NDArray(org.mote.Tensor tensor, boolean isView, org.mote.rpc.RemoteTensor remote, Device device) {
+        super(tensor, isView, remote, device);
     }
 
     /**
@@ -14,12 +14,13 @@ public class NDArray extends Tensor {
      *
      * @param shape the shape
      * @param dtype the element type
-     * @param dev a CPU device
+     * @param dev a CPU device, or a device of an RPC session
      * @return the array
-     * @throws IllegalArgumentException when {@code dev} is not a CPU
+     * @throws IllegalArgumentException when {@code dev} is neither
      */
     public static NDArray empty(long[] shape, TVMType dtype, Device dev) {
-        return new NDArray(allocate(shape, dtype, dev), false, dev);
+        Parts p = allocate(shape, dtype, dev);
+        return new NDArray(p.tensor, false, p.remote, dev);
     }
 
     /**
@@ -47,9 +48,9 @@ public class NDArray extends Tensor {
      * A new zero-filled float32 array.
      *
      * @param shape the shape
-     * @param dev a CPU device
+     * @param dev a CPU device, or a device of an RPC session
      * @return the array
-     * @throws IllegalArgumentException when {@code dev} is not a CPU
+     * @throws IllegalArgumentException when {@code dev} is neither
      */
     public static NDArray empty(long[] shape, Device dev) {
         return empty(shape, new TVMType("float32"), dev);

@@ -1,34 +1,87 @@
 package org.mote.tvm4j;
 
 /**
- * tvm4j's array (TVM 0.22 on; {@link NDArray} before): an n-dimensional array in host memory,
- * made by {@link #empty}, filled by {@code copyFrom} and read by {@code asXArray()}, each of
- * which requires the array's element type, as tvm4j does.
+ * tvm4j's array (TVM 0.22 on; {@link NDArray} before): an n-dimensional array, made by
+ * {@link #empty}, filled by {@code copyFrom} and read by {@code asXArray()}, each of which
+ * requires the array's element type, as tvm4j does.
  *
- * <p>Mote's arrays live in host memory: {@code empty} takes a CPU {@link Device} only (a model
- * compiled for OpenCL takes host arrays and copies them itself). {@link #release()} frees the
- * array; a second {@code release()} does nothing, and any other use of a released array throws
+ * <p>Local arrays live in host memory: {@code empty} takes a CPU {@link Device} (a model
+ * compiled for OpenCL takes host arrays and copies them itself). An array made on a device of
+ * an RPC session ({@link org.mote.tvm4j.rpc.RPCSession#device}, a
+ * {@link org.mote.tvm4j.rpc.TVMRemoteDevice}), or returned by a remote function, lives on that
+ * server, as in tvm4j: each {@code copyFrom} sends the whole array and each {@code asXArray()}
+ * or {@link #internal()} fetches it (one request each, through a host array of the same size).
+ * A remote array is an argument of that session's remote functions only, and a local array of
+ * local functions only ({@link IllegalArgumentException} otherwise); {@link #copyTo} copies
+ * between the two. {@link #release()} frees the array (on the server too); a second
+ * {@code release()} does nothing, and any other use of a released array throws
  * {@link IllegalStateException}. An array never released is freed after it becomes unreachable.
  */
 public class Tensor extends NDArrayBase {
     private final TVMType dtype;
     private final Device device;
 
-    Tensor(org.mote.Tensor tensor, boolean isView, Device device) {
-        super(tensor, isView);
+    Tensor(org.mote.Tensor tensor, boolean isView, org.mote.rpc.RemoteTensor remote, Device device) {
+        super(tensor, isView, remote);
         this.dtype = TVMType.fromMote(tensor.dtype());
         this.device = device;
     }
 
-    static org.mote.Tensor allocate(long[] shape, TVMType dtype, Device dev) {
+    Tensor(Parts parts, Device device) {
+        this(parts.tensor, false, parts.remote, device);
+    }
+
+    /** A new array's memory: the host array, and for a remote device its tensor on the server. */
+    static final class Parts {
+        final org.mote.Tensor tensor;
+        final org.mote.rpc.RemoteTensor remote;
+
+        Parts(org.mote.Tensor tensor, org.mote.rpc.RemoteTensor remote) {
+            this.tensor = tensor;
+            this.remote = remote;
+        }
+    }
+
+    static Parts allocate(long[] shape, TVMType dtype, Device dev) {
         java.util.Objects.requireNonNull(shape, "shape");
         java.util.Objects.requireNonNull(dtype, "dtype");
         java.util.Objects.requireNonNull(dev, "dev");
-        if (dev.deviceType != Device.kDLCPU) {
-            throw new IllegalArgumentException("Mote makes arrays in host memory only, not on " + dev
-                    + " (a model compiled for OpenCL takes host arrays and copies them itself)");
+        if (dev instanceof org.mote.tvm4j.rpc.TVMRemoteDevice) {
+            org.mote.tvm4j.rpc.TVMRemoteDevice rd = (org.mote.tvm4j.rpc.TVMRemoteDevice) dev;
+            // The host array first: it checks the type and shape before anything is sent.
+            org.mote.Tensor host = org.mote.Tensor.empty(shape, dtype.moteName());
+            try {
+                return new Parts(host, rd.rpcSession.remoteSession().empty(shape, dtype.moteName(),
+                        new org.mote.rpc.RemoteDevice(dev.deviceType % org.mote.tvm4j.rpc.RPC.RPC_SESS_MASK,
+                                dev.deviceId)));
+            } catch (RuntimeException e) {
+                host.close();
+                throw e;
+            }
         }
-        return org.mote.Tensor.empty(shape, dtype.moteName());
+        if (dev.deviceType != Device.kDLCPU) {
+            throw new IllegalArgumentException("Mote makes local arrays in host memory only, not on " + dev
+                    + " (a model compiled for OpenCL takes host arrays and copies them itself; for an"
+                    + " array on an RPC server use a device of its session, RPCSession.device(...))");
+        }
+        return new Parts(org.mote.Tensor.empty(shape, dtype.moteName()), null);
+    }
+
+    /**
+     * A remote function's result as an array (the host array made here); the tensor is freed
+     * on the server when its type has no Java form.
+     */
+    static NDArray returned(org.mote.rpc.RemoteTensor r) {
+        org.mote.Tensor host;
+        try {
+            host = org.mote.Tensor.empty(r.shape(), r.dtype());
+        } catch (RuntimeException e) {
+            r.close();
+            throw new UnsupportedOperationException("the remote function returned a " + r.dtype()
+                    + " array, which has no tvm4j form here", e);
+        }
+        // Its device on the server, without a session mask (tvm4j's would carry one).
+        return new NDArray(host, false, r, new Device(r.device().deviceType(), r.device().deviceId()));
     }
 
     /**
@@ -36,12 +89,13 @@ public class Tensor extends NDArrayBase {
      *
      * @param shape the shape
      * @param dtype the element type
-     * @param dev a CPU device
+     * @param dev a CPU device, or a device of an RPC session ({@code session.device(...)})
      * @return the array
-     * @throws IllegalArgumentException when {@code dev} is not a CPU
+     * @throws IllegalArgumentException when {@code dev} is neither
+     * @throws org.mote.rpc.RpcRemoteException when the server refuses
      */
     public static Tensor empty(long[] shape, TVMType dtype, Device dev) {
-        return new Tensor(allocate(shape, dtype, dev), false, dev);
+        return new Tensor(allocate(shape, dtype, dev), dev);
     }
 
     /**
@@ -69,9 +123,9 @@ public class Tensor extends NDArrayBase {
      * A new zero-filled float32 array.
      *
      * @param shape the shape
-     * @param dev a CPU device
+     * @param dev a CPU device, or a device of an RPC session
      * @return the array
-     * @throws IllegalArgumentException when {@code dev} is not a CPU
+     * @throws IllegalArgumentException when {@code dev} is neither
      */
     public static Tensor empty(long[] shape, Device dev) {
         return empty(shape, new TVMType("float32"), dev);
@@ -100,6 +154,7 @@ public class Tensor extends NDArrayBase {
         require(TVMType.FLOAT, 64, "double[]");
         checkCopySize(sourceArray.length);
         tensor.copyFrom(sourceArray);
+        push();
     }
 
     /**
@@ -112,6 +167,7 @@ public class Tensor extends NDArrayBase {
         require(TVMType.FLOAT, 32, "float[]");
         checkCopySize(sourceArray.length);
         tensor.copyFrom(sourceArray);
+        push();
     }
 
     /**
@@ -124,6 +180,7 @@ public class Tensor extends NDArrayBase {
         require(TVMType.INT, 64, "long[]");
         checkCopySize(sourceArray.length);
         tensor.copyFrom(sourceArray);
+        push();
     }
 
     /**
@@ -136,6 +193,7 @@ public class Tensor extends NDArrayBase {
         require(TVMType.INT, 32, "int[]");
         checkCopySize(sourceArray.length);
         tensor.copyFrom(sourceArray);
+        push();
     }
 
     /**
@@ -148,6 +206,7 @@ public class Tensor extends NDArrayBase {
         require(TVMType.INT, 16, "short[]");
         checkCopySize(sourceArray.length);
         tensor.copyFrom(sourceArray);
+        push();
     }
 
     /**
@@ -160,6 +219,7 @@ public class Tensor extends NDArrayBase {
         require(TVMType.INT, 8, "byte[]");
         checkCopySize(sourceArray.length);
         tensor.copyFrom(sourceArray);
+        push();
     }
 
     /**
@@ -172,6 +232,7 @@ public class Tensor extends NDArrayBase {
         require(TVMType.UINT, 16, "char[]");
         checkCopySize(sourceArray.length);
         tensor.copyFrom(sourceArray);
+        push();
     }
 
     /**
@@ -182,6 +243,7 @@ public class Tensor extends NDArrayBase {
      */
     public void copyFromRaw(byte[] sourceArray) {
         tensor.copyFromRaw(sourceArray);
+        push();
     }
 
     /**
@@ -210,6 +272,7 @@ public class Tensor extends NDArrayBase {
      */
     public double[] asDoubleArray() {
         require(TVMType.FLOAT, 64, "double[]");
+        pull();
         return tensor.asDoubleArray();
     }
 
@@ -221,6 +284,7 @@ public class Tensor extends NDArrayBase {
      */
     public float[] asFloatArray() {
         require(TVMType.FLOAT, 32, "float[]");
+        pull();
         return tensor.asFloatArray();
     }
 
@@ -232,6 +296,7 @@ public class Tensor extends NDArrayBase {
      */
     public long[] asLongArray() {
         require(TVMType.INT, 64, "long[]");
+        pull();
         return tensor.asLongArray();
     }
 
@@ -243,6 +308,7 @@ public class Tensor extends NDArrayBase {
      */
     public int[] asIntArray() {
         require(TVMType.INT, 32, "int[]");
+        pull();
         return tensor.asIntArray();
     }
 
@@ -254,6 +320,7 @@ public class Tensor extends NDArrayBase {
      */
     public short[] asShortArray() {
         require(TVMType.INT, 16, "short[]");
+        pull();
         return tensor.asShortArray();
     }
 
@@ -265,6 +332,7 @@ public class Tensor extends NDArrayBase {
      */
     public char[] asCharArray() {
         require(TVMType.UINT, 16, "char[]");
+        pull();
         return tensor.asCharArray();
     }
 
@@ -276,6 +344,7 @@ public class Tensor extends NDArrayBase {
      */
     public byte[] asByteArray() {
         require(TVMType.INT, 8, "byte[]");
+        pull();
         return tensor.asByteArray();
     }
 
@@ -285,13 +354,15 @@ public class Tensor extends NDArrayBase {
      * @return the bytes
      */
     public byte[] internal() {
+        pull();
         return tensor.toRawBytes();
     }
 
     /**
      * The device the array was made for.
      *
-     * @return a CPU device
+     * @return the device {@code empty} was given (for a remote function's result: its device on
+     *     the server, without the session mask tvm4j would add)
      */
     public Device device() {
         return device;

@@ -3,7 +3,9 @@ package org.mote.tvm4j;
 /**
  * The base of tvm4j's arrays: what a callback's array argument is ({@link #asTensor()}), and
  * what {@link #copyTo} copies between. Its data lives in a {@link org.mote.Tensor} in host
- * memory.
+ * memory, or, for an array made on a {@link org.mote.tvm4j.rpc.TVMRemoteDevice} or returned by
+ * a remote function, in an {@link org.mote.rpc.RemoteTensor} on the RPC server (with a host
+ * array of the same size that each copy to or from it goes through).
  */
 public class TensorBase extends TVMValue {
     /**
@@ -12,11 +14,47 @@ public class TensorBase extends TVMValue {
      */
     public final boolean isView;
 
+    /** The data, or for a remote array the host array its copies go through. */
     final org.mote.Tensor tensor;
+    /** Where a remote array's data lives; null for a local array. */
+    final org.mote.rpc.RemoteTensor remote;
 
     TensorBase(org.mote.Tensor tensor, boolean isView) {
+        this(tensor, isView, null);
+    }
+
+    TensorBase(org.mote.Tensor tensor, boolean isView, org.mote.rpc.RemoteTensor remote) {
         this.tensor = tensor;
         this.isView = isView;
+        this.remote = remote;
+    }
+
+    /** Before reading {@link #tensor}: a remote array's data fetched into it (one request). */
+    final void pull() {
+        if (remote != null) {
+            tensor.copyFromRaw(remote.toBytes());
+        }
+    }
+
+    /** After writing {@link #tensor}: a remote array's data sent from it (one request). */
+    final void push() {
+        if (remote != null) {
+            remote.copyFrom(tensor.toRawBytes());
+        }
+    }
+
+    /**
+     * The array as a local function's argument.
+     *
+     * @param what how to name it in an error
+     * @throws IllegalArgumentException for a remote array
+     */
+    final org.mote.Tensor local(String what) {
+        if (remote != null) {
+            throw new IllegalArgumentException(what + ": an array on an RPC server cannot be passed"
+                    + " to a local function (copyTo a local array first)");
+        }
+        return tensor;
     }
 
     @Override
@@ -25,19 +63,23 @@ public class TensorBase extends TVMValue {
     }
 
     /**
-     * Frees the array (unless it is a view). A second call does nothing; any other use of a
-     * released array throws {@link IllegalStateException}.
+     * Frees the array (unless it is a view; a remote array is freed on the server too). A
+     * second call does nothing; any other use of a released array throws
+     * {@link IllegalStateException}.
      */
     @Override
     public void release() {
         if (!isView) {
             tensor.close();
+            if (remote != null) {
+                remote.close();
+            }
         }
     }
 
     /**
      * Copies this array's elements into {@code target}, which must have the same element type
-     * and shape.
+     * and shape; either may be remote (a request to its server).
      *
      * @param target the array written
      * @return {@code target}
@@ -58,15 +100,34 @@ public class TensorBase extends TVMValue {
             throw new IllegalArgumentException("copyTo: a " + fd + " array of shape " + java.util.Arrays.toString(fs)
                     + " cannot be copied into a " + td + " array of shape " + java.util.Arrays.toString(ts));
         }
-        to.tensor.copyFromRaw(from.tensor.toRawBytes());
+        byte[] data = from.remote != null ? from.remote.toBytes() : from.tensor.toRawBytes();
+        if (to.remote != null) {
+            to.remote.copyFrom(data);
+        } else {
+            to.tensor.copyFromRaw(data);
+        }
     }
 
     /**
      * The array in Mote's idiomatic layer (the same memory; closing either frees it).
      *
      * @return the tensor
+     * @throws UnsupportedOperationException for a remote array (see {@link #remoteTensor()})
      */
     public org.mote.Tensor moteTensor() {
+        if (remote != null) {
+            throw new UnsupportedOperationException("the array lives on an RPC server: see remoteTensor()");
+        }
         return tensor;
+    }
+
+    /**
+     * A remote array in Mote's idiomatic layer (the same memory on the server; closing either
+     * frees it there). A Mote addition.
+     *
+     * @return the tensor on the server, or null for a local array
+     */
+    public org.mote.rpc.RemoteTensor remoteTensor() {
+        return remote;
     }
 }

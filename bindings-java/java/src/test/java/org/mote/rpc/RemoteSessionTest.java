@@ -132,10 +132,10 @@ class RemoteSessionTest {
                 RpcRemoteException e = assertThrows(RpcRemoteException.class, forward::call);
                 assertFalse(e.getMessage().isEmpty());
                 assertNotNull(m.getFunction("forward"));
-                // Tensors do not cross yet, either way.
+                // A local tensor does not cross (RemoteTensorTest covers remote ones).
                 try (Tensor t = Tensor.empty(new long[] {2}, "float32")) {
                     UnsupportedException u = assertThrows(UnsupportedException.class, () -> forward.call(t));
-                    assertTrue(u.getMessage().contains("remote tensors are not supported"), u.getMessage());
+                    assertTrue(u.getMessage().contains("a local Tensor cannot be passed"), u.getMessage());
                 }
                 m.close();
                 assertThrows(IllegalStateException.class, () -> m.getFunction("forward"));
@@ -219,10 +219,9 @@ class RemoteSessionTest {
             RpcRemoteException e = assertThrows(RpcRemoteException.class,
                     () -> s.getFunction("test.rpc.client.fails").call());
             assertTrue(e.getMessage().contains("failing on purpose"), e.getMessage());
-            UnsupportedException u = assertThrows(UnsupportedException.class,
-                    () -> s.getFunction("test.rpc.client.tensor").call());
-            assertTrue(u.getMessage().contains("remote tensors are not supported by the Java client yet"),
-                    u.getMessage());
+            try (RemoteTensor t = (RemoteTensor) s.getFunction("test.rpc.client.tensor").call()) {
+                assertArrayEquals(new byte[12], t.toBytes());
+            }
             assertEquals(42L, s.getFunction("test.rpc.client.twice").call(21L));
         } finally {
             serving.stop();

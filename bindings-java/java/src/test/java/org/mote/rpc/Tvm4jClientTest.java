@@ -16,9 +16,14 @@ import java.nio.file.Paths;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.mote.UnknownFunctionException;
+import org.mote.Zoo;
 import org.mote.tvm4j.Device;
 import org.mote.tvm4j.Function;
 import org.mote.tvm4j.Module;
+import org.mote.tvm4j.NDArray;
+import org.mote.tvm4j.TVMType;
+import org.mote.tvm4j.Tensor;
+import org.mote.tvm4j.TensorBase;
 import org.mote.tvm4j.TVMValue;
 import org.mote.tvm4j.TVMValueNull;
 import org.mote.tvm4j.rpc.Client;
@@ -258,9 +263,11 @@ class Tvm4jClientTest {
             RpcRemoteException e = assertThrows(RpcRemoteException.class, () -> session.download("missing.bin"));
             assertTrue(e.getMessage().contains("missing.bin"), e.getMessage());
             assertThrows(RpcRemoteException.class, () -> forward.call());
-            // Arrays do not cross yet; local functions cannot be passed.
+            // Local arrays and local functions cannot be passed (remoteArrays... cover remote ones).
             org.mote.tvm4j.NDArray arr = org.mote.tvm4j.NDArray.empty(new long[] {2});
-            assertThrows(org.mote.UnsupportedException.class, () -> forward.pushArg(arr).invoke());
+            IllegalArgumentException mixed = assertThrows(IllegalArgumentException.class,
+                    () -> forward.pushArg(arr).invoke());
+            assertTrue(mixed.getMessage().contains("a local array"), mixed.getMessage());
             arr.release();
             Function converted = Function.convertFunc(args -> 1L);
             assertThrows(IllegalArgumentException.class, () -> forward.call(converted));
@@ -270,6 +277,122 @@ class Tvm4jClientTest {
             lib.release();
             lib.release();
             assertThrows(IllegalStateException.class, () -> lib.getFunction("vm_load_executable"));
+        } finally {
+            close(s);
+            server.terminate();
+        }
+    }
+
+    /**
+     * TVM's Android RPC flow in tvm4j's words: a kernel library uploaded and loaded on the
+     * server, arrays made on the session's device, filled, passed, read back; checked against
+     * a naive product, every round with a poisoned output. Then copies between local and remote
+     * arrays, and the refusals of mixing them.
+     */
+    @Test
+    void remoteArraysRunAKernelOnTheServer() throws Exception {
+        int[] port = new int[1];
+        Server server = startServer(port);
+        RPCSession s = null;
+        try {
+            s = Client.connect("127.0.0.1", port[0]);
+            s.upload(Paths.get(RpcServerTest.zoo(), "kernels.so").toFile(), "k.so");
+            Module lib = s.loadModule("k.so");
+            Function gemm = lib.getFunction("gemm");
+            Device dev = s.device("cpu", 0);
+            TVMType f32 = new TVMType("float32");
+            Tensor a = Tensor.empty(new long[] {64, 32}, f32, dev);
+            NDArray b = NDArray.empty(new long[] {32, 48}, f32, dev);
+            Tensor c = Tensor.empty(new long[] {64, 48}, dev);
+            assertTrue(a.remoteTensor() != null && c.remoteTensor() != null);
+            assertSame(dev, a.device());
+            assertThrows(UnsupportedOperationException.class, a::moteTensor);
+            java.util.Random r = new java.util.Random(31);
+            float[] nan = new float[64 * 48];
+            java.util.Arrays.fill(nan, Float.NaN);
+            for (int round = 0; round < 2; round++) {
+                float[] av = RemoteTensorTest.random(64 * 32, r);
+                float[] bv = RemoteTensorTest.random(32 * 48, r);
+                a.copyFrom(av);
+                b.copyFrom(bv);
+                c.copyFrom(nan);
+                assertArrayEquals(av, a.asFloatArray());
+                TVMValue none = gemm.pushArg(a).pushArg(b).pushArg(c).invoke();
+                assertTrue(none instanceof TVMValueNull, none.toString());
+                Zoo.assertClose("tvm4j gemm round " + round, RemoteTensorTest.doubles(c.asFloatArray()),
+                        RemoteTensorTest.matmul(av, bv, 64, 32, 48), 1e-5, 1e-5);
+                assertArrayEquals(RemoteTensorTest.le(c.asFloatArray()), c.internal());
+            }
+            // copyTo: remote to local, local to remote.
+            Tensor host = Tensor.empty(new long[] {64, 48});
+            c.copyTo(host);
+            assertArrayEquals(c.asFloatArray(), host.asFloatArray());
+            host.copyFrom(nan);
+            host.copyTo(c);
+            assertTrue(Float.isNaN(c.asFloatArray()[17]));
+            // Mixing is refused: a local array to a remote function, a remote one to a local function.
+            Function gemmRemote = gemm;
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                    () -> gemmRemote.pushArg(host));
+            assertTrue(e.getMessage().contains("a local array"), e.getMessage());
+            Module localLib = Module.load(Paths.get(RpcServerTest.zoo(), "kernels.so").toString());
+            Function localGemm = localLib.getFunction("gemm");
+            e = assertThrows(IllegalArgumentException.class, () -> localGemm.pushArg(a));
+            assertTrue(e.getMessage().contains("RPC server"), e.getMessage());
+            assertThrows(IllegalArgumentException.class, () -> localGemm.call(a, b, c));
+            // A plain device with a session mask is not a session's device.
+            assertThrows(IllegalArgumentException.class,
+                    () -> Tensor.empty(new long[] {1}, new Device(dev.deviceType, 0)));
+            localGemm.release();
+            localLib.release();
+            host.release();
+            // Released: freed on the server, refused here.
+            a.release();
+            a.release();
+            assertThrows(IllegalStateException.class, a::asFloatArray);
+            assertTrue(a.remoteTensor().isClosed());
+            b.release();
+            c.release();
+            gemm.release();
+            lib.release();
+        } finally {
+            close(s);
+            server.terminate();
+        }
+    }
+
+    /** A model's VM on the server returns an array that lives there; compared with TVM's output. */
+    @Test
+    void aRemoteModelReturnsAnArrayOfTheServer() throws Exception {
+        java.util.List<Zoo.Npy> ins = Zoo.npz("mlp.forward.inputs.npz", "arg");
+        Zoo.Npy want = Zoo.npz("mlp.forward.expected.npz", "out").get(0);
+        int[] port = new int[1];
+        Server server = startServer(port);
+        RPCSession s = null;
+        try {
+            s = Client.connect("127.0.0.1", port[0]);
+            s.upload(Paths.get(RpcServerTest.zoo(), "mlp.so").toFile());
+            Module vm = s.loadModule("mlp.so").getFunction("vm_load_executable").invoke().asModule();
+            vm.getFunction("vm_initialization").pushArg(1).pushArg(0).pushArg(2).invoke();
+            Function forward = vm.getFunction("forward");
+            Device dev = s.device("cpu");
+            for (Zoo.Npy in : ins) {
+                Tensor t = Tensor.empty(in.shape, new TVMType(in.dtype), dev);
+                t.copyFromRaw(in.data);
+                forward.pushArg(t);
+            }
+            TensorBase out = forward.invoke().asTensor();
+            assertTrue(out instanceof NDArray, out.toString());
+            NDArray y = (NDArray) out;
+            assertTrue(y.remoteTensor() != null);
+            assertArrayEquals(want.shape, y.shape());
+            assertEquals(new Device(1, 0), y.device());
+            Zoo.assertClose("tvm4j mlp forward", RemoteTensorTest.doubles(y.asFloatArray()),
+                    Zoo.values(want.dtype, want.data), 1e-5, 1e-5);
+            // Mote's server keeps a returned array read-only.
+            RpcRemoteException e = assertThrows(RpcRemoteException.class, () -> y.copyFrom(new float[16]));
+            assertTrue(e.getMessage().contains("read-only"), e.getMessage());
+            y.release();
         } finally {
             close(s);
             server.terminate();

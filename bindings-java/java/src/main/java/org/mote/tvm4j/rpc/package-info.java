@@ -8,7 +8,7 @@
  * Mote's RPC server ({@link org.mote.rpc.Server}), which TVM's Python client drives too; as
  * TVM's server does, they serve the functions registered in this process
  * ({@link org.mote.tvm4j.Function#register}) besides the server's own.
- * Remote arrays are not supported by the Java client yet: a remote function refuses array
- * arguments and array results ({@link org.mote.UnsupportedException}).
+ * Arrays made on a session's device ({@code Tensor.empty(shape, dtype, session.device("cpu"))})
+ * or returned by its functions live on the server, as in tvm4j ({@link org.mote.tvm4j.Tensor}).
  */
 package org.mote.tvm4j.rpc;
