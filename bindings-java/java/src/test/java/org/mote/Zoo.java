@@ -230,6 +230,15 @@ public final class Zoo {
         return out;
     }
 
+    /** Floats widened to doubles, for {@link #assertClose(String, double[], double[], double, double)}. */
+    public static double[] doubles(float[] f) {
+        double[] d = new double[f.length];
+        for (int i = 0; i < f.length; i++) {
+            d[i] = f[i];
+        }
+        return d;
+    }
+
     static double half(short h) {
         int bits = h & 0xffff;
         int sign = (bits >> 15) != 0 ? -1 : 1;

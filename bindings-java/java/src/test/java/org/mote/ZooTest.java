@@ -163,7 +163,7 @@ class ZooTest {
         NDArray res = NDArray.empty(in.get(2).shape, dev);
         fgemm.entryFunc().pushArg(a).pushArg(b).pushArg(res).invoke();
         Zoo.Npy want = Zoo.npz("gemm.gemm.expected.npz", "out").get(0);
-        Zoo.assertClose("gemm via entryFunc", toDoubles(res.asFloatArray()), Zoo.values("float32", want.data), 1e-5, 1e-5);
+        Zoo.assertClose("gemm via entryFunc", Zoo.doubles(res.asFloatArray()), Zoo.values("float32", want.data), 1e-5, 1e-5);
         a.release();
         b.release();
         res.release();
@@ -177,13 +177,5 @@ class ZooTest {
             f[i] = (float) d[i];
         }
         return f;
-    }
-
-    static double[] toDoubles(float[] f) {
-        double[] d = new double[f.length];
-        for (int i = 0; i < f.length; i++) {
-            d[i] = f[i];
-        }
-        return d;
     }
 }

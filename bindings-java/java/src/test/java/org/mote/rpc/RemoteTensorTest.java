@@ -84,14 +84,6 @@ class RemoteTensorTest {
         return c;
     }
 
-    static double[] doubles(float[] v) {
-        double[] d = new double[v.length];
-        for (int i = 0; i < v.length; i++) {
-            d[i] = v[i];
-        }
-        return d;
-    }
-
     /** kernels.so's gemm(A[64,32], B[32,48], C[64,48]) on tensors of the server, twice. */
     static void gemmOnTheServer(RemoteSession s, String who) throws Exception {
         s.upload("k.so", Files.readAllBytes(Paths.get(Zoo.path("kernels.so"))));
@@ -116,7 +108,7 @@ class RemoteTensorTest {
                 // The output is poisoned each round, so its values must come from this call.
                 c.copyFrom(le(nan));
                 assertNull(gemm.call(a, b, c), who);
-                Zoo.assertClose(who + ": gemm round " + round, doubles(floats(c.toBytes())),
+                Zoo.assertClose(who + ": gemm round " + round, Zoo.doubles(floats(c.toBytes())),
                         matmul(av, bv, 64, 32, 48), 1e-5, 1e-5);
                 // The inputs were not written.
                 assertArrayEquals(le(bv), b.toBytes(), who + ": B unchanged");

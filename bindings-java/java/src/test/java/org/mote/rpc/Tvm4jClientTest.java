@@ -319,7 +319,7 @@ class Tvm4jClientTest {
                 assertArrayEquals(av, a.asFloatArray());
                 TVMValue none = gemm.pushArg(a).pushArg(b).pushArg(c).invoke();
                 assertTrue(none instanceof TVMValueNull, none.toString());
-                Zoo.assertClose("tvm4j gemm round " + round, RemoteTensorTest.doubles(c.asFloatArray()),
+                Zoo.assertClose("tvm4j gemm round " + round, Zoo.doubles(c.asFloatArray()),
                         RemoteTensorTest.matmul(av, bv, 64, 32, 48), 1e-5, 1e-5);
                 assertArrayEquals(RemoteTensorTest.le(c.asFloatArray()), c.internal());
             }
@@ -387,7 +387,7 @@ class Tvm4jClientTest {
             assertTrue(y.remoteTensor() != null);
             assertArrayEquals(want.shape, y.shape());
             assertEquals(new Device(1, 0), y.device());
-            Zoo.assertClose("tvm4j mlp forward", RemoteTensorTest.doubles(y.asFloatArray()),
+            Zoo.assertClose("tvm4j mlp forward", Zoo.doubles(y.asFloatArray()),
                     Zoo.values(want.dtype, want.data), 1e-5, 1e-5);
             // Mote's server keeps a returned array read-only.
             RpcRemoteException e = assertThrows(RpcRemoteException.class, () -> y.copyFrom(new float[16]));
