@@ -24,12 +24,7 @@ class OpenClTest {
     Path cache;
 
     static Path openclZoo() {
-        String d = System.getProperty("mote.openclZoo", "");
-        if (d.isEmpty()) {
-            fail("the system property mote.openclZoo is not set: run scripts/test-java.sh "
-                    + "(MOTE_OPENCL_ZOO_DIR names the OpenCL zoo)");
-        }
-        return Paths.get(d);
+        return Zoo.openclDir();
     }
 
     static String mlpCl() {

@@ -68,6 +68,20 @@ public final class Zoo {
         return Paths.get(d);
     }
 
+    /**
+     * The OpenCL zoo (MOTE_OPENCL_ZOO_DIR, passed as the system property mote.openclZoo).
+     *
+     * @return its folder
+     */
+    public static Path openclDir() {
+        String d = System.getProperty("mote.openclZoo", "");
+        if (d.isEmpty()) {
+            fail("the system property mote.openclZoo is not set: run scripts/test-java.sh "
+                    + "(MOTE_OPENCL_ZOO_DIR names the OpenCL zoo)");
+        }
+        return Paths.get(d);
+    }
+
     public static String path(String file) {
         return dir().resolve(file).toString();
     }

@@ -398,4 +398,51 @@ class Tvm4jClientTest {
             server.terminate();
         }
     }
+
+    /**
+     * TVM's Android RPC tutorial itself, in tvm4j: the OpenCL zoo's {@code gemm_cl.so} (a GEMM
+     * TVM compiled for OpenCL) uploaded, its {@code gemm_gpu} run on arrays made on the
+     * session's {@code opencl(0)} (POCL here, the phone's GPU there), checked against a naive
+     * product with the output poisoned.
+     */
+    @Test
+    void theAndroidRpcFlowRunsOnTheServersOpenClDevice() throws Exception {
+        int[] port = new int[1];
+        Server server = startServer(port);
+        RPCSession s = null;
+        try {
+            s = Client.connect("127.0.0.1", port[0]);
+            Device cl = s.device("opencl", 0);
+            assertTrue(cl.exist(), "the server has no OpenCL device (POCL: scripts/opencl.sh)");
+            s.upload(Zoo.openclDir().resolve("gemm_cl.so").toFile());
+            Module lib = s.loadModule("gemm_cl.so");
+            Function gemm = lib.getFunction("gemm_gpu");
+            TVMType f32 = new TVMType("float32");
+            long[] shape = {256, 256};
+            Tensor a = Tensor.empty(shape, f32, cl);
+            Tensor b = Tensor.empty(shape, f32, cl);
+            Tensor c = Tensor.empty(shape, f32, cl);
+            assertEquals(new org.mote.rpc.RemoteDevice(4, 0), c.remoteTensor().device());
+            java.util.Random r = new java.util.Random(4);
+            float[] av = RemoteTensorTest.random(256 * 256, r);
+            float[] bv = RemoteTensorTest.random(256 * 256, r);
+            float[] nan = new float[256 * 256];
+            java.util.Arrays.fill(nan, Float.NaN);
+            a.copyFrom(av);
+            b.copyFrom(bv);
+            c.copyFrom(nan);
+            assertTrue(gemm.pushArg(a).pushArg(b).pushArg(c).invoke() instanceof TVMValueNull);
+            // The manifest's tolerance for this GEMM (256-term sums, contracted to fma or not).
+            Zoo.assertClose("gemm_gpu on opencl(0)", Zoo.doubles(c.asFloatArray()),
+                    RemoteTensorTest.matmul(av, bv, 256, 256, 256), 1e-4, 1e-4);
+            a.release();
+            b.release();
+            c.release();
+            gemm.release();
+            lib.release();
+        } finally {
+            close(s);
+            server.terminate();
+        }
+    }
 }
