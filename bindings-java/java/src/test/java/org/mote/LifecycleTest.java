@@ -61,6 +61,34 @@ class LifecycleTest {
         assertEquals(before, TestHooks.liveTensors());
     }
 
+    /**
+     * A tvm4j array on an RPC session's device has no host array until its first copy, and
+     * release() frees the one it made.
+     */
+    @Test
+    void aRemoteArrayMakesItsHostArrayAtItsFirstCopy() {
+        org.mote.rpc.Server server = org.mote.rpc.Server.builder().port(0).start();
+        try {
+            org.mote.tvm4j.rpc.RPCSession s = org.mote.tvm4j.rpc.Client.connect("127.0.0.1",
+                    server.port().orElseThrow());
+            long before = TestHooks.liveTensors();
+            org.mote.tvm4j.Tensor a = org.mote.tvm4j.Tensor.empty(new long[] {1000},
+                    new org.mote.tvm4j.TVMType("float32"), s.device("cpu"));
+            assertEquals(1000, a.size());
+            assertEquals(before, TestHooks.liveTensors(), "no host array yet");
+            a.copyFrom(new float[1000]);
+            assertEquals(before + 1, TestHooks.liveTensors(), "the host array of the first copy");
+            assertEquals(1000, a.asFloatArray().length);
+            assertEquals(before + 1, TestHooks.liveTensors(), "the same host array again");
+            a.release();
+            assertEquals(before, TestHooks.liveTensors());
+            assertThrows(IllegalStateException.class, a::shape);
+            s.remoteSession().close();
+        } finally {
+            server.stop();
+        }
+    }
+
     /** close() from many threads at once frees each tensor exactly once, and never throws. */
     @Test
     void concurrentCloseFreesOnce() throws Exception {

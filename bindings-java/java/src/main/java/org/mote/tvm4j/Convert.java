@@ -40,7 +40,7 @@ final class Convert {
             return new TVMValueBytes((byte[]) r);
         }
         if (r instanceof org.mote.Tensor) {
-            return new NDArray((org.mote.Tensor) r, view, null, Device.cpu(0));
+            return new NDArray((org.mote.Tensor) r, view, Device.cpu(0));
         }
         if (r instanceof org.mote.Function) {
             return new Function((org.mote.Function) r, false);

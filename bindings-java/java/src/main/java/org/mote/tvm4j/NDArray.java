@@ -5,8 +5,12 @@ package org.mote.tvm4j;
  * factories return an {@code NDArray}.
  */
 public class NDArray extends Tensor {
-    NDArray(org.mote.Tensor tensor, boolean isView, org.mote.rpc.RemoteTensor remote, Device device) {
-        super(tensor, isView, remote, device);
+    NDArray(org.mote.Tensor tensor, boolean isView, Device device) {
+        super(tensor, isView, device);
+    }
+
+    NDArray(org.mote.rpc.RemoteTensor remote, TVMType dtype, Device device) {
+        super(remote, dtype, device);
     }
 
     /**
@@ -19,8 +23,8 @@ public class NDArray extends Tensor {
      * @throws IllegalArgumentException when {@code dev} is neither
      */
     public static NDArray empty(long[] shape, TVMType dtype, Device dev) {
-        Parts p = allocate(shape, dtype, dev);
-        return new NDArray(p.tensor, false, p.remote, dev);
+        org.mote.rpc.RemoteTensor r = allocateRemote(shape, dtype, dev);
+        return r != null ? new NDArray(r, dtype, dev) : new NDArray(allocate(shape, dtype, dev), false, dev);
     }
 
     /**

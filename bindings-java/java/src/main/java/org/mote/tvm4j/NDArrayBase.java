@@ -5,8 +5,12 @@ package org.mote.tvm4j;
  * for either name works.
  */
 public class NDArrayBase extends TensorBase {
-    NDArrayBase(org.mote.Tensor tensor, boolean isView, org.mote.rpc.RemoteTensor remote) {
-        super(tensor, isView, remote);
+    NDArrayBase(org.mote.Tensor tensor, boolean isView) {
+        super(tensor, isView);
+    }
+
+    NDArrayBase(org.mote.rpc.RemoteTensor remote) {
+        super(remote);
     }
 
     @Override

@@ -21,67 +21,56 @@ public class Tensor extends NDArrayBase {
     private final TVMType dtype;
     private final Device device;
 
-    Tensor(org.mote.Tensor tensor, boolean isView, org.mote.rpc.RemoteTensor remote, Device device) {
-        super(tensor, isView, remote);
+    Tensor(org.mote.Tensor tensor, boolean isView, Device device) {
+        super(tensor, isView);
         this.dtype = TVMType.fromMote(tensor.dtype());
         this.device = device;
     }
 
-    Tensor(Parts parts, Device device) {
-        this(parts.tensor, false, parts.remote, device);
+    Tensor(org.mote.rpc.RemoteTensor remote, TVMType dtype, Device device) {
+        super(remote);
+        this.dtype = dtype;
+        this.device = device;
     }
 
-    /** A new array's memory: the host array, and for a remote device its tensor on the server. */
-    static final class Parts {
-        final org.mote.Tensor tensor;
-        final org.mote.rpc.RemoteTensor remote;
-
-        Parts(org.mote.Tensor tensor, org.mote.rpc.RemoteTensor remote) {
-            this.tensor = tensor;
-            this.remote = remote;
-        }
-    }
-
-    static Parts allocate(long[] shape, TVMType dtype, Device dev) {
-        java.util.Objects.requireNonNull(shape, "shape");
-        java.util.Objects.requireNonNull(dtype, "dtype");
-        java.util.Objects.requireNonNull(dev, "dev");
-        if (dev instanceof org.mote.tvm4j.rpc.TVMRemoteDevice) {
-            org.mote.tvm4j.rpc.TVMRemoteDevice rd = (org.mote.tvm4j.rpc.TVMRemoteDevice) dev;
-            // The host array first: it checks the type and shape before anything is sent.
-            org.mote.Tensor host = org.mote.Tensor.empty(shape, dtype.moteName());
-            try {
-                return new Parts(host, rd.rpcSession.remoteSession().empty(shape, dtype.moteName(),
-                        new org.mote.rpc.RemoteDevice(dev.deviceType % org.mote.tvm4j.rpc.RPC.RPC_SESS_MASK,
-                                dev.deviceId)));
-            } catch (RuntimeException e) {
-                host.close();
-                throw e;
-            }
-        }
+    /** A local array on a CPU device. */
+    static org.mote.Tensor allocate(long[] shape, TVMType dtype, Device dev) {
         if (dev.deviceType != Device.kDLCPU) {
             throw new IllegalArgumentException("Mote makes local arrays in host memory only, not on " + dev
                     + " (a model compiled for OpenCL takes host arrays and copies them itself; for an"
                     + " array on an RPC server use a device of its session, RPCSession.device(...))");
         }
-        return new Parts(org.mote.Tensor.empty(shape, dtype.moteName()), null);
+        return org.mote.Tensor.empty(shape, dtype.moteName());
+    }
+
+    /** An array on the server of a session's device, or null for another device. */
+    static org.mote.rpc.RemoteTensor allocateRemote(long[] shape, TVMType dtype, Device dev) {
+        java.util.Objects.requireNonNull(shape, "shape");
+        java.util.Objects.requireNonNull(dtype, "dtype");
+        java.util.Objects.requireNonNull(dev, "dev");
+        if (!(dev instanceof org.mote.tvm4j.rpc.TVMRemoteDevice)) {
+            return null;
+        }
+        org.mote.tvm4j.rpc.TVMRemoteDevice rd = (org.mote.tvm4j.rpc.TVMRemoteDevice) dev;
+        return rd.rpcSession.remoteSession().empty(shape, dtype.moteName(),
+                new org.mote.rpc.RemoteDevice(dev.deviceType % org.mote.tvm4j.rpc.RPC.RPC_SESS_MASK, dev.deviceId));
     }
 
     /**
-     * A remote function's result as an array (the host array made here); the tensor is freed
-     * on the server when its type has no Java form.
+     * A remote function's result as an array; the tensor is freed on the server when its type
+     * has no tvm4j form.
      */
     static NDArray returned(org.mote.rpc.RemoteTensor r) {
-        org.mote.Tensor host;
+        TVMType t;
         try {
-            host = org.mote.Tensor.empty(r.shape(), r.dtype());
+            t = TVMType.fromMote(r.dtype());
         } catch (RuntimeException e) {
             r.close();
             throw new UnsupportedOperationException("the remote function returned a " + r.dtype()
-                    + " array, which has no tvm4j form here", e);
+                    + " array, which has no tvm4j form", e);
         }
         // Its device on the server, without a session mask (tvm4j's would carry one).
-        return new NDArray(host, false, r, new Device(r.device().deviceType(), r.device().deviceId()));
+        return new NDArray(r, t, new Device(r.device().deviceType(), r.device().deviceId()));
     }
 
     /**
@@ -95,7 +84,8 @@ public class Tensor extends NDArrayBase {
      * @throws org.mote.rpc.RpcRemoteException when the server refuses
      */
     public static Tensor empty(long[] shape, TVMType dtype, Device dev) {
-        return new Tensor(allocate(shape, dtype, dev), dev);
+        org.mote.rpc.RemoteTensor r = allocateRemote(shape, dtype, dev);
+        return r != null ? new Tensor(r, dtype, dev) : new Tensor(allocate(shape, dtype, dev), false, dev);
     }
 
     /**
@@ -153,7 +143,7 @@ public class Tensor extends NDArrayBase {
     public void copyFrom(double[] sourceArray) {
         require(TVMType.FLOAT, 64, "double[]");
         checkCopySize(sourceArray.length);
-        tensor.copyFrom(sourceArray);
+        host().copyFrom(sourceArray);
         push();
     }
 
@@ -166,7 +156,7 @@ public class Tensor extends NDArrayBase {
     public void copyFrom(float[] sourceArray) {
         require(TVMType.FLOAT, 32, "float[]");
         checkCopySize(sourceArray.length);
-        tensor.copyFrom(sourceArray);
+        host().copyFrom(sourceArray);
         push();
     }
 
@@ -179,7 +169,7 @@ public class Tensor extends NDArrayBase {
     public void copyFrom(long[] sourceArray) {
         require(TVMType.INT, 64, "long[]");
         checkCopySize(sourceArray.length);
-        tensor.copyFrom(sourceArray);
+        host().copyFrom(sourceArray);
         push();
     }
 
@@ -192,7 +182,7 @@ public class Tensor extends NDArrayBase {
     public void copyFrom(int[] sourceArray) {
         require(TVMType.INT, 32, "int[]");
         checkCopySize(sourceArray.length);
-        tensor.copyFrom(sourceArray);
+        host().copyFrom(sourceArray);
         push();
     }
 
@@ -205,7 +195,7 @@ public class Tensor extends NDArrayBase {
     public void copyFrom(short[] sourceArray) {
         require(TVMType.INT, 16, "short[]");
         checkCopySize(sourceArray.length);
-        tensor.copyFrom(sourceArray);
+        host().copyFrom(sourceArray);
         push();
     }
 
@@ -218,7 +208,7 @@ public class Tensor extends NDArrayBase {
     public void copyFrom(byte[] sourceArray) {
         require(TVMType.INT, 8, "byte[]");
         checkCopySize(sourceArray.length);
-        tensor.copyFrom(sourceArray);
+        host().copyFrom(sourceArray);
         push();
     }
 
@@ -231,7 +221,7 @@ public class Tensor extends NDArrayBase {
     public void copyFrom(char[] sourceArray) {
         require(TVMType.UINT, 16, "char[]");
         checkCopySize(sourceArray.length);
-        tensor.copyFrom(sourceArray);
+        host().copyFrom(sourceArray);
         push();
     }
 
@@ -242,7 +232,7 @@ public class Tensor extends NDArrayBase {
      * @throws org.mote.MismatchException when the size differs
      */
     public void copyFromRaw(byte[] sourceArray) {
-        tensor.copyFromRaw(sourceArray);
+        host().copyFromRaw(sourceArray);
         push();
     }
 
@@ -252,7 +242,7 @@ public class Tensor extends NDArrayBase {
      * @return a new array of the dimensions
      */
     public long[] shape() {
-        return tensor.shape();
+        return dims();
     }
 
     /**
@@ -261,7 +251,11 @@ public class Tensor extends NDArrayBase {
      * @return the product of the shape
      */
     public long size() {
-        return tensor.size();
+        long n = 1;
+        for (long d : dims()) {
+            n *= d;
+        }
+        return n;
     }
 
     /**
@@ -273,7 +267,7 @@ public class Tensor extends NDArrayBase {
     public double[] asDoubleArray() {
         require(TVMType.FLOAT, 64, "double[]");
         pull();
-        return tensor.asDoubleArray();
+        return host().asDoubleArray();
     }
 
     /**
@@ -285,7 +279,7 @@ public class Tensor extends NDArrayBase {
     public float[] asFloatArray() {
         require(TVMType.FLOAT, 32, "float[]");
         pull();
-        return tensor.asFloatArray();
+        return host().asFloatArray();
     }
 
     /**
@@ -297,7 +291,7 @@ public class Tensor extends NDArrayBase {
     public long[] asLongArray() {
         require(TVMType.INT, 64, "long[]");
         pull();
-        return tensor.asLongArray();
+        return host().asLongArray();
     }
 
     /**
@@ -309,7 +303,7 @@ public class Tensor extends NDArrayBase {
     public int[] asIntArray() {
         require(TVMType.INT, 32, "int[]");
         pull();
-        return tensor.asIntArray();
+        return host().asIntArray();
     }
 
     /**
@@ -321,7 +315,7 @@ public class Tensor extends NDArrayBase {
     public short[] asShortArray() {
         require(TVMType.INT, 16, "short[]");
         pull();
-        return tensor.asShortArray();
+        return host().asShortArray();
     }
 
     /**
@@ -333,7 +327,7 @@ public class Tensor extends NDArrayBase {
     public char[] asCharArray() {
         require(TVMType.UINT, 16, "char[]");
         pull();
-        return tensor.asCharArray();
+        return host().asCharArray();
     }
 
     /**
@@ -345,7 +339,7 @@ public class Tensor extends NDArrayBase {
     public byte[] asByteArray() {
         require(TVMType.INT, 8, "byte[]");
         pull();
-        return tensor.asByteArray();
+        return host().asByteArray();
     }
 
     /**
@@ -355,7 +349,7 @@ public class Tensor extends NDArrayBase {
      */
     public byte[] internal() {
         pull();
-        return tensor.toRawBytes();
+        return host().toRawBytes();
     }
 
     /**
@@ -379,7 +373,7 @@ public class Tensor extends NDArrayBase {
 
     @Override
     public String toString() {
-        if (tensor.isClosed()) {
+        if (isReleased()) {
             return "Tensor(released)";
         }
         return "Tensor(" + java.util.Arrays.toString(shape()) + ", " + dtype + ", " + device + ")";

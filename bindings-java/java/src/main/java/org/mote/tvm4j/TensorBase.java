@@ -5,7 +5,8 @@ package org.mote.tvm4j;
  * what {@link #copyTo} copies between. Its data lives in a {@link org.mote.Tensor} in host
  * memory, or, for an array made on a {@link org.mote.tvm4j.rpc.TVMRemoteDevice} or returned by
  * a remote function, in an {@link org.mote.rpc.RemoteTensor} on the RPC server (with a host
- * array of the same size that each copy to or from it goes through).
+ * array of the same size that each copy to or from it goes through, made at the first copy: an
+ * array only passed from one remote function to another costs no host memory).
  */
 public class TensorBase extends TVMValue {
     /**
@@ -14,33 +15,78 @@ public class TensorBase extends TVMValue {
      */
     public final boolean isView;
 
-    /** The data, or for a remote array the host array its copies go through. */
-    final org.mote.Tensor tensor;
+    /** A local array's data; for a remote array its host array once made ({@link #host()}). */
+    private org.mote.Tensor tensor;
     /** Where a remote array's data lives; null for a local array. */
     final org.mote.rpc.RemoteTensor remote;
 
+    /** A local array. */
     TensorBase(org.mote.Tensor tensor, boolean isView) {
-        this(tensor, isView, null);
-    }
-
-    TensorBase(org.mote.Tensor tensor, boolean isView, org.mote.rpc.RemoteTensor remote) {
-        this.tensor = tensor;
+        this.tensor = java.util.Objects.requireNonNull(tensor, "tensor");
         this.isView = isView;
-        this.remote = remote;
+        this.remote = null;
     }
 
-    /** Before reading {@link #tensor}: a remote array's data fetched into it (one request). */
+    /** A remote array (owned: released with this object). */
+    TensorBase(org.mote.rpc.RemoteTensor remote) {
+        this.remote = java.util.Objects.requireNonNull(remote, "remote");
+        this.isView = false;
+    }
+
+    /**
+     * The host array: a local array's data, a remote array's copy (made now if it was not).
+     *
+     * @throws IllegalStateException when the array was released
+     */
+    final synchronized org.mote.Tensor host() {
+        if (tensor == null) {
+            requireLive();
+            tensor = org.mote.Tensor.empty(remote.shape(), remote.dtype());
+        }
+        return tensor;
+    }
+
+    private void requireLive() {
+        if (remote != null && remote.isClosed()) {
+            throw new IllegalStateException("the array is released");
+        }
+    }
+
+    /** Before reading {@link #host()}: a remote array's data fetched into it (one request). */
     final void pull() {
         if (remote != null) {
-            tensor.copyFromRaw(remote.toBytes());
+            host().copyFromRaw(remote.toBytes());
         }
     }
 
-    /** After writing {@link #tensor}: a remote array's data sent from it (one request). */
+    /** After writing {@link #host()}: a remote array's data sent from it (one request). */
     final void push() {
         if (remote != null) {
-            remote.copyFrom(tensor.toRawBytes());
+            remote.copyFrom(host().toRawBytes());
         }
+    }
+
+    /** The shape, without making a remote array's host array. */
+    final long[] dims() {
+        if (remote != null) {
+            requireLive();
+            return remote.shape();
+        }
+        return host().shape();
+    }
+
+    /** The element type's name, without making a remote array's host array. */
+    final String dtypeName() {
+        if (remote != null) {
+            requireLive();
+            return remote.dtype();
+        }
+        return host().dtype();
+    }
+
+    /** Whether {@link #release()} freed the array. */
+    final boolean isReleased() {
+        return remote != null ? remote.isClosed() : host().isClosed();
     }
 
     /**
@@ -54,7 +100,7 @@ public class TensorBase extends TVMValue {
             throw new IllegalArgumentException(what + ": an array on an RPC server cannot be passed"
                     + " to a local function (copyTo a local array first)");
         }
-        return tensor;
+        return host();
     }
 
     @Override
@@ -69,11 +115,18 @@ public class TensorBase extends TVMValue {
      */
     @Override
     public void release() {
-        if (!isView) {
-            tensor.close();
-            if (remote != null) {
-                remote.close();
-            }
+        if (isView) {
+            return;
+        }
+        if (remote != null) {
+            remote.close();
+        }
+        org.mote.Tensor t;
+        synchronized (this) {
+            t = tensor;
+        }
+        if (t != null) {
+            t.close();
         }
     }
 
@@ -92,19 +145,19 @@ public class TensorBase extends TVMValue {
     }
 
     static void copy(TensorBase from, TensorBase to) {
-        String fd = from.tensor.dtype();
-        String td = to.tensor.dtype();
-        long[] fs = from.tensor.shape();
-        long[] ts = to.tensor.shape();
+        String fd = from.dtypeName();
+        String td = to.dtypeName();
+        long[] fs = from.dims();
+        long[] ts = to.dims();
         if (!fd.equals(td) || !java.util.Arrays.equals(fs, ts)) {
             throw new IllegalArgumentException("copyTo: a " + fd + " array of shape " + java.util.Arrays.toString(fs)
                     + " cannot be copied into a " + td + " array of shape " + java.util.Arrays.toString(ts));
         }
-        byte[] data = from.remote != null ? from.remote.toBytes() : from.tensor.toRawBytes();
+        byte[] data = from.remote != null ? from.remote.toBytes() : from.host().toRawBytes();
         if (to.remote != null) {
             to.remote.copyFrom(data);
         } else {
-            to.tensor.copyFromRaw(data);
+            to.host().copyFromRaw(data);
         }
     }
 
@@ -118,7 +171,7 @@ public class TensorBase extends TVMValue {
         if (remote != null) {
             throw new UnsupportedOperationException("the array lives on an RPC server: see remoteTensor()");
         }
-        return tensor;
+        return host();
     }
 
     /**
