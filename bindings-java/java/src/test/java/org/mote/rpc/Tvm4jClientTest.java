@@ -63,6 +63,25 @@ class Tvm4jClientTest {
         }
     }
 
+    /** What a test does with a session. */
+    interface SessionBody {
+        void run(RPCSession s) throws Exception;
+    }
+
+    /** Runs {@code body} with a session of tvm4j's server started for it; closes both. */
+    static void withSession(SessionBody body) throws Exception {
+        int[] port = new int[1];
+        Server server = startServer(port);
+        RPCSession s = null;
+        try {
+            s = Client.connect("127.0.0.1", port[0]);
+            body.run(s);
+        } finally {
+            close(s);
+            server.terminate();
+        }
+    }
+
     @Test
     void rpcIsEnabled() {
         assertTrue(Module.enabled("rpc"));
@@ -228,16 +247,11 @@ class Tvm4jClientTest {
 
     @Test
     void filesModulesAndErrors(@TempDir Path tmp) throws Exception {
-        int[] port = new int[1];
-        Server server = startServer(port);
-        RPCSession s = null;
-        try {
-            s = Client.connect("127.0.0.1", port[0]);
+        withSession(s -> {
             byte[] data = {1, 2, 3, 4};
             s.upload(data, "d.bin");
             assertArrayEquals(data, s.download("d.bin"));
-            RPCSession session = s;
-            assertThrows(IllegalArgumentException.class, () -> session.upload(data, null));
+            assertThrows(IllegalArgumentException.class, () -> s.upload(data, null));
             File so = Paths.get(RpcServerTest.zoo(), "mlp.so").toFile();
             s.upload(so);
             assertArrayEquals(Files.readAllBytes(so.toPath()), s.download("mlp.so"));
@@ -254,13 +268,13 @@ class Tvm4jClientTest {
             TVMValue none = vm.getFunction("vm_initialization").pushArg(1).pushArg(0).pushArg(2).invoke();
             assertTrue(none instanceof TVMValueNull, none.toString());
             // A remote module as an argument, a remote function as the result.
-            Function forward = session.getFunction("tvm.rpc.server.ModuleGetFunction")
+            Function forward = s.getFunction("tvm.rpc.server.ModuleGetFunction")
                     .call(vm, "forward", false).asFunction();
             assertTrue(forward.remoteFunction() != null);
             assertThrows(UnknownFunctionException.class, () -> vm.getFunction("no_such_function"));
-            assertThrows(UnknownFunctionException.class, () -> session.getFunction("no.such.function"));
+            assertThrows(UnknownFunctionException.class, () -> s.getFunction("no.such.function"));
             // The server's errors carry its message; the session goes on.
-            RpcRemoteException e = assertThrows(RpcRemoteException.class, () -> session.download("missing.bin"));
+            RpcRemoteException e = assertThrows(RpcRemoteException.class, () -> s.download("missing.bin"));
             assertTrue(e.getMessage().contains("missing.bin"), e.getMessage());
             assertThrows(RpcRemoteException.class, () -> forward.call());
             // Local arrays and local functions cannot be passed (remoteArrays... cover remote ones).
@@ -277,10 +291,7 @@ class Tvm4jClientTest {
             lib.release();
             lib.release();
             assertThrows(IllegalStateException.class, () -> lib.getFunction("vm_load_executable"));
-        } finally {
-            close(s);
-            server.terminate();
-        }
+        });
     }
 
     /**
@@ -291,11 +302,7 @@ class Tvm4jClientTest {
      */
     @Test
     void remoteArraysRunAKernelOnTheServer() throws Exception {
-        int[] port = new int[1];
-        Server server = startServer(port);
-        RPCSession s = null;
-        try {
-            s = Client.connect("127.0.0.1", port[0]);
+        withSession(s -> {
             s.upload(Paths.get(RpcServerTest.zoo(), "kernels.so").toFile(), "k.so");
             Module lib = s.loadModule("k.so");
             Function gemm = lib.getFunction("gemm");
@@ -331,9 +338,8 @@ class Tvm4jClientTest {
             host.copyTo(c);
             assertTrue(Float.isNaN(c.asFloatArray()[17]));
             // Mixing is refused: a local array to a remote function, a remote one to a local function.
-            Function gemmRemote = gemm;
             IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-                    () -> gemmRemote.pushArg(host));
+                    () -> gemm.pushArg(host));
             assertTrue(e.getMessage().contains("a local array"), e.getMessage());
             Module localLib = Module.load(Paths.get(RpcServerTest.zoo(), "kernels.so").toString());
             Function localGemm = localLib.getFunction("gemm");
@@ -355,10 +361,7 @@ class Tvm4jClientTest {
             c.release();
             gemm.release();
             lib.release();
-        } finally {
-            close(s);
-            server.terminate();
-        }
+        });
     }
 
     /** A model's VM on the server returns an array that lives there; compared with TVM's output. */
@@ -366,11 +369,7 @@ class Tvm4jClientTest {
     void aRemoteModelReturnsAnArrayOfTheServer() throws Exception {
         java.util.List<Zoo.Npy> ins = Zoo.npz("mlp.forward.inputs.npz", "arg");
         Zoo.Npy want = Zoo.npz("mlp.forward.expected.npz", "out").get(0);
-        int[] port = new int[1];
-        Server server = startServer(port);
-        RPCSession s = null;
-        try {
-            s = Client.connect("127.0.0.1", port[0]);
+        withSession(s -> {
             s.upload(Paths.get(RpcServerTest.zoo(), "mlp.so").toFile());
             Module vm = s.loadModule("mlp.so").getFunction("vm_load_executable").invoke().asModule();
             vm.getFunction("vm_initialization").pushArg(1).pushArg(0).pushArg(2).invoke();
@@ -393,10 +392,7 @@ class Tvm4jClientTest {
             RpcRemoteException e = assertThrows(RpcRemoteException.class, () -> y.copyFrom(new float[16]));
             assertTrue(e.getMessage().contains("read-only"), e.getMessage());
             y.release();
-        } finally {
-            close(s);
-            server.terminate();
-        }
+        });
     }
 
     /**
@@ -407,11 +403,7 @@ class Tvm4jClientTest {
      */
     @Test
     void theAndroidRpcFlowRunsOnTheServersOpenClDevice() throws Exception {
-        int[] port = new int[1];
-        Server server = startServer(port);
-        RPCSession s = null;
-        try {
-            s = Client.connect("127.0.0.1", port[0]);
+        withSession(s -> {
             Device cl = s.device("opencl", 0);
             assertTrue(cl.exist(), "the server has no OpenCL device (POCL: scripts/opencl.sh)");
             s.upload(Zoo.openclDir().resolve("gemm_cl.so").toFile());
@@ -440,9 +432,6 @@ class Tvm4jClientTest {
             c.release();
             gemm.release();
             lib.release();
-        } finally {
-            close(s);
-            server.terminate();
-        }
+        });
     }
 }
