@@ -239,6 +239,12 @@ const DW_STRETCH: usize = 2048;
 /// Pixels per im2col block: keeps the column buffer in cache.
 const BLOCK: usize = 128;
 
+/// Whether a kernel row of `kw` taps over `c` channels holds anything (`chunks_exact_mut` of 0
+/// panics).
+fn kw_c_nonzero(kw: usize, c: usize) -> bool {
+    kw * c > 0
+}
+
 impl ConvPlan {
     /// The plan of a conv2d with data, weight and output shapes `x`, `w`, `y` (validated by
     /// the description parser; weight OHWI with NHWC, OIHW with NCHW).
@@ -479,9 +485,32 @@ impl ConvPlan {
         pad: T,
     ) {
         let (wd, c, cg, kdim) = (self.w, self.c, self.cg(), self.kdim());
+        // Without groups and column dilation, a kernel row's taps inside the input are one
+        // contiguous run of the input row (`kw * c` floats): one copy instead of one per tap
+        // (a 7x7 stem on 3 channels made 49 copies of 3 floats per pixel, and ran its GEMM at
+        // half speed).
+        let runs = self.groups == 1 && self.dilation[1] == 1 && kw_c_nonzero(self.kw, self.c);
+        let (kw, sx, pl) = (self.kw, self.strides[1], self.padding[1]);
         for r in 0..rows {
             let (oy, ox) = ((p0 + r) / self.ow, (p0 + r) % self.ow);
             let dst = &mut col[r * stride..r * stride + kdim];
+            if runs {
+                // Taps kx in lo..hi read input columns ox * sx + kx - pl, all inside the row.
+                let lo = pl.saturating_sub(ox * sx).min(kw);
+                let hi = (wd + pl).saturating_sub(ox * sx).clamp(lo, kw);
+                for (ky, d) in dst.chunks_exact_mut(kw * c).enumerate() {
+                    match self.src_y(oy, ky) {
+                        Some(iy) if lo < hi => {
+                            let s = (iy * wd + ox * sx + lo - pl) * c;
+                            d[..lo * c].fill(pad);
+                            d[lo * c..hi * c].copy_from_slice(&xb[s..s + (hi - lo) * c]);
+                            d[hi * c..].fill(pad);
+                        }
+                        _ => d.fill(pad),
+                    }
+                }
+                continue;
+            }
             for ky in 0..self.kh {
                 let iy = self.src_y(oy, ky);
                 for kx in 0..self.kw {
@@ -2324,6 +2353,70 @@ mod tests {
                                 }
                             }
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `im2col_nhwc` (through `im2col_rows`, which the 8-bit path shares with a pad value)
+    /// for pieces starting at every output pixel equals a naive gather, tap by tap: the
+    /// ungrouped, undilated plans copy each kernel row's valid taps as one run, cut at both
+    /// edges by padding (a 7x7 stride-2 stem on 3 channels, taps wider than the input,
+    /// strides that skip the right edge); grouped and dilated ones copy tap by tap.
+    #[test]
+    fn nhwc_im2col_of_every_piece_matches_a_naive_gather() {
+        // (c, h, w, k, stride, pad, dilation, groups)
+        for (c, h, wd, k, s, pad, d, groups) in [
+            (3, 15, 13, 7, 2, 3, 1, 1),
+            (3, 9, 11, 7, 2, 0, 1, 1),
+            (4, 6, 5, 3, 1, 1, 1, 1),
+            (2, 4, 3, 5, 1, 3, 1, 1),
+            (5, 7, 8, 3, 3, 2, 1, 1),
+            (6, 7, 7, 3, 1, 2, 2, 1),
+            (6, 6, 7, 3, 2, 1, 1, 3),
+            (1, 5, 8, 1, 3, 0, 1, 1),
+        ] {
+            let plan = square_plan(
+                Layout::Nhwc,
+                [1, c, h, wd, groups, k, s, pad, groups, d],
+                isa::current(),
+            );
+            let (oh, ow, kdim) = (plan.oh, plan.ow, plan.kdim());
+            let x = data(c * h * wd, 7);
+            let cg = c / groups;
+            let pix = oh * ow;
+            for g in 0..groups {
+                for p0 in 0..pix {
+                    let rows = (pix - p0).min(ow + 3);
+                    // Rows `kdim + 2` apart: the two floats between rows must stay untouched.
+                    let stride = kdim + 2;
+                    let mut col = vec![f32::NAN; rows * stride];
+                    plan.im2col_rows(&x, g, p0, rows, &mut col, stride, -1.5);
+                    for r in 0..rows {
+                        let (oy, ox) = ((p0 + r) / ow, (p0 + r) % ow);
+                        for ky in 0..k {
+                            for kx in 0..k {
+                                for ci in 0..cg {
+                                    let want = match (
+                                        ConvPlan::src(oy, ky, s, d, pad, h),
+                                        ConvPlan::src(ox, kx, s, d, pad, wd),
+                                    ) {
+                                        (Some(iy), Some(ix)) => x[(iy * wd + ix) * c + g * cg + ci],
+                                        _ => -1.5,
+                                    };
+                                    let got = col[r * stride + (ky * k + kx) * cg + ci];
+                                    assert_eq!(
+                                        got.to_bits(),
+                                        want.to_bits(),
+                                        "c{c} {h}x{wd} k{k} s{s} p{pad} d{d} g{g}: piece {p0}, row {r}, tap ({ky}, {kx}), channel {ci}"
+                                    );
+                                }
+                            }
+                        }
+                        assert!(col[r * stride + kdim..(r + 1) * stride]
+                            .iter()
+                            .all(|v| v.is_nan()));
                     }
                 }
             }
