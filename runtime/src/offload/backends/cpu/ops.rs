@@ -732,7 +732,7 @@ pub(crate) fn transpose<T: Copy + Send + Sync>(
 }
 
 /// Output channel `j * g + i` = input channel `i * (C / g) + j`.
-pub(crate) fn channel_shuffle<T: Copy>(
+pub(crate) fn channel_shuffle<T: Copy + Send + Sync>(
     layout: Layout,
     groups: usize,
     x: &[T],
@@ -758,15 +758,57 @@ pub(crate) fn channel_shuffle<T: Copy>(
             }
         }
         Layout::Nhwc => {
-            let map: Vec<usize> = (0..c).map(src).collect();
-            for (orow, irow) in y.chunks_exact_mut(c.max(1)).zip(x.chunks_exact(c.max(1))) {
-                for (d, &s) in orow.iter_mut().zip(&map) {
-                    *d = irow[s];
-                }
+            if c == 0 || y.is_empty() {
+                return Ok(());
             }
+            // Each pixel's channels are a [groups, C / groups] matrix, transposed. ShuffleNet's
+            // group counts get a loop with the group count fixed, which writes each output
+            // channel group in order from `groups` input rows (the general gather through an
+            // index map took about 1 ns per element).
+            let body = |x: &[T], y: &mut [T]| match groups {
+                2 => shuffle_pixels::<T, 2>(per, x, y),
+                3 => shuffle_pixels::<T, 3>(per, x, y),
+                4 => shuffle_pixels::<T, 4>(per, x, y),
+                8 => shuffle_pixels::<T, 8>(per, x, y),
+                _ => {
+                    let map: Vec<usize> = (0..c).map(src).collect();
+                    for (orow, irow) in y.chunks_exact_mut(c).zip(x.chunks_exact(c)) {
+                        for (d, &s) in orow.iter_mut().zip(&map) {
+                            *d = irow[s];
+                        }
+                    }
+                }
+            };
+            let threads = crate::host::threadpool::current_parallelism();
+            let pixels = y.len() / c;
+            if threads <= 1 || y.len() < PAR_MIN || pixels < 2 {
+                body(x, y);
+                return Ok(());
+            }
+            let per_piece = pixels.div_ceil(threads * 4).max(1) * c;
+            let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(per_piece).enumerate().collect();
+            for_each_piece(pieces, |(i, p)| {
+                let x = &x[i * per_piece..i * per_piece + p.len()];
+                body(x, p);
+                Ok(())
+            })?;
         }
     }
     Ok(())
+}
+
+/// NHWC channel shuffle of whole pixels (`G * per` channels each): output channel
+/// `j * G + i` = input channel `i * per + j`.
+fn shuffle_pixels<T: Copy, const G: usize>(per: usize, x: &[T], y: &mut [T]) {
+    let c = G * per;
+    for (orow, irow) in y.chunks_exact_mut(c).zip(x.chunks_exact(c)) {
+        let rows: [&[T]; G] = std::array::from_fn(|i| &irow[i * per..(i + 1) * per]);
+        for (j, o) in orow.chunks_exact_mut(G).enumerate() {
+            for (d, row) in o.iter_mut().zip(&rows) {
+                *d = row[j];
+            }
+        }
+    }
 }
 
 /// Consecutive pieces of `x` along `axis` into `ys` (each output's extent along `axis` is

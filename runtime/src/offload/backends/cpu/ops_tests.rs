@@ -490,7 +490,23 @@ fn transpose_every_permutation() {
 
 #[test]
 fn channel_shuffle_is_reshape_transpose_reshape() {
-    let (n, c, h, w, g) = (2usize, 12usize, 3usize, 5usize, 3usize);
+    // Every group count with its own NHWC loop (2, 3, 4, 8) and the general one (5, 6), at
+    // sizes under and over the parallel threshold, on 1 and 2 threads.
+    for (n, c, h, w, g, threads) in [
+        (2usize, 12usize, 3usize, 5usize, 3usize, 1usize),
+        (1, 24, 4, 3, 2, 1),
+        (1, 24, 4, 3, 4, 2),
+        (1, 40, 3, 3, 8, 1),
+        (1, 30, 2, 3, 5, 1),
+        (1, 60, 28, 28, 3, 2),
+        (1, 96, 20, 20, 8, 2),
+        (1, 72, 20, 20, 6, 2),
+    ] {
+        ThreadPool::new(threads).install(|| channel_shuffle_case(n, c, h, w, g));
+    }
+}
+
+fn channel_shuffle_case(n: usize, c: usize, h: usize, w: usize, g: usize) {
     let x: Vec<f32> = (0..n * c * h * w).map(|i| i as f32).collect();
     for layout in [Layout::Nchw, Layout::Nhwc] {
         let shape = layout.shape(n as i64, c as i64, h as i64, w as i64);
@@ -524,6 +540,18 @@ fn channel_shuffle_is_reshape_transpose_reshape() {
             move_bytes(&op, 1, &xb, &shape, &[&shape], &mut [&mut yb]).expect("moves");
             let wb: Vec<u8> = want.iter().map(|&v| v as u8).collect();
             assert_eq!(yb, wb, "channel_shuffle bytes {layout:?} g{groups}");
+            // And 4-byte elements (float32 as the backend moves them), exactly.
+            let x4: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let mut y4 = vec![0xAAu8; x4.len()];
+            move_bytes(&op, 4, &x4, &shape, &[&shape], &mut [&mut y4]).expect("moves");
+            let w4: Vec<u8> = want
+                .iter()
+                .flat_map(|&v| (v as f32).to_le_bytes())
+                .collect();
+            assert!(
+                y4 == w4,
+                "channel_shuffle 4-byte elements {layout:?} g{groups}"
+            );
         }
     }
 }
