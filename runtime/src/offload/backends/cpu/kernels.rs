@@ -1709,24 +1709,20 @@ fn pool(p: &Pool2d, is_max: bool, x: &[f32], xs: &[i64], ys: &[i64], y: &mut [f3
             for_each_piece(pieces, |(row, orow)| {
                 let (b, oy) = (row / oh, row % oh);
                 let ry = &rows[oy];
+                // Each output pixel's window as offsets of its taps' first channel.
+                let mut taps = Vec::with_capacity(p.pool_size[0] * p.pool_size[1]);
                 isa::vectorized(
                     #[inline(always)]
                     || {
                         for (out, cx) in orow.chunks_exact_mut(c.max(1)).zip(&cols) {
-                            out.fill(init);
+                            taps.clear();
                             for &iy in &ry.taps {
-                                for &ix in &cx.taps {
-                                    let i0 = ((b * h + iy) * w + ix) * c;
-                                    for (a, &v) in out.iter_mut().zip(&x[i0..i0 + c]) {
-                                        *a = combine(is_max, *a, v);
-                                    }
-                                }
+                                taps.extend(cx.taps.iter().map(|&ix| ((b * h + iy) * w + ix) * c));
                             }
-                            if !is_max {
-                                let div = divisor(ry, cx);
-                                for a in out.iter_mut() {
-                                    *a /= div;
-                                }
+                            if is_max {
+                                pool_pixel::<true>(x, &taps, out, 1.0);
+                            } else {
+                                pool_pixel::<false>(x, &taps, out, divisor(ry, cx));
                             }
                         }
                     },
@@ -1734,6 +1730,60 @@ fn pool(p: &Pool2d, is_max: bool, x: &[f32], xs: &[i64], ys: &[i64], y: &mut [f3
                 Ok(())
             })
         }
+    }
+}
+
+/// One NHWC output pixel of a pooling window: the channels combined over the taps at offsets
+/// `taps` of `x` (max, or sum divided by `div`), 16 channels (one AVX-512 register) at a time
+/// so that the running values stay in registers across the taps: combining into `out` tap by
+/// tap loaded and stored it for every tap, and 64-channel chunks were kept on the stack (both
+/// slower).
+#[inline(always)]
+fn pool_pixel<const MAX: bool>(x: &[f32], taps: &[usize], out: &mut [f32], div: f32) {
+    #[inline(always)]
+    fn chunk<const MAX: bool, const W: usize>(
+        x: &[f32],
+        taps: &[usize],
+        c0: usize,
+        out: &mut [f32],
+        div: f32,
+    ) {
+        let mut acc = [if MAX { f32::MIN } else { 0.0 }; W];
+        for &t in taps {
+            let Some(src) = x[t + c0..].first_chunk::<W>() else {
+                continue;
+            };
+            for (a, &v) in acc.iter_mut().zip(src) {
+                // `v > a ? v : a` keeps the first of equal values and skips a NaN `v`, as
+                // the scalar loop this replaced did.
+                *a = if MAX {
+                    if v > *a {
+                        v
+                    } else {
+                        *a
+                    }
+                } else {
+                    *a + v
+                };
+            }
+        }
+        for (o, a) in out[c0..c0 + W].iter_mut().zip(acc) {
+            *o = if MAX { a } else { a / div };
+        }
+    }
+    let c = out.len();
+    let mut c0 = 0;
+    while c0 + 16 <= c {
+        chunk::<MAX, 16>(x, taps, c0, out, div);
+        c0 += 16;
+    }
+    while c0 + 8 <= c {
+        chunk::<MAX, 8>(x, taps, c0, out, div);
+        c0 += 8;
+    }
+    while c0 < c {
+        chunk::<MAX, 1>(x, taps, c0, out, div);
+        c0 += 1;
     }
 }
 
@@ -2420,6 +2470,129 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// Max and average pooling, NHWC and NCHW, against a naive loop over each window: channel
+    /// counts below, at and across the NHWC loop's 16- and 64-channel chunks, padding with
+    /// and without `count_include_pad`, strides, dilation, a window wider than the input and a
+    /// ceil_mode row and column past the padded input; bit for bit (the same taps in the
+    /// same order, one division), on 1 and 2 threads, into a NaN-poisoned output.
+    #[test]
+    fn pools_match_a_naive_window_loop() {
+        // (c, h, w, kernel, stride, pads [top, left, bottom, right], dilation, include pad,
+        // extra output rows/columns (ceil_mode))
+        let cases: [(
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            [usize; 4],
+            usize,
+            bool,
+            usize,
+        ); 8] = [
+            (96, 11, 11, 3, 2, [0; 4], 1, false, 0),
+            (24, 12, 12, 3, 2, [1; 4], 1, true, 0),
+            (24, 12, 12, 3, 2, [1; 4], 1, false, 0),
+            (1, 5, 6, 2, 2, [0; 4], 1, false, 1),
+            (70, 7, 7, 3, 1, [1, 0, 1, 2], 1, true, 0),
+            (130, 6, 5, 3, 2, [0; 4], 2, false, 0),
+            (17, 3, 3, 5, 1, [2; 4], 1, true, 0),
+            (64, 9, 9, 3, 2, [0; 4], 1, false, 1),
+        ];
+        for threads in [1, 2] {
+            ThreadPool::new(threads).install(|| {
+                for (c, h, w, k, s, pad, d, include, extra) in cases {
+                    let out = |size: usize, pa: usize, pb: usize| {
+                        (size + pa + pb - d * (k - 1) - 1) / s + 1 + extra
+                    };
+                    let (oh, ow) = (out(h, pad[0], pad[2]), out(w, pad[1], pad[3]));
+                    // Values on a coarse grid (exact sums in any order), so that windows hold
+                    // ties; no -0 (max picks between 0 and -0 by the order of the taps).
+                    let x: Vec<f32> = data(2 * c * h * w, 9)
+                        .iter()
+                        .map(|v| (v * 8.0).round() / 4.0 + 0.0)
+                        .collect();
+                    for layout in [Layout::Nhwc, Layout::Nchw] {
+                        let p = Pool2d {
+                            layout,
+                            pool_size: [k, k],
+                            strides: [s, s],
+                            padding: pad,
+                            dilation: [d, d],
+                            ceil_mode: extra > 0,
+                            count_include_pad: include,
+                        };
+                        let at = |b: usize, ch: usize, y: usize, xx: usize, hh: usize, ww: usize| {
+                            match layout {
+                                Layout::Nhwc => ((b * hh + y) * ww + xx) * c + ch,
+                                Layout::Nchw => ((b * c + ch) * hh + y) * ww + xx,
+                            }
+                        };
+                        let xs = layout.shape(2, c as i64, h as i64, w as i64);
+                        let ys = layout.shape(2, c as i64, oh as i64, ow as i64);
+                        for is_max in [true, false] {
+                            let mut y = vec![f32::NAN; 2 * c * oh * ow];
+                            pool(&p, is_max, &x, &xs, &ys, &mut y).expect("pool");
+                            // One axis: the input indices of the window inside the input, and
+                            // the window's extent inside the padded input.
+                            let axis = |o: usize, size: usize, pa: usize, pb: usize| {
+                                let start = (o * s) as i64 - pa as i64;
+                                let inside: Vec<usize> = (0..k)
+                                    .map(|t| start + (t * d) as i64)
+                                    .filter(|&i| i >= 0 && i < size as i64)
+                                    .map(|i| i as usize)
+                                    .collect();
+                                let padded = (0..k)
+                                    .filter(|&t| start + ((t * d) as i64) < (size + pb) as i64)
+                                    .count();
+                                (inside, padded)
+                            };
+                            for b in 0..2 {
+                                for ch in 0..c {
+                                    for oy in 0..oh {
+                                        for ox in 0..ow {
+                                            let (ry, py) = axis(oy, h, pad[0], pad[2]);
+                                            let (rx, px) = axis(ox, w, pad[1], pad[3]);
+                                            let mut v = if is_max { f32::MIN } else { 0.0 };
+                                            for &iy in &ry {
+                                                for &ix in &rx {
+                                                    let e = x[at(b, ch, iy, ix, h, w)];
+                                                    v = if is_max {
+                                                        if e > v {
+                                                            e
+                                                        } else {
+                                                            v
+                                                        }
+                                                    } else {
+                                                        v + e
+                                                    };
+                                                }
+                                            }
+                                            if !is_max {
+                                                let n = if include {
+                                                    py * px
+                                                } else {
+                                                    ry.len() * rx.len()
+                                                };
+                                                v /= n.max(1) as f32;
+                                            }
+                                            let got = y[at(b, ch, oy, ox, oh, ow)];
+                                            assert_eq!(
+                                                got.to_bits(),
+                                                v.to_bits(),
+                                                "{layout:?} max {is_max} c{c} {h}x{w} k{k} s{s} {pad:?} d{d}: ({b}, {ch}, {oy}, {ox}) {got} vs {v}"
+                                            );
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            });
         }
     }
 
