@@ -402,12 +402,60 @@ impl ConvPlan {
         {
             return Err(backend_err("conv2d: buffer sizes do not match the plan"));
         }
+        self.run_packed_rows(x, w, y, o, 0, epi, post)
+    }
+
+    /// [`ConvPlan::run_packed`] into channels `off..off + o` of an NHWC output whose pixels
+    /// are `ldy` channels apart (a slice of a concatenation along the channels, written in
+    /// place); the other channels are left as they are. No `post` pass: only an activation
+    /// the epilogue applies (a clamp) can be fused this way.
+    pub fn run_packed_into(
+        &self,
+        x: &[f32],
+        w: &[PackedB],
+        y: &mut [f32],
+        ldy: usize,
+        off: usize,
+        epi: Epilogue<'_>,
+    ) -> Result<()> {
+        if self.layout != Layout::Nhwc
+            || off + self.o > ldy
+            || y.len() != self.n * self.oh * self.ow * ldy
+        {
+            return Err(backend_err(
+                "conv2d: the concatenation's buffer does not match the plan",
+            ));
+        }
+        self.run_packed_rows(x, w, y, ldy, off, epi, None)
+    }
+
+    /// [`ConvPlan::run_packed`] with output pixels `ldy` channels apart from channel `off`
+    /// (`y` checked by the callers).
+    #[allow(clippy::too_many_arguments)]
+    fn run_packed_rows(
+        &self,
+        x: &[f32],
+        w: &[PackedB],
+        y: &mut [f32],
+        ldy: usize,
+        off: usize,
+        epi: Epilogue<'_>,
+        post: Post<'_, f32>,
+    ) -> Result<()> {
+        let (og, kdim) = (self.og(), self.kdim());
+        if x.len() != self.n * self.c * self.h * self.w
+            || w.len() != self.groups
+            || w.iter().any(|b| b.k() != kdim || b.n() != og)
+            || epi.bias.is_some_and(|b| b.len() != self.o)
+        {
+            return Err(backend_err("conv2d: buffer sizes do not match the plan"));
+        }
         let group_epi = |g: usize| Epilogue {
             bias: epi.bias.map(|b| &b[g * og..(g + 1) * og]),
             ..epi
         };
-        self.nhwc_pieces(x, y, post, |g, rows, a, lda, c| {
-            packed::gemm(rows, a, lda, &w[g], c, o, group_epi(g))
+        self.nhwc_pieces(x, y, ldy, off, post, |g, rows, a, lda, c, ldc| {
+            packed::gemm(rows, a, lda, &w[g], c, ldc, group_epi(g))
         })
     }
 
@@ -663,41 +711,46 @@ impl ConvPlan {
     /// packed ones); see [`ConvPlan::nhwc_pieces`].
     fn gemm_nhwc<T: Num>(&self, x: &[T], w: &[T], y: &mut [T], post: Post<'_, T>) -> Result<()> {
         let (o, og, kdim) = (self.o, self.og(), self.kdim());
-        self.nhwc_pieces(x, y, post, |g, rows, a, lda, c| {
+        self.nhwc_pieces(x, y, o, 0, post, |g, rows, a, lda, c, ldc| {
             let wg = &w[g * kdim * og..(g + 1) * kdim * og];
-            T::gemm_isa(self.isa, rows, kdim, og, a, lda, wg, og, c, o)
+            T::gemm_isa(self.isa, rows, kdim, og, a, lda, wg, og, c, ldc)
         })
     }
 
-    /// The pieces of an NHWC convolution as GEMMs: blocks of output pixels (contiguous rows of
-    /// `y`), spread over the pool. For each piece and group `g`, `gemm(g, rows, a, lda, c)`
-    /// must write `c[rows, og]` (row stride `o`, starting at the group's first channel) =
-    /// `a[rows, kdim]` (row stride `lda`) times the group's weight: `a` is the input itself
-    /// (from the group's first channel, `lda` = `c`) for a 1x1 stride-1 convolution, grouped
-    /// or not, else the piece's im2col rows (`lda` = `kdim`). `post` runs on each finished
-    /// piece.
+    /// The pieces of an NHWC convolution as GEMMs: blocks of output pixels (rows of `y`, `ldy`
+    /// channels apart, the convolution's from channel `off`), spread over the pool. For each
+    /// piece and group `g`, `gemm(g, rows, a, lda, c, ldc)` must write `c[rows, og]` (row
+    /// stride `ldc`, starting at the group's first channel) = `a[rows, kdim]` (row stride
+    /// `lda`) times the group's weight: `a` is the input itself (from the group's first
+    /// channel, `lda` = `c`) for a 1x1 stride-1 convolution, grouped or not, else the piece's
+    /// im2col rows (`lda` = `kdim`). `post` runs on each finished piece (whole rows of `y`).
+    #[allow(clippy::type_complexity)]
     fn nhwc_pieces<T: Num>(
         &self,
         x: &[T],
         y: &mut [T],
+        ldy: usize,
+        off: usize,
         post: Post<'_, T>,
-        gemm: impl Fn(usize, usize, &[T], usize, &mut [T]) -> Result<()> + Sync,
+        gemm: impl Fn(usize, usize, &[T], usize, &mut [T], usize) -> Result<()> + Sync,
     ) -> Result<()> {
-        let (h, wd, c, o) = (self.h, self.w, self.c, self.o);
+        let (h, wd, c) = (self.h, self.w, self.c);
         let pix = self.oh * self.ow;
         let (og, kdim) = (self.og(), self.kdim());
         let threads = crate::host::threadpool::current_parallelism();
+        let ldy = ldy.max(1);
         if self.one_by_one() {
             // The input is the im2col matrix already: [n * pix, c], group g's columns from
             // g * cg (grouped 1x1 convolutions, as in ShuffleNet, copy nothing either). Larger
             // pieces than for im2col: there is no column buffer to keep in cache.
             let cg = self.cg();
             let bs = (self.n * pix).div_ceil(threads).clamp(1, PW_BLOCK);
-            let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(bs * o).enumerate().collect();
+            let pieces: Vec<(usize, &mut [T])> = y.chunks_mut(bs * ldy).enumerate().collect();
             return for_each_piece(pieces, |(j, yrows)| {
-                let rows = yrows.len() / o;
+                let rows = yrows.len() / ldy;
                 for g in 0..self.groups {
-                    gemm(g, rows, &x[j * bs * c + g * cg..], c, &mut yrows[g * og..])?;
+                    let a = &x[j * bs * c + g * cg..];
+                    gemm(g, rows, a, c, &mut yrows[off + g * og..], ldy)?;
                 }
                 if let Some(f) = post {
                     f(yrows);
@@ -707,19 +760,19 @@ impl ConvPlan {
         }
         let bs = self.block(threads);
         let mut pieces = Vec::new();
-        for (b, yb) in y.chunks_mut(pix * o).enumerate() {
-            for (j, rows) in yb.chunks_mut(bs * o).enumerate() {
+        for (b, yb) in y.chunks_mut(pix * ldy).enumerate() {
+            for (j, rows) in yb.chunks_mut(bs * ldy).enumerate() {
                 pieces.push((b, j * bs, rows));
             }
         }
         for_each_piece(pieces, |(b, p0, yrows)| {
             let xb = &x[b * h * wd * c..(b + 1) * h * wd * c];
-            let rows = yrows.len() / o;
+            let rows = yrows.len() / ldy;
             // im2col_nhwc writes every element of `col`.
             T::with_scratch(rows * kdim, |col| {
                 for g in 0..self.groups {
                     self.im2col_nhwc(xb, g, p0, rows, col);
-                    gemm(g, rows, col, kdim, &mut yrows[g * og..])?;
+                    gemm(g, rows, col, kdim, &mut yrows[off + g * og..], ldy)?;
                 }
                 Ok::<(), crate::error::Error>(())
             })?;
@@ -2482,6 +2535,7 @@ mod tests {
     fn pools_match_a_naive_window_loop() {
         // (c, h, w, kernel, stride, pads [top, left, bottom, right], dilation, include pad,
         // extra output rows/columns (ceil_mode))
+        #[allow(clippy::type_complexity)]
         let cases: [(
             usize,
             usize,

@@ -75,12 +75,24 @@ impl Backend for CpuBackend {
         // before the next node gets its own, so at most one copy of a weight read from the
         // model file is alive at a time (`Constants`).
         let mut steps = Vec::with_capacity(nodes.len());
-        for k in nodes {
+        for k in nodes.clone() {
             steps.push(prepare_node(graph, k, constants)?);
+        }
+        let concats = in_place_concats(graph, nodes.start, &steps);
+        let mut writes_into = vec![None; steps.len()];
+        let mut concat_at = vec![None; steps.len()];
+        for (i, c) in concats.iter().enumerate() {
+            concat_at[c.node - nodes.start] = Some(i);
+            for &(p, off) in &c.producers {
+                writes_into[p - nodes.start] = Some((i, off));
+            }
         }
         Ok(Box::new(CpuSegment {
             graph: graph.clone(),
             steps,
+            concats,
+            writes_into,
+            concat_at,
         }))
     }
 }
@@ -158,6 +170,127 @@ struct Requant {
 struct CpuSegment {
     graph: Arc<Graph>,
     steps: Vec<Step>,
+    /// Concatenations some of whose inputs are written in place by their producers.
+    concats: Vec<InPlaceConcat>,
+    /// Per step: the concatenation (index into `concats`) it writes its output into, and at
+    /// which channel.
+    writes_into: Vec<Option<(usize, usize)>>,
+    /// Per step: the concatenation (index into `concats`) it is.
+    concat_at: Vec<Option<usize>>,
+}
+
+/// A concatenation along the last axis (NHWC channels) of float32 tensors, some of whose
+/// inputs are written straight into its output by the convolutions that make them (packed
+/// weight, an activation the GEMM's epilogue applies: the SqueezeNet fire module's two
+/// expand convolutions, Inception's branches, ShuffleNet's strided units), at their channel
+/// offset with the output's row stride; the concatenation then copies only the other inputs.
+///
+/// The executor's scratch arena gives the output a slot only from the concatenation on, so
+/// the slot may still hold a tensor that the nodes between the first producer and the
+/// concatenation read or write. Each run therefore checks, on the run's actual buffers, that
+/// none of those tensors overlaps the output (`CpuSegment::in_place_ok`); where one does, that
+/// run computes as described (producers into their own tensors, then the whole copy).
+struct InPlaceConcat {
+    /// The concatenation's node and output tensor.
+    node: usize,
+    out: usize,
+    /// Floats per output row (the concatenated last axis).
+    width: usize,
+    /// Producer nodes writing in place, each with its channel offset.
+    producers: Vec<(usize, usize)>,
+    /// Inputs copied at the concatenation: tensor, channel offset, channels.
+    rest: Vec<(usize, usize, usize)>,
+    /// Tensors that must not overlap the output for the writes in place to be right: every
+    /// tensor the nodes from the first producer to the concatenation read or write (but the
+    /// ones written in place, which then are neither written nor read), and the copied inputs.
+    watch: Vec<usize>,
+}
+
+/// The concatenations of the segment's nodes (`start..start + steps.len()`) that can take some
+/// inputs in place (see [`InPlaceConcat`]).
+fn in_place_concats(g: &Graph, start: usize, steps: &[Step]) -> Vec<InPlaceConcat> {
+    let end = start + steps.len();
+    let readers = |t: usize| g.nodes.iter().filter(|n| n.inputs.contains(&t)).count();
+    let producer = |t: usize| (start..end).find(|&j| g.nodes[j].outputs.contains(&t));
+    let mut out = Vec::new();
+    for k in start..end {
+        let node = &g.nodes[k];
+        let Op::Concatenate { axis } = node.op else {
+            continue;
+        };
+        let odesc = &g.tensors[node.outputs[0]];
+        let rank = odesc.shape.len();
+        if rank == 0
+            || axis != rank - 1
+            || odesc.dtype != DType::F32
+            || node
+                .inputs
+                .iter()
+                .any(|&t| g.tensors[t].dtype != DType::F32 || g.tensors[t].shape.len() != rank)
+        {
+            continue;
+        }
+        let width = odesc.shape[rank - 1].max(0) as usize;
+        let (mut producers, mut rest, mut inside) = (Vec::new(), Vec::new(), Vec::new());
+        let mut off = 0;
+        for &t in &node.inputs {
+            let chans = g.tensors[t].shape[rank - 1].max(0) as usize;
+            let p = producer(t).filter(|&p| {
+                let conv_ok = match (&steps[p - start], &g.nodes[p].op) {
+                    (
+                        Step::Conv {
+                            plan,
+                            weight: ConvWeight::Gemm(_),
+                            ..
+                        },
+                        Op::Conv2d(c),
+                    ) => {
+                        plan.layout == Layout::Nhwc
+                            && c.activation.is_clamp()
+                            && g.nodes[p].outputs == [t]
+                    }
+                    _ => false,
+                };
+                conv_ok
+                    && p < k
+                    && node.inputs.iter().filter(|&&u| u == t).count() == 1
+                    && readers(t) == 1
+                    && !g.outputs.contains(&t)
+                    && g.role(t) == Role::Produced
+            });
+            match p {
+                Some(p) => {
+                    producers.push((p, off));
+                    inside.push(t);
+                }
+                None => rest.push((t, off, chans)),
+            }
+            off += chans;
+        }
+        let Some(first) = producers.iter().map(|&(p, _)| p).min() else {
+            continue;
+        };
+        let mut watch: Vec<usize> = rest.iter().map(|r| r.0).collect();
+        for n in &g.nodes[first..k] {
+            for &t in n.inputs.iter().chain(&n.outputs) {
+                if !inside.contains(&t)
+                    && !matches!(g.role(t), Role::Constant(_))
+                    && !watch.contains(&t)
+                {
+                    watch.push(t);
+                }
+            }
+        }
+        out.push(InPlaceConcat {
+            node: k,
+            out: node.outputs[0],
+            width,
+            producers,
+            rest,
+            watch,
+        });
+    }
+    out
 }
 
 /// Tensor `t` when it is one of the region's constants.
@@ -623,8 +756,19 @@ impl Requant {
 
 impl Prepared for CpuSegment {
     fn run(&self, bufs: &mut Buffers<'_>) -> Result<()> {
-        for step in &self.steps {
-            self.run_step(step, bufs)?;
+        let active: Vec<bool> = self
+            .concats
+            .iter()
+            .map(|c| self.in_place_ok(c, bufs))
+            .collect();
+        for (i, step) in self.steps.iter().enumerate() {
+            match (self.writes_into[i], self.concat_at[i]) {
+                (Some((c, off)), _) if active[c] => {
+                    self.run_conv_into(step, &self.concats[c], off, bufs)?
+                }
+                (_, Some(c)) if active[c] => self.run_concat_rest(&self.concats[c], bufs)?,
+                _ => self.run_step(step, bufs)?,
+            }
         }
         Ok(())
     }
@@ -670,6 +814,95 @@ impl Prepared for CpuSegment {
 }
 
 impl CpuSegment {
+    /// Whether `c`'s producers can write into its output in this run: the output is aligned
+    /// float32 of its size, and overlaps none of the tensors in `c.watch`.
+    fn in_place_ok(&self, c: &InPlaceConcat, bufs: &mut Buffers<'_>) -> bool {
+        let g = &*self.graph;
+        let Ok((ptrs, _)) = bufs.raw(&c.watch, &[]) else {
+            return false;
+        };
+        let Ok((out, _)) = bufs.raw(&[c.out], &[]) else {
+            return false;
+        };
+        let (o0, olen) = (out[0] as usize, g.tensors[c.out].byte_len());
+        o0 % std::mem::align_of::<f32>() == 0
+            && c.watch.iter().zip(&ptrs).all(|(&t, &p)| {
+                let (p0, len) = (p as usize, g.tensors[t].byte_len());
+                len == 0 || olen == 0 || p0 + len <= o0 || o0 + olen <= p0
+            })
+    }
+
+    /// A convolution that writes its output into its channels of `c`'s output.
+    fn run_conv_into(
+        &self,
+        step: &Step,
+        c: &InPlaceConcat,
+        off: usize,
+        bufs: &mut Buffers<'_>,
+    ) -> Result<()> {
+        let g = &*self.graph;
+        let Step::Conv {
+            node: k,
+            plan,
+            weight: ConvWeight::Gemm(gemm),
+            bias,
+        } = step
+        else {
+            return Err(backend_err(
+                "a step written in place is not a packed convolution",
+            ));
+        };
+        let node = &g.nodes[*k];
+        let ctx = |e: Error| match e {
+            Error::Backend { backend, message } => Error::Backend {
+                backend,
+                message: format!("subgraph `{}`, node `{}`: {message}", g.name, node.name),
+            },
+            e => e,
+        };
+        let act = match node.op {
+            Op::Conv2d(conv) => conv.activation,
+            _ => Activation::None,
+        };
+        let (lo, hi) = act.bounds();
+        let epi = packed::Epilogue {
+            bias: bias.as_deref(),
+            lo,
+            hi,
+        };
+        let (ins, out) = bufs.node_io(&node.inputs, c.out)?;
+        let x = load_f32(ins[0], &g.tensors[node.inputs[0]]).map_err(ctx)?;
+        // SAFETY: every bit pattern is a valid f32; only the aligned middle is reinterpreted.
+        let (pre, y, post) = unsafe { out.align_to_mut::<f32>() };
+        if !pre.is_empty() || !post.is_empty() {
+            return Err(ctx(backend_err("concatenation output not aligned")));
+        }
+        plan.run_packed_into(&x, gemm, y, c.width, off, epi)
+            .map_err(ctx)
+    }
+
+    /// `c`'s concatenation, copying only the inputs not written in place (float32 rows, so
+    /// bytes).
+    fn run_concat_rest(&self, c: &InPlaceConcat, bufs: &mut Buffers<'_>) -> Result<()> {
+        let g = &*self.graph;
+        let ts: Vec<usize> = c.rest.iter().map(|r| r.0).collect();
+        let (ins, out) = bufs.node_io(&ts, c.out)?;
+        let rows = out.len() / (4 * c.width).max(1);
+        for (&(t, off, chans), x) in c.rest.iter().zip(ins) {
+            if x.len() != g.tensors[t].byte_len() || x.len() != rows * chans * 4 {
+                return Err(backend_err(format!(
+                    "subgraph `{}`, node `{}`: buffer sizes do not match the description",
+                    g.name, g.nodes[c.node].name
+                )));
+            }
+            for (r, src) in x.chunks_exact((4 * chans).max(1)).enumerate() {
+                let d = (r * c.width + off) * 4;
+                out[d..d + src.len()].copy_from_slice(src);
+            }
+        }
+        Ok(())
+    }
+
     fn run_step(&self, step: &Step, bufs: &mut Buffers<'_>) -> Result<()> {
         let g = &*self.graph;
         let k = match step {
@@ -934,6 +1167,265 @@ impl CpuSegment {
                     kernels::generic(&node.op, &xs, &shapes, &odesc.shape, y)
                 })
                 .map_err(ctx)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::threadpool::ThreadPool;
+
+    /// Deterministic values in [-1, 1).
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// A fire-module-like NHWC region: a 1x1 squeeze (ReLU), a 1x1 expand (ReLU) and a 3x3
+    /// expand (no activation) of it, a 3x3 max pool of it, concatenated as [expand 1x1, pool,
+    /// expand 3x3] (so the copied input sits between two written in place), then a 1x1
+    /// convolution of the concatenation; the concatenation is a region output when `cat_out`.
+    fn fire(cat_out: bool) -> String {
+        let outputs = if cat_out { "[11,14]" } else { "[14]" };
+        format!(
+            r#"{{"format":"mote.subgraph","version":1,"target":"acl","name":"fire",
+          "tensors":[{{"shape":[1,6,7,8],"dtype":"float32"}},
+            {{"shape":[4,1,1,8],"dtype":"float32"}},{{"shape":[4],"dtype":"float32"}},
+            {{"shape":[1,6,7,4],"dtype":"float32"}},
+            {{"shape":[5,1,1,4],"dtype":"float32"}},{{"shape":[5],"dtype":"float32"}},
+            {{"shape":[1,6,7,5],"dtype":"float32"}},
+            {{"shape":[6,3,3,4],"dtype":"float32"}},{{"shape":[6],"dtype":"float32"}},
+            {{"shape":[1,6,7,6],"dtype":"float32"}},
+            {{"shape":[1,6,7,4],"dtype":"float32"}},
+            {{"shape":[1,6,7,15],"dtype":"float32"}},
+            {{"shape":[3,1,1,15],"dtype":"float32"}},{{"shape":[3],"dtype":"float32"}},
+            {{"shape":[1,6,7,3],"dtype":"float32"}}],
+          "inputs":[0],"constants":[1,2,4,5,7,8,12,13],"outputs":{outputs},
+          "nodes":[
+            {{"op":"conv2d","name":"squeeze","inputs":[0,1,2],"outputs":[3],
+             "attrs":{{"layout":"NHWC","activation":"relu"}}}},
+            {{"op":"conv2d","name":"e1","inputs":[3,4,5],"outputs":[6],
+             "attrs":{{"layout":"NHWC","activation":"relu"}}}},
+            {{"op":"conv2d","name":"e3","inputs":[3,7,8],"outputs":[9],
+             "attrs":{{"layout":"NHWC","padding":[1,1,1,1]}}}},
+            {{"op":"max_pool2d","name":"pool","inputs":[3],"outputs":[10],
+             "attrs":{{"layout":"NHWC","pool_size":[3,3],"padding":[1,1,1,1]}}}},
+            {{"op":"concatenate","name":"cat","inputs":[6,10,9],"outputs":[11],
+             "attrs":{{"axis":-1}}}},
+            {{"op":"conv2d","name":"final","inputs":[11,12,13],"outputs":[14],
+             "attrs":{{"layout":"NHWC"}}}}]}}"#
+        )
+    }
+
+    /// Naive NHWC convolution (OHWI weight, stride 1, `pad` on every side) in f64.
+    #[allow(clippy::too_many_arguments)]
+    fn conv(
+        x: &[f64],
+        h: usize,
+        w: usize,
+        c: usize,
+        wt: &[f32],
+        b: &[f32],
+        k: usize,
+        pad: usize,
+        relu: bool,
+    ) -> Vec<f64> {
+        let o = b.len();
+        let mut y = vec![0f64; h * w * o];
+        for oy in 0..h {
+            for ox in 0..w {
+                for oc in 0..o {
+                    let mut acc = b[oc] as f64;
+                    for ky in 0..k {
+                        for kx in 0..k {
+                            let (iy, ix) =
+                                ((oy + ky) as i64 - pad as i64, (ox + kx) as i64 - pad as i64);
+                            if iy < 0 || ix < 0 || iy >= h as i64 || ix >= w as i64 {
+                                continue;
+                            }
+                            for ci in 0..c {
+                                acc += x[(iy as usize * w + ix as usize) * c + ci]
+                                    * wt[((oc * k + ky) * k + kx) * c + ci] as f64;
+                            }
+                        }
+                    }
+                    y[(oy * w + ox) * o + oc] = if relu { acc.max(0.0) } else { acc };
+                }
+            }
+        }
+        y
+    }
+
+    /// The fire region's concatenation and output, computed naively in f64.
+    fn fire_reference(x: &[f32], consts: &[Vec<f32>]) -> (Vec<f64>, Vec<f64>) {
+        let (h, w) = (6, 7);
+        let x: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+        let s = conv(&x, h, w, 8, &consts[0], &consts[1], 1, 0, true);
+        let e1 = conv(&s, h, w, 4, &consts[2], &consts[3], 1, 0, true);
+        let e3 = conv(&s, h, w, 4, &consts[4], &consts[5], 3, 1, false);
+        let mut p = vec![f64::MIN; h * w * 4];
+        for oy in 0..h {
+            for ox in 0..w {
+                for ch in 0..4 {
+                    for iy in oy.saturating_sub(1)..(oy + 2).min(h) {
+                        for ix in ox.saturating_sub(1)..(ox + 2).min(w) {
+                            let v = s[(iy * w + ix) * 4 + ch];
+                            let d = &mut p[(oy * w + ox) * 4 + ch];
+                            *d = d.max(v);
+                        }
+                    }
+                }
+            }
+        }
+        let mut cat = Vec::with_capacity(h * w * 15);
+        for px in 0..h * w {
+            cat.extend_from_slice(&e1[px * 5..px * 5 + 5]);
+            cat.extend_from_slice(&p[px * 4..px * 4 + 4]);
+            cat.extend_from_slice(&e3[px * 6..px * 6 + 6]);
+        }
+        let out = conv(&cat, h, w, 15, &consts[6], &consts[7], 1, 0, false);
+        (cat, out)
+    }
+
+    fn close(what: &str, got: &[f32], want: &[f64]) {
+        assert_eq!(got.len(), want.len(), "{what}: length");
+        for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (g as f64 - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                "{what}: element {i}: {g} vs {w}"
+            );
+        }
+    }
+
+    fn fire_constants() -> Vec<Vec<f32>> {
+        [32, 4, 20, 5, 216, 6, 45, 3]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| values(n, 10 + i as u64))
+            .collect()
+    }
+
+    /// Concatenation inputs written in place by their convolutions: the SqueezeNet-like region
+    /// run on the prepared segment with buffers of our own. With every tensor in its own
+    /// buffer the two expand convolutions write straight into the concatenation (their own
+    /// NaN-poisoned tensors stay untouched) and the pool's output is copied between them; with
+    /// the concatenation's buffer over the squeeze output (as the executor's arena may place
+    /// it: the squeeze output is dead once the concatenation runs, but the 3x3 expand still
+    /// reads it after the 1x1 expand ran) the segment computes as described instead. Both
+    /// match a naive f64 reference, on 1 and 2 threads; and so does the executor's own run.
+    #[test]
+    fn concat_inputs_written_in_place_match_the_copy() {
+        let g = Arc::new(Graph::parse(&fire(false), "fire").expect("parses"));
+        let consts = fire_constants();
+        let tensors: Vec<Tensor> = g
+            .constants
+            .iter()
+            .zip(&consts)
+            .map(|(&t, v)| Tensor::from_slice(&g.tensors[t].shape, v).expect("constant"))
+            .collect();
+        let x = values(6 * 7 * 8, 3);
+        let (want_cat, want_out) = fire_reference(&x, &consts);
+
+        // The plan: both expand convolutions in place, the pool copied.
+        let steps: Vec<Step> = (0..g.nodes.len())
+            .map(|k| prepare_node(&g, k, Constants::from(tensors.as_slice())).expect("step"))
+            .collect();
+        if !packed::available(isa::current()) {
+            // No packed kernels at this level (sse2, scalar): nothing is written in place.
+            assert!(in_place_concats(&g, 0, &steps).is_empty());
+            return;
+        }
+        let plans = in_place_concats(&g, 0, &steps);
+        assert_eq!(plans.len(), 1);
+        assert_eq!(plans[0].producers, [(1, 0), (2, 9)]);
+        assert_eq!(plans[0].rest, [(10, 5, 4)]);
+
+        for threads in [1, 2] {
+            ThreadPool::new(threads).install(|| {
+                let seg = CpuBackend
+                    .prepare(&g, 0..g.nodes.len(), Constants::from(tensors.as_slice()))
+                    .expect("prepares");
+                for aliased in [false, true] {
+                    let mut bufs: Vec<Vec<u8>> = g
+                        .tensors
+                        .iter()
+                        .map(|d| f32::NAN.to_le_bytes().repeat(d.num_elements()))
+                        .collect();
+                    bufs[0] = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+                    for (&t, v) in g.constants.iter().zip(&consts) {
+                        bufs[t] = v.iter().flat_map(|v| v.to_le_bytes()).collect();
+                    }
+                    let mut ptrs: Vec<Option<(*mut u8, usize)>> = bufs
+                        .iter_mut()
+                        .map(|b| Some((b.as_mut_ptr(), b.len())))
+                        .collect();
+                    if aliased {
+                        // The squeeze output at the start of the concatenation's buffer.
+                        let (cat, len) = ptrs[11].expect("cat");
+                        assert!(bufs[3].len() <= len);
+                        ptrs[3] = Some((cat, bufs[3].len()));
+                    }
+                    // SAFETY: every pointer addresses its own live Vec (the aliased case puts
+                    // the squeeze output inside the concatenation's, as the executor's arena
+                    // does with tensors whose lifetimes do not overlap); the Vecs outlive
+                    // `b`.
+                    let mut b = unsafe { Buffers::from_raw(ptrs) };
+                    seg.run(&mut b).expect("runs");
+                    drop(b);
+                    let f = |t: usize| -> Vec<f32> {
+                        bufs[t]
+                            .chunks_exact(4)
+                            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                            .collect()
+                    };
+                    let what = format!("t{threads} aliased {aliased}");
+                    close(&format!("{what}: output"), &f(14), &want_out);
+                    // Written in place, the expand outputs' own buffers are never written.
+                    let untouched = f(6).iter().chain(&f(9)).all(|v| v.is_nan());
+                    assert_eq!(untouched, !aliased, "{what}: expand outputs untouched");
+                    if !aliased {
+                        close(&format!("{what}: concatenation"), &f(11), &want_cat);
+                    }
+                }
+            });
+        }
+
+        // Through the executor (its own arena, poisoned), the concatenation as an intermediate
+        // and as a region output.
+        for cat_out in [false, true] {
+            let runner = crate::offload::SubgraphRunner::new(&fire(cat_out), tensors.clone())
+                .expect("parses");
+            for threads in [1, 2] {
+                ThreadPool::new(threads).install(|| {
+                    let input = Tensor::from_slice(&[1, 6, 7, 8], &x).expect("input");
+                    for _ in 0..2 {
+                        let outs = runner
+                            .run(&["cpu".to_string()], std::slice::from_ref(&input))
+                            .expect("runs");
+                        let last = outs.last().expect("output");
+                        close(
+                            "executor: output",
+                            last.as_slice::<f32>().expect("f32"),
+                            &want_out,
+                        );
+                        if cat_out {
+                            close(
+                                "executor: concatenation",
+                                outs[0].as_slice::<f32>().expect("f32"),
+                                &want_cat,
+                            );
+                        }
+                    }
+                });
             }
         }
     }
