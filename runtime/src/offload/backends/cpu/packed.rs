@@ -165,6 +165,10 @@ pub(super) trait Vector: Copy {
     unsafe fn add(a: Self, b: Self) -> Self;
     /// `v` clamped to `[lo, hi]`, a NaN `v` kept (as the scalar `if v < lo { lo } else { v }`).
     unsafe fn clamp(v: Self, lo: Self, hi: Self) -> Self;
+    /// The first `n` floats at `p` (`n < W`; `p` addresses `n` floats), zeros after.
+    unsafe fn load_part(p: *const f32, n: usize) -> Self;
+    /// Store the first `n` lanes of `v` (`n < W`) to `p` (`n` floats), nothing else.
+    unsafe fn store_part(p: *mut f32, v: Self, n: usize);
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -215,6 +219,16 @@ mod x86 {
             // SAFETY: the trait contract (features present, pointers valid).
             unsafe { _mm512_min_ps(hi, _mm512_max_ps(lo, v)) }
         }
+        #[inline(always)]
+        unsafe fn load_part(p: *const f32, n: usize) -> Self {
+            // SAFETY: the trait contract; the mask reads only the first `n` floats.
+            unsafe { _mm512_maskz_loadu_ps(((1u32 << n) - 1) as u16, p) }
+        }
+        #[inline(always)]
+        unsafe fn store_part(p: *mut f32, v: Self, n: usize) {
+            // SAFETY: the trait contract; the mask writes only the first `n` floats.
+            unsafe { _mm512_mask_storeu_ps(p, ((1u32 << n) - 1) as u16, v) }
+        }
     }
 
     impl Vector for __m256 {
@@ -253,6 +267,28 @@ mod x86 {
         unsafe fn clamp(v: Self, lo: Self, hi: Self) -> Self {
             // SAFETY: the trait contract (features present, pointers valid).
             unsafe { _mm256_min_ps(hi, _mm256_max_ps(lo, v)) }
+        }
+        #[inline(always)]
+        unsafe fn load_part(p: *const f32, n: usize) -> Self {
+            // SAFETY: the trait contract; lanes whose mask is clear are not read.
+            unsafe { _mm256_maskload_ps(p, lanes_below(n)) }
+        }
+        #[inline(always)]
+        unsafe fn store_part(p: *mut f32, v: Self, n: usize) {
+            // SAFETY: the trait contract; lanes whose mask is clear are not written.
+            unsafe { _mm256_maskstore_ps(p, lanes_below(n), v) }
+        }
+    }
+
+    /// An AVX2 lane mask with the lanes below `n` set.
+    #[inline(always)]
+    unsafe fn lanes_below(n: usize) -> __m256i {
+        // SAFETY: AVX2 is present (the caller's trait contract).
+        unsafe {
+            _mm256_cmpgt_epi32(
+                _mm256_set1_epi32(n as i32),
+                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+            )
         }
     }
 }
@@ -300,6 +336,24 @@ mod arm {
         unsafe fn clamp(v: Self, lo: Self, hi: Self) -> Self {
             // SAFETY: the trait contract (features present, pointers valid).
             unsafe { vminq_f32(hi, vmaxq_f32(lo, v)) }
+        }
+        #[inline(always)]
+        unsafe fn load_part(p: *const f32, n: usize) -> Self {
+            let mut tmp = [0.0f32; 4];
+            // SAFETY: the trait contract: `p` addresses `n < 4` floats.
+            unsafe {
+                std::ptr::copy_nonoverlapping(p, tmp.as_mut_ptr(), n);
+                vld1q_f32(tmp.as_ptr())
+            }
+        }
+        #[inline(always)]
+        unsafe fn store_part(p: *mut f32, v: Self, n: usize) {
+            let mut tmp = [0.0f32; 4];
+            // SAFETY: the trait contract: `p` addresses `n < 4` floats.
+            unsafe {
+                vst1q_f32(tmp.as_mut_ptr(), v);
+                std::ptr::copy_nonoverlapping(tmp.as_ptr(), p, n);
+            }
         }
     }
 }
@@ -369,18 +423,15 @@ unsafe fn tile_lanes<V: Vector, const NV: usize>(t: &TileArgs) {
     }
 }
 
-/// Widest tile of any level, in floats (the edge scratch tile).
-const MAX_NR: usize = 64;
-
 /// `C[rows, cols] (+)= A[rows, kc] * Bpanel[kc, NV * V::W]`, then the epilogue.
 ///
 /// The accumulators are only ever indexed by constants (the loops below unroll), so they stay
-/// in registers; an edge tile goes through a scratch tile on the stack.
+/// in registers; an edge tile is stored with masked (partial) vector loads and stores.
 ///
 /// # Safety
 /// `a[i]` addresses `kc` readable floats for every `i < MR`, `b` `kc * NV * V::W`; `c`
 /// addresses `rows` rows of `cols` writable floats `ldc` apart, overlapping none of them;
-/// `bias` is null or addresses `cols` floats; `NV * V::W <= MAX_NR`. The CPU has `V`'s target
+/// `bias` is null or addresses `cols` floats. The CPU has `V`'s target
 /// features.
 #[inline(always)]
 // NEON's level runs `tile_lanes` instead; the x86 levels run this one.
@@ -407,73 +458,60 @@ unsafe fn tile<V: Vector, const NV: usize>(t: &TileArgs) {
     }
 }
 
-/// Write a finished tile: straight to `C` when it is whole, else through a scratch tile.
+/// Write a finished tile to `C`: whole vectors, and at the right edge the tile's valid part
+/// with masked (partial) loads and stores; rows past `t.rows` are not stored.
 ///
 /// # Safety
 /// [`tile`]'s contract for `t`.
 #[inline(always)]
 unsafe fn store_tile<V: Vector, const NV: usize>(acc: [[V; NV]; MR], t: &TileArgs) {
-    // SAFETY: every access below lies in the ranges the caller guarantees.
+    // SAFETY: every access below lies in the ranges the caller guarantees: row `i < t.rows`
+    // of `C` holds `t.cols` floats from `t.c + i * t.ldc`, and `bias` (when not null)
+    // `t.cols` floats; a vector `j` is stored whole only when `(j + 1) * W <= t.cols`, else
+    // only its first `t.cols - j * W` lanes.
     unsafe {
-        // `finish` must unroll completely (it does at these sizes): indexing `acc` by a
-        // run-time value makes the compiler keep the whole tile on the stack, stored to on
-        // every step of `k` above (measured 3x slower; spilling `acc` to a buffer first avoids
-        // that whatever the sizes, but cost 2-4% on ResNet-50 and MobileNetV2). It takes `acc`
-        // by value: given its address, LLVM kept the tile in memory in a build with one
-        // codegen unit (all 24 AVX-512 accumulators stored on every step of `k`, the whole
-        // `cpu` backend 1.7-2.6x slower), although not in the default build.
-        if t.rows == MR && t.cols == NV * V::W {
-            finish(acc, t, t.c, t.ldc);
-        } else {
-            // An edge tile: finished in a scratch tile (row stride `nr`) holding `C`'s current
-            // values where they are added to, then its valid part copied out.
-            let nr = NV * V::W;
-            let mut edge = [0.0f32; MR * MAX_NR];
-            if t.accumulate {
-                for i in 0..t.rows {
-                    let src = t.c.add(i * t.ldc);
-                    std::ptr::copy_nonoverlapping(src, edge.as_mut_ptr().add(i * nr), t.cols);
-                }
-            }
-            finish(acc, t, edge.as_mut_ptr(), nr);
-            for i in 0..t.rows {
-                let dst = t.c.add(i * t.ldc);
-                std::ptr::copy_nonoverlapping(edge.as_ptr().add(i * nr), dst, t.cols);
-            }
-        }
-    }
-}
-
-/// Store the accumulators to `dst` (`MR` rows of `NV` vectors, `ld` apart): added to what it
-/// holds or not, then the epilogue.
-///
-/// # Safety
-/// `dst` addresses `MR` rows of `NV * V::W` floats `ld` apart; [`tile`]'s contract for `t`.
-#[inline(always)]
-unsafe fn finish<V: Vector, const NV: usize>(
-    acc: [[V; NV]; MR],
-    t: &TileArgs,
-    dst: *mut f32,
-    ld: usize,
-) {
-    // SAFETY: the caller's contract; the bias copy reads `cols` floats.
-    unsafe {
+        // The accumulators are only ever indexed by constants (the loops unroll, and iterate
+        // `acc` by value): indexing it by a run-time value makes the compiler keep the whole
+        // tile on the stack, stored to on every step of `k` (measured 3x slower). Given
+        // `acc`'s address, LLVM kept the tile in memory in a build with one codegen unit (all
+        // 24 AVX-512 accumulators stored on every step of `k`, the whole `cpu` backend
+        // 1.7-2.6x slower), although not in the default build.
+        let whole = t.rows == MR && t.cols == NV * V::W;
         let (lo, hi) = (V::splat(t.lo), V::splat(t.hi));
-        let mut bias = [V::zero(); NV];
         let with_bias = t.finish && !t.bias.is_null();
+        // Lanes of vector `j` inside the tile's columns: `W` (whole), fewer, or none.
+        let lanes = |j: usize| t.cols.saturating_sub(j * V::W).min(V::W);
+        let mut bias = [V::zero(); NV];
         if with_bias {
-            let mut padded = [0.0f32; MAX_NR];
-            std::ptr::copy_nonoverlapping(t.bias, padded.as_mut_ptr(), t.cols);
             for (j, v) in bias.iter_mut().enumerate() {
-                *v = V::load(padded.as_ptr().add(j * V::W));
+                let n = lanes(j);
+                if n == V::W {
+                    *v = V::load(t.bias.add(j * V::W));
+                } else if n > 0 {
+                    *v = V::load_part(t.bias.add(j * V::W), n);
+                }
             }
         }
         for (i, row) in acc.into_iter().enumerate() {
+            if !whole && i >= t.rows {
+                break;
+            }
             for (j, r) in row.into_iter().enumerate() {
-                let p = dst.add(i * ld + j * V::W);
+                let p = t.c.add(i * t.ldc + j * V::W);
+                let n = if whole { V::W } else { lanes(j) };
+                if n == 0 {
+                    break;
+                }
                 let mut v = r;
                 if t.accumulate {
-                    v = V::add(v, V::load(p));
+                    v = V::add(
+                        v,
+                        if n == V::W {
+                            V::load(p)
+                        } else {
+                            V::load_part(p, n)
+                        },
+                    );
                 }
                 if t.finish {
                     if with_bias {
@@ -481,7 +519,11 @@ unsafe fn finish<V: Vector, const NV: usize>(
                     }
                     v = V::clamp(v, lo, hi);
                 }
-                V::store(p, v);
+                if n == V::W {
+                    V::store(p, v);
+                } else {
+                    V::store_part(p, v, n);
+                }
             }
         }
     }
@@ -687,6 +729,9 @@ mod tests {
             (200, 27, 8),
             (12, 64, 64),
             (11, 2100, 70),
+            (200, 27, 24),
+            (31, 300, 20),
+            (8, 5, 57),
         ];
         for &isa in &levels {
             for (si, &(m, k, n)) in shapes.iter().enumerate() {
@@ -704,8 +749,10 @@ mod tests {
                         lo,
                         hi,
                     };
-                    let mut c = vec![f32::NAN; m * ldc];
+                    // Past the last row too: the edge tiles' masked stores write nothing there.
+                    let mut c = vec![f32::NAN; m * ldc + 80];
                     gemm(m, &a, lda, &pb, &mut c, ldc, epi).unwrap();
+                    assert!(c[(m - 1) * ldc + n..].iter().all(|v| v.is_nan()));
                     check(isa, (m, k, n), &c, ldc, |i, j| {
                         let dot: f64 = (0..k)
                             .map(|p| a[i * lda + p] as f64 * b[p * ldb + j] as f64)
