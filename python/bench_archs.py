@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Real-architecture benchmark: python/onnx_archs.py's and onnx_archs_mobile.py's networks,
-ONNX Runtime vs TVM vs Mote.
+"""Real-architecture benchmark: python/onnx_archs.py's and onnx_archs_mobile.py's networks, and
+onnx_archs_int8.py's int8 (QDQ) versions of some of them, ONNX Runtime vs TVM vs Mote.
 
     python bench_archs.py build --out DIR [--models a,b]
         For each architecture write NAME.onnx and NAME.inputs.npz (arg0), import it with TVM 0.27's
@@ -14,6 +14,8 @@ ONNX Runtime vs TVM vs Mote.
         (onnx_archs_mobile.INPUT_SPECS "dynamic") are imported as they are (NAME_dyn: it stays
         symbolic through partitioning and compiling) or with the dimension pinned to the benchmark's
         value through from_onnx's shape_dict ("pin"); FLOPs are counted with it bound to that value.
+        An int8 model (NAME_int8, onnx_archs_int8.INT8) also records its quantized ops: how many
+        quantized conv2d/dense nodes each partition offloaded, and the output's quantization.
 
     python bench_archs.py run --dir DIR [--mote target/release/mote] [--threads 1,2] [--models a,b]
                               [--repeat N] [--json-out FILE]
@@ -21,6 +23,11 @@ ONNX Runtime vs TVM vs Mote.
         NAME.acl.so and NAME.bnns.so at each thread count; check `mote run`'s outputs against ONNX
         Runtime; read the time left in TVM kernels from `mote bench --profile --json`.  Prints the
         CPU and a markdown table on stdout (progress on stderr), and writes everything as JSON.
+
+Int8 models are checked against ONNX Runtime's QDQ execution in units of the output's
+quantization step (INT8_LSB_TOL), with the top-1 class, and have goal lines of their own (issue
+31: at least INT8_GOAL_MODELS of them within INT8_GOAL_RATIO x of ORT); the float goal lines
+leave them out.
 
 This is a benchmark, not a test: the figures depend on the machine and its load.  Exit status 1
 if an output check failed or a model could not be built or run.
@@ -53,6 +60,13 @@ MAX_RUNS = 500
 SLOW_BUDGET_S = 20.0
 SLOW_MIN_RUNS = 3
 PARTITIONS = ("acl", "bnns")
+# Int8 models: ORT's output is a multiple of the output's quantization step s.  TVM's
+# unpartitioned QDQ graph (float convs between dequantize and quantize) lands within 1 LSB of ORT's
+# integer kernels on resnet18_int8; a step of rounding that differs in one layer moves the
+# values after it by an LSB or two, so the check allows a few, and the same top-1 class.
+INT8_LSB_TOL = 4
+INT8_GOAL_RATIO = 1.2
+INT8_GOAL_MODELS = 3
 
 
 def log(msg: str):
@@ -64,11 +78,30 @@ def close(a: np.ndarray, b: np.ndarray, rtol: float = ORT_RTOL) -> tuple[bool, f
     return bench_offload.close(a, b, rtol)
 
 
+def close_int8(a: np.ndarray, b: np.ndarray, quant: dict) -> tuple[bool, float, dict]:
+    """Agreement of a dequantized int8 output `a` with ORT's `b`: max |a - b| within INT8_LSB_TOL
+    steps of the output's quantization scale, and (for a classifier's [1, N] logits) the same
+    top-1 class.  (ok, max abs, details: max and mean difference in LSB, elements off by more
+    than one LSB, top-1 agreement)."""
+    if a.shape != b.shape:
+        return False, float("inf"), {"shape": [list(a.shape), list(b.shape)]}
+    s = float(quant["output_scale"])
+    d = np.abs(a.astype(np.float64) - b.astype(np.float64))
+    err = float(d.max()) if d.size else 0.0
+    det = {"max_lsb": err / s, "mean_lsb": float(d.mean()) / s if d.size else 0.0,
+           "off_by_more_than_1_lsb": int((d > 1.5 * s).sum())}
+    ok = err <= INT8_LSB_TOL * s * (1 + 1e-5)
+    if a.ndim == 2 and a.shape[0] == 1 and a.shape[1] > 1:
+        det["top1_agree"] = bool(int(np.argmax(a)) == int(np.argmax(b)))
+        ok = ok and det["top1_agree"]
+    return ok, err, det
+
+
 ort_session = bench_offload.ort_session  # ORT_ENABLE_ALL, sequential, `threads` intra-op threads
 
 
 def selected(names_arg: str | None) -> list[str]:
-    import onnx_archs_mobile as onnx_archs  # onnx_archs.ARCHS and the issue-31 models
+    import onnx_archs_int8 as onnx_archs  # onnx_archs.ARCHS, the issue-31 models and int8 versions
 
     if not names_arg:
         return list(onnx_archs.ARCHS)
@@ -243,7 +276,7 @@ def build_one(name: str, out: str) -> dict:
     from tvm.relax.frontend.onnx import from_onnx
 
     import mote_tvm
-    import onnx_archs_mobile as onnx_archs  # onnx_archs.ARCHS and the issue-31 models
+    import onnx_archs_int8 as onnx_archs  # onnx_archs.ARCHS, the issue-31 models and int8 versions
 
     builder, shape = onnx_archs.ARCHS[name]
     spec = onnx_archs.INPUT_SPECS.get(name, {})
@@ -274,7 +307,24 @@ def build_one(name: str, out: str) -> dict:
     rec["onnx_nodes"] = len(model.graph.node)
     rec["output_shape"] = list(ort_out.shape)
     rec["output_max_abs"] = float(np.max(np.abs(ort_out)))
+    int8 = name in onnx_archs.INT8
+    if int8:
+        oq = onnx_archs.output_quant(model)
+        ops: dict = {}
+        for n in model.graph.node:
+            ops[n.op_type] = ops.get(n.op_type, 0) + 1
+        rec["int8"] = {"base": onnx_archs.INT8[name], "onnx_ops": ops,
+                       "output_scale": oq[0] if oq else None, "output_zero_point": oq[1] if oq else None}
+        if oq is None:
+            rec["errors"]["int8"] = "no QuantizeLinear/DequantizeLinear pair writes the graph output"
     del model
+
+    def agree(got, want):
+        if int8 and rec["int8"]["output_scale"]:
+            ok, err, det = close_int8(got, want, rec["int8"])
+            return ok, err, det
+        ok, err = close(got, want)
+        return ok, err, {}
 
     t = time.time()
     try:
@@ -305,9 +355,11 @@ def build_one(name: str, out: str) -> dict:
         rec["tvm_so"] = f"{name}.tvm.so"
         vm = relax.VirtualMachine(tvm.runtime.load_module(os.path.join(out, f"{name}.tvm.so")), dev)
         got = vm["main"](tvm.runtime.tensor(x, dev)).numpy()
-        ok, err = close(got, ort_out)
+        ok, err, det = agree(got, ort_out)
         rec["tvm_vs_ort_max_abs"] = err
         rec["tvm_vs_ort_ok"] = ok
+        if det:
+            rec["tvm_vs_ort_int8"] = det
         log(f"{name}: TVM unpartitioned compiled in {rec['times_s']['compile_tvm']}s; vs ORT max abs {err:.3g} "
             f"({'ok' if ok else 'DISAGREE'})")
         if dyn and not pin:
@@ -337,6 +389,13 @@ def build_one(name: str, out: str) -> dict:
         rec["times_s"][f"partition_{part}"] = round(time.time() - t, 1)
         descs = mote_tvm.subgraph_descriptions(pmod)
         described = sum(description_flops(d) for d in descs)
+        # Nodes by op, with "q" for those whose data input is int8/uint8 (quantized kernels).
+        node_ops: dict = {}
+        for desc in descs:
+            for node in desc["nodes"]:
+                dt = desc["tensors"][node["inputs"][0]].get("dtype", "float32") if node["inputs"] else "float32"
+                key = node["op"] + (" q" if dt in ("int8", "uint8") else "")
+                node_ops[key] = node_ops.get(key, 0) + 1
         left, left_per_op, left_calls = relax_flops(bound(pmod), skip_subgraphs=True)
         # What of the model's own compute stayed in TVM: everything outside the subgraph calls
         # but the layout transposes the partitioner added at region edges.
@@ -358,6 +417,7 @@ def build_one(name: str, out: str) -> dict:
             "left_in_tvm_pct": 100.0 * left / total if total else None,
             "tvm_ops": residue,
             "tvm_flops_per_op": left_per_op,
+            "subgraph_ops": node_ops,
         }
         try:
             rec["times_s"][f"compile_{part}"] = compile_to(pmod, f"{name}.{part}.so")
@@ -367,7 +427,8 @@ def build_one(name: str, out: str) -> dict:
             log(f"{name}: compiling the {part} partition failed: {rec['errors'][f'compile_{part}'][:300]}")
         log(f"{name}: {part}: {len(descs)} subgraph(s), {rec[part]['offloaded_pct']:.2f}% of FLOPs offloaded, "
             f"{rec[part]['left_in_tvm_pct']:.2f}% left in TVM ops; in TVM: "
-            + ", ".join(f"{k} x{v}" for k, v in sorted(residue.items(), key=lambda kv: -kv[1])))
+            + ", ".join(f"{k} x{v}" for k, v in sorted(residue.items(), key=lambda kv: -kv[1]))
+            + ("; offloaded nodes: " + ", ".join(f"{k} x{v}" for k, v in sorted(node_ops.items())) if int8 else ""))
         del pmod
     rec["times_s"]["total"] = round(time.time() - t0, 1)
     return rec
@@ -600,7 +661,11 @@ def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | 
                     pr["error"] = f"mote run: {why}"
                     log(f"{name}: mote run on {part} failed: {why}")
                 else:
-                    ok, err = close(got, ort_out)
+                    if m.get("int8", {}).get("output_scale"):
+                        ok, err, det = close_int8(got, ort_out, m["int8"])
+                        pr["int8_check"] = det
+                    else:
+                        ok, err = close(got, ort_out)
                     pr["ok"], pr["max_abs_vs_ort"] = ok, err
                     if not ok:
                         failures += 1
@@ -641,9 +706,13 @@ def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | 
                     pr["tvm_kernels_ms"] = dict(sorted(kernels.items(), key=lambda kv: -kv[1])[:10])
                 else:
                     log(f"{name}: mote bench --profile on {part} failed: {why}")
+                q = pr.get("int8_check")
                 log(f"{name}: Mote {part} {pr['ms']:.2f} ms (rounds {', '.join(f'{v:.2f}' for v in rounds)}; "
                     f"{pr['runs']} runs, {th} thread(s)), TVM kernels {f2(pr.get('tvm_kernel_pct'), 1)}% , "
-                    f"output {'ok' if pr.get('ok') else 'NOT ok'}")
+                    f"output {'ok' if pr.get('ok') else 'NOT ok'}"
+                    + (f" (max {q['max_lsb']:.1f} LSB of the output scale, mean {q['mean_lsb']:.2f}, "
+                       f"{q['off_by_more_than_1_lsb']} element(s) off by > 1 LSB, top-1 "
+                       f"{'same' if q.get('top1_agree') else 'DIFFERENT'})" if q else ""))
 
     # ---- table ----
     th1, th2 = (str(threads_list[0]), str(threads_list[1]) if len(threads_list) > 1 else None)
@@ -662,6 +731,7 @@ def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | 
     ratios_bnns: dict = {t: [] for t in map(str, threads_list)}
     worst: list = []
     bnns_vs_acl = []
+    int8_rows: list = []  # (name, acl ratios, bnns ratios): kept out of the float goal lines
     for name in names:
         m, res = by_name[name], results[name]["threads"]
 
@@ -679,17 +749,20 @@ def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | 
         bnns = per_t("ms", "bnns")
         ra = [None if (a is None or o is None) else a / o for a, o in zip(acl, ort)]
         rb = [None if (b is None or o is None) else b / o for b, o in zip(bnns, ort)]
-        for t, v in zip(map(str, threads_list), ra):
-            if v is not None:
-                ratios[t].append(v)
-        for t, v in zip(map(str, threads_list), rb):
-            if v is not None:
-                ratios_bnns[t].append(v)
-        for a, b in zip(acl, bnns):
-            if a and b:
-                bnns_vs_acl.append((name, b / a))
-        worst.append((name, max([v for v in ra if v is not None], default=None)))
         results[name]["ratios_acl"], results[name]["ratios_bnns"] = ra, rb
+        if "int8" in m:
+            int8_rows.append((name, ra, rb))
+        else:
+            for t, v in zip(map(str, threads_list), ra):
+                if v is not None:
+                    ratios[t].append(v)
+            for t, v in zip(map(str, threads_list), rb):
+                if v is not None:
+                    ratios_bnns[t].append(v)
+            for a, b in zip(acl, bnns):
+                if a and b:
+                    bnns_vs_acl.append((name, b / a))
+            worst.append((name, max([v for v in ra if v is not None], default=None)))
         okays = []
         for part in PARTITIONS:
             flags = [(res.get(t, {}).get(part) or {}).get("ok") for t in map(str, threads_list)]
@@ -712,7 +785,7 @@ def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | 
               f"bnns {f2(gb)}x over {len(ratios_bnns[t])} models")
     bad = [(n, v) for n, v in worst if v is not None and v > 1.5]
     summary["worse_than_1_5"] = bad
-    print(f"- models with Mote (acl) / ORT worse than 1.5x at any thread count: {len(bad)} of {len(names)}"
+    print(f"- models with Mote (acl) / ORT worse than 1.5x at any thread count: {len(bad)} of {len(worst)}"
           + (": " + ", ".join(f"{n} {v:.2f}x" for n, v in bad) if bad else ""))
 
     def goal(text, val, limit, fmt="{:.2f}x"):
@@ -720,7 +793,7 @@ def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | 
             return f"- goal {text}: n/a"
         return f"- goal {text}: {'met' if val <= limit else 'MISSED'} ({fmt.format(val)})"
 
-    print("\nIssue 13 goals (item 4):")
+    print(f"\nIssue 13 goals (item 4){'; float models only' if int8_rows else ''}:")
     print(goal(f"geomean Mote/ORT <= 1.2 at {th1} thread", summary.get(f"geomean_acl_{th1}t"), 1.2))
     if th2:
         print(goal(f"geomean Mote/ORT <= 1.3 at {th2} threads", summary.get(f"geomean_acl_{th2}t"), 1.3))
@@ -728,7 +801,7 @@ def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | 
     print(goal("no model worse than 1.5x (worst model)", worst_all, 1.5))
     mv2 = [v for v in results.get("mobilenet_v2", {}).get("ratios_acl", []) if v is not None]
     print(goal("MobileNetV2 <= 1.2x (worst thread count)", max(mv2) if mv2 else None, 1.2))
-    offs = [((by_name[n].get("acl") or {}).get("offloaded_pct"), n) for n in names]
+    offs = [((by_name[n].get("acl") or {}).get("offloaded_pct"), n) for n in names if "int8" not in by_name[n]]
     offs = [o for o in offs if o[0] is not None]
     lo = min(offs) if offs else None
     if lo is None:
@@ -744,6 +817,8 @@ def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | 
         print(f"- goal BNNS-style partition within 1.2x of the ACL-style one (cpu backend): "
               f"{'met' if wb[1] <= 1.2 else 'MISSED'} (worst {wb[0]} {wb[1]:.2f}x, geomean {gb:.2f}x)")
     summary["bnns_over_acl_worst"], summary["bnns_over_acl_geomean"] = wb, gb
+    if int8_rows:
+        int8_summary(int8_rows, by_name, results, threads_list, summary)
     if failures:
         print(f"\n{failures} failure(s): see stderr and the JSON")
     if json_out:
@@ -751,6 +826,50 @@ def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | 
             json.dump({"build": meta, "results": results, "summary": summary, "threads": threads_list}, f, indent=1)
             f.write("\n")
     return 1 if failures else 0
+
+
+def int8_summary(rows, by_name, results, threads_list, summary):
+    """Issue 31's int8 goal (item 2): at least INT8_GOAL_MODELS int8 models within INT8_GOAL_RATIO
+    of ORT's QDQ execution, acl partition, at every thread count.  One line per model first: its
+    ratios, what its quantized convs/denses ran on, and the output check."""
+    ts = "/".join(f"{t}t" for t in threads_list)
+    print(f"\nInt8 (QDQ) models, Mote acl / ORT ({ts}):")
+    within, worst_by = [], []
+    for name, ra, rb in rows:
+        m = by_name[name]
+        acl = m.get("acl") or {}
+        ops = acl.get("subgraph_ops") or {}
+        q = sum(v for k, v in ops.items() if k.endswith(" q"))
+        qf = sum(v for k, v in ops.items() if not k.endswith(" q") and k.split()[0] in ("conv2d", "dense"))
+        n_conv = sum(v for k, v in (m.get("relax_ops") or {}).items() if k in ("nn.conv2d", "matmul"))
+        left = acl.get("tvm_ops") or {}
+        checks = []
+        for t in map(str, threads_list):
+            d = ((results[name]["threads"].get(t) or {}).get("acl") or {}).get("int8_check") or {}
+            if d:
+                checks.append(f"{d['max_lsb']:.0f} LSB" + ("" if d.get("top1_agree", True) else " top-1 DIFFERENT"))
+        w = max([v for v in ra if v is not None], default=None)
+        worst_by.append((name, w))
+        if w is not None and w <= INT8_GOAL_RATIO:
+            within.append(name)
+        print(f"- {name}: {' / '.join('n/a' if v is None else f'{v:.2f}x' for v in ra)} (bnns "
+              f"{' / '.join('n/a' if v is None else f'{v:.2f}x' for v in rb)}); acl: {q} of {n_conv} conv2d/matmul "
+              f"as quantized Mote nodes, {qf} float, {acl.get('subgraphs', 'err')} subgraph(s), left in TVM: "
+              + (", ".join(f"{k} x{v}" for k, v in sorted(left.items(), key=lambda kv: -kv[1])) or "nothing")
+              + f"; output vs ORT max {', '.join(checks) or 'n/a'}")
+    summary["int8_within_goal"] = within
+    summary["int8_worst"] = worst_by
+    for t in map(str, threads_list):
+        summary[f"geomean_int8_acl_{t}t"] = geomean([r[1][threads_list.index(int(t))] for r in rows])
+    print("- geomean int8 Mote/ORT (acl): "
+          + ", ".join(f"{f2(summary[f'geomean_int8_acl_{t}t'])}x at {t}t" for t in map(str, threads_list)))
+    print("\nIssue 31 goal (item 2, int8):")
+    print(f"- goal int8 versions of at least {INT8_GOAL_MODELS} models within {INT8_GOAL_RATIO}x of ORT's QDQ "
+          f"execution (acl, every thread count): {'met' if len(within) >= INT8_GOAL_MODELS else 'MISSED'} "
+          f"({len(within)} of {len(rows)} within"
+          + (": " + ", ".join(within) if within else "") + "; "
+          + ", ".join(f"{n} {'n/a' if v is None else f'{v:.2f}x'}" for n, v in sorted(worst_by, key=lambda kv: kv[1] or 0))
+          + ")")
 
 
 def main(argv=None) -> int:

@@ -3,7 +3,9 @@
 # python/onnx_archs.py (ResNet-18/50, MobileNetV2/V3, ShuffleNetV2, SqueezeNet 1.1, DenseNet-121,
 # GoogLeNet, EfficientNet-B0, VGG-16, grouped AlexNet, a transformer encoder) and
 # python/onnx_archs_mobile.py (ShuffleNet v1 g3/g8, SqueezeNet 1.0, BN-Inception, the ONNX zoo's MobileNetV2 layout, EfficientNet-Lite0, BERT-Mini
-# with a dynamic sequence length, pinned and symbolic), timed with ONNX
+# with a dynamic sequence length, pinned and symbolic) and python/onnx_archs_int8.py (int8 QDQ
+# versions of ResNet-18, MobileNetV2, SqueezeNet 1.1, EfficientNet-Lite0, ShuffleNetV2, quantized
+# with onnxruntime.quantization, checked in LSBs of the output scale), timed with ONNX
 # Runtime, TVM untuned (unpartitioned) and Mote on the partition_for_acl and partition_for_bnns
 # libraries at 1 and 2 threads; Mote's outputs are checked against ONNX Runtime.  docs/benchmarks.md
 # explains the columns.
@@ -29,7 +31,7 @@ json_out=""
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
-        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
+        -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
         --mote) [ $# -ge 2 ] || die "--mote needs a path"; mote="$2"; shift 2 ;;
         --mote=*) mote="${1#--mote=}"; shift ;;
         --json-out) [ $# -ge 2 ] || die "--json-out needs a file"; json_out="$2"; shift 2 ;;
@@ -39,7 +41,8 @@ while [ $# -gt 0 ]; do
 done
 
 cache="${MOTE_CACHE:-$HOME/.cache/mote}"
-hash="$( cat "$root/python/bench_archs.py" "$root/python/onnx_archs.py" "$root/python/onnx_archs_mobile.py" "$root"/python/mote_tvm/*.py \
+hash="$( cat "$root/python/bench_archs.py" "$root/python/onnx_archs.py" "$root/python/onnx_archs_mobile.py" \
+             "$root/python/onnx_archs_int8.py" "$root"/python/mote_tvm/*.py \
              "$root/python/requirements.txt" "$root/scripts/bench-archs.sh" | sha256sum | cut -c1-12 )"
 dir="$cache/bench-archs-$hash"
 
