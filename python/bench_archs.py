@@ -777,46 +777,47 @@ def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | 
               f"| {kp} | acl {okays[0]}, bnns {okays[1]} |")
 
     summary: dict = {"cpu": cpu}
-    print()
-    for t in map(str, threads_list):
-        g, gb = geomean(ratios[t]), geomean(ratios_bnns[t])
-        summary[f"geomean_acl_{t}t"], summary[f"geomean_bnns_{t}t"] = g, gb
-        print(f"- geomean Mote/ORT at {t} thread(s): acl {f2(g)}x over {len(ratios[t])} models, "
-              f"bnns {f2(gb)}x over {len(ratios_bnns[t])} models")
-    bad = [(n, v) for n, v in worst if v is not None and v > 1.5]
-    summary["worse_than_1_5"] = bad
-    print(f"- models with Mote (acl) / ORT worse than 1.5x at any thread count: {len(bad)} of {len(worst)}"
-          + (": " + ", ".join(f"{n} {v:.2f}x" for n, v in bad) if bad else ""))
+    if worst:  # float models (an int8-only run has none: their lines follow)
+        print()
+        for t in map(str, threads_list):
+            g, gb = geomean(ratios[t]), geomean(ratios_bnns[t])
+            summary[f"geomean_acl_{t}t"], summary[f"geomean_bnns_{t}t"] = g, gb
+            print(f"- geomean Mote/ORT at {t} thread(s): acl {f2(g)}x over {len(ratios[t])} models, "
+                  f"bnns {f2(gb)}x over {len(ratios_bnns[t])} models")
+        bad = [(n, v) for n, v in worst if v is not None and v > 1.5]
+        summary["worse_than_1_5"] = bad
+        print(f"- models with Mote (acl) / ORT worse than 1.5x at any thread count: {len(bad)} of {len(worst)}"
+              + (": " + ", ".join(f"{n} {v:.2f}x" for n, v in bad) if bad else ""))
 
-    def goal(text, val, limit, fmt="{:.2f}x"):
-        if val is None:
-            return f"- goal {text}: n/a"
-        return f"- goal {text}: {'met' if val <= limit else 'MISSED'} ({fmt.format(val)})"
+        def goal(text, val, limit, fmt="{:.2f}x"):
+            if val is None:
+                return f"- goal {text}: n/a"
+            return f"- goal {text}: {'met' if val <= limit else 'MISSED'} ({fmt.format(val)})"
 
-    print(f"\nIssue 13 goals (item 4){'; float models only' if int8_rows else ''}:")
-    print(goal(f"geomean Mote/ORT <= 1.2 at {th1} thread", summary.get(f"geomean_acl_{th1}t"), 1.2))
-    if th2:
-        print(goal(f"geomean Mote/ORT <= 1.3 at {th2} threads", summary.get(f"geomean_acl_{th2}t"), 1.3))
-    worst_all = max((v for _, v in worst if v is not None), default=None)
-    print(goal("no model worse than 1.5x (worst model)", worst_all, 1.5))
-    mv2 = [v for v in results.get("mobilenet_v2", {}).get("ratios_acl", []) if v is not None]
-    print(goal("MobileNetV2 <= 1.2x (worst thread count)", max(mv2) if mv2 else None, 1.2))
-    offs = [((by_name[n].get("acl") or {}).get("offloaded_pct"), n) for n in names if "int8" not in by_name[n]]
-    offs = [o for o in offs if o[0] is not None]
-    lo = min(offs) if offs else None
-    if lo is None:
-        print("- goal >= 99% of FLOPs offloaded on every model: n/a")
-    else:
-        print(f"- goal >= 99% of FLOPs offloaded on every model (acl): {'met' if lo[0] >= 99 else 'MISSED'} "
-              f"(lowest {lo[0]:.1f}%, {lo[1]}; {sum(1 for o in offs if o[0] < 99)} model(s) below 99%)")
-    wb = max(bnns_vs_acl, key=lambda kv: kv[1]) if bnns_vs_acl else None
-    gb = geomean([v for _, v in bnns_vs_acl])
-    if wb is None:
-        print("- goal BNNS-style partition within 1.2x of the ACL-style one: n/a")
-    else:
-        print(f"- goal BNNS-style partition within 1.2x of the ACL-style one (cpu backend): "
-              f"{'met' if wb[1] <= 1.2 else 'MISSED'} (worst {wb[0]} {wb[1]:.2f}x, geomean {gb:.2f}x)")
-    summary["bnns_over_acl_worst"], summary["bnns_over_acl_geomean"] = wb, gb
+        print(f"\nIssue 13 goals (item 4){'; float models only' if int8_rows else ''}:")
+        print(goal(f"geomean Mote/ORT <= 1.2 at {th1} thread", summary.get(f"geomean_acl_{th1}t"), 1.2))
+        if th2:
+            print(goal(f"geomean Mote/ORT <= 1.3 at {th2} threads", summary.get(f"geomean_acl_{th2}t"), 1.3))
+        worst_all = max((v for _, v in worst if v is not None), default=None)
+        print(goal("no model worse than 1.5x (worst model)", worst_all, 1.5))
+        mv2 = [v for v in results.get("mobilenet_v2", {}).get("ratios_acl", []) if v is not None]
+        print(goal("MobileNetV2 <= 1.2x (worst thread count)", max(mv2) if mv2 else None, 1.2))
+        offs = [((by_name[n].get("acl") or {}).get("offloaded_pct"), n) for n in names if "int8" not in by_name[n]]
+        offs = [o for o in offs if o[0] is not None]
+        lo = min(offs) if offs else None
+        if lo is None:
+            print("- goal >= 99% of FLOPs offloaded on every model: n/a")
+        else:
+            print(f"- goal >= 99% of FLOPs offloaded on every model (acl): {'met' if lo[0] >= 99 else 'MISSED'} "
+                  f"(lowest {lo[0]:.1f}%, {lo[1]}; {sum(1 for o in offs if o[0] < 99)} model(s) below 99%)")
+        wb = max(bnns_vs_acl, key=lambda kv: kv[1]) if bnns_vs_acl else None
+        gb = geomean([v for _, v in bnns_vs_acl])
+        if wb is None:
+            print("- goal BNNS-style partition within 1.2x of the ACL-style one: n/a")
+        else:
+            print(f"- goal BNNS-style partition within 1.2x of the ACL-style one (cpu backend): "
+                  f"{'met' if wb[1] <= 1.2 else 'MISSED'} (worst {wb[0]} {wb[1]:.2f}x, geomean {gb:.2f}x)")
+        summary["bnns_over_acl_worst"], summary["bnns_over_acl_geomean"] = wb, gb
     if int8_rows:
         int8_summary(int8_rows, by_name, results, threads_list, summary)
     if failures:
@@ -868,7 +869,8 @@ def int8_summary(rows, by_name, results, threads_list, summary):
           f"execution (acl, every thread count): {'met' if len(within) >= INT8_GOAL_MODELS else 'MISSED'} "
           f"({len(within)} of {len(rows)} within"
           + (": " + ", ".join(within) if within else "") + "; "
-          + ", ".join(f"{n} {'n/a' if v is None else f'{v:.2f}x'}" for n, v in sorted(worst_by, key=lambda kv: kv[1] or 0))
+          + ", ".join(f"{n} {'n/a' if v is None else f'{v:.2f}x'}"
+                      for n, v in sorted(worst_by, key=lambda kv: kv[1] or 0))
           + ")")
 
 
