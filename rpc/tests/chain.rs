@@ -41,13 +41,14 @@ fn run_chain(front: &ServerHandle, mode: &str, hops: &[(SocketAddr, &str)]) -> S
     run("chain.py", front, &extra)
 }
 
-/// Waits until `s` has served `n` sessions (the relayed session ends a moment after the
-/// client's).
+/// Waits until `s` has served `n` sessions. The relayed session ends a moment after the
+/// client's, or, in the timeout case, when the hop's own 5 s timing call returns: 9 s when
+/// measured alone, so the limit leaves room for a loaded machine (sanitizers, benchmarks).
 fn wait_served(s: &ServerHandle, n: u64) {
     let start = Instant::now();
     while s.stats().served < n {
         assert!(
-            start.elapsed() < Duration::from_secs(20),
+            start.elapsed() < Duration::from_secs(60),
             "the hop served {:?}, expected {n} sessions",
             s.stats()
         );

@@ -239,12 +239,6 @@ const DW_STRETCH: usize = 2048;
 /// Pixels per im2col block: keeps the column buffer in cache.
 const BLOCK: usize = 128;
 
-/// Whether a kernel row of `kw` taps over `c` channels holds anything (`chunks_exact_mut` of 0
-/// panics).
-fn kw_c_nonzero(kw: usize, c: usize) -> bool {
-    kw * c > 0
-}
-
 impl ConvPlan {
     /// The plan of a conv2d with data, weight and output shapes `x`, `w`, `y` (validated by
     /// the description parser; weight OHWI with NHWC, OIHW with NCHW).
@@ -537,7 +531,8 @@ impl ConvPlan {
         // contiguous run of the input row (`kw * c` floats): one copy instead of one per tap
         // (a 7x7 stem on 3 channels made 49 copies of 3 floats per pixel, and ran its GEMM at
         // half speed).
-        let runs = self.groups == 1 && self.dilation[1] == 1 && kw_c_nonzero(self.kw, self.c);
+        // A kernel row of no taps or channels has no runs (and `chunks_exact_mut(0)` panics).
+        let runs = self.groups == 1 && self.dilation[1] == 1 && self.kw * self.c > 0;
         let (kw, sx, pl) = (self.kw, self.strides[1], self.padding[1]);
         for r in 0..rows {
             let (oy, ox) = ((p0 + r) / self.ow, (p0 + r) % self.ow);
@@ -1803,9 +1798,7 @@ fn pool_pixel<const MAX: bool>(x: &[f32], taps: &[usize], out: &mut [f32], div: 
     ) {
         let mut acc = [if MAX { f32::MIN } else { 0.0 }; W];
         for &t in taps {
-            let Some(src) = x[t + c0..].first_chunk::<W>() else {
-                continue;
-            };
+            let src = &x[t + c0..t + c0 + W];
             for (a, &v) in acc.iter_mut().zip(src) {
                 // `v > a ? v : a` keeps the first of equal values and skips a NaN `v`, as
                 // the scalar loop this replaced did.

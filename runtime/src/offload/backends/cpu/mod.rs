@@ -1178,7 +1178,8 @@ mod tests {
     use crate::host::threadpool::ThreadPool;
 
     /// Deterministic values in [-1, 1).
-    fn values(n: usize, seed: u64) -> Vec<f32> {
+    /// Seeded values in [-1, 1] (xorshift), shared by the backend's test modules.
+    pub(super) fn values(n: usize, seed: u64) -> Vec<f32> {
         let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
         (0..n)
             .map(|_| {

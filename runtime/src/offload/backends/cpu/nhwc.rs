@@ -325,6 +325,7 @@ impl Converted {
 mod tests {
     use std::sync::Arc;
 
+    use super::super::tests::values;
     use super::*;
     use crate::dtype::DType;
     use crate::host::threadpool::ThreadPool;
@@ -392,18 +393,6 @@ mod tests {
         {"op":"multiply","name":"scale","inputs":[31,32],"outputs":[33],"attrs":{}},
         {"op":"avg_pool2d","name":"avgpool","inputs":[17],"outputs":[34],
          "attrs":{"layout":"NCHW","pool_size":[3,3],"strides":[2,2]}}]}"#;
-
-    fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect()
-    }
 
     fn tensors_for(g: &Graph, which: &[usize], seed: u64) -> Vec<Tensor> {
         which
