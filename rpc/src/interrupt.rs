@@ -1,5 +1,5 @@
 //! Stopping a model call in progress when its RPC session must end: the client's `-timeout`
-//! expired or the server is stopping (docs/rpc.md "Timeouts").
+//! expired, the client went away, or the server is stopping (docs/rpc.md "Timeouts").
 //!
 //! Model code runs on the session's thread, so the call is stopped from the session's watchdog
 //! thread through the Mote session's `InterruptHandle` (docs/untrusted-models.md §4): the call
@@ -22,6 +22,8 @@ pub(crate) struct Calls<'a> {
     stop: &'a AtomicBool,
     /// The client's `-timeout` expired.
     expired: &'a AtomicBool,
+    /// The client went away while a call ran (see [`watch`]).
+    gone: AtomicBool,
     /// The handle of the Mote session whose call is running, if one is.
     armed: Mutex<Option<InterruptHandle>>,
 }
@@ -31,14 +33,22 @@ impl<'a> Calls<'a> {
         Calls {
             stop,
             expired,
+            gone: AtomicBool::new(false),
             armed: Mutex::new(None),
         }
     }
 
-    /// Whether the session is ending (server stop or client timeout): long work gives up, and
-    /// no new model call starts.
+    /// Whether the session is ending (server stop, client timeout, client gone): long work
+    /// gives up, and no new model call starts.
     pub(crate) fn ending(&self) -> bool {
-        self.stop.load(Ordering::SeqCst) || self.expired.load(Ordering::SeqCst)
+        self.stop.load(Ordering::SeqCst)
+            || self.expired.load(Ordering::SeqCst)
+            || self.gone.load(Ordering::SeqCst)
+    }
+
+    /// Whether a model call is running.
+    fn busy(&self) -> bool {
+        lock(&self.armed).is_some()
     }
 
     /// Runs `call`, a call into the Mote session whose handle is `handle`, so that
@@ -81,11 +91,14 @@ const POLL: Duration = Duration::from_millis(100);
 /// The session's watchdog: runs until `done` is dropped (the session ended). When the server
 /// stops it interrupts the running call; at `deadline` (the client's `-timeout`) it sets
 /// `expired`, interrupts the running call and calls `on_expire` (which tells the client and
-/// closes the socket).
+/// closes the socket). While a call runs it also asks `peer_gone` whether the client left
+/// (see [`peer_gone`]); if so it interrupts the call, and the session ends when the call
+/// returns, instead of computing for nobody and keeping the next client waiting.
 pub(crate) fn watch(
     calls: &Calls<'_>,
     deadline: Option<Instant>,
     done: Receiver<()>,
+    peer_gone: impl Fn() -> bool,
     on_expire: impl FnOnce(),
 ) {
     loop {
@@ -101,12 +114,49 @@ pub(crate) fn watch(
             calls.interrupt();
             return;
         }
+        if calls.busy() && peer_gone() {
+            log::info!("the client went away during a call: interrupting it");
+            calls.gone.store(true, Ordering::SeqCst);
+            calls.interrupt();
+            return;
+        }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             calls.expired.store(true, Ordering::SeqCst);
             calls.interrupt();
             on_expire();
             return;
         }
+    }
+}
+
+/// Whether the client of `stream` has left while the server computes: its end of the stream
+/// is closed (or reset), or what waits unread is exactly one `kShutdown` packet, which is how a
+/// TVM client or a relaying server says goodbye before closing. A TVM client sends nothing else
+/// while a call runs but answers to the server's own requests, which are never `kShutdown`.
+/// Looks without consuming and without blocking (`MSG_PEEK | MSG_DONTWAIT` on this call only,
+/// so the session's blocking reads are unchanged).
+pub(crate) fn peer_gone(stream: &std::net::TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut buf = [0u8; 16];
+    // SAFETY: `buf` is writable for its length for the whole call, and the descriptor stays
+    // open while `stream` is borrowed. MSG_PEEK leaves the bytes for the session's reader.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    match n {
+        0 => true,
+        n if n < 0 => matches!(
+            std::io::Error::last_os_error().kind(),
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+        ),
+        // A whole packet (length 4, code kShutdown) and nothing after it.
+        12 => buf[..12] == crate::wire::frame(crate::wire::RpcCode::Shutdown, &[])[..],
+        _ => false,
     }
 }
 
@@ -177,6 +227,7 @@ mod tests {
                     &calls,
                     Some(Instant::now() + Duration::from_millis(300)),
                     done_rx,
+                    || false,
                     || expired_told.store(true, Ordering::SeqCst),
                 )
             });
@@ -208,7 +259,15 @@ mod tests {
         let (done_tx, done_rx) = mpsc::channel::<()>();
         let start = Instant::now();
         let r = std::thread::scope(|scope| {
-            scope.spawn(|| watch(&calls, None, done_rx, || panic!("no timeout was set")));
+            scope.spawn(|| {
+                watch(
+                    &calls,
+                    None,
+                    done_rx,
+                    || false,
+                    || panic!("no timeout was set"),
+                )
+            });
             scope.spawn(|| {
                 std::thread::sleep(Duration::from_millis(300));
                 stop.store(true, Ordering::SeqCst);
@@ -245,5 +304,101 @@ mod tests {
         calls.interrupt();
         assert!(!h.is_pending());
         assert_echo(echo(&calls, &mut s));
+    }
+
+    /// A client that leaves during an endless call: the watchdog sees it, interrupts the call,
+    /// and no later call starts in that session.
+    #[test]
+    fn a_client_gone_interrupts_an_endless_call() {
+        let stop = AtomicBool::new(false);
+        let expired = AtomicBool::new(false);
+        let calls = Calls::new(&stop, &expired);
+        let mut s = endless_and_echo();
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        let start = Instant::now();
+        let r = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let gone = || start.elapsed() > Duration::from_millis(300);
+                watch(&calls, None, done_rx, gone, || panic!("no timeout was set"))
+            });
+            backstop(&s);
+            let h = s.interrupt_handle();
+            let r = calls.run(&h, || s.call("main", &[]));
+            drop(done_tx);
+            r
+        });
+        assert!(matches!(r, Err(mote::Error::Cancelled)), "{r:?}");
+        assert!(calls.ending() && !expired.load(Ordering::SeqCst));
+        let h = s.interrupt_handle();
+        let next = calls.run(&h, || s.call("echo", &[Value::Int(1)]));
+        assert!(matches!(next, Err(mote::Error::Cancelled)), "{next:?}");
+    }
+
+    /// `peer_gone` on real sockets: quiet, a request's bytes, a goodbye packet with more after
+    /// it are not a departure; a lone goodbye, a closed end and a reset are.
+    #[test]
+    fn peer_gone_reads_departures_and_nothing_else() {
+        use std::io::Write;
+        use std::net::{TcpListener, TcpStream};
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let pair = || {
+            let c = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+            let (s, _) = l.accept().expect("accept");
+            (c, s)
+        };
+        // Bytes sent on loopback arrive at once, but not necessarily before the peek.
+        let settle = || std::thread::sleep(Duration::from_millis(50));
+        let bye = crate::wire::frame(crate::wire::RpcCode::Shutdown, &[]);
+
+        let (c, s) = pair();
+        assert!(!peer_gone(&s), "a quiet client");
+        let mut c = c;
+        c.write_all(&crate::wire::frame(crate::wire::RpcCode::Return, &[0; 8]))
+            .expect("write");
+        settle();
+        assert!(!peer_gone(&s), "a pending packet that is not a goodbye");
+
+        let (mut c, s) = pair();
+        c.write_all(&bye).expect("write");
+        settle();
+        assert!(peer_gone(&s), "a lone kShutdown packet");
+        // Peeking consumed nothing: the session's reader still gets the whole packet.
+        let mut got = [0u8; 12];
+        std::io::Read::read_exact(&mut &s, &mut got).expect("read");
+        assert_eq!(got[..], bye[..]);
+
+        let (mut c, s) = pair();
+        c.write_all(&bye).expect("write");
+        c.write_all(&[1]).expect("write");
+        settle();
+        assert!(!peer_gone(&s), "a goodbye with more after it");
+
+        let (c, s) = pair();
+        drop(c);
+        settle();
+        assert!(peer_gone(&s), "a closed end");
+
+        let (c, s) = pair();
+        // SO_LINGER 0: close sends a reset instead of a FIN.
+        let linger = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        use std::os::fd::AsRawFd;
+        // SAFETY: `linger` is a valid `struct linger` for the length given; the descriptor is
+        // open while `c` lives.
+        let rc = unsafe {
+            libc::setsockopt(
+                c.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                (&linger as *const libc::linger).cast(),
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0);
+        drop(c);
+        settle();
+        assert!(peer_gone(&s), "a reset");
     }
 }

@@ -438,10 +438,12 @@ fn run_session(
 
     std::thread::scope(|scope| {
         let (writer, calls, stream) = (&writer, &calls, &stream);
-        // The watchdog: a model call in progress is interrupted when the server stops or the
-        // client's timeout expires (docs/rpc.md "Timeouts"); it ends with the session.
+        // The watchdog: a model call in progress is interrupted when the server stops, the
+        // client's timeout expires or the client leaves (docs/rpc.md "Timeouts"); it ends with
+        // the session.
         scope.spawn(move || {
-            interrupt::watch(calls, deadline.map(|(_, d)| d), done_rx, || {
+            let gone = || interrupt::peer_gone(stream);
+            interrupt::watch(calls, deadline.map(|(_, d)| d), done_rx, gone, || {
                 let t = deadline.map_or(Duration::ZERO, |(t, _)| t);
                 // Tell the client the way TVM's server does, then cut the connection; the call
                 // in progress was interrupted, and its reply is dropped.

@@ -42,8 +42,9 @@ fn run_chain(front: &ServerHandle, mode: &str, hops: &[(SocketAddr, &str)]) -> S
 }
 
 /// Waits until `s` has served `n` sessions. The relayed session ends a moment after the
-/// client's, or, in the timeout case, when the hop's own 5 s timing call returns: 9 s when
-/// measured alone, so the limit leaves room for a loaded machine (sanitizers, benchmarks).
+/// client's; in the timeout case the hop interrupts its running call when the relay says
+/// goodbye (docs/rpc.md "Timeouts"), where it used to finish the 5 s timing call first (9 s
+/// measured). The limit leaves room for a loaded machine (sanitizers, benchmarks).
 fn wait_served(s: &ServerHandle, n: u64) {
     let start = Instant::now();
     while s.stats().served < n {

@@ -253,3 +253,45 @@ fn stopping_the_server_interrupts_a_running_call() {
     assert!(rest.contains("endless stop: ok (RPCError"), "{rest}");
     assert!(rest.contains("Cancelled"), "{rest}");
 }
+
+/// A client killed while its call runs (an engineer's Ctrl-C on the host, a laptop leaving the
+/// network): the server sees its socket close, interrupts the endless call and serves on,
+/// instead of computing for nobody while the next client waits.
+#[test]
+fn a_client_gone_mid_call_ends_its_session() {
+    let endless = endless_model("gone");
+    let s = unbounded_server();
+    let path = endless.to_string_lossy().into_owned();
+    let ozoo = common::offload_zoo();
+    let mut child = common::spawn_in("endless.py", &s, &ozoo, &["stop", &path, "first-code-free"]);
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("read");
+    assert!(line.contains("calling"), "{line}");
+    // Let the call reach the server and start looping.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(s.stats().active, 1, "{:?}", s.stats());
+    child.kill().expect("kill");
+    let _ = child.wait();
+    let t = Instant::now();
+    while s.stats().active > 0 && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stats = s.stats();
+    let _ = std::fs::remove_file(&endless);
+    if stats.active != 0 {
+        // Stopping would wait for the spinning session forever; fail now instead.
+        std::mem::forget(s);
+        panic!("the session of a killed client still runs its call: {stats:?}");
+    }
+    assert_eq!(stats.served, 1, "{stats:?}");
+    // The server serves on: a new session runs a zoo model as TVM computed it.
+    let out = common::run_in(
+        "endless.py",
+        &s,
+        &common::offload_zoo(),
+        &["zoo", &path, "first-code-free"],
+    );
+    assert!(out.contains("endless zoo: ok"), "{out}");
+    s.stop();
+}

@@ -9,7 +9,9 @@ end it, so only an interrupt can.
   RPCSessionTimeoutError within 10 s. Then a new session uploads MODEL of ZOO and runs its first
   call case, which must match the zoo's expected output (computed by TVM).
 - MODE "stop": a session calls main() after printing "calling"; the test stops the server
-  meanwhile, and the call must fail with an error (printed).
+  meanwhile, and the call must fail with an error (printed). (Also the client the test kills
+  mid-call.)
+- MODE "zoo": only the new session running MODEL's first call case (ENDLESS unused).
 """
 import os
 import sys
@@ -71,5 +73,7 @@ elif MODE == "stop":
     except Exception as e:  # RPCError with the server's message, or the connection closing
         last = str(e).strip().splitlines()[-1] if str(e).strip() else ""
         print(f"endless stop: ok ({type(e).__name__} after {time.time() - start:.1f}s: {last})")
+elif MODE == "zoo":
+    print(f"endless zoo: ok ({run_zoo_model()} matches TVM)")
 else:
     raise SystemExit(f"unknown mode {MODE}")
