@@ -87,7 +87,7 @@ case "$ABI" in
   # x86_64 (the emulator's ABI): without the cpu backend's AVX-512 level, which needs Rust 1.89
   # (the AVX2 and scalar levels remain, picked at run time): the default features but avx512.
   x86_64) TARGET=x86_64-linux-android GNU=x86_64-linux-gnu LISTS="$ROOT/bindings-java/android/stubs/x86_64"
-          ARCH_LD=() FEATURES=(--no-default-features --features cpu-backend) ;;
+          ARCH_LD=() FEATURES=(--no-default-features --features cpu-backend,opencl) ;;
   *) die "unknown ABI '$ABI' (arm64-v8a or x86_64; armeabi-v7a is not built: docs/android.md, section 6)" ;;
 esac
 PROFILE=${MOTE_ANDROID_PROFILE:-mobile}

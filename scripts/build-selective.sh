@@ -11,6 +11,11 @@
 #   program calls `mote.subgraph`), left out when every operator is code TVM compiled into
 #   the model. Without it, an offloaded subgraph fails with a typed error (Error::Backend
 #   naming the feature) when it is first prepared; compiled models are unaffected.
+# - OpenCL (cargo feature `opencl`: device discovery, memory, programs, launches) is kept when a
+#   model carries OpenCL code (TVM's `opencl` imported module: the bytes `opencl` anywhere in the
+#   file, a rule that can only keep the feature needlessly, never drop it wrongly), left out
+#   otherwise. Without it, opening OpenCL fails with Error::Device naming the feature, and CPU
+#   models are unaffected.
 # - opt-level: a library without the cpu backend holds no kernel of its own (the models bring
 #   theirs), only the loaders, the VM and the C ABI, so it is built for size (`opt-level = "s"`:
 #   about 100 KB less on aarch64, docs/footprint.md); with the cpu backend the profile's own
@@ -57,12 +62,14 @@ case "$target" in host|aarch64|android-arm64|android-x86_64) ;;
 # uses_subgraphs FILE: exit 0 when the model's program calls offloaded subgraphs. The blob's
 # function table names `mote.subgraph` verbatim: in a .so/.dylib/.o, and in a .tar's devc.o;
 # a code-free .tar holds it as devc.c's C array of bytes (docs/code-free.md), decoded here.
-uses_subgraphs() {
+# contains FILE NEEDLE: whether the model file holds NEEDLE (a .tar's members searched, the C
+# arrays of its .c members decoded first). Exit 0 yes, 1 no; an unreadable file ends the script.
+contains() {
     local f=$1 rc=0
     [ -f "$f" ] && [ -r "$f" ] || die "cannot read model '$f'"
-    python3 - "$f" <<'PY' || rc=$?
+    python3 - "$f" "$2" <<'PY' || rc=$?
 import re, sys, tarfile
-path, needle = sys.argv[1], b"mote.subgraph"
+path, needle = sys.argv[1], sys.argv[2].encode()
 try:
     if path.endswith(".tar"):
         found = False
@@ -87,16 +94,22 @@ PY
 }
 
 cpu=0
+opencl=0
 for m in "${models[@]}"; do
-    if uses_subgraphs "$m"; then
+    if contains "$m" mote.subgraph; then
         log "$m: calls offloaded subgraphs -> cpu-backend"
         cpu=1
     else
         log "$m: no offloaded subgraph (all compiled code)"
     fi
+    if contains "$m" opencl; then
+        log "$m: OpenCL code -> opencl"
+        opencl=1
+    fi
 done
 features=()
 [ "$cpu" = 1 ] && features+=(cpu-backend)
+[ "$opencl" = 1 ] && features+=(opencl)
 list=$(IFS=,; echo "${features[*]}")
 if [ "$print_only" = 1 ]; then
     echo "$list"

@@ -244,7 +244,7 @@ build_mote() {
   local features=(--features "$FEATURES")
   # x86_64 only runs in the simulator (development on Intel Macs): without the avx512 level,
   # which Rust 1.85 cannot build (runtime/Cargo.toml); the same on both routes.
-  case $1 in x86_64-*) features=(--no-default-features --features cpu-backend "${features[@]}") ;; esac
+  case $1 in x86_64-*) features=(--no-default-features --features cpu-backend,opencl "${features[@]}") ;; esac
   cargo_apple "$1" rustc --locked --profile "$PROFILE" -p "$CRATE" "${features[@]}" \
     --lib --crate-type staticlib
 }

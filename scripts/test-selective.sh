@@ -2,21 +2,26 @@
 # Selective builds (docs/footprint.md, "Selective builds"): scripts/build-selective.sh's choice
 # of features, and a Mote built without the cpu backend running what it still can.
 #
-#   scripts/test-selective.sh          (MOTE_ZOO_DIR / MOTE_OFFLOAD_ZOO_DIR reused when set)
+#   scripts/test-selective.sh          (MOTE_ZOO_DIR / MOTE_OFFLOAD_ZOO_DIR / MOTE_OPENCL_ZOO_DIR
+#                                       reused when set)
 #
 # Checks:
 # - `build-selective.sh --print-features`: every x86_64 zoo model (all compiled code) needs no
 #   feature; every offload zoo model, `.so` and `.tar` (code-free ones hold their blob as a C
 #   array), needs `cpu-backend`; both together need `cpu-backend`; a file that is not a model
-#   archive is an error (exit 2), not a guess.
+#   archive is an error (exit 2), not a guess; every OpenCL zoo model needs `opencl` and
+#   nothing else.
 # - the CLI built with `--no-default-features` (no cpu backend, no avx512 level) runs every
 #   `call` case of the x86_64 zoo (but `packed`, which needs a function the tests register)
 #   and matches its expected outputs within the case's tolerance;
 #   on every offload zoo `.so` it exits 1 with an `error:` line naming the `cpu-backend`
-#   feature (a typed Error::Backend, no panic).
+#   feature (a typed Error::Backend, no panic); and (built without `opencl` too) on every OpenCL
+#   zoo model it exits 1 with an `error:` line naming the `opencl` feature (Error::Device).
 # - `build-selective.sh --target android-arm64` for a compiled model: the JNI library passes
 #   scripts/audit-android-so.sh (the AAR library's audit) and its symbol table holds nothing of
-#   the cpu backend but the unavailable entry (`cpu::registered`).
+#   the cpu backend but the unavailable entry (`cpu::registered`), and none of the OpenCL
+#   launch, program or discovery code (`Queue::launch`, `Context::build`, `opencl::devices`),
+#   which the `opencl` feature's early errors leave unreachable (docs/footprint.md).
 # Prints `selective checks: N passed, M failed`; exit status 1 if any failed.
 set -uo pipefail
 
@@ -27,7 +32,9 @@ die() { echo "test-selective.sh: error: $*" >&2; exit 1; }
 . scripts/lib/checks.sh
 zoo="${MOTE_ZOO_DIR:-$(scripts/zoo.sh --target x86_64 | tail -n 1)}"
 ozoo="${MOTE_OFFLOAD_ZOO_DIR:-$(scripts/offload-zoo.sh --target x86_64 | tail -n 1)}"
+clzoo="${MOTE_OPENCL_ZOO_DIR:-$(scripts/opencl-zoo.sh | tail -n 1)}"
 [ -f "$zoo/manifest.json" ] && [ -f "$ozoo/manifest.json" ] || die "no zoo ($zoo) or offload zoo ($ozoo)"
+[ -f "$clzoo/manifest.json" ] || die "no OpenCL zoo ($clzoo)"
 py="${MOTE_PYTHON:-$(scripts/venv.sh | tail -n 1)/bin/python}"
 [ -x "$py" ] || die "no Python with numpy ($py)"
 work=$(mktemp -d)
@@ -47,6 +54,12 @@ for f in "$ozoo"/*.so "$ozoo"/*.tar; do
     [ "$got" = cpu-backend ] || bad="$bad $(basename "$f")=$got"
 done
 check "offload zoo models need cpu-backend ($n files, .so and .tar)" "$([ -z "$bad" ] && [ "$n" -gt 0 ]; echo $?)" "${bad:-all}"
+n=0 bad=""
+for f in "$clzoo"/*.so; do
+    n=$((n + 1)); got=$(features_of "$f") || got="(exit $?)"
+    [ "$got" = opencl ] || bad="$bad $(basename "$f")=$got"
+done
+check "OpenCL zoo models need opencl ($n files)" "$([ -z "$bad" ] && [ "$n" -gt 0 ]; echo $?)" "${bad:-all}"
 first_offload=$(ls "$ozoo"/*.so | head -n 1)
 got=$(features_of "$zoo/mlp.so" "$first_offload") || got="(exit $?)"
 check "a compiled and an offloaded model together need cpu-backend" "$([ "$got" = cpu-backend ]; echo $?)" "$got"
@@ -113,6 +126,28 @@ done
 check "offloaded models without cpu-backend: exit 1 naming the feature ($n files)" \
     "$([ "$nbad" = 0 ] && [ "$n" -gt 0 ]; echo $?)" "${bad:+$nbad failed, e.g.$bad}"
 
+n=0 nbad=0 bad=""
+# Each OpenCL model with its first case that expects an output: (file, function, inputs).
+while IFS='|' read -r file fn inputs; do
+    n=$((n + 1))
+    base=$(basename "$file" .so)
+    timeout 60 "$mote" run "$clzoo/$file" -f "$fn" --inputs "$clzoo/$inputs" >/dev/null 2>"$work/err.txt"; rc=$?
+    if [ "$rc" != 1 ] || ! grep -q '^error:.*`opencl` feature' "$work/err.txt"; then
+        nbad=$((nbad + 1))
+        [ "$nbad" -gt 2 ] || bad="$bad $base(exit $rc: $(head -c 300 "$work/err.txt"))"
+    fi
+done < <("$py" - "$clzoo/manifest.json" <<'PY'
+import json, sys
+for m in json.load(open(sys.argv[1]))["models"]:
+    for c in m["cases"]:
+        if c.get("expected") and not c.get("expect_error") and c.get("inputs"):
+            print(f"{m['file']}|{c['function']}|{c['inputs']}")
+            break
+PY
+)
+check "OpenCL models without opencl: exit 1 naming the feature ($n files)" \
+    "$([ "$nbad" = 0 ] && [ "$n" -gt 0 ]; echo $?)" "${bad:+$nbad failed, e.g.$bad}"
+
 # 3. The Android JNI library, selective: what `--target android-arm64` builds for a compiled
 # model passes the AAR library's audit and holds none of the cpu backend's code.
 if lib=$(scripts/build-selective.sh --target android-arm64 "$zoo/cnn.so" 2>"$work/android.log" | tail -n 1) \
@@ -123,6 +158,8 @@ if lib=$(scripts/build-selective.sh --target android-arm64 "$zoo/cnn.so" 2>"$wor
     n=$(grep 'mote::offload::backends::cpu::' "$work/android.nm" | grep -vc 'cpu::registered$' || true)
     check "selective arm64 JNI library holds no cpu backend code" "$([ "$n" = 0 ] && grep -q 'cpu::registered$' "$work/android.nm"; echo $?)" \
         "$n symbols; stripped $(stat -c %s "$lib.stripped") bytes"
+    n=$(grep -cE 'mote::device::opencl::(Queue::launch|Context::build|devices)$' "$work/android.nm" || true)
+    check "selective arm64 JNI library holds no OpenCL launch, build or discovery code" "$([ "$n" = 0 ]; echo $?)" "$n symbols"
 else
     tail -n 20 "$work/android.log" >&2
     check "selective arm64 JNI library built (scripts/build-selective.sh --target android-arm64)" 1

@@ -98,7 +98,7 @@ rust_log="$logs/tsan-rust.log"
 set +e
 # The chroot has no OpenCL driver: the OpenCL layer's tests (device::opencl) and the OpenCL
 # zoo's (opencl_zoo::) run on the host, under AddressSanitizer too, not here.
-cargo test "${cargo_args[@]}" --no-default-features --features mote/cpu-backend --no-fail-fast -p mote -p mote-tests -p mote-ffi \
+cargo test "${cargo_args[@]}" --no-default-features --features mote/cpu-backend,mote/opencl --no-fail-fast -p mote -p mote-tests -p mote-ffi \
     --lib --tests -- --skip device::opencl --skip opencl_zoo:: 2>&1 | tee "$rust_log"
 rc=${PIPESTATUS[0]}
 set -e
@@ -111,7 +111,7 @@ if [ "$n" != 0 ] || [ "$rc" != 0 ]; then
 fi
 
 # 3. The C tests against the instrumented libmote.so.
-cargo build "${cargo_args[@]}" --no-default-features --features cpu-backend -p mote-ffi >&2
+cargo build "${cargo_args[@]}" --no-default-features --features cpu-backend,opencl -p mote-ffi >&2
 lib="$CARGO_TARGET_DIR/$target/debug"
 ln -sf libmote_ffi.so "$lib/libmote.so.0"
 ln -sf libmote_ffi.so "$lib/libmote.so"

@@ -17,6 +17,9 @@
 /// Devices beside the host CPU: OpenCL (docs/opencl.md). Not yet a stable API: models do not
 /// use it yet (issue 28).
 #[doc(hidden)]
+// Without OpenCL every device object is uninhabited (`device::opencl::sys::Built`): the
+// compiler then reports the code after making one as unreachable, which is the point.
+#[cfg_attr(not(feature = "opencl"), allow(unreachable_code, unused_variables))]
 pub mod device;
 mod dtype;
 mod error;

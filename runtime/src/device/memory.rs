@@ -60,6 +60,8 @@ impl fmt::Display for Device {
 /// buffer to the session's [`BufferCache`] (when it came from one) for the next allocation of
 /// the same size.
 pub struct DeviceStorage {
+    /// See `opencl::sys::Built`: no storage exists in a build without OpenCL.
+    built: super::opencl::sys::Built,
     /// Taken out only in `drop`.
     buf: std::mem::ManuallyDrop<Box<ClBuf>>,
     device: Device,
@@ -111,6 +113,7 @@ impl DeviceStorage {
         cache: Option<Arc<BufferCache>>,
     ) -> Arc<DeviceStorage> {
         Arc::new(DeviceStorage {
+            built: buffer.built(),
             buf: std::mem::ManuallyDrop::new(ClBuf::new(buffer)),
             device,
             pool,
@@ -160,7 +163,7 @@ impl fmt::Debug for DeviceStorage {
 /// Cheap to clone (the storage is shared). One pointer wide, like [`crate::Tensor`], so that
 /// dropping a `Value` stays a single branch and call (the VM drops values on every call).
 #[derive(Clone)]
-pub struct DeviceTensor(Arc<DeviceTensorInner>);
+pub struct DeviceTensor(Arc<DeviceTensorInner>, super::opencl::sys::Built);
 
 struct DeviceTensorInner {
     storage: Arc<DeviceStorage>,
@@ -182,11 +185,19 @@ impl DeviceTensor {
                 storage.len()
             )));
         }
-        Ok(DeviceTensor(Arc::new(DeviceTensorInner {
-            storage,
-            shape,
-            dtype,
-        })))
+        #[allow(
+            clippy::let_unit_value,
+            reason = "a unit only in builds with OpenCL; uninhabited without"
+        )]
+        let built = storage.built;
+        Ok(DeviceTensor(
+            Arc::new(DeviceTensorInner {
+                storage,
+                shape,
+                dtype,
+            }),
+            built,
+        ))
     }
 
     pub fn shape(&self) -> &[i64] {

@@ -374,6 +374,13 @@ thread_local! {
 }
 
 fn with_current<R>(f: impl FnOnce(&mut CallState<'_>) -> Result<R, String>) -> Result<R, String> {
+    // No call state can exist without OpenCL (`sys::Built`); saying so here lets the compiler
+    // drop the launch and workspace code that host code reaches through this.
+    #[cfg(not(feature = "opencl"))]
+    return {
+        let _ = f;
+        Err(super::sys::NOT_BUILT.into())
+    };
     let p = CURRENT.with(Cell::get);
     if p.is_null() {
         return Err(

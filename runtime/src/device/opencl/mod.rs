@@ -14,7 +14,7 @@ use std::ffi::{c_void, CString};
 use std::fmt;
 use std::path::Path;
 use std::ptr;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use sys::{Api, ClInt, ClUint};
 
@@ -59,20 +59,31 @@ fn check(code: ClInt, what: impl FnOnce() -> String) -> ClResult<()> {
 /// The OpenCL library of the process, opened on first use from [`sys::search_list`]. An
 /// absent library is remembered as such: every later use gets the same error at once.
 pub fn library() -> ClResult<Arc<Api>> {
-    static LIB: OnceLock<Result<Arc<Api>, String>> = OnceLock::new();
-    LIB.get_or_init(|| sys::open(&sys::search_list()).map(Arc::new))
-        .clone()
-        .map_err(fail)
+    #[cfg(not(feature = "opencl"))]
+    return Err(fail(sys::NOT_BUILT));
+    #[cfg(feature = "opencl")]
+    {
+        static LIB: std::sync::OnceLock<Result<Arc<Api>, String>> = std::sync::OnceLock::new();
+        LIB.get_or_init(|| sys::open(&sys::search_list()).map(Arc::new))
+            .clone()
+            .map_err(fail)
+    }
 }
 
 /// The devices of [`library`], listed once per process: the first OpenCL call of a process
 /// initialises the ICD loader and the drivers, which is not safe to race (ocl-icd's lazy
 /// initialisation crashed when two threads of the tests made their first call at once).
 pub fn system_devices() -> ClResult<&'static [DeviceInfo]> {
-    static LIST: OnceLock<Result<Vec<DeviceInfo>, ClError>> = OnceLock::new();
-    LIST.get_or_init(|| devices(&library()?))
-        .as_deref()
-        .map_err(Clone::clone)
+    #[cfg(not(feature = "opencl"))]
+    return Err(fail(sys::NOT_BUILT));
+    #[cfg(feature = "opencl")]
+    {
+        static LIST: std::sync::OnceLock<Result<Vec<DeviceInfo>, ClError>> =
+            std::sync::OnceLock::new();
+        LIST.get_or_init(|| devices(&library()?))
+            .as_deref()
+            .map_err(Clone::clone)
+    }
 }
 
 /// A library the app named instead of the search list (not cached).
@@ -93,6 +104,8 @@ pub enum DeviceType {
 #[derive(Clone)]
 pub struct DeviceInfo {
     api: Arc<Api>,
+    /// See [`sys::Built`].
+    built: sys::Built,
     id: sys::DeviceId,
     pub platform_name: String,
     pub name: String,
@@ -180,6 +193,7 @@ impl DeviceInfo {
         let unified: u32 = info_value(dev(sys::DEVICE_HOST_UNIFIED_MEMORY)).unwrap_or(0);
         Ok(DeviceInfo {
             api: api.clone(),
+            built: api.built,
             id,
             platform_name: platform_name.to_string(),
             name: info_string(dev(sys::DEVICE_NAME))?,
@@ -353,6 +367,7 @@ impl Context {
         }
         Ok(Buffer {
             context: self.clone(),
+            built: self.device.built,
             raw,
             size,
             host_visible,
@@ -379,6 +394,7 @@ impl Context {
         }
         Ok(Queue {
             context: self.clone(),
+            built: self.device.built,
             raw,
             profiling,
         })
@@ -434,6 +450,8 @@ impl Context {
 /// Device memory of one context.
 pub struct Buffer {
     context: Arc<Context>,
+    /// See [`sys::Built`].
+    built: sys::Built,
     raw: sys::Mem,
     size: usize,
     /// Allocated with `CL_MEM_ALLOC_HOST_PTR`.
@@ -464,6 +482,11 @@ impl fmt::Debug for Buffer {
 }
 
 impl Buffer {
+    /// See [`sys::Built`].
+    pub(crate) fn built(&self) -> sys::Built {
+        self.built
+    }
+
     pub fn len(&self) -> usize {
         self.size
     }
@@ -704,6 +727,10 @@ impl Kernel {
 /// A command queue. Methods that read results wait for the queue; launches only enqueue.
 pub struct Queue {
     context: Arc<Context>,
+    /// See [`sys::Built`] (never read: it is here to make a queue, and so a device session,
+    /// impossible in a build without OpenCL).
+    #[allow(dead_code)]
+    built: sys::Built,
     raw: sys::Queue,
     profiling: bool,
 }

@@ -8,6 +8,22 @@
 use std::ffi::{c_char, c_void};
 use std::path::{Path, PathBuf};
 
+/// What every OpenCL object carries (from its [`Api`]): nothing in a build with the `opencl`
+/// feature, and an uninhabited type in one without it. Without the feature no `Api` can be
+/// made (`open` always fails), so no device, context, buffer, queue, device session or device
+/// tensor can exist either, and the compiler proves every path that uses one unreachable and
+/// leaves it out of the library (docs/footprint.md, "Selective builds").
+#[cfg(feature = "opencl")]
+pub type Built = ();
+/// See the `opencl` build's definition.
+#[cfg(not(feature = "opencl"))]
+pub type Built = std::convert::Infallible;
+
+/// The error of every attempt to open OpenCL in a build without the `opencl` feature.
+#[cfg(not(feature = "opencl"))]
+pub const NOT_BUILT: &str = "this Mote library was built without its `opencl` feature (a \
+    selective build for models without OpenCL code; docs/footprint.md): it runs no OpenCL model";
+
 pub type ClInt = i32;
 pub type ClUint = u32;
 pub type ClBitfield = u64;
@@ -121,9 +137,13 @@ macro_rules! api {
             $( pub $field: $ty, )*
             /// Where the library was found.
             pub path: PathBuf,
+            /// See [`Built`].
+            pub built: Built,
+            #[cfg(feature = "opencl")]
             _lib: libloading::Library,
         }
 
+        #[cfg(feature = "opencl")]
         impl Api {
             fn resolve(lib: libloading::Library, path: PathBuf) -> Result<Api, String> {
                 $(
@@ -132,7 +152,7 @@ macro_rules! api {
                     let $field: $ty = *unsafe { lib.get::<$ty>(concat!($sym, "\0").as_bytes()) }
                         .map_err(|e| format!("{}: no {} ({e})", path.display(), $sym))?;
                 )*
-                Ok(Api { $( $field, )* path, _lib: lib })
+                Ok(Api { $( $field, )* path, built: (), _lib: lib })
             }
         }
     };
@@ -237,6 +257,7 @@ pub fn search_list() -> Vec<PathBuf> {
 
 /// Opens the first of `candidates` that loads and exports every entry point. The error lists
 /// each candidate with why it was passed over.
+#[cfg(feature = "opencl")]
 pub fn open(candidates: &[PathBuf]) -> Result<Api, String> {
     let mut why = Vec::new();
     for path in candidates {
@@ -259,6 +280,14 @@ pub fn open(candidates: &[PathBuf]) -> Result<Api, String> {
             .join(", "),
         why.join("; ")
     ))
+}
+
+/// Without the `opencl` feature: always [`NOT_BUILT`].
+#[cfg(not(feature = "opencl"))]
+#[inline(always)]
+pub fn open(candidates: &[PathBuf]) -> Result<Api, String> {
+    let _ = candidates;
+    Err(NOT_BUILT.into())
 }
 
 /// `open` of one file the app named.
