@@ -898,8 +898,28 @@ def check_gelu_tanh_near_miss():
             raise RuntimeError(f"{flavour}: a tanh-GELU-shaped chain with kappa 0.05 was taken as gelu_tanh")
 
 
+def m_onnx_clip7():
+    def build(g):
+        clip = lambda x, **b: g.node("Clip", [x], **b)  # noqa: E731 - opset 7: bounds as attributes
+        y = clip(g.bn(g.conv("input", 3, 8, 3, gain2=1.0), 8), min=0.0, max=6.0)
+        y = clip(g.bn(g.conv(y, 8, 8, 3, groups=8), 8), min=0.0, max=6.0)  # depthwise
+        z = clip(g.conv(y, 8, 8, 1, bias=True), min=0.0)  # max open: relu
+        y = g.node("Add", [z, y])
+        y = clip(y, min=-1.0, max=2.5)
+        y = clip(g.conv(y, 8, 4, 1), max=1.5)  # min open
+        return y, (1, 4, 8, 8)
+    return _archs_model(build, 411, (1, 3, 8, 8), "onnx_clip7",
+                        "ReLU6 and other clamps as opset-7 Clip (min/max attributes, which TVM's importer "
+                        "writes as topi maximum/minimum kernels with the bound inside the TIR): Conv->BN->"
+                        "Clip(0,6), depthwise Conv->BN->Clip(0,6), Conv+bias->Clip(min 0), Add, Clip(-1,2.5), "
+                        "Conv->Clip(max 1.5): one region with no maximum/minimum left in TVM; "
+                        "input[1,3,8,8] -> [1,4,8,8] f32", ("conv2d", "add"), opset=7,
+                        expect_activations={"relu6": 2, "relu": 1, "clip": 2})
+
+
 MODELS_V2 = [m_onnx_conv_bn, m_onnx_dense_block, m_onnx_grouped_lrn, m_onnx_shuffle_unit, m_onnx_se_hswish,
-             m_onnx_se_silu, m_onnx_elementwise, m_onnx_encoder_layer, m_onnx_gemm_trans, m_onnx_gelu_tanh]
+             m_onnx_se_silu, m_onnx_elementwise, m_onnx_encoder_layer, m_onnx_gemm_trans, m_onnx_gelu_tanh,
+             m_onnx_clip7]
 
 MODELS = [
     m_conv_pad_bias_relu, m_conv_s2_relu6, m_conv_dil_clip, m_dwconv, m_dwconv_mult2,

@@ -147,6 +147,7 @@ class _FuncInfo:
         self.func = func
         self.mod = mod
         self._block_names: dict = {}
+        self._clamps: dict = {}
         self.defs: dict = {}
         self.block_of: dict = {}
         self.users: dict = {}
@@ -173,6 +174,88 @@ class _FuncInfo:
                 ok = f'T.sblock("{block}")' in self.mod[gv].script()
             self._block_names[key] = ok
         return self._block_names[key]
+
+    def prim_clamp(self, gv):
+        """("max"|"min", bound) if the PrimFunc `gv` is an elementwise clamp of its one input
+        with a constant, else None.
+
+        This is how TVM's ONNX importer writes an opset-6/7 Clip (bounds as attributes, not
+        inputs): `topi.maximum(x, lo)` then `topi.minimum(., hi)`, each lowered to a PrimFunc of
+        two buffers whose only block stores `max(x[i...], float32(c))` at the same indices;
+        the bound lives in the TIR, not in the call's arguments.  Checked structurally: two
+        float32 buffers of one shape, a nest of plain loops over exactly that shape, one
+        spatial block, the store and the load at the block's own iteration variables."""
+        if gv.name_hint not in self._clamps:
+            self._clamps[gv.name_hint] = self._prim_clamp(gv)
+        return self._clamps[gv.name_hint]
+
+    def _prim_clamp(self, gv):
+        if self.mod is None or gv not in self.mod.functions:
+            return None
+        f = self.mod[gv]
+        params = list(getattr(f, "params", ()))
+        if type(f).__name__ != "PrimFunc" or len(params) != 2:
+            return None
+        src, dst = params
+        st, sb = getattr(src, "ty", None), getattr(dst, "ty", None)
+        if type(st).__name__ != "BufferType" or type(sb).__name__ != "BufferType":
+            return None
+        if str(st.dtype) != "float32" or str(sb.dtype) != "float32":
+            return None
+        try:
+            shape = [int(v) for v in sb.shape]
+            if [int(v) for v in st.shape] != shape:
+                return None
+        except (TypeError, ValueError):  # symbolic
+            return None
+        root = f.body
+        if type(root).__name__ != "SBlockRealize":
+            return None
+        rb = root.block
+        if rb.alloc_buffers or rb.match_buffers or rb.init is not None or rb.iter_vars:
+            return None
+        stmt, loops = rb.body, []
+        while type(stmt).__name__ == "For":
+            if (int(stmt.kind) != 0 or int(stmt.min) != 0 or stmt.thread_binding is not None
+                    or (stmt.step is not None and int(stmt.step) != 1)):
+                return None
+            loops.append(stmt)
+            stmt = stmt.body
+        if type(stmt).__name__ != "SBlockRealize" or len(loops) != len(shape):
+            return None
+        if [int(lp.extent) for lp in loops] != shape:
+            return None
+        pred = stmt.predicate
+        if not (type(pred).__name__ == "IntImm" and int(pred.value) == 1):
+            return None
+        if len(stmt.iter_values) != len(loops) or not all(
+                v.same_as(lp.loop_var) for v, lp in zip(stmt.iter_values, loops)):
+            return None
+        blk = stmt.block
+        if blk.alloc_buffers or blk.match_buffers or blk.init is not None:
+            return None
+        ivs = list(blk.iter_vars)
+        if len(ivs) != len(shape) or any(int(iv.iter_type) != 0 or int(iv.dom.min) != 0 or
+                                         int(iv.dom.extent) != n for iv, n in zip(ivs, shape)):
+            return None
+        store = blk.body
+        if type(store).__name__ != "BufferStore" or not store.buffer.same_as(dst):
+            return None
+        if len(store.indices) != len(ivs) or not all(i.same_as(iv.var) for i, iv in zip(store.indices, ivs)):
+            return None
+        val = store.value
+        kind = {"Max": "max", "Min": "min"}.get(type(val).__name__)
+        if kind is None:
+            return None
+        for load, c in ((val.a, val.b), (val.b, val.a)):
+            if type(load).__name__ != "TensorLoad" or type(c).__name__ != "FloatImm":
+                continue
+            if not load.source.same_as(src) or len(load.indices) != len(ivs):
+                continue
+            if not all(i.same_as(j) for i, j in zip(load.indices, store.indices)):
+                continue
+            return kind, float(c.value)
+        return None
 
     def single_user(self, var):
         """The binding var of the only user of `var` in the same block, if there is exactly one."""
@@ -389,18 +472,31 @@ class _Matcher:
     def minmax(self, var, call):
         """("max"|"min", data, bound) if `var = call` is an elementwise maximum/minimum of a
         tensor with a scalar constant: relax.maximum/minimum, or the topi maximum/minimum
-        call_tir that the ONNX importer emits for Clip."""
+        call_tir that the ONNX importer emits for Clip: with the bound as a second argument
+        (opset >= 11, bounds as inputs) or inside the PrimFunc (opset < 11, bounds as
+        attributes; see _FuncInfo.prim_clamp)."""
         name = _op_name(call)
         if name in ("relax.maximum", "relax.minimum"):
             kind, args = name[6:9], list(call.args)
         elif name == "relax.call_tir":
             gv = call.args[0]
             m = re.fullmatch(r"(maximum|minimum)\d*", getattr(gv, "name_hint", ""))
-            if m is None or not self.fi.prim_has_block(gv, "T_" + m.group(1)):
-                return None
-            if not isinstance(call.args[1], relax.Tuple):
+            if m is None or not isinstance(call.args[1], relax.Tuple):
                 return None
             kind, args = m.group(1)[:3], list(call.args[1].fields)
+            if len(args) == 1:
+                # The bound is a constant inside the kernel (an opset-7 Clip's attributes).
+                clamp = self.fi.prim_clamp(gv)
+                d = args[0]
+                if clamp is None or clamp[0] != kind or not isinstance(d, relax.Var):
+                    return None
+                if self.fi.const_value(d) is not None or _dtype(d.ty) != "float32":
+                    return None
+                if _static_shape(d.ty) is None or _static_shape(d.ty) != _static_shape(var.ty):
+                    return None
+                return kind, d, clamp[1]
+            if not self.fi.prim_has_block(gv, "T_" + m.group(1)):
+                return None
         else:
             return None
         if len(args) != 2:
