@@ -1148,6 +1148,10 @@ impl CpuSegment {
                 Ok(())
             }
             Step::Generic { .. } => {
+                let descs: Vec<&TensorDesc> = (0..ins.len()).map(desc).collect();
+                if let Some(r) = ops::quantized_generic(&node.op, &ins, &descs, odesc, out) {
+                    return r.map_err(ctx);
+                }
                 let xs = ins
                     .iter()
                     .enumerate()

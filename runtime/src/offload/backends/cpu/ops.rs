@@ -5,8 +5,11 @@
 //! split) on raw elements of any dtype. Work big enough to share is split over the session's
 //! thread pool in disjoint pieces of whole rows, so results do not depend on the thread count.
 
+use std::borrow::Cow;
+
+use crate::dtype::DType;
 use crate::error::Result;
-use crate::offload::format::{Activation, Layout, Lrn, Op};
+use crate::offload::format::{Activation, Layout, Lrn, Op, TensorDesc};
 
 use super::backend_err;
 use super::isa::vectorized;
@@ -895,6 +898,110 @@ pub(crate) fn generic(
             other.name()
         ))),
     }
+}
+
+// ---- quantized ops of the generic path ----
+
+/// The per-tensor `(scale, zero point)` of an 8-bit tensor, or `None`.
+fn q8(desc: &TensorDesc) -> Option<(f32, i32)> {
+    let q = desc.quant.as_ref()?;
+    (desc.is_quantized_8bit() && q.per_tensor() && q.zero_point.len() == 1)
+        .then(|| (q.scale[0], q.zero_point[0]))
+}
+
+/// The real value of each of the 256 codes of an 8-bit tensor, computed as TVM's dequantize
+/// (and `load_f32`) computes each element: `scale * (q - zero_point)` in float32.
+fn dequantize_table(dtype: DType, scale: f32, zero: i32) -> [f32; 256] {
+    let mut t = [0f32; 256];
+    for (b, e) in t.iter_mut().enumerate() {
+        let q = if dtype == DType::I8 {
+            b as u8 as i8 as f32
+        } else {
+            b as f32
+        };
+        *e = scale * (q - zero as f32);
+    }
+    t
+}
+
+/// `v` rounded to the nearest integer, ties to even, for `|v| < 2^22`; `v` itself beyond,
+/// where the caller's clamp to 8 bits gives what rounding first would (the value stays far
+/// outside the range, with its sign; NaN stays NaN). For `|v| < 2^22`, `v + 1.5 * 2^23` lies in
+/// (2^23, 2^24), where float32 values are exactly the integers, so the addition rounds `v` to
+/// an integer (to nearest, ties to even: the default rounding mode) and subtracting the
+/// constant again is exact. Unlike `f32::round_ties_even`, which on baseline x86_64 is a call
+/// to libm's `rintf` per element, this vectorizes.
+#[inline(always)]
+fn round_ties_even_small(v: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23
+    if v.abs() < 4_194_304.0 {
+        (v + MAGIC) - MAGIC
+    } else {
+        v
+    }
+}
+
+/// TVM's quantize of each value (as the backend's `quantize`: `clip(round(x / scale) +
+/// zero_point)`, ties to even), into 8-bit codes of `dtype`.
+fn quantize_into(y: &[f32], dtype: DType, scale: f32, zero: i32, out: &mut [u8]) {
+    let z = zero as f32;
+    if dtype == DType::I8 {
+        for (o, &v) in out.iter_mut().zip(y) {
+            *o = (round_ties_even_small(v / scale) + z).clamp(-128.0, 127.0) as i8 as u8;
+        }
+    } else {
+        for (o, &v) in out.iter_mut().zip(y) {
+            *o = (round_ties_even_small(v / scale) + z).clamp(0.0, 255.0) as u8;
+        }
+    }
+}
+
+/// An op of the generic path whose operands and output are all 8-bit with per-tensor
+/// parameters (a QDQ model's add, pools, concatenation, reshape): the same arithmetic as
+/// dequantizing each operand with `load_f32`, the float32 op and `store_f32` (bit for bit:
+/// the same float32 values in, the same kernel, the same rounding), but the dequantize is a
+/// lookup in a 256-entry table per operand and the quantize vectorizes. A reshape between two
+/// tensors with the same dtype and parameters is a copy. `None` when some operand or the
+/// output is not 8-bit per tensor (the caller then takes the general path).
+pub(crate) fn quantized_generic(
+    op: &Op,
+    ins: &[&[u8]],
+    descs: &[&TensorDesc],
+    odesc: &TensorDesc,
+    out: &mut [u8],
+) -> Option<Result<()>> {
+    let (os, oz) = q8(odesc)?;
+    let params = descs.iter().map(|d| q8(d)).collect::<Option<Vec<_>>>()?;
+    if ins.len() != descs.len()
+        || out.len() != odesc.num_elements()
+        || ins
+            .iter()
+            .zip(descs)
+            .any(|(b, d)| b.len() != d.num_elements())
+    {
+        return Some(Err(backend_err(
+            "buffer sizes do not match the description",
+        )));
+    }
+    if matches!(op, Op::Reshape) && descs[0].dtype == odesc.dtype && params[0] == (os, oz) {
+        out.copy_from_slice(ins[0]);
+        return Some(Ok(()));
+    }
+    let xs: Vec<Cow<'_, [f32]>> = ins
+        .iter()
+        .zip(descs)
+        .zip(&params)
+        .map(|((b, d), &(s, z))| {
+            let t = dequantize_table(d.dtype, s, z);
+            Cow::Owned(b.iter().map(|&v| t[v as usize]).collect())
+        })
+        .collect();
+    let shapes: Vec<&[i64]> = descs.iter().map(|d| d.shape.as_slice()).collect();
+    let mut y = vec![0f32; out.len()];
+    Some(
+        super::kernels::generic(op, &xs, &shapes, &odesc.shape, &mut y)
+            .map(|()| quantize_into(&y, odesc.dtype, os, oz, out)),
+    )
 }
 
 #[cfg(test)]

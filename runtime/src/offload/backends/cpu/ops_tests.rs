@@ -1115,3 +1115,189 @@ fn zero_sized_regions_are_refused_before_any_kernel() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// The quantize of `quantized_generic` (its rounding without `rintf`) gives exactly the backend's
+/// `quantize` (TVM's: ties to even, then the zero point and the 8-bit clamp) on ties, on values
+/// near and beyond 2^22 and 2^23, on infinities and NaN, for both 8-bit dtypes.
+#[test]
+fn fast_quantize_is_the_backends_quantize_bit_for_bit() {
+    let mut ys: Vec<f32> = (-40_000..40_000).map(|k| k as f32 * 0.25).collect();
+    ys.extend(data(20_000, 91, 600.0));
+    for big in [
+        4_194_303.5f32,
+        4_194_304.0,
+        4_194_304.5,
+        8_388_607.5,
+        8_388_608.0,
+        1e9,
+        3.0e38,
+    ] {
+        for v in [
+            big,
+            -big,
+            f32::from_bits(big.to_bits() + 1),
+            -f32::from_bits(big.to_bits() - 1),
+        ] {
+            ys.push(v);
+        }
+    }
+    ys.extend([
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        0.0,
+        -0.0,
+        0.5,
+        -0.5,
+        1.5,
+        -1.5,
+        2.5,
+        -2.5,
+    ]);
+    for (dtype, scale, zero) in [
+        (DType::U8, 1.0f32, 0),
+        (DType::U8, 0.25, 128),
+        (DType::U8, 0.0234, 7),
+        (DType::I8, 1.0, 0),
+        (DType::I8, 0.5, -3),
+        (DType::I8, 0.0711, 12),
+    ] {
+        let mut got = vec![0u8; ys.len()];
+        quantize_into(&ys, dtype, scale, zero, &mut got);
+        for (&y, &g) in ys.iter().zip(&got) {
+            let want = super::super::quantize(y, scale, zero, dtype);
+            assert_eq!(g, want, "{dtype} scale {scale} zero {zero}: x = {y:e}");
+        }
+    }
+}
+
+fn q8_desc(shape: &[i64], dtype: DType, scale: f32, zero: i32) -> TensorDesc {
+    TensorDesc {
+        shape: shape.to_vec(),
+        dtype,
+        quant: Some(crate::offload::format::Quant {
+            scale: vec![scale],
+            zero_point: vec![zero],
+            axis: Some(1),
+        }),
+    }
+}
+
+fn codes(n: usize, seed: u32) -> Vec<u8> {
+    data(n, seed, 1.0)
+        .iter()
+        .map(|v| ((v + 1.0) * 128.0) as u8)
+        .collect()
+}
+
+/// QDQ ops on 8-bit operands with parameters of their own (an add of two scales into a third,
+/// pools, a concatenation of differently scaled int8 and uint8 pieces, reshapes that copy or
+/// requantize) give through `quantized_generic` exactly the bytes of the general path
+/// (`load_f32`, the float32 kernel, `store_f32`), which is TVM's dequantize, op, quantize; and
+/// the general path is what runs when an operand is not 8-bit per tensor.
+#[test]
+fn quantized_ops_match_the_general_path_bit_for_bit() {
+    use crate::offload::format::Pool2d;
+    let nhwc: &[i64] = &[1, 5, 7, 6];
+    let pool = |count_include_pad| Pool2d {
+        layout: Layout::Nhwc,
+        pool_size: [3, 3],
+        strides: [2, 2],
+        padding: [1, 1, 1, 1],
+        dilation: [1, 1],
+        ceil_mode: false,
+        count_include_pad,
+    };
+    let a = q8_desc(nhwc, DType::U8, 0.031, 128);
+    let b = q8_desc(&[1, 1, 1, 6], DType::I8, 0.017, -5);
+    let c = q8_desc(&[1, 5, 7, 2], DType::I8, 0.05, 3);
+    type Case = (Op, Vec<TensorDesc>, TensorDesc);
+    let cases: Vec<Case> = vec![
+        (
+            Op::Add {
+                activation: Activation::None,
+            },
+            vec![a.clone(), a.clone()],
+            q8_desc(nhwc, DType::U8, 0.05, 100),
+        ),
+        (
+            Op::Add {
+                activation: Activation::Relu6,
+            },
+            vec![a.clone(), b.clone()],
+            q8_desc(nhwc, DType::I8, 0.029, -20),
+        ),
+        (
+            Op::MaxPool2d(pool(false)),
+            vec![a.clone()],
+            q8_desc(&[1, 3, 4, 6], DType::U8, 0.031, 128),
+        ),
+        (
+            Op::AvgPool2d(pool(false)),
+            vec![a.clone()],
+            q8_desc(&[1, 3, 4, 6], DType::U8, 0.013, 120),
+        ),
+        (
+            Op::AvgPool2d(pool(true)),
+            vec![c.clone()],
+            q8_desc(&[1, 3, 4, 2], DType::I8, 0.03, 0),
+        ),
+        (
+            Op::GlobalAvgPool2d(Layout::Nhwc),
+            vec![a.clone()],
+            q8_desc(&[1, 1, 1, 6], DType::U8, 0.002, 130),
+        ),
+        (
+            Op::Concatenate { axis: 3 },
+            vec![a.clone(), c.clone()],
+            q8_desc(&[1, 5, 7, 8], DType::U8, 0.04, 90),
+        ),
+        (
+            Op::Reshape,
+            vec![a.clone()],
+            q8_desc(&[1, 35, 6], DType::U8, 0.031, 128),
+        ),
+        (
+            Op::Reshape,
+            vec![a.clone()],
+            q8_desc(&[1, 210], DType::I8, 0.02, 0),
+        ),
+    ];
+    for (k, (op, ins, out)) in cases.iter().enumerate() {
+        let bytes: Vec<Vec<u8>> = ins
+            .iter()
+            .enumerate()
+            .map(|(i, d)| codes(d.num_elements(), 31 * k as u32 + i as u32))
+            .collect();
+        let refs: Vec<&[u8]> = bytes.iter().map(|b| b.as_slice()).collect();
+        let descs: Vec<&TensorDesc> = ins.iter().collect();
+        let xs: Vec<Cow<'_, [f32]>> = refs
+            .iter()
+            .zip(ins)
+            .map(|(b, d)| super::super::load_f32(b, d).unwrap())
+            .collect();
+        let shapes: Vec<&[i64]> = ins.iter().map(|d| d.shape.as_slice()).collect();
+        let mut y = vec![0f32; out.num_elements()];
+        super::super::kernels::generic(op, &xs, &shapes, &out.shape, &mut y).unwrap();
+        let mut want = vec![0u8; out.num_elements()];
+        super::super::store_f32(&y, out, &mut want).unwrap();
+        let mut got = vec![0xA5u8; out.num_elements()];
+        quantized_generic(op, &refs, &descs, out, &mut got)
+            .expect("8-bit per-tensor operands take the quantized path")
+            .unwrap();
+        assert_eq!(got, want, "case {k}: {op:?}");
+        assert!(
+            want.iter().any(|&v| v != want[0]),
+            "case {k}: a constant output tests nothing"
+        );
+    }
+    // Not 8-bit per tensor: the caller's general path.
+    let f = TensorDesc {
+        shape: nhwc.to_vec(),
+        dtype: DType::F32,
+        quant: None,
+    };
+    let x = vec![0u8; f.byte_len()];
+    let mut o = vec![0u8; a.num_elements()];
+    assert!(quantized_generic(&Op::Reshape, &[&x], &[&f], &a, &mut o).is_none());
+}
