@@ -605,6 +605,75 @@ def m_qcnn():
                   quantized=True, expect_ops=("conv2d",))
 
 
+def m_qdq_ops():
+    """A QDQ graph as TVM's importer reads ONNX Runtime's quantizer output, with every quantized
+    op that is not a conv/dense between dequantize and quantize (built with the block builder)."""
+    r = rng_for(309, 0)
+    sp = relax.op
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 4, 8, 8), "uint8"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            def dq(v, qp):
+                return bb.emit(sp.dequantize(v, relax.const(qp[0], "float32"), relax.const(qp[1], "int32"), axis=1))
+
+            def q(v, qp):
+                return bb.emit(sp.quantize(v, relax.const(qp[0], "float32"), relax.const(qp[1], "int32"), axis=1,
+                                           out_dtype="uint8"))
+
+            def qconv(v, qin, c_in, c_out, k, qout, relu):
+                w = r.integers(-127, 128, (c_out, c_in, k, k)).astype("int8")
+                ws = f32(0.5 / np.sqrt(c_in * k * k) * (0.8 + 0.4 * r.random(c_out)) / 64)
+                wf = bb.emit(sp.dequantize(relax.const(w), relax.const(ws), relax.const(np.zeros(c_out, "int32")), axis=0))
+                y = bb.emit(sp.nn.conv2d(dq(v, qin), wf, padding=[k // 2] * 4))
+                b = r.integers(-200, 200, c_out).astype("int32")
+                bf = bb.emit(sp.dequantize(relax.const(b), relax.const(f32(qin[0] * ws)),
+                                           relax.const(np.zeros(c_out, "int32")), axis=0))
+                y = bb.emit(sp.add(y, bb.emit(sp.reshape(bf, (1, c_out, 1, 1)))))
+                if relu:
+                    y = bb.emit(sp.nn.relu(y))
+                return q(y, qout)
+
+            q0, q1, q2, q3 = (0.05, 128), (0.04, 0), (0.06, 5), (0.07, 3)
+            q4, q5, q6, q7, q8 = (0.08, 2), (0.09, 0), (0.05, 1), (0.045, 128), (0.03, 128)
+            q9 = (0.055, 3)
+            a = qconv(x, q0, 4, 8, 3, q1, True)
+            p = q(bb.emit(sp.nn.max_pool2d(dq(a, q1), (3, 3), (1, 1), (1, 1, 1, 1))), q1)  # same params
+            b = qconv(a, q1, 8, 8, 1, q2, False)
+            s_ = q(bb.emit(sp.add(dq(p, q1), dq(b, q2))), q3)  # three scales
+            c = q(bb.emit(sp.concat([dq(s_, q3), dq(b, q2)], axis=1)), q4)  # two scales in, a third out
+            parts = bb.emit(sp.split(dq(c, q4), [8], axis=1))
+            lo = q(bb.emit(relax.TupleGetItem(parts, 0)), q4)
+            hi = q(bb.emit(relax.TupleGetItem(parts, 1)), q4)
+            c = q(bb.emit(sp.concat([dq(hi, q4), dq(lo, q4)], axis=1)), q5)
+            # Channel shuffle as exporters write it, each step between dequantize and quantize.
+            c = q(bb.emit(sp.reshape(dq(c, q5), (1, 2, 8, 8, 8))), q5)
+            c = q(bb.emit(sp.permute_dims(dq(c, q5), [0, 2, 1, 3, 4])), q5)
+            c = q(bb.emit(sp.reshape(dq(c, q5), (1, 16, 8, 8))), q5)
+            c = q(bb.emit(sp.permute_dims(dq(c, q5), [0, 1, 3, 2])), q5)  # a model's own transpose
+            c = q(bb.emit(sp.nn.avg_pool2d(dq(c, q5), (3, 3), (2, 2), (1, 1, 1, 1), count_include_pad=False)), q6)
+            # Reshapes that depend on the NCHW element order, the second one requantizing.
+            c = q(bb.emit(sp.reshape(dq(c, q6), (1, 16, 16))), q6)
+            c = q(bb.emit(sp.reshape(dq(c, q6), (1, 16, 4, 4))), q9)
+            c = qconv(c, q9, 16, 8, 1, q7, False)
+            g = q(bb.emit(sp.mean(dq(c, q7), axis=[2, 3], keepdims=True)), q8)
+            flat = q(bb.emit(sp.reshape(dq(g, q8), (1, 8))), q8)
+            out = bb.emit_output(relax.Tuple([flat, c]))  # c keeps the spatial order visible
+        bb.emit_func_output(out)
+    x_in = rng_for(309, 1).integers(0, 256, (1, 4, 8, 8)).astype("uint8")
+    return OModel("qdq_ops", "QDQ uint8 graph: conv -> max pool, 1x1 conv, add (three scales), concatenate "
+                  "(two in, a third out), split and concatenate back reversed, channel shuffle as "
+                  "reshape/permute_dims/reshape (one channel_shuffle node), a transpose of H and W, avg "
+                  "pool, reshapes to 3-D and back (the second requantizing), conv, mean over H, W and "
+                  "flatten, each between dequantize and quantize: one region, every op on the 8-bit "
+                  "tensors, nothing but the layout transposes left in TVM; x[1,4,8,8] u8 -> ([1,8], the last conv's "
+                  "[1,8,4,4]) u8",
+                  bb.get(), [x_in],
+                  flavours=("acl",), quantized=True, max_subgraphs=1, residue_only=_ACL_EDGE,
+                  expect_ops=("conv2d", "max_pool2d", "add", "concatenate", "split", "channel_shuffle",
+                              "transpose", "reshape", "avg_pool2d", "global_avg_pool2d"))
+
+
 def m_minmax_clip():
     r = rng_for(306, 0)
     w = kaiming(r, (4, 4, 3, 3))
@@ -925,7 +994,7 @@ MODELS = [
     m_conv_pad_bias_relu, m_conv_s2_relu6, m_conv_dil_clip, m_dwconv, m_dwconv_mult2,
     m_qconv_uint8, m_qconv_int8, m_qdense_int8, m_max_pool, m_avg_pool, m_global_pools,
     m_dense_bias_relu, m_matmul, m_add_mul, m_conv_softmax, m_reshape_softmax, m_concat,
-    m_cnn, m_cnn_nhwc, m_mobilenet_block, m_mlp, m_mixed, m_qcnn, m_minmax_clip, m_onnx_cnn, m_onnx_mobilenet_tiny,
+    m_cnn, m_cnn_nhwc, m_mobilenet_block, m_mlp, m_mixed, m_qcnn, m_qdq_ops, m_minmax_clip, m_onnx_cnn, m_onnx_mobilenet_tiny,
 ] + MODELS_V2
 
 PARTITIONERS = {"acl": mote_tvm.partition_for_acl, "bnns": mote_tvm.partition_for_bnns}

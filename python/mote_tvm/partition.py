@@ -54,6 +54,11 @@ FORMAT_VERSION = 2
 SUBGRAPH_FUNC = "mote.subgraph"
 
 _QDTYPES = ("int8", "uint8")
+# Float ops that a QDQ graph wraps in dequantize/quantize and partition_for_acl then takes as
+# the op on the 8-bit tensors (_Matcher.qdq_unit).
+_QDQ_OPS = frozenset({"relax.add", "relax.nn.max_pool2d", "relax.nn.avg_pool2d", "relax.nn.adaptive_avg_pool2d",
+                      "relax.mean", "relax.max", "relax.concat", "relax.reshape", "relax.permute_dims",
+                      "relax.split"})
 _NCHW_TO_NHWC = (0, 2, 3, 1)
 _NHWC_TO_NCHW = (0, 3, 1, 2)
 _F32_MAX = 3.0e38  # a clip bound at least this large is no bound
@@ -963,6 +968,159 @@ class _Matcher:
             return None
         return qvar, act
 
+    def qdq_unit(self, var, call, fn):
+        """`dequantize -> op -> quantize` with per-tensor 8-bit parameters on every data input
+        and on every output, as `op` on the 8-bit tensors themselves: each input described as
+        the quantized var with its dequantize's parameters, each output as its quantize's
+        result with the quantize's.  The runtime then does what TVM does (every input
+        dequantized with its own parameters, the float op, the result quantized with the
+        output's; ties to even), inside the region, so it no longer ends at each quantized
+        add, pool, concatenation or reshape.  Ops the runtime runs as byte moves (transpose,
+        split) are taken only when every output has its input's parameters, where TVM's
+        dequantize/quantize round trip gives the same bytes back.
+
+        `fn` builds the float unit (binary, pool2d, ...); its input vars must all be such
+        dequantizes (no float constant operand), and each var it ends at (the op's result, or
+        an activation the format allows on a quantized op) must have a quantize as its only
+        user."""
+        if _op_name(call) == "relax.reshape":
+            unit = self.qdq_channel_shuffle(var, call)
+            if unit is not None:
+                return unit
+        unit = fn(var, call)
+        if unit is None:
+            return None
+        produced = {o for n in unit.nodes for o in n["outputs"]}
+        rename, tensors, in_quants = {}, {}, []
+        for k, t in unit.tensors.items():
+            if k in produced:
+                continue
+            if isinstance(k, int) or t.dtype != "float32":
+                return None  # a constant operand, or not a float view of quantized data
+            dq = self.fi.value_of(k)
+            if _op_name(dq) != "relax.dequantize" or str(dq.attrs.out_dtype) != "float32":
+                return None
+            qx = self.q_input(dq)
+            if qx is None:
+                return None
+            x_var, xs, xz = qx
+            if _static_shape(x_var.ty) != t.shape:
+                return None
+            rename[k] = x_var
+            quant = _quant(xs, xz, _norm_axis(int(dq.attrs.axis), len(t.shape)))
+            tensors[x_var] = _Tensor(t.shape, _dtype(x_var.ty), quant)
+            in_quants.append((_dtype(x_var.ty), quant))
+        if not rename:
+            return None
+        moves = any(n["op"] in ("transpose", "split") for n in unit.nodes)
+        if moves and len(in_quants) != 1:
+            return None
+        outs = unit.extra_outs + [unit.out_var]
+        qouts = []
+        for out in outs:
+            q = self.follow(out, ("relax.quantize",))
+            if q is None:
+                return None
+            qvar, qcall = q
+            os_, oz = self.fi.const_value(qcall.args[1]), self.fi.const_value(qcall.args[2])
+            odt = _dtype(qvar.ty)
+            if os_ is None or oz is None or os_.size != 1 or oz.size != 1 or odt not in _QDTYPES:
+                return None
+            if not qcall.args[0].same_as(out) or _static_shape(qvar.ty) != unit.tensors[out].shape:
+                return None
+            quant = _quant(os_, oz, _norm_axis(int(qcall.attrs.axis), len(unit.tensors[out].shape)))
+            if moves and (odt != in_quants[0][0] or not _same_quant(quant, in_quants[0][1])):
+                return None
+            rename[out] = qvar
+            tensors[qvar] = _Tensor(unit.tensors[out].shape, odt, quant)
+            qouts.append(qvar)
+        # Tensors between the unit's nodes or not read (a global pool's rank-4 result before the
+        # reshape of keepdims=False; a split piece nobody reads): the parameters of the output
+        # (of the input, for a byte move), with which the reshape after is a copy.
+        odt, oquant = (in_quants[0] if moves else (tensors[qouts[-1]].dtype, tensors[qouts[-1]].quant))
+        for k in produced:
+            if k not in rename:
+                shape = unit.tensors[k].shape
+                tensors[k] = _Tensor(shape, odt, dict(oquant, axis=min(oquant["axis"], max(len(shape) - 1, 0))))
+        for n in unit.nodes:
+            act = n["attrs"].get("activation", "none")
+            if not (act in ("none", "relu", "relu6") or (isinstance(act, dict) and "clip" in act)):
+                return None  # the format takes only the clamps on quantized ops
+            n["inputs"] = [rename.get(k, k) for k in n["inputs"]]
+            n["outputs"] = [rename.get(k, k) for k in n["outputs"]]
+        unit.tensors = tensors
+        unit.absorbed.extend(qouts)
+        unit.extra_outs = qouts[:-1]
+        unit.out_var = qouts[-1]
+        return unit
+
+    def qdq_channel_shuffle(self, var, call):
+        """ShuffleNet's channel shuffle (reshape [N,C,H,W] -> [N,g,C/g,H,W], permute_dims
+        (0,2,1,3,4), reshape back) with every step between dequantize and quantize, all with
+        the same per-tensor parameters: one `channel_shuffle` node on the 8-bit tensors (each
+        dequantize/quantize round trip with one set of parameters gives the same codes back)."""
+        dq = self.fi.value_of(call.args[0])
+        if _op_name(dq) != "relax.dequantize":
+            return None
+        qx = self.q_input(dq)
+        if qx is None:
+            return None
+        x_var, xs, xz = qx
+        src, mid = _static_shape(x_var.ty), _static_shape(var.ty)
+        if src is None or mid is None or len(src) != 4 or len(mid) != 5:
+            return None
+        n, c, h, w = src
+        g = mid[1]
+        if g < 1 or c % g or mid != (n, g, c // g, h, w):
+            return None
+        dt = _dtype(x_var.ty)
+        absorbed = [var]
+
+        def same_q(v):  # v = quantize(.) with x's dtype and parameters, then its dequantize
+            q = self.follow(v, ("relax.quantize",))
+            if q is None or _dtype(q[0].ty) != dt:
+                return None
+            s_, z_ = self.fi.const_value(q[1].args[1]), self.fi.const_value(q[1].args[2])
+            if s_ is None or z_ is None or s_.size != 1 or z_.size != 1 or float(s_.reshape(-1)[0]) != float(
+                    xs.reshape(-1)[0]) or int(z_.reshape(-1)[0]) != int(xz.reshape(-1)[0]):
+                return None
+            absorbed.append(q[0])
+            return q[0]
+
+        def then(v, names):
+            nxt = self.follow(v, names)
+            if nxt is not None:
+                absorbed.append(nxt[0])
+            return nxt
+
+        def dq_of(qv):
+            d = then(qv, ("relax.dequantize",)) if qv is not None else None
+            if d is None or self.q_input(d[1]) is None or not self.q_input(d[1])[0].same_as(qv):
+                return None
+            s_, z_ = self.q_input(d[1])[1:]
+            if float(s_.reshape(-1)[0]) != float(xs.reshape(-1)[0]) or int(z_.reshape(-1)[0]) != int(xz.reshape(-1)[0]):
+                return None
+            return d[0]
+
+        d1 = dq_of(same_q(var))
+        p = then(d1, ("relax.permute_dims",)) if d1 is not None else None
+        if p is None or p[1].attrs.axes is None or _ints(p[1].attrs.axes) != [0, 2, 1, 3, 4]:
+            return None
+        d2 = dq_of(same_q(p[0]))
+        r = then(d2, ("relax.reshape",)) if d2 is not None else None
+        if r is None or _static_shape(r[0].ty) != src:
+            return None
+        out = same_q(r[0])
+        if out is None:
+            return None
+        unit = _Unit(out, absorbed, req="NCHW")
+        quant = _quant(xs, xz, 1)
+        unit.tensors[x_var] = _Tensor(src, dt, quant)
+        unit.tensors[out] = _Tensor(src, dt, quant)
+        unit.nodes.append({"op": "channel_shuffle", "inputs": [x_var], "outputs": [out],
+                           "attrs": {"layout": "NCHW", "groups": g}})
+        return unit
+
     # -- dispatch ------------------------------------------------------------------------------
 
     def match(self, var, call) -> _Unit | None:
@@ -1000,8 +1158,14 @@ class _Matcher:
         }.get(name)
         if fn is None:
             return None
+        unit = None
+        if self.t.quantized and name in _QDQ_OPS:
+            try:
+                unit = self.qdq_unit(var, call, fn)
+            except (AttributeError, TypeError, ValueError, IndexError, KeyError):
+                unit = None
         try:
-            unit = fn(var, call)
+            unit = unit or fn(var, call)
         except (AttributeError, TypeError, ValueError, IndexError, KeyError):
             # Never fail the build on an op form we did not foresee: leave it to TVM.
             return None
@@ -1009,6 +1173,14 @@ class _Matcher:
             return None
         for t in unit.tensors.values():
             if any(d <= 0 for d in t.shape) and t.shape:
+                return None
+        # A unit with several results is emitted where its last binding was: a binding it
+        # does not absorb must not read one of the others before that point (a split piece
+        # quantized or used before the next piece is taken, as a QDQ graph has them).
+        at = self.fi.index.get(unit.out_var)
+        inside = set(unit.absorbed)
+        for v in unit.extra_outs:
+            if any(u not in inside and self.fi.index.get(u, -1) < at for u in self.fi.users.get(v, [])):
                 return None
         return unit
 
@@ -1576,7 +1748,7 @@ class _Region:
         for k, t in unit.tensors.items():
             if isinstance(k, int) or t.quant is None:
                 continue
-            if k in self.quants and self.quants[k] != t.quant:
+            if k in self.quants and not _same_quant(self.quants[k], t.quant):
                 return False
         return True
 
@@ -1586,6 +1758,13 @@ class _Region:
         for k, t in unit.tensors.items():
             if not isinstance(k, int) and t.quant is not None:
                 self.quants.setdefault(k, t.quant)
+
+
+def _same_quant(a: dict, b: dict) -> bool:
+    """Whether two `quant` dicts mean the same; with one scale the axis means nothing."""
+    if a["scale"] != b["scale"] or a["zero_point"] != b["zero_point"]:
+        return False
+    return len(a["scale"]) == 1 or a["axis"] == b["axis"]
 
 
 def _convert_axis(axis: int, rank: int) -> int:
@@ -1614,13 +1793,13 @@ def _nchw_order_nodes(nodes, tensors, literal, name):
         (x,), (y,) = n["inputs"], n["outputs"]
         if len(tensors[x].shape) == 4:
             k = f"{name}:{len(tensors)}"
-            tensors[k] = _Tensor(tensors[x].shape, tensors[x].dtype)
+            tensors[k] = _Tensor(tensors[x].shape, tensors[x].dtype, tensors[x].quant)
             literal.add(k)
             out.append({"op": "transpose", "inputs": [x], "outputs": [k], "attrs": {"axes": list(_NHWC_TO_NCHW)}})
             x = k
         if len(tensors[y].shape) == 4:
             k = f"{name}:{len(tensors)}"
-            tensors[k] = _Tensor(tensors[y].shape, tensors[y].dtype)
+            tensors[k] = _Tensor(tensors[y].shape, tensors[y].dtype, tensors[y].quant)
             literal.add(k)
             out.append({"op": "reshape", "inputs": [x], "outputs": [k], "attrs": {}})
             out.append({"op": "transpose", "inputs": [k], "outputs": [y], "attrs": {"axes": list(_NCHW_TO_NHWC)}})
@@ -1821,9 +2000,16 @@ def _partition_function(func: relax.Function, target: _Target, counter: list, mo
                 bindings.append(g)
                 continue
             if all(n["op"] == "reshape" for u in g.units for n in u.nodes):
-                # nothing to compute: not worth a call
-                for u in g.units:
-                    bindings.extend(_original_bindings(block, u))
+                # nothing to compute: not worth a call.  The original bindings may read a
+                # dequantize that was dropped as dead (a quantized reshape reads the 8-bit var
+                # through it): bring those back too.
+                orig = [b for u in g.units for b in _original_bindings(block, u)]
+                need = set()
+                for b in orig:
+                    need.update(relax.analysis.free_vars(b.value))
+                revive = [b for b in block.bindings if b.var in dead and b.var in need]
+                dead.difference_update(b.var for b in revive)
+                bindings.extend(revive + orig)
                 continue
             changed = True
             bindings.extend(_emit_region(g, fi, target, counter, bb, dead, tensor_users))
