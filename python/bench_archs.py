@@ -847,7 +847,9 @@ def int8_summary(rows, by_name, results, threads_list, summary):
         m = by_name[name]
         acl = m.get("acl") or {}
         ops = acl.get("subgraph_ops") or {}
-        q = sum(v for k, v in ops.items() if k.endswith(" q"))
+        # Only convolutions and dense layers: quantized adds, pools and concatenations are
+        # 8-bit nodes of the region too since the partitioner takes them.
+        q = sum(v for k, v in ops.items() if k.endswith(" q") and k.split()[0] in ("conv2d", "dense"))
         qf = sum(v for k, v in ops.items() if not k.endswith(" q") and k.split()[0] in ("conv2d", "dense"))
         n_conv = sum(v for k, v in (m.get("relax_ops") or {}).items() if k in ("nn.conv2d", "matmul"))
         left = acl.get("tvm_ops") or {}
