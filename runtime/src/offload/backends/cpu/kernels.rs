@@ -606,10 +606,24 @@ impl ConvPlan {
     /// input as `i8` ([`qgemm::to_i8`]) and `x_zero` its zero point there; `acc` gets the
     /// exact sums of centered products, NHWC.
     pub fn run_q(&self, x: &[i8], x_zero: i32, w: &[QPacked], acc: &mut [i32]) -> Result<()> {
+        let ld = self.o;
+        self.run_q_into(x, x_zero, w, qgemm::Out::Acc { c: acc, ld })
+    }
+
+    /// [`ConvPlan::run_q`] into `out` (NHWC, row stride `o`): the sums, or requantized by the
+    /// GEMM as it finishes each tile, on the pool thread that computed it.
+    pub(crate) fn run_q_into(
+        &self,
+        x: &[i8],
+        x_zero: i32,
+        w: &[QPacked],
+        out: qgemm::Out<'_>,
+    ) -> Result<()> {
         let (n, c, h, wd, o) = (self.n, self.c, self.h, self.w, self.o);
         let (og, kdim) = (self.og(), self.kdim());
         if x.len() != n * c * h * wd
-            || acc.len() != n * o * self.oh * self.ow
+            || out.len() != n * o * self.oh * self.ow
+            || out.ld() != o
             || w.len() != self.groups
             || w.iter().any(|b| b.k() != kdim || b.n() != og)
             || !(-128..=127).contains(&x_zero)
@@ -620,23 +634,23 @@ impl ConvPlan {
         let pix = self.oh * self.ow;
         let bs = self.block(crate::host::threadpool::current_parallelism());
         let mut pieces = Vec::new();
-        for (b, yb) in acc.chunks_mut(pix * o).enumerate() {
-            for (j, rows) in yb.chunks_mut(bs * o).enumerate() {
+        for (b, yb) in out.split_rows(pix).into_iter().enumerate() {
+            for (j, rows) in yb.split_rows(bs).into_iter().enumerate() {
                 pieces.push((b, j * bs, rows));
             }
         }
-        for_each_piece(pieces, |(b, p0, yrows)| {
+        for_each_piece(pieces, |(b, p0, mut yrows)| {
             let xb = &x[b * h * wd * c..(b + 1) * h * wd * c];
             let rows = yrows.len() / o;
             // Zero beyond `kdim` in every row, as the GEMM requires.
             let mut col = vec![0i8; rows * kp];
             let mut sums = vec![0i32; rows];
-            for g in 0..self.groups {
+            for (g, wg) in w.iter().enumerate() {
                 self.im2col_rows(xb, g, p0, rows, &mut col, kp, x_zero as i8);
                 for (s, row) in sums.iter_mut().zip(col.chunks_exact(kp)) {
                     *s = row[..kdim].iter().map(|&v| v as i32).sum();
                 }
-                qgemm::gemm(rows, &col, x_zero, &sums, &w[g], &mut yrows[g * og..], o)?;
+                qgemm::gemm(rows, &col, x_zero, &sums, wg, yrows.cols_from(g * og))?;
             }
             Ok(())
         })

@@ -154,7 +154,9 @@ enum Step {
     Generic { node: usize },
 }
 
-/// How a quantized conv/dense turns exact accumulators into output values.
+/// How a quantized conv/dense turns exact accumulators into output values: per output channel
+/// `c`, `real = acc as f32 * acc_scale[c] + bias[c]` (a multiply then an add, never fused),
+/// clamped to the activation's bounds, then TVM's quantize ([`quantize`]).
 struct Requant {
     x_zero: f64,
     /// Per output channel: `s_x * s_w[o]`.
@@ -164,8 +166,23 @@ struct Requant {
     out_scale: f32,
     out_zero: i32,
     out_dtype: DType,
-    activation: Activation,
+    /// The activation's clamp bounds (unbounded for the others, which it does not apply).
+    lo: f32,
+    hi: f32,
+    /// The output dtype's range less the zero point, in steps of `out_scale`, and the zero
+    /// point, as f32: see [`Requant::one`].
+    q_lo: f32,
+    q_hi: f32,
+    zero: f32,
 }
+
+/// `1.5 * 2^23`: `(q + ROUND) - ROUND` is `q` rounded to an integer, ties to even (the sum's
+/// unit in the last place is 1), for `|q| <= 2^22`.
+const ROUND: f32 = 12_582_912.0;
+
+/// The largest output zero point (in magnitude) [`Requant::one`] takes: its bounds `q_lo`,
+/// `q_hi` stay well inside `ROUND`'s range and exact.
+const MAX_OUT_ZERO: i32 = 1 << 20;
 
 struct CpuSegment {
     graph: Arc<Graph>,
@@ -520,15 +537,13 @@ fn requant_for(
         Op::Dense { activation } => activation,
         _ => Activation::None,
     };
-    Ok(Requant {
-        x_zero: dq.zero_point_at(0) as f64,
+    Ok(Requant::new(
+        dq.zero_point_at(0) as f64,
         acc_scale,
         bias,
-        out_scale: oq.scale_at(0),
-        out_zero: oq.zero_point_at(0),
-        out_dtype: out.dtype,
+        (oq.scale_at(0), oq.zero_point_at(0), out.dtype),
         activation,
-    })
+    ))
 }
 
 /// A quantized weight as `q - zero_point[channel]` in f64 (channel along `axis`, the output
@@ -731,26 +746,115 @@ fn centered_input(bytes: &[u8], desc: &TensorDesc, zero: f64) -> Vec<f64> {
 }
 
 impl Requant {
-    /// `acc` is laid out with the channel at `chan(i)`; `f32::from`-like `to_f32` rounds an
+    fn new(
+        x_zero: f64,
+        acc_scale: Vec<f32>,
+        bias: Vec<f32>,
+        (out_scale, out_zero, out_dtype): (f32, i32, DType),
+        activation: Activation,
+    ) -> Requant {
+        let (lo, hi) = activation.bounds();
+        let (d_lo, d_hi) = if out_dtype == DType::I8 {
+            (-128, 127)
+        } else {
+            (0, 255)
+        };
+        Requant {
+            x_zero,
+            acc_scale,
+            bias,
+            out_scale,
+            out_zero,
+            out_dtype,
+            lo,
+            hi,
+            q_lo: (d_lo - out_zero.clamp(-MAX_OUT_ZERO, MAX_OUT_ZERO)) as f32,
+            q_hi: (d_hi - out_zero.clamp(-MAX_OUT_ZERO, MAX_OUT_ZERO)) as f32,
+            zero: out_zero as f32,
+        }
+    }
+
+    /// The output channels it has values for.
+    fn channels(&self) -> usize {
+        self.acc_scale.len().min(self.bias.len())
+    }
+
+    /// One value of channel `c` (`scale`, `bias` its entries), exactly as [`quantize`] of
+    /// `(a * scale + bias).clamp(lo, hi)` computes it, in operations that vectorize on every
+    /// level (no call to `rintf`, no integer division): the quotient is clamped to the output
+    /// range less the zero point first, which commutes with rounding to an integer (the bounds
+    /// are integers), so that it then rounds exactly with [`ROUND`] and the zero point adds
+    /// exactly. A NaN passes every clamp and converts to 0, as in [`quantize`].
+    #[inline(always)]
+    fn one(&self, a: f32, scale: f32, bias: f32) -> u8 {
+        let real = a * scale + bias;
+        // `f32::clamp`'s comparisons (which let a NaN through), without its check of the
+        // bounds.
+        let real = if real < self.lo { self.lo } else { real };
+        let real = if real > self.hi { self.hi } else { real };
+        let q = real / self.out_scale;
+        let q = if q < self.q_lo { self.q_lo } else { q };
+        let q = if q > self.q_hi { self.q_hi } else { q };
+        let v = ((q + ROUND) - ROUND + self.zero) as i32;
+        // `v` is in the dtype's range: its low byte is the value (two's complement for int8).
+        v as u8
+    }
+
+    /// Channels `c0..c0 + acc.len()` of one output row (pixel) into `out`, the same length.
+    /// Inline into a caller compiled for the chosen level (`isa::run_as`).
+    #[inline(always)]
+    fn row<A: Copy>(&self, acc: &[A], to_f32: impl Fn(A) -> f32, c0: usize, out: &mut [u8]) {
+        let n = acc.len();
+        let (scale, bias) = (&self.acc_scale[c0..c0 + n], &self.bias[c0..c0 + n]);
+        if self.out_zero.abs() > MAX_OUT_ZERO {
+            for (((o, &a), &s), &b) in out.iter_mut().zip(acc).zip(scale).zip(bias) {
+                let real = (to_f32(a) * s + b).clamp(self.lo, self.hi);
+                *o = quantize(real, self.out_scale, self.out_zero, self.out_dtype);
+            }
+            return;
+        }
+        for (((o, &a), &s), &b) in out.iter_mut().zip(acc).zip(scale).zip(bias) {
+            *o = self.one(to_f32(a), s, b);
+        }
+    }
+
+    /// A whole output whose channel is the fastest-varying dimension (`channels` of them,
+    /// `plane == 1`: NHWC, dense) or a plane of `plane` values each (NCHW). `to_f32` rounds an
     /// exact accumulator to float32 (the same value from an f64 or an i32 accumulator).
     fn apply<A: Copy>(
         &self,
         acc: &[A],
-        to_f32: impl Fn(A) -> f32,
+        to_f32: impl Fn(A) -> f32 + Copy,
         out: &mut [u8],
-        chan: impl Fn(usize) -> usize,
+        channels: usize,
+        plane: usize,
     ) {
-        let (lo, hi) = self.activation.bounds();
-        for (i, (o, &a)) in out.iter_mut().zip(acc).enumerate() {
-            let c = chan(i);
-            let real = to_f32(a) * self.acc_scale[c] + self.bias[c];
-            *o = quantize(
-                real.clamp(lo, hi),
-                self.out_scale,
-                self.out_zero,
-                self.out_dtype,
-            );
-        }
+        let (channels, plane) = (channels.max(1), plane.max(1));
+        isa::vectorized(
+            #[inline(always)]
+            || {
+                if plane == 1 {
+                    for (a, o) in acc.chunks(channels).zip(out.chunks_mut(channels)) {
+                        self.row(a, to_f32, 0, o);
+                    }
+                    return;
+                }
+                for (i, (a, o)) in acc.chunks(plane).zip(out.chunks_mut(plane)).enumerate() {
+                    let c = i % channels;
+                    if self.out_zero.abs() > MAX_OUT_ZERO {
+                        let (s, b) = (self.acc_scale[c], self.bias[c]);
+                        for (o, &a) in o.iter_mut().zip(a) {
+                            let real = (to_f32(a) * s + b).clamp(self.lo, self.hi);
+                            *o = quantize(real, self.out_scale, self.out_zero, self.out_dtype);
+                        }
+                        continue;
+                    }
+                    for (o, &a) in o.iter_mut().zip(a) {
+                        *o = self.one(to_f32(a), self.acc_scale[c], self.bias[c]);
+                    }
+                }
+            },
+        )
     }
 }
 
@@ -1012,11 +1116,16 @@ impl CpuSegment {
                 let unsigned = desc(0).dtype == DType::U8;
                 let x: Vec<i8> = ins[0].iter().map(|&b| qgemm::to_i8(b, unsigned)).collect();
                 let x_zero = qgemm::zero_i8(requant.x_zero as i32, unsigned);
-                let mut acc = vec![0i32; odesc.num_elements()];
-                plan.run_q(&x, x_zero, q, &mut acc).map_err(ctx)?;
-                let o = plan.o;
-                requant.apply(&acc, |a| a as f32, out, |i| i % o);
-                Ok(())
+                if out.len() != odesc.num_elements() {
+                    return Err(ctx(backend_err("conv2d: output size does not match")));
+                }
+                let out = qgemm::Out::Bytes {
+                    out,
+                    ld: plan.o,
+                    rq: requant,
+                    ch0: 0,
+                };
+                plan.run_q_into(&x, x_zero, q, out).map_err(ctx)
             }
             Step::QConv {
                 plan,
@@ -1035,11 +1144,11 @@ impl CpuSegment {
                 };
                 let mut acc = vec![0f64; odesc.num_elements()];
                 plan.run(&x, w, &mut acc, None).map_err(ctx)?;
-                let (o, hw) = (plan.o, plan.oh * plan.ow);
-                match plan.layout {
-                    Layout::Nhwc => requant.apply(&acc, |a| a as f32, out, |i| i % o),
-                    Layout::Nchw => requant.apply(&acc, |a| a as f32, out, |i| (i / hw) % o),
-                }
+                let plane = match plan.layout {
+                    Layout::Nhwc => 1,
+                    Layout::Nchw => plan.oh * plan.ow,
+                };
+                requant.apply(&acc, |a| a as f32, out, plan.o, plane);
                 Ok(())
             }
             Step::Dense {
@@ -1113,19 +1222,26 @@ impl CpuSegment {
                         *s += *d as i32;
                     }
                 }
-                let mut acc = vec![0i32; m * nn];
+                if out.len() != m * nn {
+                    return Err(ctx(backend_err("dense: output size does not match")));
+                }
+                // Rows split over the pool; each piece requantized as its GEMM stores it.
                 let threads = crate::host::threadpool::current_parallelism();
                 let rows = m.div_ceil(threads).max(1);
-                let pieces: Vec<(usize, &mut [i32])> =
-                    acc.chunks_mut(rows * nn).enumerate().collect();
+                let out = qgemm::Out::Bytes {
+                    out,
+                    ld: nn,
+                    rq: requant,
+                    ch0: 0,
+                };
+                let pieces: Vec<(usize, qgemm::Out<'_>)> =
+                    out.split_rows(rows).into_iter().enumerate().collect();
                 kernels::for_each_piece(pieces, |(j, c)| {
                     let r0 = j * rows;
-                    let mr = c.len() / nn;
-                    qgemm::gemm(mr, &a[r0 * kp..], x_zero, &sums[r0..], q, c, nn)
+                    let mr = c.len().div_ceil(nn.max(1));
+                    qgemm::gemm(mr, &a[r0 * kp..], x_zero, &sums[r0..], q, c)
                 })
-                .map_err(ctx)?;
-                requant.apply(&acc, |a| a as f32, out, |i| i % nn);
-                Ok(())
+                .map_err(ctx)
             }
             Step::QDense {
                 weight, requant, ..
@@ -1144,7 +1260,7 @@ impl CpuSegment {
                 };
                 let mut acc = vec![0f64; m * nn];
                 kernels::par_gemm(m, kk, nn, &x, kk, w, nn, &mut acc, nn).map_err(ctx)?;
-                requant.apply(&acc, |a| a as f32, out, |i| i % nn);
+                requant.apply(&acc, |a| a as f32, out, nn, 1);
                 Ok(())
             }
             Step::Generic { .. } => {
@@ -1433,5 +1549,175 @@ mod tests {
                 });
             }
         }
+    }
+
+    /// Today's scalar requantization, the definition the fast one must equal bit for bit:
+    /// `acc * scale + bias` (a multiply then an add), clamped to the activation's bounds, then
+    /// `round_ties_even(x / out_scale) + zero`, clamped to the dtype's range.
+    pub(super) fn requant_reference(rq: &Requant, acc: f32, c: usize) -> u8 {
+        let real = (acc * rq.acc_scale[c] + rq.bias[c]).clamp(rq.lo, rq.hi);
+        let (dlo, dhi) = if rq.out_dtype == DType::I8 {
+            (-128.0, 127.0)
+        } else {
+            (0.0, 255.0)
+        };
+        let v = ((real / rq.out_scale).round_ties_even() + rq.out_zero as f32).clamp(dlo, dhi);
+        if rq.out_dtype == DType::I8 {
+            v as i8 as u8
+        } else {
+            v as u8
+        }
+    }
+
+    /// Requantization cases: per-channel scales and biases that make exact ties (x.5 steps of
+    /// the output scale), huge and infinite values, a NaN (an infinite scale times 0), with
+    /// every activation's bounds, int8 and uint8 outputs at zero points from far negative to
+    /// far positive (past `MAX_OUT_ZERO` too), and channel counts around the vector widths.
+    pub(super) fn requant_cases(mut f: impl FnMut(&Requant, &[i32], &str)) {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let activations = [
+            Activation::None,
+            Activation::Relu,
+            Activation::Relu6,
+            Activation::Clip(-0.75, 2.5),
+            Activation::Sigmoid,
+            Activation::Tanh,
+            Activation::Hardswish,
+            Activation::Hardsigmoid(0.2, 0.5),
+            Activation::Silu,
+            Activation::Gelu,
+            Activation::GeluTanh,
+            Activation::LeakyRelu(0.1),
+        ];
+        for channels in [1usize, 3, 15, 16, 17, 33, 40] {
+            for dtype in [DType::I8, DType::U8] {
+                for zero in [-(1 << 25), -300, -128, -5, 0, 3, 127, 128, 255, 1 << 21] {
+                    for (ai, &act) in activations.iter().enumerate() {
+                        // Channel kinds: exact ties (scale 0.5 or 0.25 of an output step of
+                        // 1 or 0.5, half-step biases), random scales, huge ones, infinite.
+                        let (mut scale, mut bias) = (Vec::new(), Vec::new());
+                        for c in 0..channels {
+                            let (s, b) = match (c + ai) % 6 {
+                                0 => (0.5, 0.0),
+                                1 => (0.25, -0.5),
+                                2 => (f32::from_bits(0x3a00_0000 | (next() as u32 & 0xffff)), 0.1),
+                                3 => (0.5, 0.25 * ((next() % 64) as f32 - 32.0)),
+                                4 => (1e30, -1e30),
+                                _ => (f32::INFINITY, 0.0),
+                            };
+                            scale.push(s);
+                            bias.push(b);
+                        }
+                        let out_scale = if ai % 2 == 0 { 1.0 } else { 0.5 };
+                        let rq = Requant::new(0.0, scale, bias, (out_scale, zero, dtype), act);
+                        // Accumulators: small (every tie near the output range), random
+                        // 32-bit, the extremes and zero (the NaN of the infinite scale).
+                        let rows = 9;
+                        let acc: Vec<i32> = (0..rows * channels)
+                            .map(|i| match (i / channels) % 5 {
+                                0 | 1 => (next() % 1200) as i32 - 600,
+                                2 => next() as i32,
+                                3 => [i32::MIN, i32::MAX, 0, -1, 1][i % 5],
+                                _ => (next() % 64) as i32 - 32,
+                            })
+                            .collect();
+                        let what = format!("{channels} channels {dtype:?} zero {zero} {act:?}");
+                        f(&rq, &acc, &what);
+                    }
+                }
+            }
+        }
+        // Values where the order of operations decides the output: a fused multiply-add for
+        // `acc * scale + bias`, or a multiply by `1 / out_scale` for the division, lands on
+        // the other side of a tie. Searched for, then one row of them (enough that both kinds
+        // occur and the row is longer than a vector).
+        let out_scale = 0.1f32;
+        let (mut scale, mut bias, mut acc) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut fma, mut recip) = (0, 0);
+        while fma < 20 || recip < 20 {
+            let a = (next() % 2000) as i32 - 1000;
+            let k = (next() % 200) as f32 - 100.0;
+            if fma <= recip {
+                // `a * s` lands on half a step from an integer number of steps, rounded.
+                let s = f32::from_bits(0x3c00_0000 | (next() as u32 & 0x7f_ffff));
+                let b = (k + 0.5) * out_scale - a as f32 * s;
+                let unfused = ((a as f32 * s + b) / out_scale).round_ties_even();
+                let fused = ((a as f32).mul_add(s, b) / out_scale).round_ties_even();
+                if unfused != fused {
+                    (scale.push(s), bias.push(b), acc.push(a), fma += 1);
+                }
+            } else {
+                // The bias (scale 0) within a few units in the last place of a tie.
+                let tie = (k + 0.5) * out_scale;
+                let b = f32::from_bits((tie.to_bits() as i64 + (next() % 5) as i64 - 2) as u32);
+                let div = (b / out_scale).round_ties_even();
+                let mul = (b * (1.0 / out_scale)).round_ties_even();
+                if div != mul {
+                    (scale.push(0.0), bias.push(b), acc.push(a), recip += 1);
+                }
+            }
+        }
+        for dtype in [DType::I8, DType::U8] {
+            let rq = Requant::new(
+                0.0,
+                scale.clone(),
+                bias.clone(),
+                (out_scale, 10, dtype),
+                Activation::None,
+            );
+            f(&rq, &acc, &format!("order of operations, {dtype:?}"));
+        }
+    }
+
+    /// Per output row and through `apply` (channel-last and planes), at every ISA level this
+    /// CPU has, the requantization equals the scalar formula bit for bit.
+    #[test]
+    fn quantized_requant_matches_the_scalar_formula_bit_for_bit() {
+        let mut cases = 0;
+        requant_cases(|rq, acc, what| {
+            let ch = rq.channels();
+            let want: Vec<u8> = acc
+                .iter()
+                .enumerate()
+                .map(|(i, &a)| requant_reference(rq, a as f32, i % ch))
+                .collect();
+            for &level in isa::supported() {
+                let mut got = vec![0xa5u8; acc.len()];
+                isa::run_as(level, || {
+                    for (a, o) in acc.chunks(ch).zip(got.chunks_mut(ch)) {
+                        rq.row(a, |v| v as f32, 0, o);
+                    }
+                });
+                assert_eq!(got, want, "{what}, rows at {}", level.name());
+            }
+            // A row's tail from channel 1 on.
+            if ch > 1 {
+                let mut got = vec![0u8; ch - 1];
+                rq.row(&acc[1..ch], |v| v as f32, 1, &mut got);
+                assert_eq!(got, want[1..ch], "{what}, from channel 1");
+            }
+            let mut got = vec![0xa5u8; acc.len()];
+            rq.apply(acc, |v| v as f32, &mut got, ch, 1);
+            assert_eq!(got, want, "{what}, apply");
+            // Planes of 3 values per channel (NCHW), from f64 accumulators.
+            let accf: Vec<f64> = acc.iter().map(|&a| a as f64).collect();
+            let planes = acc.len() / 3;
+            let want: Vec<u8> = acc[..planes * 3]
+                .iter()
+                .enumerate()
+                .map(|(i, &a)| requant_reference(rq, a as f32, (i / 3) % ch))
+                .collect();
+            let mut got = vec![0xa5u8; planes * 3];
+            rq.apply(&accf[..planes * 3], |v| v as f32, &mut got, ch, 3);
+            assert_eq!(got, want, "{what}, apply to planes");
+            cases += 1;
+        });
+        assert_eq!(cases, 7 * 2 * 10 * 12 + 2);
     }
 }

@@ -157,70 +157,179 @@ impl QPacked {
     }
 }
 
-/// `c[m][n]` (row stride `ldc`) = the exact product above, by `b`'s level, for `m` rows of `a` (`i8`, row
-/// stride `b.k_padded()`, zero beyond `K`) whose sums over `K` are `row_sums`.
+/// Where [`gemm`] (and the convolution on it, `ConvPlan::run_q_into`) leaves its results.
+pub(crate) enum Out<'a> {
+    /// The exact sums, `i32`, rows `ld` apart.
+    Acc { c: &'a mut [i32], ld: usize },
+    /// Requantized by `rq` as each tile is finished (its column `j` is channel `ch0 + j`),
+    /// one byte per value, rows `ld` apart.
+    Bytes {
+        out: &'a mut [u8],
+        ld: usize,
+        rq: &'a super::Requant,
+        ch0: usize,
+    },
+}
+
+impl<'a> Out<'a> {
+    /// Elements from the first row's start to the end of the buffer.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Out::Acc { c, .. } => c.len(),
+            Out::Bytes { out, .. } => out.len(),
+        }
+    }
+
+    /// The row stride.
+    pub(crate) fn ld(&self) -> usize {
+        match self {
+            Out::Acc { ld, .. } | Out::Bytes { ld, .. } => *ld,
+        }
+    }
+
+    /// Consecutive pieces of `rows` rows each (the last may have fewer), for splitting the
+    /// work over threads.
+    pub(crate) fn split_rows(self, rows: usize) -> Vec<Out<'a>> {
+        let step = (rows * self.ld()).max(1);
+        match self {
+            Out::Acc { c, ld } => c.chunks_mut(step).map(|c| Out::Acc { c, ld }).collect(),
+            Out::Bytes { out, ld, rq, ch0 } => out
+                .chunks_mut(step)
+                .map(|out| Out::Bytes { out, ld, rq, ch0 })
+                .collect(),
+        }
+    }
+
+    /// The same rows from column `col` on (a group's channels).
+    pub(crate) fn cols_from(&mut self, col: usize) -> Out<'_> {
+        match self {
+            Out::Acc { c, ld } => Out::Acc {
+                c: &mut c[col..],
+                ld: *ld,
+            },
+            Out::Bytes { out, ld, rq, ch0 } => Out::Bytes {
+                out: &mut out[col..],
+                ld: *ld,
+                rq,
+                ch0: *ch0 + col,
+            },
+        }
+    }
+}
+
+/// The exact product above, by `b`'s level, for `m` rows of `a` (`i8`, row stride
+/// `b.k_padded()`, zero beyond `K`) whose sums over `K` are `row_sums`, into `out`: as sums, or
+/// requantized tile by tile while they are in cache (the requantization compiled for the
+/// chosen ISA level, `isa::run_as`).
 pub(crate) fn gemm(
     m: usize,
     a: &[i8],
     a_zero: i32,
     row_sums: &[i32],
     b: &QPacked,
-    c: &mut [i32],
-    ldc: usize,
+    mut out: Out<'_>,
 ) -> crate::error::Result<()> {
     let (kp, n) = (b.kp, b.n);
-    if a.len() < m * kp || row_sums.len() < m || (m > 0 && c.len() < (m - 1) * ldc + n) {
+    let (ld, len) = (out.ld(), out.len());
+    if a.len() < m * kp || row_sums.len() < m || (m > 0 && len < (m - 1) * ld + n) {
         return Err(super::backend_err("qgemm: operand buffers too small"));
     }
-    let (kz, level) = ((b.k as i32).wrapping_mul(a_zero), b.level);
-    for r0 in (0..m).step_by(MR) {
-        let rows = MR.min(m - r0);
-        let at = &a[r0 * kp..(r0 + rows) * kp];
-        for (p, panel) in b.data.chunks_exact(kp * NR).enumerate() {
+    if let Out::Bytes { rq, ch0, .. } = &out {
+        if rq.channels() < ch0 + n {
+            return Err(super::backend_err(
+                "qgemm: fewer requantization channels than columns",
+            ));
+        }
+    }
+    // The kernel this CPU runs for `b`'s level, checked once (not per tile).
+    let level = match b.level {
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 if isa::supported().contains(&Isa::Avx2) => Level::Avx2,
+        #[cfg(target_arch = "aarch64")]
+        Level::Dotprod if std::arch::is_aarch64_feature_detected!("dotprod") => Level::Dotprod,
+        #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+        Level::Avx512Vnni if levels().contains(&Level::Avx512Vnni) => Level::Avx512Vnni,
+        _ => Level::Scalar,
+    };
+    isa::run_as(
+        isa::current(),
+        #[inline(always)]
+        || gemm_body(m, a, a_zero, row_sums, b, level, &mut out),
+    );
+    Ok(())
+}
+
+/// [`gemm`] once checked, with the kernels of `level` (one this CPU runs).
+#[inline(always)]
+fn gemm_body(
+    m: usize,
+    a: &[i8],
+    a_zero: i32,
+    row_sums: &[i32],
+    b: &QPacked,
+    level: Level,
+    out: &mut Out<'_>,
+) {
+    let (kp, n) = (b.kp, b.n);
+    let kz = (b.k as i32).wrapping_mul(a_zero);
+    for (p, panel) in b.data.chunks_exact(kp * NR).enumerate() {
+        let (c0, cols) = (p * NR, NR.min(n - p * NR));
+        // Per column of the panel: the terms that do not depend on the row (zero beyond
+        // `cols`, whose sums are never stored).
+        let mut zb = [0i32; NR];
+        let mut corr = [0i32; NR];
+        for j in 0..cols {
+            let (cs, z) = (b.col_sums[c0 + j], b.zero[c0 + j]);
+            zb[j] = z;
+            corr[j] = kz.wrapping_mul(z).wrapping_sub(a_zero.wrapping_mul(cs));
+            if level == Level::Avx512Vnni {
+                // That kernel sums (a + 128) * b.
+                corr[j] = corr[j].wrapping_sub(128i32.wrapping_mul(cs));
+            }
+        }
+        for r0 in (0..m).step_by(MR) {
+            let rows = MR.min(m - r0);
+            let at = &a[r0 * kp..(r0 + rows) * kp];
             let mut acc = [[0i32; NR]; MR];
             match level {
                 #[cfg(target_arch = "x86_64")]
-                Level::Avx2 if isa::supported().contains(&Isa::Avx2) => {
-                    // SAFETY: AVX2 was detected on this CPU; `at` holds `rows` rows of `kp`
-                    // bytes and `panel` `kp * NR`, which is all the kernel reads.
-                    unsafe { avx2::tile(rows, at, kp, panel, &mut acc) }
-                }
+                // SAFETY: `gemm` chose this level only where AVX2 was detected on this CPU;
+                // `at` holds `rows` rows of `kp` bytes and `panel` `kp * NR`, which is all
+                // the kernel reads.
+                Level::Avx2 => unsafe { avx2::tile(rows, at, kp, panel, &mut acc) },
                 #[cfg(target_arch = "aarch64")]
-                Level::Dotprod if std::arch::is_aarch64_feature_detected!("dotprod") => {
-                    // SAFETY: the dot-product extension was detected on this CPU; `at` holds
-                    // `rows` rows of `kp` bytes (a multiple of 16) and `panel` `kp * NR`.
-                    unsafe { dotprod::tile(rows, at, kp, panel, &mut acc) }
-                }
+                // SAFETY: `gemm` chose this level only where the dot-product extension was
+                // detected; `at` holds `rows` rows of `kp` bytes (a multiple of 16) and
+                // `panel` `kp * NR`.
+                Level::Dotprod => unsafe { dotprod::tile(rows, at, kp, panel, &mut acc) },
                 #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
-                Level::Avx512Vnni if levels().contains(&Level::Avx512Vnni) => {
-                    // SAFETY: AVX-512 F/BW and VNNI were detected on this CPU; `at` holds
-                    // `rows` rows of `kp` bytes and `panel` `kp * NR`.
-                    unsafe { vnni::tile(rows, at, kp, panel, &mut acc) };
-                    // The kernel summed (a + 128) * b.
-                    for accr in acc.iter_mut().take(rows) {
-                        for (j, v) in accr.iter_mut().enumerate().take(n - p * NR) {
-                            *v = v.wrapping_sub(128i32.wrapping_mul(b.col_sums[p * NR + j]));
-                        }
-                    }
-                }
+                // SAFETY: `gemm` chose this level only where AVX-512 F/BW and VNNI were
+                // detected; `at` holds `rows` rows of `kp` bytes and `panel` `kp * NR`.
+                Level::Avx512Vnni => unsafe { vnni::tile(rows, at, kp, panel, &mut acc) },
                 _ => scalar_tile(rows, at, kp, panel, &mut acc),
             }
-            let cols = NR.min(n - p * NR);
             for (r, accr) in acc.iter().enumerate().take(rows) {
-                let za_rs = row_sums[r0 + r];
-                let out = &mut c[(r0 + r) * ldc + p * NR..(r0 + r) * ldc + p * NR + cols];
-                for (j, o) in out.iter_mut().enumerate() {
-                    let col = p * NR + j;
-                    let zb = b.zero[col];
-                    *o = accr[j]
-                        .wrapping_sub(a_zero.wrapping_mul(b.col_sums[col]))
-                        .wrapping_sub(zb.wrapping_mul(za_rs))
-                        .wrapping_add(kz.wrapping_mul(zb));
+                let rs = row_sums[r0 + r];
+                let v: [i32; NR] = std::array::from_fn(|j| {
+                    accr[j]
+                        .wrapping_add(corr[j])
+                        .wrapping_sub(zb[j].wrapping_mul(rs))
+                });
+                let o0 = (r0 + r) * out.ld() + c0;
+                match out {
+                    Out::Acc { c, .. } => c[o0..o0 + cols].copy_from_slice(&v[..cols]),
+                    // A whole panel as a fixed-size row (one or a few vectors, no remainder
+                    // loop), else the edge columns.
+                    Out::Bytes { out, rq, ch0, .. } if cols == NR => {
+                        rq.row(&v, |a| a as f32, *ch0 + c0, &mut out[o0..o0 + NR])
+                    }
+                    Out::Bytes { out, rq, ch0, .. } => {
+                        rq.row(&v[..cols], |a| a as f32, *ch0 + c0, &mut out[o0..o0 + cols])
+                    }
                 }
             }
         }
     }
-    Ok(())
 }
 
 fn scalar_tile(rows: usize, a: &[i8], kp: usize, panel: &[i8], acc: &mut [[i32; NR]; MR]) {
@@ -477,7 +586,11 @@ mod dotprod {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::requant_reference;
+    use super::super::Requant;
     use super::*;
+    use crate::dtype::DType;
+    use crate::offload::format::Activation;
 
     /// Every level against an `i64` reference of the centered products, on shapes with edge
     /// tiles and padded `k`, uint8 and int8 operands at extreme zero points, into a poisoned
@@ -540,7 +653,15 @@ mod tests {
                             .expect("b");
                     let ldc = n + 3;
                     let mut c = vec![i32::MIN; m * ldc];
-                    gemm(m, &a, zero_i8(za, ua), &sums, &b, &mut c, ldc).expect("gemm");
+                    gemm(
+                        m,
+                        &a,
+                        zero_i8(za, ua),
+                        &sums,
+                        &b,
+                        Out::Acc { c: &mut c, ld: ldc },
+                    )
+                    .expect("gemm");
                     for (i, &w) in want.iter().enumerate() {
                         let (r, j) = (i / n, i % n);
                         assert_eq!(
@@ -551,6 +672,39 @@ mod tests {
                     }
                     for r in 0..m {
                         assert!(c[r * ldc + n..(r + 1) * ldc].iter().all(|&v| v == i32::MIN));
+                    }
+                    // Requantized as the tiles are stored, columns from channel 2 on: equal
+                    // to the scalar formula on the exact sums, row padding untouched.
+                    for (dtype, zero, act) in [
+                        (DType::U8, 3, Activation::Relu),
+                        (DType::I8, -7, Activation::None),
+                        (DType::I8, 100, Activation::Clip(-2.0, 1.5)),
+                    ] {
+                        let scale: Vec<f32> = (0..n + 2)
+                            .map(|j| [0.5, 1.0 / 1024.0, 3e-4, 0.25][j % 4])
+                            .collect();
+                        let bias: Vec<f32> = (0..n + 2).map(|j| [0.0, -0.5, 1.25][j % 3]).collect();
+                        let out_scale = if zero == 3 { 0.5 } else { 1.0 };
+                        let rq = Requant::new(0.0, scale, bias, (out_scale, zero, dtype), act);
+                        let mut q = vec![0xa5u8; m * ldc];
+                        let out = Out::Bytes {
+                            out: &mut q,
+                            ld: ldc,
+                            rq: &rq,
+                            ch0: 2,
+                        };
+                        gemm(m, &a, zero_i8(za, ua), &sums, &b, out).expect("gemm");
+                        for (i, &w) in want.iter().enumerate() {
+                            let (r, j) = (i / n, i % n);
+                            assert_eq!(
+                                q[r * ldc + j],
+                                requant_reference(&rq, w as i32 as f32, j + 2),
+                                "{level:?} {m}x{k}x{n} (ua {ua}, ub {ub}) {dtype:?}: q[{r}][{j}]"
+                            );
+                        }
+                        for r in 0..m {
+                            assert!(q[r * ldc + n..(r + 1) * ldc].iter().all(|&v| v == 0xa5));
+                        }
                     }
                 }
             }
