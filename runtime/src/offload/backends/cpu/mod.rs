@@ -169,14 +169,13 @@ struct Requant {
     /// The activation's clamp bounds (unbounded for the others, which it does not apply).
     lo: f32,
     hi: f32,
-    /// The output dtype's range less the zero point, in steps of `out_scale`, and the zero
-    /// point, as f32: see [`Requant::one`].
+    /// The output dtype's range less the zero point, in steps of `out_scale`, as f32: see
+    /// [`Requant::one`].
     q_lo: f32,
     q_hi: f32,
-    zero: f32,
 }
 
-/// `1.5 * 2^23`: `(q + ROUND) - ROUND` is `q` rounded to an integer, ties to even (the sum's
+/// `1.5 * 2^23`: `q + ROUND` is `ROUND + q` rounded to an integer, ties to even (the sum's
 /// unit in the last place is 1), for `|q| <= 2^22`.
 const ROUND: f32 = 12_582_912.0;
 
@@ -770,7 +769,6 @@ impl Requant {
             hi,
             q_lo: (d_lo - out_zero.clamp(-MAX_OUT_ZERO, MAX_OUT_ZERO)) as f32,
             q_hi: (d_hi - out_zero.clamp(-MAX_OUT_ZERO, MAX_OUT_ZERO)) as f32,
-            zero: out_zero as f32,
         }
     }
 
@@ -784,7 +782,7 @@ impl Requant {
     /// level (no call to `rintf`, no integer division): the quotient is clamped to the output
     /// range less the zero point first, which commutes with rounding to an integer (the bounds
     /// are integers), so that it then rounds exactly with [`ROUND`] and the zero point adds
-    /// exactly. A NaN passes every clamp and converts to 0, as in [`quantize`].
+    /// in integers. A NaN passes every clamp and becomes 0, as in [`quantize`].
     #[inline(always)]
     fn one(&self, a: f32, scale: f32, bias: f32) -> u8 {
         let real = a * scale + bias;
@@ -795,7 +793,12 @@ impl Requant {
         let q = real / self.out_scale;
         let q = if q < self.q_lo { self.q_lo } else { q };
         let q = if q > self.q_hi { self.q_hi } else { q };
-        let v = ((q + ROUND) - ROUND + self.zero) as i32;
+        // `q + ROUND` is `ROUND + round(q)`, exactly; the difference of their bits is
+        // `round(q)` (the exponent is the same). Integer operations: no float-to-integer
+        // conversion, whose saturating form does not vectorize well.
+        let v = ((q + ROUND).to_bits() as i32 - ROUND.to_bits() as i32) + self.out_zero;
+        // A NaN becomes 0, as `NaN as i32` does in `quantize`.
+        let v = if q.is_nan() { 0 } else { v };
         // `v` is in the dtype's range: its low byte is the value (two's complement for int8).
         v as u8
     }
@@ -1650,7 +1653,10 @@ mod tests {
                 let unfused = ((a as f32 * s + b) / out_scale).round_ties_even();
                 let fused = ((a as f32).mul_add(s, b) / out_scale).round_ties_even();
                 if unfused != fused {
-                    (scale.push(s), bias.push(b), acc.push(a), fma += 1);
+                    scale.push(s);
+                    bias.push(b);
+                    acc.push(a);
+                    fma += 1;
                 }
             } else {
                 // The bias (scale 0) within a few units in the last place of a tie.
@@ -1659,7 +1665,10 @@ mod tests {
                 let div = (b / out_scale).round_ties_even();
                 let mul = (b * (1.0 / out_scale)).round_ties_even();
                 if div != mul {
-                    (scale.push(0.0), bias.push(b), acc.push(a), recip += 1);
+                    scale.push(0.0);
+                    bias.push(b);
+                    acc.push(a);
+                    recip += 1;
                 }
             }
         }

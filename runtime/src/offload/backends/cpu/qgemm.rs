@@ -251,19 +251,80 @@ pub(crate) fn gemm(
         Level::Avx512Vnni if levels().contains(&Level::Avx512Vnni) => Level::Avx512Vnni,
         _ => Level::Scalar,
     };
+    // The VNNI kernel's `a` as uint8: this thread's buffer, taken out of its cell for the
+    // call (the work inside `LocalKey::with` would be compiled apart from `run_as`'s level).
+    let mut au = match level {
+        Level::Avx512Vnni => {
+            A_U8.with(|cell| cell.try_borrow_mut().map(|mut v| std::mem::take(&mut *v)))
+        }
+        _ => Ok(Vec::new()),
+    }
+    .unwrap_or_default();
+    if level == Level::Avx512Vnni && au.len() < m * kp {
+        au.resize(m * kp, 0);
+    }
     isa::run_as(
         isa::current(),
         #[inline(always)]
-        || gemm_body(m, a, a_zero, row_sums, b, level, &mut out),
+        || gemm_body(m, a, &mut au, a_zero, row_sums, b, level, &mut out),
     );
+    if level == Level::Avx512Vnni {
+        A_U8.with(|cell| {
+            if let Ok(mut v) = cell.try_borrow_mut() {
+                *v = au;
+            }
+        });
+    }
     Ok(())
 }
 
-/// [`gemm`] once checked, with the kernels of `level` (one this CPU runs).
+/// Rows and panels of `b` per tile of the VNNI kernel: 6 x 4 accumulators (of the 32 zmm
+/// registers), which one load of each panel and one broadcast per row feed for 24
+/// `vpdpbusd`.
+const VNNI_MR: usize = 6;
+const VNNI_NB: usize = 4;
+
+thread_local! {
+    /// The VNNI kernel's `a` as uint8, per thread, kept between calls.
+    static A_U8: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// [`gemm`] once checked, with the kernels of `level` (one this CPU runs); `au` at least
+/// `m * kp` bytes for the VNNI kernel.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn gemm_body(
     m: usize,
     a: &[i8],
+    au: &mut [u8],
+    a_zero: i32,
+    row_sums: &[i32],
+    b: &QPacked,
+    level: Level,
+    out: &mut Out<'_>,
+) {
+    if level != Level::Avx512Vnni {
+        return tiles(m, a, &[], a_zero, row_sums, b, level, out);
+    }
+    // `vpdpbusd` multiplies uint8 by int8: `a` shifted back to uint8 once here, not per
+    // tile and panel (its sums gain `128 * colsum(b)`, taken off with the zero points).
+    let len = m * b.kp;
+    for (d, &v) in au[..len].iter_mut().zip(&a[..len]) {
+        *d = v as u8 ^ 0x80;
+    }
+    tiles(m, a, &au[..len], a_zero, row_sums, b, level, out)
+}
+
+/// The tile loops of [`gemm_body`]: panels of `b` (groups of [`VNNI_NB`] for the VNNI kernel)
+/// outermost, so that they stay in cache while the rows of `a` pass; `au` is `a` as uint8 for
+/// the VNNI kernel (else unused).
+#[allow(clippy::too_many_arguments)]
+#[cfg_attr(not(all(target_arch = "x86_64", feature = "avx512")), allow(unused_variables))]
+#[inline(always)]
+fn tiles(
+    m: usize,
+    a: &[i8],
+    au: &[u8],
     a_zero: i32,
     row_sums: &[i32],
     b: &QPacked,
@@ -272,59 +333,81 @@ fn gemm_body(
 ) {
     let (kp, n) = (b.kp, b.n);
     let kz = (b.k as i32).wrapping_mul(a_zero);
-    for (p, panel) in b.data.chunks_exact(kp * NR).enumerate() {
-        let (c0, cols) = (p * NR, NR.min(n - p * NR));
-        // Per column of the panel: the terms that do not depend on the row (zero beyond
-        // `cols`, whose sums are never stored).
-        let mut zb = [0i32; NR];
-        let mut corr = [0i32; NR];
-        for j in 0..cols {
-            let (cs, z) = (b.col_sums[c0 + j], b.zero[c0 + j]);
-            zb[j] = z;
-            corr[j] = kz.wrapping_mul(z).wrapping_sub(a_zero.wrapping_mul(cs));
-            if level == Level::Avx512Vnni {
-                // That kernel sums (a + 128) * b.
-                corr[j] = corr[j].wrapping_sub(128i32.wrapping_mul(cs));
+    let panels = n.div_ceil(NR);
+    let (mr, nb) = match level {
+        Level::Avx512Vnni => (VNNI_MR, VNNI_NB),
+        _ => (MR, 1),
+    };
+    for p0 in (0..panels).step_by(nb) {
+        let np = nb.min(panels - p0);
+        // Per column of each panel: the terms that do not depend on the row (zero beyond
+        // `n`, whose sums are never stored).
+        let mut zb = [[0i32; NR]; VNNI_NB];
+        let mut corr = [[0i32; NR]; VNNI_NB];
+        for (i, (zb, corr)) in zb.iter_mut().zip(&mut corr).enumerate().take(np) {
+            let c0 = (p0 + i) * NR;
+            for j in 0..NR.min(n - c0) {
+                let (cs, z) = (b.col_sums[c0 + j], b.zero[c0 + j]);
+                zb[j] = z;
+                corr[j] = kz.wrapping_mul(z).wrapping_sub(a_zero.wrapping_mul(cs));
+                if level == Level::Avx512Vnni {
+                    // That kernel sums (a + 128) * b.
+                    corr[j] = corr[j].wrapping_sub(128i32.wrapping_mul(cs));
+                }
             }
         }
-        for r0 in (0..m).step_by(MR) {
-            let rows = MR.min(m - r0);
+        let bp = &b.data[p0 * kp * NR..(p0 + np) * kp * NR];
+        for r0 in (0..m).step_by(mr) {
+            let rows = mr.min(m - r0);
+            let mut acc = [[[0i32; NR]; VNNI_NB]; VNNI_MR];
             let at = &a[r0 * kp..(r0 + rows) * kp];
-            let mut acc = [[0i32; NR]; MR];
+            let mut four = [[0i32; NR]; MR];
             match level {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: `gemm` chose this level only where AVX2 was detected on this CPU;
-                // `at` holds `rows` rows of `kp` bytes and `panel` `kp * NR`, which is all
-                // the kernel reads.
-                Level::Avx2 => unsafe { avx2::tile(rows, at, kp, panel, &mut acc) },
+                // `at` holds `rows` rows of `kp` bytes and `bp` (one panel) `kp * NR`, which
+                // is all the kernel reads.
+                Level::Avx2 => unsafe { avx2::tile(rows, at, kp, bp, &mut four) },
                 #[cfg(target_arch = "aarch64")]
                 // SAFETY: `gemm` chose this level only where the dot-product extension was
-                // detected; `at` holds `rows` rows of `kp` bytes (a multiple of 16) and
-                // `panel` `kp * NR`.
-                Level::Dotprod => unsafe { dotprod::tile(rows, at, kp, panel, &mut acc) },
+                // detected; `at` holds `rows` rows of `kp` bytes (a multiple of 16) and `bp`
+                // (one panel) `kp * NR`.
+                Level::Dotprod => unsafe { dotprod::tile(rows, at, kp, bp, &mut four) },
                 #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
                 // SAFETY: `gemm` chose this level only where AVX-512 F/BW and VNNI were
-                // detected; `at` holds `rows` rows of `kp` bytes and `panel` `kp * NR`.
-                Level::Avx512Vnni => unsafe { vnni::tile(rows, at, kp, panel, &mut acc) },
-                _ => scalar_tile(rows, at, kp, panel, &mut acc),
+                // detected; `au` holds `rows` rows of `kp` bytes from row `r0` on, `bp` `np`
+                // panels of `kp * NR`, and `rows <= VNNI_MR`, `np <= VNNI_NB`.
+                Level::Avx512Vnni => unsafe {
+                    vnni::tile(rows, np, &au[r0 * kp..(r0 + rows) * kp], kp, bp, &mut acc)
+                },
+                _ => scalar_tile(rows, at, kp, bp, &mut four),
+            }
+            if nb == 1 {
+                for (accr, f) in acc.iter_mut().zip(four) {
+                    accr[0] = f;
+                }
             }
             for (r, accr) in acc.iter().enumerate().take(rows) {
                 let rs = row_sums[r0 + r];
-                let v: [i32; NR] = std::array::from_fn(|j| {
-                    accr[j]
-                        .wrapping_add(corr[j])
-                        .wrapping_sub(zb[j].wrapping_mul(rs))
-                });
-                let o0 = (r0 + r) * out.ld() + c0;
-                match out {
-                    Out::Acc { c, .. } => c[o0..o0 + cols].copy_from_slice(&v[..cols]),
-                    // A whole panel as a fixed-size row (one or a few vectors, no remainder
-                    // loop), else the edge columns.
-                    Out::Bytes { out, rq, ch0, .. } if cols == NR => {
-                        rq.row(&v, |a| a as f32, *ch0 + c0, &mut out[o0..o0 + NR])
-                    }
-                    Out::Bytes { out, rq, ch0, .. } => {
-                        rq.row(&v[..cols], |a| a as f32, *ch0 + c0, &mut out[o0..o0 + cols])
+                for (i, accp) in accr.iter().enumerate().take(np) {
+                    let c0 = (p0 + i) * NR;
+                    let cols = NR.min(n - c0);
+                    let v: [i32; NR] = std::array::from_fn(|j| {
+                        accp[j]
+                            .wrapping_add(corr[i][j])
+                            .wrapping_sub(zb[i][j].wrapping_mul(rs))
+                    });
+                    let o0 = (r0 + r) * out.ld() + c0;
+                    match out {
+                        Out::Acc { c, .. } => c[o0..o0 + cols].copy_from_slice(&v[..cols]),
+                        // A whole panel as a fixed-size row (one or a few vectors, no
+                        // remainder loop), else the edge columns.
+                        Out::Bytes { out, rq, ch0, .. } if cols == NR => {
+                            rq.row(&v, |a| a as f32, *ch0 + c0, &mut out[o0..o0 + NR])
+                        }
+                        Out::Bytes { out, rq, ch0, .. } => {
+                            rq.row(&v[..cols], |a| a as f32, *ch0 + c0, &mut out[o0..o0 + cols])
+                        }
                     }
                 }
             }
@@ -434,55 +517,77 @@ mod avx2 {
 #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
 #[allow(clippy::incompatible_msrv)]
 mod vnni {
-    use super::{MR, NR};
+    use super::{NR, VNNI_MR, VNNI_NB};
     use std::arch::x86_64::*;
 
-    /// One step is 4 `k` x 16 columns of `b`: one 64-byte vector, the `vpdpbusd` layout.
-    /// Each row's 4 values of `a`, shifted to uint8 and repeated, go through `vpdpbusd`.
+    /// One step is 4 `k` x 16 columns of each of `np` panels of `b`: one 64-byte vector per
+    /// panel, the `vpdpbusd` layout. Each row's 4 values of `a` (uint8), repeated across a
+    /// vector, go through `vpdpbusd` with every panel's vector: `rows x np` accumulators.
     ///
     /// # Safety
-    /// AVX-512 F, BW and VNNI must be available; `a` holds `rows <= MR` rows of `kp` bytes,
-    /// `panel` `kp * NR`.
+    /// AVX-512 F, BW and VNNI must be available; `a` holds `rows <= VNNI_MR` rows of `kp`
+    /// bytes, `b` `np <= VNNI_NB` panels of `kp * NR` bytes.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     #[allow(unused_unsafe)]
     pub(super) unsafe fn tile(
         rows: usize,
-        a: &[i8],
+        np: usize,
+        a: &[u8],
         kp: usize,
-        panel: &[i8],
-        acc: &mut [[i32; NR]; MR],
+        b: &[i8],
+        acc: &mut Acc,
     ) {
+        macro_rules! by_panels {
+            ($r:literal) => {
+                match np {
+                    4 => rows_n::<$r, 4>(a, kp, b, acc),
+                    3 => rows_n::<$r, 3>(a, kp, b, acc),
+                    2 => rows_n::<$r, 2>(a, kp, b, acc),
+                    _ => rows_n::<$r, 1>(a, kp, b, acc),
+                }
+            };
+        }
         // SAFETY: the caller's contract: the features are present (the intrinsics need
-        // them), `rows` rows of `kp` bytes (4 read per step and row) and `kp / 4` steps of
-        // 64 bytes.
+        // them), `rows` rows of `kp` bytes (4 read per step and row) and `np` panels of
+        // `kp / 4` steps of 64 bytes.
         unsafe {
             match rows {
-                4 => rows_n::<4>(a, kp, panel, acc),
-                3 => rows_n::<3>(a, kp, panel, acc),
-                2 => rows_n::<2>(a, kp, panel, acc),
-                _ => rows_n::<1>(a, kp, panel, acc),
+                6 => by_panels!(6),
+                5 => by_panels!(5),
+                4 => by_panels!(4),
+                3 => by_panels!(3),
+                2 => by_panels!(2),
+                _ => by_panels!(1),
             }
         }
     }
 
+    type Acc = [[[i32; NR]; VNNI_NB]; VNNI_MR];
+
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     #[allow(unused_unsafe)]
     #[inline]
-    unsafe fn rows_n<const R: usize>(a: &[i8], kp: usize, panel: &[i8], acc: &mut [[i32; NR]; MR]) {
-        // SAFETY: `tile`'s contract, with `R` its `rows`.
+    unsafe fn rows_n<const R: usize, const P: usize>(a: &[u8], kp: usize, b: &[i8], acc: &mut Acc) {
+        // SAFETY: `tile`'s contract, with `R` its `rows` and `P` its `np`.
         unsafe {
-            let mut s = [_mm512_setzero_si512(); R];
-            let (ap, bp) = (a.as_ptr(), panel.as_ptr());
+            let mut s = [[_mm512_setzero_si512(); P]; R];
+            let (ap, bp) = (a.as_ptr(), b.as_ptr());
             for q in 0..kp / 4 {
-                let b = _mm512_loadu_si512(bp.add(q * NR * 4) as *const _);
+                let bv: [__m512i; P] = std::array::from_fn(|j| {
+                    _mm512_loadu_si512(bp.add(j * kp * NR + q * NR * 4) as *const _)
+                });
                 for (r, sr) in s.iter_mut().enumerate() {
                     let v = (ap.add(r * kp + q * 4) as *const i32).read_unaligned();
-                    let av = _mm512_set1_epi32(v ^ 0x8080_8080u32 as i32);
-                    *sr = _mm512_dpbusd_epi32(*sr, av, b);
+                    let av = _mm512_set1_epi32(v);
+                    for (sj, bj) in sr.iter_mut().zip(&bv) {
+                        *sj = _mm512_dpbusd_epi32(*sj, av, *bj);
+                    }
                 }
             }
-            for (r, sr) in s.iter().enumerate() {
-                _mm512_storeu_si512(acc[r].as_mut_ptr() as *mut _, *sr);
+            for (sr, accr) in s.iter().zip(acc.iter_mut()) {
+                for (sj, accj) in sr.iter().zip(accr.iter_mut()) {
+                    _mm512_storeu_si512(accj.as_mut_ptr() as *mut _, *sj);
+                }
             }
         }
     }
@@ -593,8 +698,10 @@ mod tests {
     use crate::offload::format::Activation;
 
     /// Every level against an `i64` reference of the centered products, on shapes with edge
-    /// tiles and padded `k`, uint8 and int8 operands at extreme zero points, into a poisoned
-    /// output with a row stride wider than `n`.
+    /// tiles (rows and panels: the VNNI kernel's 6-row, 4-panel tiles with every remainder)
+    /// and padded `k`, uint8 and int8 operands at extreme zero points, into a poisoned output
+    /// with a row stride wider than `n`; and requantized as the tiles are stored, against the
+    /// scalar formula on the exact sums.
     #[test]
     fn qgemm_matches_an_exact_reference() {
         let mut state = 7u64;
@@ -612,6 +719,8 @@ mod tests {
             (9, 64, 33),
             (7, 300, 40),
             (2, 1153, 5),
+            (13, 70, 80),
+            (6, 20, 129),
         ] {
             for (ua, ub) in [(true, false), (false, false), (true, true)] {
                 let a_raw: Vec<u8> = (0..m * k).map(|_| next() as u8).collect();
