@@ -126,8 +126,12 @@ enum Step {
         node: usize,
         plan: kernels::ConvPlan,
         /// The constant weight for the 8-bit GEMM, one operand per group (the plans that take
-        /// it); else `weight`, for the exact f64 path.
+        /// it); else `w32`, for the exact f32 path; else `weight`, for the exact f64 path.
         q: Option<Vec<qgemm::QPacked>>,
+        /// The constant weight, centered and packed in float32, when every sum of products
+        /// is exact in float32 ([`exact_in_f32`]: depthwise convolutions among others) and
+        /// there is no 8-bit GEMM for it.
+        w32: Option<Vec<f32>>,
         weight: Weight<f64>,
         requant: Requant,
     },
@@ -159,9 +163,13 @@ enum Step {
 /// clamped to the activation's bounds, then TVM's quantize ([`quantize`]).
 struct Requant {
     x_zero: f64,
-    /// Per output channel: `s_x * s_w[o]`.
+    /// Output channels.
+    channels: usize,
+    /// Per output channel: `s_x * s_w[o]`; then [`LANES`] more, wrapping around (entry `i` is
+    /// channel `i % channels`'s), so that any [`LANES`] consecutive values of the output
+    /// from channel `c < channels` find their channels' entries at `c..c + LANES`.
     acc_scale: Vec<f32>,
-    /// Per output channel: the bias in real units.
+    /// Per output channel: the bias in real units; wrapping around as `acc_scale`.
     bias: Vec<f32>,
     out_scale: f32,
     out_zero: i32,
@@ -182,6 +190,10 @@ const ROUND: f32 = 12_582_912.0;
 /// The largest output zero point (in magnitude) [`Requant::one`] takes: its bounds `q_lo`,
 /// `q_hi` stay well inside `ROUND`'s range and exact.
 const MAX_OUT_ZERO: i32 = 1 << 20;
+
+/// Values per fixed-size requantization block ([`Requant::block`]): the 8-bit GEMM's panel
+/// width, one AVX-512 vector of f32.
+const LANES: usize = qgemm::NR;
 
 struct CpuSegment {
     graph: Arc<Graph>,
@@ -367,9 +379,18 @@ fn prepare_node(g: &Graph, k: usize, constants: Constants<'_>) -> Result<Step> {
                     }
                     _ => None,
                 };
+                let w32 = match wt {
+                    Some(t)
+                        if q.is_none() && exact_in_f32(wdesc.num_elements() / plan.o.max(1)) =>
+                    {
+                        let w = centered_weight(wdesc, t.data(), 0)?;
+                        Some(plan.pack(&w.iter().map(|&v| v as f32).collect::<Vec<f32>>()))
+                    }
+                    _ => None,
+                };
                 let weight = match wt {
-                    // The 8-bit GEMM holds the weight: no f64 copy.
-                    Some(_) if q.is_some() => Weight::Runtime,
+                    // The 8-bit GEMM or the f32 path holds the weight: no f64 copy.
+                    Some(_) if q.is_some() || w32.is_some() => Weight::Runtime,
                     Some(t) => Weight::Packed(plan.pack(&centered_weight(wdesc, t.data(), 0)?)),
                     None => Weight::Runtime,
                 };
@@ -383,6 +404,7 @@ fn prepare_node(g: &Graph, k: usize, constants: Constants<'_>) -> Result<Step> {
                     node: k,
                     plan,
                     q,
+                    w32,
                     weight,
                     requant,
                 });
@@ -543,6 +565,13 @@ fn requant_for(
         (oq.scale_at(0), oq.zero_point_at(0), out.dtype),
         activation,
     ))
+}
+
+/// Whether sums of `k` products of centered 8-bit values (each at most `255 * 255` in
+/// magnitude) are exact in float32 whatever the order and fusing of the operations: every
+/// partial sum is then an integer below 2^24.
+fn exact_in_f32(k: usize) -> bool {
+    k.saturating_mul(255 * 255) < 1 << 24
 }
 
 /// A quantized weight as `q - zero_point[channel]` in f64 (channel along `axis`, the output
@@ -758,10 +787,17 @@ impl Requant {
         } else {
             (0, 255)
         };
+        let channels = acc_scale.len().min(bias.len());
+        let wrap = |v: &[f32]| -> Vec<f32> {
+            (0..channels + LANES * (channels > 0) as usize)
+                .map(|i| v[i % channels])
+                .collect()
+        };
         Requant {
             x_zero,
-            acc_scale,
-            bias,
+            channels,
+            acc_scale: wrap(&acc_scale),
+            bias: wrap(&bias),
             out_scale,
             out_zero,
             out_dtype,
@@ -774,7 +810,7 @@ impl Requant {
 
     /// The output channels it has values for.
     fn channels(&self) -> usize {
-        self.acc_scale.len().min(self.bias.len())
+        self.channels
     }
 
     /// One value of channel `c` (`scale`, `bias` its entries), exactly as [`quantize`] of
@@ -803,8 +839,35 @@ impl Requant {
         v as u8
     }
 
-    /// Channels `c0..c0 + acc.len()` of one output row (pixel) into `out`, the same length.
-    /// Inline into a caller compiled for the chosen level (`isa::run_as`).
+    /// [`LANES`] consecutive values of the output whose first is of channel `c0 < channels`
+    /// (the rest of the following channels, wrapping around to channel 0): a fixed-size loop,
+    /// whole vectors. Inline into a caller compiled for the chosen level (`isa::run_as`).
+    #[inline(always)]
+    fn block<A: Copy>(
+        &self,
+        acc: &[A; LANES],
+        to_f32: impl Fn(A) -> f32,
+        c0: usize,
+        out: &mut [u8; LANES],
+    ) {
+        let scale: &[f32; LANES] = (&self.acc_scale[c0..c0 + LANES]).try_into().expect("lanes");
+        let bias: &[f32; LANES] = (&self.bias[c0..c0 + LANES]).try_into().expect("lanes");
+        if self.out_zero.abs() > MAX_OUT_ZERO {
+            for j in 0..LANES {
+                let real = (to_f32(acc[j]) * scale[j] + bias[j]).clamp(self.lo, self.hi);
+                out[j] = quantize(real, self.out_scale, self.out_zero, self.out_dtype);
+            }
+            return;
+        }
+        for j in 0..LANES {
+            out[j] = self.one(to_f32(acc[j]), scale[j], bias[j]);
+        }
+    }
+
+    /// Consecutive values of the output from one of channel `c0 < channels` on (the
+    /// following channels, wrapping around to channel 0), at most [`LANES`] of them, or of
+    /// channels `c0..c0 + acc.len() <= channels`. Inline into a caller compiled for the chosen
+    /// level (`isa::run_as`).
     #[inline(always)]
     fn row<A: Copy>(&self, acc: &[A], to_f32: impl Fn(A) -> f32, c0: usize, out: &mut [u8]) {
         let n = acc.len();
@@ -822,42 +885,68 @@ impl Requant {
     }
 
     /// A whole output whose channel is the fastest-varying dimension (`channels` of them,
-    /// `plane == 1`: NHWC, dense) or a plane of `plane` values each (NCHW). `to_f32` rounds an
-    /// exact accumulator to float32 (the same value from an f64 or an i32 accumulator).
-    fn apply<A: Copy>(
+    /// `plane == 1`: NHWC, dense) or a plane of `plane` values each (NCHW), in pieces of whole
+    /// rows or planes over the session's pool. `to_f32` rounds an exact accumulator to float32
+    /// (the same value from an f64, f32 or i32 accumulator).
+    fn apply<A: Copy + Sync>(
         &self,
         acc: &[A],
-        to_f32: impl Fn(A) -> f32 + Copy,
+        to_f32: impl Fn(A) -> f32 + Copy + Sync,
         out: &mut [u8],
         channels: usize,
         plane: usize,
-    ) {
-        let (channels, plane) = (channels.max(1), plane.max(1));
-        isa::vectorized(
-            #[inline(always)]
-            || {
-                if plane == 1 {
-                    for (a, o) in acc.chunks(channels).zip(out.chunks_mut(channels)) {
-                        self.row(a, to_f32, 0, o);
-                    }
-                    return;
-                }
-                for (i, (a, o)) in acc.chunks(plane).zip(out.chunks_mut(plane)).enumerate() {
-                    let c = i % channels;
-                    if self.out_zero.abs() > MAX_OUT_ZERO {
-                        let (s, b) = (self.acc_scale[c], self.bias[c]);
-                        for (o, &a) in o.iter_mut().zip(a) {
-                            let real = (to_f32(a) * s + b).clamp(self.lo, self.hi);
-                            *o = quantize(real, self.out_scale, self.out_zero, self.out_dtype);
+    ) -> Result<()> {
+        if channels != self.channels || channels == 0 {
+            return Err(backend_err(
+                "requantization: channels do not match the operands",
+            ));
+        }
+        let plane = plane.max(1);
+        let unit = if plane == 1 { channels } else { plane };
+        // About 16 KiB of output per piece.
+        let per = (16384 / unit).max(1);
+        let pieces: Vec<(usize, &[A], &mut [u8])> = acc
+            .chunks(per * unit)
+            .zip(out.chunks_mut(per * unit))
+            .enumerate()
+            .map(|(i, (a, o))| (i * per, a, o))
+            .collect();
+        kernels::for_each_piece(pieces, |(u0, acc, out)| {
+            isa::vectorized(
+                #[inline(always)]
+                || {
+                    if plane == 1 {
+                        // Blocks of `LANES` values across rows (a piece starts at a row),
+                        // then the rest.
+                        let mut c = 0;
+                        let blocks = acc.chunks_exact(LANES).zip(out.chunks_exact_mut(LANES));
+                        for (a, o) in blocks {
+                            let a: &[A; LANES] = a.try_into().expect("lanes");
+                            self.block(a, to_f32, c, o.try_into().expect("lanes"));
+                            c = (c + LANES) % channels;
                         }
-                        continue;
+                        let tail = acc.len() / LANES * LANES;
+                        self.row(&acc[tail..], to_f32, c, &mut out[tail..]);
+                        return;
                     }
-                    for (o, &a) in o.iter_mut().zip(a) {
-                        *o = self.one(to_f32(a), self.acc_scale[c], self.bias[c]);
+                    for (i, (a, o)) in acc.chunks(plane).zip(out.chunks_mut(plane)).enumerate() {
+                        let c = (u0 + i) % channels;
+                        let (s, b) = (self.acc_scale[c], self.bias[c]);
+                        if self.out_zero.abs() > MAX_OUT_ZERO {
+                            for (o, &a) in o.iter_mut().zip(a) {
+                                let real = (to_f32(a) * s + b).clamp(self.lo, self.hi);
+                                *o = quantize(real, self.out_scale, self.out_zero, self.out_dtype);
+                            }
+                            continue;
+                        }
+                        for (o, &a) in o.iter_mut().zip(a) {
+                            *o = self.one(to_f32(a), s, b);
+                        }
                     }
-                }
-            },
-        )
+                },
+            );
+            Ok(())
+        })
     }
 }
 
@@ -894,6 +983,9 @@ impl Prepared for CpuSegment {
                 }
                 | Step::QConv {
                     node, q: Some(_), ..
+                }
+                | Step::QConv {
+                    node, w32: Some(_), ..
                 }
                 | Step::QConv {
                     node,
@@ -1132,6 +1224,27 @@ impl CpuSegment {
             }
             Step::QConv {
                 plan,
+                w32: Some(w),
+                requant,
+                ..
+            } => {
+                // Exact float32 sums (`exact_in_f32`) on the float kernels, then requantized.
+                let zx = requant.x_zero as f32;
+                let x: Vec<f32> = if desc(0).dtype == DType::I8 {
+                    ins[0].iter().map(|&b| b as i8 as f32 - zx).collect()
+                } else {
+                    ins[0].iter().map(|&b| b as f32 - zx).collect()
+                };
+                let mut acc = vec![0f32; odesc.num_elements()];
+                plan.run(&x, w, &mut acc, None).map_err(ctx)?;
+                let plane = match plan.layout {
+                    Layout::Nhwc => 1,
+                    Layout::Nchw => plan.oh * plan.ow,
+                };
+                requant.apply(&acc, |a| a, out, plan.o, plane).map_err(ctx)
+            }
+            Step::QConv {
+                plan,
                 weight,
                 requant,
                 ..
@@ -1151,8 +1264,9 @@ impl CpuSegment {
                     Layout::Nhwc => 1,
                     Layout::Nchw => plan.oh * plan.ow,
                 };
-                requant.apply(&acc, |a| a as f32, out, plan.o, plane);
-                Ok(())
+                requant
+                    .apply(&acc, |a| a as f32, out, plan.o, plane)
+                    .map_err(ctx)
             }
             Step::Dense {
                 weight, gemm, bias, ..
@@ -1263,8 +1377,7 @@ impl CpuSegment {
                 };
                 let mut acc = vec![0f64; m * nn];
                 kernels::par_gemm(m, kk, nn, &x, kk, w, nn, &mut acc, nn).map_err(ctx)?;
-                requant.apply(&acc, |a| a as f32, out, nn, 1);
-                Ok(())
+                requant.apply(&acc, |a| a as f32, out, nn, 1).map_err(ctx)
             }
             Step::Generic { .. } => {
                 let descs: Vec<&TensorDesc> = (0..ins.len()).map(desc).collect();
@@ -1704,6 +1817,19 @@ mod tests {
                     }
                 });
                 assert_eq!(got, want, "{what}, rows at {}", level.name());
+                // Blocks of `LANES` across rows, wrapping around the channels.
+                let mut got = vec![0xa5u8; acc.len()];
+                isa::run_as(level, || {
+                    let mut c = 0;
+                    for (a, o) in acc.chunks_exact(LANES).zip(got.chunks_exact_mut(LANES)) {
+                        let a: &[i32; LANES] = a.try_into().expect("lanes");
+                        rq.block(a, |v| v as f32, c, o.try_into().expect("lanes"));
+                        c = (c + LANES) % ch;
+                    }
+                    let tail = acc.len() / LANES * LANES;
+                    rq.row(&acc[tail..], |v| v as f32, c, &mut got[tail..]);
+                });
+                assert_eq!(got, want, "{what}, blocks at {}", level.name());
             }
             // A row's tail from channel 1 on.
             if ch > 1 {
@@ -1712,7 +1838,7 @@ mod tests {
                 assert_eq!(got, want[1..ch], "{what}, from channel 1");
             }
             let mut got = vec![0xa5u8; acc.len()];
-            rq.apply(acc, |v| v as f32, &mut got, ch, 1);
+            rq.apply(acc, |v| v as f32, &mut got, ch, 1).expect("apply");
             assert_eq!(got, want, "{what}, apply");
             // Planes of 3 values per channel (NCHW), from f64 accumulators.
             let accf: Vec<f64> = acc.iter().map(|&a| a as f64).collect();
@@ -1723,10 +1849,89 @@ mod tests {
                 .map(|(i, &a)| requant_reference(rq, a as f32, (i / 3) % ch))
                 .collect();
             let mut got = vec![0xa5u8; planes * 3];
-            rq.apply(&accf[..planes * 3], |v| v as f32, &mut got, ch, 3);
+            rq.apply(&accf[..planes * 3], |v| v as f32, &mut got, ch, 3)
+                .expect("apply");
             assert_eq!(got, want, "{what}, apply to planes");
             cases += 1;
         });
         assert_eq!(cases, 7 * 2 * 10 * 12 + 2);
+    }
+
+    /// The exact float32 path of quantized convolutions without the 8-bit GEMM (`w32`): on
+    /// depthwise plans (3x3 and 5x5, NHWC and NCHW, multipliers 1 and 2, stride 2, padding)
+    /// and on plain convolutions up to the largest `K` it takes, with centered values at the
+    /// extremes (products of +-255 x +-255, all of one sign in the largest), the float32 sums
+    /// equal the f64 ones exactly, at every ISA level, on 1 and 2 threads.
+    #[test]
+    fn quantized_exact_f32_sums_equal_the_f64_ones() {
+        assert!(exact_in_f32(258) && !exact_in_f32(259));
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        // (layout, n, c, h, w, o, k, stride, pad, groups)
+        let cases = [
+            (Layout::Nhwc, 1, 40, 9, 11, 40, 3, 1, 1, 40),
+            (Layout::Nhwc, 2, 24, 10, 8, 24, 5, 2, 2, 24),
+            (Layout::Nhwc, 1, 8, 7, 7, 16, 3, 1, 1, 8),
+            (Layout::Nchw, 1, 16, 9, 9, 16, 3, 2, 1, 16),
+            (Layout::Nchw, 1, 2, 12, 12, 3, 11, 1, 0, 1),
+            (Layout::Nhwc, 1, 2, 12, 12, 17, 11, 1, 5, 1),
+        ];
+        for (layout, n, c, h, w, o, k, s, pad, groups) in cases {
+            for &isa in isa::supported() {
+                let plan = kernels::ConvPlan {
+                    layout,
+                    n,
+                    c,
+                    h,
+                    w,
+                    o,
+                    kh: k,
+                    kw: k,
+                    oh: (h + 2 * pad - k) / s + 1,
+                    ow: (w + 2 * pad - k) / s + 1,
+                    groups,
+                    strides: [s, s],
+                    padding: [pad; 4],
+                    dilation: [1, 1],
+                    isa,
+                };
+                assert!(exact_in_f32(k * k * c / groups));
+                for extreme in [true, false] {
+                    let pick = |v: u64| match v % 4 {
+                        _ if extreme => 255.0,
+                        0 => 255.0,
+                        1 => -255.0,
+                        _ => (v % 511) as f64 - 255.0,
+                    };
+                    let x64: Vec<f64> = (0..n * c * h * w).map(|_| pick(next())).collect();
+                    let w64: Vec<f64> = (0..o * k * k * c / groups).map(|_| pick(next())).collect();
+                    let mut want = vec![0f64; n * o * plan.oh * plan.ow];
+                    plan.run(&x64, &plan.pack(&w64), &mut want, None)
+                        .expect("f64");
+                    let x32: Vec<f32> = x64.iter().map(|&v| v as f32).collect();
+                    let w32: Vec<f32> = w64.iter().map(|&v| v as f32).collect();
+                    let packed = plan.pack(&w32);
+                    for threads in [1, 2] {
+                        let mut got = vec![f32::NAN; want.len()];
+                        ThreadPool::new(threads)
+                            .install(|| plan.run(&x32, &packed, &mut got, None))
+                            .expect("f32");
+                        for (i, (&g, &e)) in got.iter().zip(&want).enumerate() {
+                            assert_eq!(
+                                g,
+                                e as f32,
+                                "{layout:?} c{c} o{o} k{k} g{groups} {} {threads}t [{i}]",
+                                isa.name()
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 }

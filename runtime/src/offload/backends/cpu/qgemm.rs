@@ -319,7 +319,10 @@ fn gemm_body(
 /// outermost, so that they stay in cache while the rows of `a` pass; `au` is `a` as uint8 for
 /// the VNNI kernel (else unused).
 #[allow(clippy::too_many_arguments)]
-#[cfg_attr(not(all(target_arch = "x86_64", feature = "avx512")), allow(unused_variables))]
+#[cfg_attr(
+    not(all(target_arch = "x86_64", feature = "avx512")),
+    allow(unused_variables)
+)]
 #[inline(always)]
 fn tiles(
     m: usize,
@@ -402,11 +405,17 @@ fn tiles(
                         Out::Acc { c, .. } => c[o0..o0 + cols].copy_from_slice(&v[..cols]),
                         // A whole panel as a fixed-size row (one or a few vectors, no
                         // remainder loop), else the edge columns.
+                        // A whole panel in one fixed-size block (one or a few vectors, no
+                        // remainder loop); the edge panel's too, then its columns kept.
                         Out::Bytes { out, rq, ch0, .. } if cols == NR => {
-                            rq.row(&v, |a| a as f32, *ch0 + c0, &mut out[o0..o0 + NR])
+                            let o: &mut [u8; NR] =
+                                (&mut out[o0..o0 + NR]).try_into().expect("a panel");
+                            rq.block(&v, |a| a as f32, *ch0 + c0, o)
                         }
                         Out::Bytes { out, rq, ch0, .. } => {
-                            rq.row(&v[..cols], |a| a as f32, *ch0 + c0, &mut out[o0..o0 + cols])
+                            let mut o = [0u8; NR];
+                            rq.block(&v, |a| a as f32, *ch0 + c0, &mut o);
+                            out[o0..o0 + cols].copy_from_slice(&o[..cols]);
                         }
                     }
                 }
