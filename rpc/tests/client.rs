@@ -215,9 +215,18 @@ fn an_endless_call_ends_at_the_session_timeout_and_the_server_serves_on() {
     assert!(t.elapsed() < Duration::from_secs(2));
 }
 
-#[test]
-fn stopping_the_server_interrupts_a_running_call() {
-    let endless = endless_model("stop");
+/// An unbounded server whose one session runs the endless model's `main()` (`endless.py`'s
+/// "stop" mode): the model's path, the server, the client process and its output, once the call
+/// has had a second to reach the server and start looping.
+fn an_endless_call_running(
+    tag: &str,
+) -> (
+    std::path::PathBuf,
+    mote_rpc::ServerHandle,
+    std::process::Child,
+    BufReader<std::process::ChildStdout>,
+) {
+    let endless = endless_model(tag);
     let s = unbounded_server();
     let path = endless.to_string_lossy().into_owned();
     let ozoo = common::offload_zoo();
@@ -226,9 +235,14 @@ fn stopping_the_server_interrupts_a_running_call() {
     let mut line = String::new();
     out.read_line(&mut line).expect("read");
     assert!(line.contains("calling"), "{line}");
-    // Let the call reach the server and start looping.
     std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(s.stats().active, 1);
+    assert_eq!(s.stats().active, 1, "{:?}", s.stats());
+    (endless, s, child, out)
+}
+
+#[test]
+fn stopping_the_server_interrupts_a_running_call() {
+    let (endless, s, mut child, mut out) = an_endless_call_running("stop");
     let (tx, rx) = std::sync::mpsc::channel();
     let t = Instant::now();
     std::thread::spawn(move || {
@@ -259,18 +273,8 @@ fn stopping_the_server_interrupts_a_running_call() {
 /// instead of computing for nobody while the next client waits.
 #[test]
 fn a_client_gone_mid_call_ends_its_session() {
-    let endless = endless_model("gone");
-    let s = unbounded_server();
+    let (endless, s, mut child, _out) = an_endless_call_running("gone");
     let path = endless.to_string_lossy().into_owned();
-    let ozoo = common::offload_zoo();
-    let mut child = common::spawn_in("endless.py", &s, &ozoo, &["stop", &path, "first-code-free"]);
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    out.read_line(&mut line).expect("read");
-    assert!(line.contains("calling"), "{line}");
-    // Let the call reach the server and start looping.
-    std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(s.stats().active, 1, "{:?}", s.stats());
     child.kill().expect("kill");
     let _ = child.wait();
     let t = Instant::now();

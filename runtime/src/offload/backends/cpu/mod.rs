@@ -1380,9 +1380,12 @@ impl CpuSegment {
                 requant.apply(&acc, |a| a as f32, out, nn, 1).map_err(ctx)
             }
             Step::Generic { .. } => {
-                let descs: Vec<&TensorDesc> = (0..ins.len()).map(desc).collect();
-                if let Some(r) = ops::quantized_generic(&node.op, &ins, &descs, odesc, out) {
-                    return r.map_err(ctx);
+                // Float models skip this (no list of descriptions per node and run).
+                if odesc.is_quantized_8bit() {
+                    let descs: Vec<&TensorDesc> = (0..ins.len()).map(desc).collect();
+                    if let Some(r) = ops::quantized_generic(&node.op, &ins, &descs, odesc, out) {
+                        return r.map_err(ctx);
+                    }
                 }
                 let xs = ins
                     .iter()

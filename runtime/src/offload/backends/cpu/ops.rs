@@ -933,9 +933,8 @@ fn dequantize_table(dtype: DType, scale: f32, zero: i32) -> [f32; 256] {
 /// to libm's `rintf` per element, this vectorizes.
 #[inline(always)]
 fn round_ties_even_small(v: f32) -> f32 {
-    const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23
     if v.abs() < 4_194_304.0 {
-        (v + MAGIC) - MAGIC
+        (v + super::ROUND) - super::ROUND
     } else {
         v
     }
