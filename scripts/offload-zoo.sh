@@ -26,7 +26,7 @@ zoo_builder=python/offload_zoo.py
 zoo_hash_files=("$root/python/offload_zoo.py" "$root"/python/mote_tvm/*.py "$root/python/onnx_models.py"
                 "$root/python/onnx_archs.py"
                 "$root/python/requirements.txt" "$root/scripts/offload-zoo.sh")
-zoo_format_doc=2
+zoo_format_doc=3
 # shellcheck source=scripts/lib/zoo-common.sh
 . "$root/scripts/lib/zoo-common.sh"
 zoo_main "$@"

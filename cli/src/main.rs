@@ -547,6 +547,7 @@ fn inspect(
                 "name": s.name,
                 "target": s.target,
                 "backends": s.backends,
+                "symbols": s.symbols,
                 "unavailable": s.unavailable.iter().map(|(b, why)| json!({
                     "backend": b, "reason": why,
                 })).collect::<Vec<_>>(),
@@ -629,6 +630,13 @@ fn inspect(
             );
             for (b, why) in &s.unavailable {
                 println!("    ({b} is unavailable here: {why})");
+            }
+            if !s.symbols.is_empty() {
+                println!(
+                    "    (symbolic dimensions {}: planned here at sample sizes, and at each \
+                     call's sizes when first seen)",
+                    s.symbols.join(", ")
+                );
             }
             for n in &s.nodes {
                 println!("    {:<24} {:<18} -> {}", n.name, n.op, n.backend);

@@ -1,5 +1,6 @@
-//! Subgraph descriptions (`mote::subgraph::Graph::parse`). One that parses, and whose tensors
-//! are small, also runs on the `cpu` backend on zero inputs and constants, as a session of 1
+//! Subgraph descriptions (`mote::subgraph::Graph::parse_symbolic`: fixed shapes, and symbolic ones of
+//! version 3 bound to the load-time sample sizes). One that parses, and whose tensors are small,
+//! also runs on the `cpu` backend on zero inputs and constants, as a session of 1
 //! and of 2 threads runs an offloaded region (`mote::fuzzing::run_subgraph`): the kernels
 //! trust only what the parser checked and split their loops by the pool's size, so neither
 //! run may panic. Parsing is held to the input's allocation budget, each run to
@@ -21,7 +22,11 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(g) = mote_fuzz::with_budget(data, |_| mote::subgraph::Graph::parse(text, "fuzz")) else {
+    // A symbolic description's graph is bound to the sample sizes; the run binds its inputs'
+    // shapes again, through the same path as a model's call.
+    let Ok((g, _)) = mote_fuzz::with_budget(data, |_| {
+        mote::subgraph::Graph::parse_symbolic(text, "fuzz")
+    }) else {
         return;
     };
     let total: usize = g.tensors.iter().map(|t| t.byte_len()).sum();

@@ -379,6 +379,7 @@ impl Model {
                 crate::offload::planner::plan_site(
                     &s.function,
                     &s.graph,
+                    s.symbols(),
                     crate::offload::Constants::of_site(&s.constants),
                     &order,
                     &unavailable,

@@ -11,6 +11,7 @@ use super::planner::{plan, plan_site, segment_io, segments_of, SubgraphPlan};
 use super::registry::{resolve, resolve_with_reasons, unavailable_reason};
 use crate::error::{Error, Result};
 use crate::offload::format::Graph;
+use crate::offload::symbolic::Symbolic;
 use crate::tensor::{Storage, Tensor};
 
 /// A subgraph description run on its own, outside a model (tests, tools, benchmarks): parsed
@@ -21,23 +22,35 @@ pub struct SubgraphRunner {
 
 impl SubgraphRunner {
     /// Parse `description`; `constants` are its weights in the order of its `constants`.
+    /// A description with symbolic dimensions (version 3) is bound to its inputs' shapes at each
+    /// [`SubgraphRunner::run`].
     pub fn new(description: &str, constants: Vec<Tensor>) -> Result<SubgraphRunner> {
-        let graph = Graph::parse(description, "standalone")?;
+        let (graph, symbolic) = super::symbolic::parse(description, "standalone")?;
         check_tensors(&graph, "constant", &constants, &graph.constants)?;
         Ok(SubgraphRunner {
-            site: Site {
-                function: String::new(),
-                desc: Arc::from(description),
-                graph: Arc::new(graph),
-                constants: constants.into_iter().map(Constant::Held).collect(),
-                prepared: Mutex::new(HashMap::new()),
-            },
+            site: Site::new(
+                String::new(),
+                Arc::from(description),
+                graph,
+                symbolic,
+                constants.into_iter().map(Constant::Held).collect(),
+            ),
         })
     }
 
-    /// The parsed description.
+    /// The parsed description (with symbolic dimensions: bound to the load-time sample sizes).
     pub fn graph(&self) -> &Graph {
         &self.site.graph
+    }
+
+    #[cfg(test)]
+    pub(crate) fn site(&self) -> &Site {
+        &self.site
+    }
+
+    /// The symbolic dimensions of the description, if it has any.
+    pub fn symbols(&self) -> &[String] {
+        self.site.symbols()
     }
 
     /// The partition plan for a preference order (empty: the default order).
@@ -46,6 +59,7 @@ impl SubgraphRunner {
         plan_site(
             "",
             &self.site.graph,
+            self.symbols(),
             Constants::of_site(&self.site.constants),
             &order,
             &unavailable,
@@ -54,15 +68,20 @@ impl SubgraphRunner {
 
     /// Run on `inputs` (in the order of the description's `inputs`); returns the outputs.
     pub fn run(&self, backends: &[String], inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        let g = &self.site.graph;
-        check_tensors(g, "input", inputs, &g.inputs)?;
+        let g0 = &self.site.graph;
+        if inputs.len() != g0.inputs.len() {
+            check_tensors(g0, "input", inputs, &g0.inputs)?;
+        }
+        let shapes: Vec<&[i64]> = inputs.iter().map(Tensor::shape).collect();
+        let binding = self.site.bind(&shapes)?;
+        let order = resolve(backends);
+        let (g, exec) = self.site.executor(&order, &binding)?;
+        check_tensors(&g, "input", inputs, &g.inputs)?;
         let outputs = g
             .outputs
             .iter()
             .map(|&t| Tensor::zeros(&g.tensors[t].shape, g.tensors[t].dtype))
             .collect::<Result<Vec<_>>>()?;
-        let order = resolve(backends);
-        let exec = self.site.executor(&order)?;
         exec.run(inputs, &outputs, crate::tensor::poison_by_default(), None)?;
         Ok(outputs)
     }
@@ -435,31 +454,101 @@ fn ranges_overlap(a: &Tensor, b: &Tensor) -> bool {
 pub(crate) struct Site {
     pub function: String,
     pub desc: Arc<str>,
+    /// The description's graph; with symbolic dimensions, bound to the load-time sample sizes
+    /// (what does not depend on sizes: counts, names, ops, dtypes).
     pub graph: Arc<Graph>,
+    /// The symbolic dimensions each call binds (format version 3), if any.
+    pub symbolic: Option<Symbolic>,
     pub constants: Vec<Constant>,
-    /// Prepared executors by backend order.
-    pub prepared: Mutex<HashMap<Vec<String>, Arc<Executor>>>,
+    /// Prepared executors by backend order and binding of the symbolic dimensions.
+    pub prepared: Mutex<Executors>,
+}
+
+/// Most bindings of a symbolic site kept prepared at once (each holds its backends' prepared
+/// weights); the least recently used one is dropped for a new one.
+pub(crate) const MAX_BINDINGS: usize = 8;
+
+/// A site's prepared executors, with when each was last used.
+#[derive(Default)]
+pub(crate) struct Executors {
+    map: HashMap<(Vec<String>, Vec<i64>), Bound>,
+    tick: u64,
+}
+
+#[derive(Clone)]
+struct Bound {
+    graph: Arc<Graph>,
+    executor: Arc<Executor>,
+    used: u64,
 }
 
 impl Site {
-    /// The executor for this preference order, prepared on first use.
-    pub(crate) fn executor(&self, backends: &[Arc<dyn Backend>]) -> Result<Arc<Executor>> {
-        let key: Vec<String> = backends.iter().map(|b| b.name().to_string()).collect();
-        let mut map = self.prepared.lock().map_err(|_| Error::Backend {
+    pub(crate) fn new(
+        function: String,
+        desc: Arc<str>,
+        graph: Graph,
+        symbolic: Option<Symbolic>,
+        constants: Vec<Constant>,
+    ) -> Site {
+        Site {
+            function,
+            desc,
+            graph: Arc::new(graph),
+            symbolic,
+            constants,
+            prepared: Mutex::new(Executors::default()),
+        }
+    }
+
+    /// The names of the description's symbolic dimensions (none for fixed shapes).
+    pub(crate) fn symbols(&self) -> &[String] {
+        self.symbolic.as_ref().map_or(&[], |s| s.names.as_slice())
+    }
+
+    /// The sizes of the symbolic dimensions for a call with inputs of these shapes (empty when
+    /// the description has none).
+    pub(crate) fn bind(&self, shapes: &[&[i64]]) -> Result<Vec<i64>> {
+        match &self.symbolic {
+            Some(s) => s.bind(shapes),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The graph for a binding (from [`Site::bind`]) and its executor for this preference
+    /// order, prepared on first use.
+    pub(crate) fn executor(
+        &self,
+        backends: &[Arc<dyn Backend>],
+        binding: &[i64],
+    ) -> Result<(Arc<Graph>, Arc<Executor>)> {
+        let key = (
+            backends
+                .iter()
+                .map(|b| b.name().to_string())
+                .collect::<Vec<_>>(),
+            binding.to_vec(),
+        );
+        let mut cache = self.prepared.lock().map_err(|_| Error::Backend {
             backend: CPU.into(),
             message: "a previous preparation panicked".into(),
         })?;
-        if let Some(e) = map.get(&key) {
-            return Ok(e.clone());
+        cache.tick += 1;
+        let tick = cache.tick;
+        if let Some(b) = cache.map.get_mut(&key) {
+            b.used = tick;
+            return Ok((b.graph.clone(), b.executor.clone()));
         }
-        let g = &self.graph;
-        if !g.target.is_empty() && !key.iter().any(|n| *n == g.target) {
+        let g = match &self.symbolic {
+            Some(s) => Arc::new(s.instantiate(binding)?),
+            None => self.graph.clone(),
+        };
+        if !g.target.is_empty() && !key.0.iter().any(|n| *n == g.target) {
             if let Some(why) = unavailable_reason(&g.target) {
                 log::warn!(
                     "subgraph `{}` was partitioned for `{}`, which is unavailable here ({why}); running it on {}",
                     g.name,
                     g.target,
-                    key.join(", ")
+                    key.0.join(", ")
                 );
             }
         }
@@ -468,7 +557,38 @@ impl Site {
             Constants::of_site(&self.constants),
             backends,
         )?);
-        map.insert(key, e.clone());
-        Ok(e)
+        if self.symbolic.is_some() {
+            let held = cache.map.keys().filter(|k| k.0 == key.0).count();
+            if held >= MAX_BINDINGS {
+                let oldest = cache
+                    .map
+                    .iter()
+                    .filter(|(k, _)| k.0 == key.0)
+                    .min_by_key(|(_, b)| b.used)
+                    .map(|(k, _)| k.clone());
+                if let Some(k) = oldest {
+                    cache.map.remove(&k);
+                }
+            }
+        }
+        cache.map.insert(
+            key,
+            Bound {
+                graph: g.clone(),
+                executor: e.clone(),
+                used: tick,
+            },
+        );
+        Ok((g, e))
+    }
+
+    /// How many bindings are prepared for this preference order.
+    #[cfg(test)]
+    pub(crate) fn bindings_held(&self, backends: &[Arc<dyn Backend>]) -> usize {
+        let names: Vec<String> = backends.iter().map(|b| b.name().to_string()).collect();
+        self.prepared
+            .lock()
+            .map(|c| c.map.keys().filter(|k| k.0 == names).count())
+            .unwrap_or(0)
     }
 }

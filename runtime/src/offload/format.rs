@@ -1,5 +1,6 @@
 //! Offloaded subgraph descriptions (`docs/subgraph-format.md`, format `mote.subgraph` versions 1
-//! and 2): parsing and validation into typed Rust.
+//! to 3): parsing and validation into typed Rust. A description with symbolic dimensions
+//! (version 3) is parsed by [`super::symbolic`], which binds them and comes back here.
 //!
 //! A description is untrusted input (it comes from a model file). [`Graph::parse`] checks
 //! everything a backend relies on: indices in range, every tensor defined before it is read and
@@ -10,11 +11,12 @@ use std::collections::HashSet;
 
 use serde_json::Value as Json;
 
+pub use super::symbolic::Symbolic;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
 /// The highest format version this runtime reads (it reads every version from 1 up to it).
-pub const FORMAT_VERSION: i64 = 2;
+pub const FORMAT_VERSION: i64 = 3;
 
 /// The lowest format version this runtime reads.
 pub const MIN_FORMAT_VERSION: i64 = 1;
@@ -777,6 +779,13 @@ pub fn window_out(
 impl Graph {
     /// Parse and validate a description. `context` names the call site for error messages
     /// (used until the description's own `name` is known).
+    /// As [`Graph::parse`], for a description that may have symbolic dimensions (version 3):
+    /// the graph, bound to sample sizes when it has some, and the symbols each call binds
+    /// ([`Symbolic::bind`], [`Symbolic::instantiate`]).
+    pub fn parse_symbolic(text: &str, context: &str) -> Result<(Graph, Option<Symbolic>)> {
+        super::symbolic::parse(text, context)
+    }
+
     pub fn parse(text: &str, context: &str) -> Result<Graph> {
         let json: Json = serde_json::from_str(text).map_err(|e| {
             err(
@@ -2011,10 +2020,11 @@ pub(crate) mod tests {
             ),
             "activation `leaky_relu` needs subgraph format version 2",
         );
-        // Version 1 content in a version 2 description is fine; versions 0 and 3 are refused.
+        // Version 1 content in a version 2 or 3 description is fine; versions 0 and 4 are refused.
+        assert!(Graph::parse(&unary(3, "relu", json!({}), &[3], &[3]), "t").is_ok());
         assert!(Graph::parse(&unary(2, "relu", json!({}), &[3], &[3]), "t").is_ok());
         assert!(Graph::parse(&unary(1, "relu", json!({}), &[3], &[3]), "t").is_ok());
-        for v in [0, 3] {
+        for v in [0, 4] {
             let e = Graph::parse(&unary(v, "relu", json!({}), &[3], &[3]), "t")
                 .expect_err("refused")
                 .to_string();

@@ -12,7 +12,8 @@
 //! call site and preference order, and shared by every session of the model. A node that does
 //! not go to the first choice is logged with the reasons the preferred backends gave.
 //!
-//! Layout: [`format`] parses and validates the description; [`backend`] is the contract every
+//! Layout: [`format`] parses and validates the description; [`symbolic`] binds the symbolic
+//! dimensions of a version-3 one per call; [`backend`] is the contract every
 //! backend implements; [`registry`] holds the backends; [`planner`] assigns nodes; [`executor`]
 //! runs prepared segments; [`backends`] holds the built-in `cpu`, `bnns` and plug-in backends.
 
@@ -23,6 +24,7 @@ pub mod executor;
 pub mod format;
 pub mod planner;
 pub mod registry;
+pub mod symbolic;
 
 pub use backend::{Backend, Buffers, Constants, Prepared, CPU};
 pub use backends::plugin::load_plugin;

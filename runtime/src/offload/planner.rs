@@ -32,6 +32,9 @@ pub struct SubgraphPlan {
     /// why: `(name, reason)`.
     pub unavailable: Vec<(String, String)>,
     pub nodes: Vec<NodePlan>,
+    /// The description's symbolic dimensions (format version 3); with some, this plan is for the
+    /// load-time sample sizes, and each call's sizes are planned when first seen.
+    pub symbols: Vec<String>,
     /// Consecutive nodes on one backend: `(backend, first node, node count)`.
     pub segments: Vec<(String, usize, usize)>,
 }
@@ -87,6 +90,7 @@ pub(crate) fn plan(
 pub(crate) fn plan_site(
     function: &str,
     graph: &Graph,
+    symbols: &[String],
     constants: Constants<'_>,
     order: &[Arc<dyn Backend>],
     unavailable: &[(String, String)],
@@ -104,6 +108,7 @@ pub(crate) fn plan_site(
         backends: names,
         unavailable: unavailable.to_vec(),
         nodes,
+        symbols: symbols.to_vec(),
         segments,
     }
 }

@@ -38,10 +38,10 @@ impl Session {
                 node: None,
                 message: "a call that does not match any call site checked at load (description or weights differ)".into(),
             })?;
-        let g = &site.graph;
-        let (ni, nc, no) = (g.inputs.len(), g.constants.len(), g.outputs.len());
+        let g0 = &site.graph;
+        let (ni, nc, no) = (g0.inputs.len(), g0.constants.len(), g0.outputs.len());
         let bad = |message: String| Error::Subgraph {
-            subgraph: g.name.clone(),
+            subgraph: g0.name.clone(),
             node: None,
             message,
         };
@@ -51,6 +51,21 @@ impl Session {
                 args.len()
             )));
         }
+        // Symbolic dimensions (format version 3) take their sizes from the input tensors; the
+        // graph bound to them is checked in full before anything is prepared for it.
+        let mut shapes = Vec::with_capacity(ni);
+        for (k, a) in args[1..1 + ni].iter().enumerate() {
+            match a {
+                Value::Tensor(x) => shapes.push(x.shape()),
+                v => return Err(bad(format!("input {k} is a {}, not a tensor", v.kind()))),
+            }
+        }
+        let binding = site.bind(&shapes)?;
+        if self.backends.is_none() {
+            self.backends = Some(crate::offload::resolve(&self.backend_names));
+        }
+        let backends = self.backends.as_deref().unwrap_or(&[]);
+        let (g, exec) = site.executor(backends, &binding)?;
         let tensor_at = |k: usize, what: &str, t: usize| -> Result<crate::Tensor> {
             let d = &g.tensors[t];
             match &args[k] {
@@ -79,11 +94,6 @@ impl Session {
             .enumerate()
             .map(|(k, &t)| tensor_at(1 + ni + nc + k, &format!("output {k}"), t))
             .collect::<Result<Vec<_>>>()?;
-        if self.backends.is_none() {
-            self.backends = Some(crate::offload::resolve(&self.backend_names));
-        }
-        let backends = self.backends.as_deref().unwrap_or(&[]);
-        let exec = site.executor(backends)?;
         let scratch = exec.arena_bytes();
         if scratch > self.pool.budget_left() {
             return Err(Error::ResourceExhausted {

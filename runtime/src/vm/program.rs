@@ -346,7 +346,7 @@ fn subgraph_sites(
                     ))
                 }
             };
-            let graph = crate::offload::format::Graph::parse(&desc, &context)?;
+            let (graph, symbolic) = crate::offload::symbolic::parse(&desc, &context)?;
             let (ni, nc, no) = (
                 graph.inputs.len(),
                 graph.constants.len(),
@@ -390,13 +390,7 @@ fn subgraph_sites(
                 }
                 constants.push(constant);
             }
-            sites.push(Site {
-                function: f.name.clone(),
-                desc,
-                graph: Arc::new(graph),
-                constants,
-                prepared: Default::default(),
-            });
+            sites.push(Site::new(f.name.clone(), desc, graph, symbolic, constants));
             slots.push(pool);
         }
     }
