@@ -49,8 +49,9 @@ from tvm import relax
 
 from .reference import needs_version_2
 
-# The newest format version the partitioner writes; a description says 1 unless it needs 2.
-FORMAT_VERSION = 2
+# The newest format version the partitioner writes; a description says 1 unless it needs 2, and
+# 3 exactly when a tensor has a symbolic dimension.
+FORMAT_VERSION = 3
 SUBGRAPH_FUNC = "mote.subgraph"
 
 _QDTYPES = ("int8", "uint8")
@@ -115,6 +116,143 @@ def _static_shape(ty) -> tuple[int, ...] | None:
             return None
         out.append(int(v.value))
     return tuple(out)
+
+
+# How a symbolic dimension may be named in a description (docs/subgraph-format.md, version 3).
+_SYM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+class _Sym:
+    """A symbolic dimension of a tensor: a bare ``tir.Var`` of its shape.
+
+    Equal only to the same variable, so shape comparisons say "the same for every value" only
+    when TVM's types say so.  It has no arithmetic and no ordering on purpose: a matcher that
+    computes with a dimension (a channel count, a split size) raises TypeError, which refuses
+    the unit, rather than writing an expression the format cannot carry."""
+
+    __slots__ = ("var",)
+
+    def __init__(self, var):
+        self.var = var
+
+    @property
+    def name(self) -> str:
+        return str(self.var.name)
+
+    def __eq__(self, other):
+        return isinstance(other, _Sym) and self.var.same_as(other.var)
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    def __hash__(self):
+        return hash(self.var)
+
+    def __repr__(self):
+        return f"<sym {self.name}>"
+
+
+def _shape(ty) -> tuple | None:
+    """The shape of a tensor type: ints, and a _Sym for each dimension that is a bare
+    ``tir.Var``; None when the shape is unknown or a dimension is any other expression
+    (``n * 2``: the format names variables only)."""
+    if not isinstance(ty, relax.TensorType) or ty.shape is None:
+        return None
+    shape = ty.shape
+    if not isinstance(shape, relax.ShapeExpr):
+        return None
+    out = []
+    for v in shape.values:
+        if isinstance(v, tvm.tirx.IntImm):
+            out.append(int(v.value))
+        elif isinstance(v, tvm.tirx.Var):
+            out.append(_Sym(v))
+        else:
+            return None
+    return tuple(out)
+
+
+def _syms_of(shapes) -> dict | None:
+    """name -> _Sym over the dimensions of `shapes`; None when two different variables share a
+    name (the runtime knows symbols by name only) or a name is not one the format allows."""
+    found: dict = {}
+    for s in shapes:
+        for d in s:
+            if not isinstance(d, _Sym):
+                continue
+            if _SYM_NAME.fullmatch(d.name) is None or found.get(d.name, d) != d:
+                return None
+            found[d.name] = d
+    return found
+
+
+def _broadcasts(ins, out) -> bool:
+    """Every shape of `ins` broadcasts to `out` for every value of the symbols: right-aligned,
+    each dimension is the output's own (the same int, or the same variable) or a static 1.
+    Anything else (``seq`` against 64, or two different variables) is a shape TVM checks only
+    at run time."""
+    for s in ins:
+        if len(s) > len(out):
+            return False
+        for d, o in zip(s[::-1], out[::-1]):
+            if d != o and not (isinstance(d, int) and d == 1):
+                return False
+    return True
+
+
+def _static_split(shape):
+    """(product of the int dimensions, how often each variable occurs): two shapes hold the
+    same number of elements for every value of the symbols when these agree."""
+    prod, syms = 1, {}
+    for d in shape:
+        if isinstance(d, _Sym):
+            syms[d] = syms.get(d, 0) + 1
+        else:
+            prod *= d
+    return prod, syms
+
+
+def _sym_node_ok(node, tensors) -> bool:
+    """Whether a node on tensors with symbolic dimensions is valid for every value >= 1 of
+    its symbols, which is what the runtime checks once it has bound them.  Only ops whose
+    attributes carry no extent: those that do (conv2d, pooling, lrn, channel_shuffle) are
+    layout ops, which symbolic units never take (_sym_unit_ok)."""
+    ins = [tensors[k].shape for k in node["inputs"]]
+    outs = [tensors[k].shape for k in node["outputs"]]
+    if not any(isinstance(d, _Sym) for s in ins + outs for d in s):
+        return True
+    op, attrs = node["op"], node["attrs"]
+    if op in ("relu", "relu6", "clip", "activation", "softmax"):
+        # Softmax over any axis, a symbolic one too: each row is normalised on its own.
+        return ins[0] == outs[0]
+    if op in ("add", "subtract", "multiply", "divide"):
+        return _broadcasts(ins, outs[0])
+    if op == "dense":
+        # The weight is a constant [N, K]: K must not vary.
+        x, w = ins[0], ins[1]
+        return isinstance(x[-1], int) and x[-1] == w[1] and outs[0] == x[:-1] + (w[0],)
+    if op == "matmul":
+        a, b, o = ins[0], ins[1], outs[0]
+        # The contraction and the other two extents are each one dimension (the same int or
+        # variable on both sides); batch dimensions broadcast as elementwise ops do.
+        return (len(a) >= 2 and len(b) >= 2 and a[-1] == b[-2] and o[-2:] == (a[-2], b[-1])
+                and _broadcasts([a[:-2], b[:-2]], o[:-2]))
+    if op == "layer_norm":
+        return isinstance(ins[0][-1], int) and ins[0] == outs[0]
+    if op == "scale_shift":
+        return isinstance(ins[0][_norm_axis(int(attrs["axis"]), len(ins[0]))], int) and ins[0] == outs[0]
+    if op == "transpose":
+        return outs[0] == tuple(ins[0][a] for a in attrs["axes"])
+    if op == "reshape":
+        # The output's variables are the input's, and the static rest holds as many elements.
+        return _static_split(ins[0]) == _static_split(outs[0])
+    if op in ("split", "concatenate"):
+        whole, pieces = (ins[0], outs) if op == "split" else (outs[0], ins)
+        axis = _norm_axis(int(attrs["axis"]), len(whole))
+        if any(len(p) != len(whole) or not isinstance(p[axis], int) for p in pieces + [whole]):
+            return False
+        return all(p[:axis] + p[axis + 1:] == whole[:axis] + whole[axis + 1:] for p in pieces)
+    return False
 
 
 def _dtype(ty) -> str | None:
@@ -427,7 +565,7 @@ class _Matcher:
     # -- tensors -----------------------------------------------------------------------------
 
     def var_tensor(self, unit, var, quant=None) -> object | None:
-        shape = _static_shape(var.ty)
+        shape = _shape(var.ty)
         dt = _dtype(var.ty)
         if shape is None or dt is None:
             return None
@@ -497,7 +635,7 @@ class _Matcher:
                     return None
                 if self.fi.const_value(d) is not None or _dtype(d.ty) != "float32":
                     return None
-                if _static_shape(d.ty) is None or _static_shape(d.ty) != _static_shape(var.ty):
+                if _shape(d.ty) is None or _shape(d.ty) != _shape(var.ty):
                     return None
                 return kind, d, clamp[1]
             if not self.fi.prim_has_block(gv, "T_" + m.group(1)):
@@ -510,7 +648,7 @@ class _Matcher:
             cv = self.fi.const_value(c)
             if cv is None or cv.size != 1 or not isinstance(d, relax.Var) or self.fi.const_value(d) is not None:
                 continue
-            if _static_shape(d.ty) is None or _static_shape(d.ty) != _static_shape(var.ty):
+            if _shape(d.ty) is None or _shape(d.ty) != _shape(var.ty):
                 return None
             if _dtype(d.ty) != "float32":
                 return None
@@ -608,7 +746,7 @@ class _Matcher:
         (every user of `var` and of each member but the last is a member) is grown in binding
         order; each time it is closed and holds a tanh, it is evaluated in float64 on sample
         points and compared with the formula.  (result var, "gelu_tanh", members) or None."""
-        shape, block = _static_shape(var.ty), self.fi.block_of.get(users[0])
+        shape, block = _shape(var.ty), self.fi.block_of.get(users[0])
         members: list = []
         inside = {var}
         pending = set(users)
@@ -619,7 +757,7 @@ class _Matcher:
             pending.discard(u)
             call = self.fi.defs.get(u)
             fn = self._GELU_TANH_OPS.get(_op_name(call))
-            if fn is None or self.fi.block_of.get(u) != block or _static_shape(u.ty) != shape \
+            if fn is None or self.fi.block_of.get(u) != block or _shape(u.ty) != shape \
                     or _dtype(u.ty) != "float32":
                 return None
             for a in call.args:
@@ -659,7 +797,7 @@ class _Matcher:
         """A version-2 activation of `var` that starts at binding `u = call` and does not read
         `var` again: one op (sigmoid, tanh, leaky_relu, TVM's own silu/gelu) or the HardSigmoid
         chain.  (result var, activation, binding vars) or None."""
-        if _static_shape(u.ty) != _static_shape(var.ty) or _dtype(var.ty) != "float32":
+        if _shape(u.ty) != _shape(var.ty) or _dtype(var.ty) != "float32":
             return None
         name = _op_name(call)
         if name in self._V2_UNARY and call.args[0].same_as(var):
@@ -685,7 +823,7 @@ class _Matcher:
         """The only user of `var`, if it is a call to one of `names` of `var` and (if `const` is
         given) a scalar constant equal to it: (user var, call, the scalar or None)."""
         nxt = self.follow(var, names)
-        if nxt is None or _static_shape(nxt[0].ty) != _static_shape(var.ty):
+        if nxt is None or _shape(nxt[0].ty) != _shape(var.ty):
             return None
         u, call = nxt
         if _op_name(call) == "relax.clip":
@@ -836,7 +974,7 @@ class _Matcher:
         want[channel_axis] = n
         if list(shape) != want:
             return None
-        if _static_shape(u.ty) != _static_shape(var.ty):
+        if _shape(u.ty) != _shape(var.ty):
             return None
         return u, c.reshape(-1)
 
@@ -885,7 +1023,7 @@ class _Matcher:
         a = call.attrs
         if getattr(a, "training", False) or len(call.args) != 5:
             return None
-        rank = len(_static_shape(call.args[0].ty) or ())
+        rank = len(_shape(call.args[0].ty) or ())
         if _norm_axis(int(a.axis), rank) != axis:
             return None
         gamma, beta, mean, var = (self.fi.const_value(e) for e in call.args[1:])
@@ -1004,7 +1142,7 @@ class _Matcher:
             if qx is None:
                 return None
             x_var, xs, xz = qx
-            if _static_shape(x_var.ty) != t.shape:
+            if _shape(x_var.ty) != t.shape:
                 return None
             rename[k] = x_var
             quant = _quant(xs, xz, _norm_axis(int(dq.attrs.axis), len(t.shape)))
@@ -1026,7 +1164,7 @@ class _Matcher:
             odt = _dtype(qvar.ty)
             if os_ is None or oz is None or os_.size != 1 or oz.size != 1 or odt not in _QDTYPES:
                 return None
-            if not qcall.args[0].same_as(out) or _static_shape(qvar.ty) != unit.tensors[out].shape:
+            if not qcall.args[0].same_as(out) or _shape(qvar.ty) != unit.tensors[out].shape:
                 return None
             quant = _quant(os_, oz, _norm_axis(int(qcall.attrs.axis), len(unit.tensors[out].shape)))
             if moves and (odt != in_quants[0][0] or not _same_quant(quant, in_quants[0][1])):
@@ -1172,8 +1310,10 @@ class _Matcher:
         if unit is None:
             return None
         for t in unit.tensors.values():
-            if any(d <= 0 for d in t.shape) and t.shape:
+            if any(isinstance(d, int) and d <= 0 for d in t.shape) and t.shape:
                 return None
+        if not _sym_unit_ok(unit):
+            return None
         # A unit with several results is emitted where its last binding was: a binding it
         # does not absorb must not read one of the others before that point (a split piece
         # quantized or used before the next piece is taken, as a QDQ graph has them).
@@ -1296,7 +1436,7 @@ class _Matcher:
 
     def matmul(self, var, call):
         a, b = call.args
-        ashape, bshape = _static_shape(a.ty), _static_shape(b.ty)
+        ashape, bshape = _shape(a.ty), _shape(b.ty)
         if ashape is None or bshape is None or len(ashape) < 2:
             return None
         av = self.fi.value_of(a)
@@ -1344,7 +1484,7 @@ class _Matcher:
         if not self.q_weight_ok(ws, wz, 1 - waxis):
             return None
         n_out = wdata.shape[0]
-        rank = len(_static_shape(x_var.ty) or ())
+        rank = len(_shape(x_var.ty) or ())
         if rank < 2:
             return None
         unit = _Unit(var, [var], convertible=rank != 4)
@@ -1447,7 +1587,7 @@ class _Matcher:
             lrn = self.lrn(var, call)
             if lrn is not None:
                 return lrn
-        oshape = _static_shape(var.ty)
+        oshape = _shape(var.ty)
         if oshape is None:
             return None
         unit = _Unit(var, [var])
@@ -1551,7 +1691,7 @@ class _Matcher:
     def scale_shift(self, var, call):
         """An inference batch_norm that no conv2d/dense took: y = x * scale + shift."""
         x = call.args[0]
-        shape = _static_shape(x.ty)
+        shape = _shape(x.ty)
         if shape is None or _dtype(x.ty) != "float32" or not isinstance(x, relax.Var):
             return None
         axis = _norm_axis(int(call.attrs.axis), len(shape))
@@ -1576,14 +1716,14 @@ class _Matcher:
     def split(self, var, call):
         """split into a tuple whose fields are read by TupleGetItem: one node, several outputs."""
         x = call.args[0]
-        shape = _static_shape(x.ty)
+        shape = _shape(x.ty)
         ty = var.ty
         if shape is None or _dtype(x.ty) != "float32" or not isinstance(x, relax.Var):
             return None
         if not isinstance(ty, relax.TupleType):
             return None
         axis = _norm_axis(int(call.attrs.axis), len(shape))
-        pieces = [_static_shape(f) for f in ty.fields]
+        pieces = [_shape(f) for f in ty.fields]
         if any(p is None for p in pieces) or sum(p[axis] for p in pieces) != shape[axis]:
             return None
         items = {}
@@ -1618,7 +1758,7 @@ class _Matcher:
     def layer_norm(self, var, call):
         a = call.attrs
         x = call.args[0]
-        shape = _static_shape(x.ty)
+        shape = _shape(x.ty)
         if shape is None or not isinstance(x, relax.Var) or _dtype(x.ty) != "float32":
             return None
         if [_norm_axis(int(v), len(shape)) for v in a.axes] != [len(shape) - 1]:
@@ -1638,7 +1778,7 @@ class _Matcher:
         return unit
 
     def transpose(self, var, call):
-        shape = _static_shape(call.args[0].ty)
+        shape = _shape(call.args[0].ty)
         if shape is None or not 1 <= len(shape) <= 6:
             return None
         axes = list(range(len(shape)))[::-1] if call.attrs.axes is None else [_norm_axis(int(v), len(shape)) for v in call.attrs.axes]
@@ -1726,6 +1866,23 @@ class _Matcher:
         return unit
 
 
+def _sym_unit_ok(unit) -> bool:
+    """A unit whose tensors have symbolic dimensions is taken only when the description can
+    say so (bare, well-named variables, one variable per name) and each node holds for every
+    value of them.  Layout ops (those with a 4-D layout, `req`) stay static: their attributes
+    carry extents, and an NCHW region converted to NHWC is kept simple."""
+    shapes = [t.shape for t in unit.tensors.values()]
+    if not any(isinstance(d, _Sym) for s in shapes for d in s):
+        return True
+    if unit.req is not None or _syms_of(shapes) is None:
+        return False
+    return all(_sym_node_ok(n, unit.tensors) for n in unit.nodes)
+
+
+def _unit_syms(unit) -> dict:
+    return _syms_of(t.shape for t in unit.tensors.values()) or {}
+
+
 # --------------------------------------------------------------------------------------------
 # Regions
 # --------------------------------------------------------------------------------------------
@@ -1736,11 +1893,18 @@ class _Region:
         self.units: list[_Unit] = []
         self.req: str | None = None
         self.quants: dict = {}
+        self.syms: dict = {}  # name -> _Sym of the symbolic dimensions of the units so far
 
     def can_add(self, unit: _Unit, target: _Target) -> bool:
         if unit.req and self.req and unit.req != self.req:
             return False
         req = self.req or unit.req
+        usyms = _unit_syms(unit)
+        if usyms or self.syms:
+            # Symbolic regions have no layout ops (so are never converted to NHWC), and one
+            # name means one variable in a description.
+            if req is not None or any(self.syms.get(k, v) != v for k, v in usyms.items()):
+                return False
         if target.layout == "NHWC" and req == "NCHW":
             if not unit.convertible or not all(u.convertible for u in self.units):
                 return False
@@ -1755,6 +1919,7 @@ class _Region:
     def add(self, unit: _Unit):
         self.units.append(unit)
         self.req = self.req or unit.req
+        self.syms.update(_unit_syms(unit))
         for k, t in unit.tensors.items():
             if not isinstance(k, int) and t.quant is not None:
                 self.quants.setdefault(k, t.quant)
@@ -1869,7 +2034,8 @@ def _describe(region: _Region, fi: _FuncInfo, target: _Target, name: str, dead=f
             shape = [shape[i] for i in _NCHW_TO_NHWC]
             if quant is not None:
                 quant = dict(quant, axis=_NCHW_TO_NHWC.index(quant["axis"]))
-        d = {"shape": shape, "dtype": t.dtype}
+        # A symbolic dimension is written as its variable's name (version 3).
+        d = {"shape": [x.name if isinstance(x, _Sym) else x for x in shape], "dtype": t.dtype}
         if quant is not None:
             d["quant"] = quant
         return d
@@ -1900,12 +2066,17 @@ def _describe(region: _Region, fi: _FuncInfo, target: _Target, name: str, dead=f
             "outputs": [index[k] for k in n["outputs"]],
             "attrs": attrs,
         })
+    jtensors = [tensor_json(k) for k in order]
+    if any(isinstance(x, str) for t in jtensors for x in t["shape"]):
+        version = 3
+    else:
+        version = 2 if any(needs_version_2(n) for n in jnodes) else 1
     desc = {
         "format": SUBGRAPH_FUNC,
-        "version": 2 if any(needs_version_2(n) for n in jnodes) else 1,
+        "version": version,
         "target": target.name,
         "name": name,
-        "tensors": [tensor_json(k) for k in order],
+        "tensors": jtensors,
         "inputs": [index[k] for k in inputs],
         "constants": [index[k] for k in consts],
         "outputs": [index[k] for k in outputs],
@@ -1999,10 +2170,14 @@ def _partition_function(func: relax.Function, target: _Target, counter: list, mo
             if not isinstance(g, _Region):
                 bindings.append(g)
                 continue
-            if all(n["op"] == "reshape" for u in g.units for n in u.nodes):
-                # nothing to compute: not worth a call.  The original bindings may read a
-                # dequantize that was dropped as dead (a quantized reshape reads the 8-bit var
-                # through it): bring those back too.
+            emitted = None
+            if not all(n["op"] == "reshape" for u in g.units for n in u.nodes):
+                emitted = _emit_region(g, fi, target, counter, bb, dead, tensor_users)
+            if emitted is None:
+                # Nothing to compute (reshapes only: not worth a call), or nothing the format
+                # can say: the original bindings stay.  They may read a dequantize that was
+                # dropped as dead (a quantized reshape reads the 8-bit var through it): bring
+                # those back too.
                 orig = [b for u in g.units for b in _original_bindings(block, u)]
                 need = set()
                 for b in orig:
@@ -2012,7 +2187,7 @@ def _partition_function(func: relax.Function, target: _Target, counter: list, mo
                 bindings.extend(revive + orig)
                 continue
             changed = True
-            bindings.extend(_emit_region(g, fi, target, counter, bb, dead, tensor_users))
+            bindings.extend(emitted)
         new_blocks.append(relax.DataflowBlock(bindings))
     if not changed:
         return func
@@ -2025,10 +2200,22 @@ def _original_bindings(block, unit):
     return [b for b in block.bindings if b.var in keep]
 
 
+def _unbound_symbols(desc) -> set:
+    """The symbol names of a description that no input's shape carries: the runtime binds
+    symbols from the inputs it is called with, so a description with any cannot run."""
+    named = {x for t in desc["tensors"] for x in t["shape"] if isinstance(x, str)}
+    bound = {x for i in desc["inputs"] for x in desc["tensors"][i]["shape"] if isinstance(x, str)}
+    return named - bound
+
+
 def _emit_region(region, fi, target, counter, bb, dead, tensor_users):
+    """The bindings that replace `region`, or None when it cannot be described (a symbol
+    that no input binds)."""
     name = f"mote_{target.name}_{counter[0]}"
-    counter[0] += 1
     desc, inputs, consts, outputs, convert = _describe(region, fi, target, name, dead, tensor_users)
+    if _unbound_symbols(desc):
+        return None
+    counter[0] += 1
     out = []
     args = [tvm.ir.StringImm(json.dumps(desc, separators=(",", ":")))]
     for v in inputs:
@@ -2041,9 +2228,14 @@ def _emit_region(region, fi, target, counter, bb, dead, tensor_users):
             args.append(v)
     args.extend(relax.const(c) for c in consts)
     out_tys = []
-    for i in desc["outputs"]:
+    for i, v in zip(desc["outputs"], outputs):
         t = desc["tensors"][i]
-        out_tys.append(relax.TensorType(t["shape"], t["dtype"]))
+        if desc["version"] >= 3:
+            # The output's own shape, with TVM's variables where the description has names
+            # (never converted, so it is the var's type as it was).
+            out_tys.append(relax.TensorType(list(v.ty.shape.values), t["dtype"]))
+        else:
+            out_tys.append(relax.TensorType(t["shape"], t["dtype"]))
     call = relax.call_dps_packed(SUBGRAPH_FUNC, args, out_tys if len(out_tys) > 1 else out_tys[0])
 
     def finish(var, expr, nhwc_ty):

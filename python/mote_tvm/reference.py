@@ -1,4 +1,4 @@
-"""Numpy reference implementation of the ``mote.subgraph`` format (versions 1 and 2).
+"""Numpy reference implementation of the ``mote.subgraph`` format (versions 1 to 3).
 
 Every op of ``docs/subgraph-format.md`` in both layouts, float32 and quantized, and the
 version-2 ops and activations (refused in a description that says version 1, as the runtime
@@ -9,6 +9,11 @@ output with ``quant`` back as ``clip(rint(real / scale) + zero_point)``.  For co
 is the integer accumulation ``sum((x - zx) * (w - zw)) + bias`` times ``s_x * s_w``, with the
 activation applied in real units before requantization, as the format specifies.
 
+Version 3 lets a tensor's shape name a symbolic dimension (a string) instead of giving its
+extent.  Each run binds every name from the shapes of the input arrays it is given (they must
+agree, and every name must occur in some input), substitutes the values into every tensor's
+shape, and then runs the description as a static one.
+
 ``register_reference()`` registers ``run_description`` as the global packed function
 ``mote.subgraph`` so that TVM's own ``relax.VirtualMachine`` can run a partitioned module.
 """
@@ -16,12 +21,15 @@ activation applied in real units before requantization, as the format specifies.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 
 FORMAT = "mote.subgraph"
-VERSION = 2
-VERSIONS = (1, 2)
+VERSION = 3
+VERSIONS = (1, 2, 3)
+# A symbolic dimension's name (version 3).
+SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 # What only version 2 has (docs/subgraph-format.md, "Version 2").
 V2_OPS = frozenset({"activation", "subtract", "divide", "scale_shift", "lrn", "transpose", "channel_shuffle",
@@ -334,12 +342,54 @@ def parse_description(desc) -> dict:
         raise SubgraphError(f"not a {FORMAT} description (format={desc.get('format')!r})")
     if desc.get("version") not in VERSIONS:
         raise SubgraphError(f"description version {desc.get('version')!r}; this reference knows versions {VERSIONS}")
+    for i, t in enumerate(desc.get("tensors", [])):
+        for d in t["shape"]:
+            if isinstance(d, str):
+                if desc["version"] < 3:
+                    raise SubgraphError(f"tensor {i} has the symbolic dimension {d!r}, which needs subgraph "
+                                        f"format version 3; this description says version {desc['version']}")
+                if SYMBOL.fullmatch(d) is None:
+                    raise SubgraphError(f"tensor {i}: {d!r} is not a symbol name")
+            elif not isinstance(d, int) or isinstance(d, bool):
+                raise SubgraphError(f"tensor {i}: dimension {d!r} is neither an extent nor a symbol")
     if desc["version"] == 1:
         for node in desc.get("nodes", []):
             if needs_version_2(node):
                 raise SubgraphError(f"node {node.get('name')!r} ({node['op']}) needs subgraph format version 2; "
                                     f"this description says version 1")
     return desc
+
+
+def bind_symbols(desc: dict, inputs) -> list[dict]:
+    """The description's tensors with every symbolic dimension replaced by its value, read from
+    the shapes of `inputs` (numpy arrays, in ``desc["inputs"]`` order)."""
+    tensors = desc["tensors"]
+    values: dict[str, int] = {}
+    for i, a in zip(desc["inputs"], inputs):
+        shape = tensors[i]["shape"]
+        a_shape = np.shape(a)
+        if len(a_shape) != len(shape):
+            continue  # run_description reports the rank mismatch
+        for d, n in zip(shape, a_shape):
+            if not isinstance(d, str):
+                continue
+            if n < 1:
+                raise SubgraphError(f"{desc.get('name')}: input tensor {i} gives symbol {d!r} the value {n}")
+            if values.setdefault(d, int(n)) != n:
+                raise SubgraphError(f"{desc.get('name')}: symbol {d!r} is {values[d]} in one input and {n} in "
+                                    f"input tensor {i}")
+    out = []
+    for i, t in enumerate(tensors):
+        names = [d for d in t["shape"] if isinstance(d, str)]
+        if names:
+            if i in desc["constants"]:
+                raise SubgraphError(f"{desc.get('name')}: constant tensor {i} has a symbolic shape {t['shape']}")
+            unbound = sorted(set(names) - set(values))
+            if unbound:
+                raise SubgraphError(f"{desc.get('name')}: symbol(s) {unbound} of tensor {i} occur in no input's shape")
+            t = dict(t, shape=[values[d] if isinstance(d, str) else d for d in t["shape"]])
+        out.append(t)
+    return out
 
 
 def run_description(desc, inputs, constants) -> list[np.ndarray]:
@@ -349,7 +399,7 @@ def run_description(desc, inputs, constants) -> list[np.ndarray]:
     description gives them.
     """
     desc = parse_description(desc)
-    tensors = desc["tensors"]
+    tensors = bind_symbols(desc, inputs)
     vals: dict[int, np.ndarray] = {}
     stored: dict[int, np.ndarray] = {}
     for kind, idxs, arrays in (("input", desc["inputs"], inputs), ("constant", desc["constants"], constants)):
