@@ -7,11 +7,15 @@
 Each model is written unpartitioned, with seeded random weights bound as constants, then
 partitioned with ``mote_tvm.partition_for_acl`` / ``partition_for_bnns``; NAME is
 ``<model>_<flavour>``.  The exported library is the PARTITIONED module: its offloaded regions
-are calls to the packed function ``mote.subgraph`` (docs/subgraph-format.md, versions 1 and 2) that the
-runtime must provide.
+are calls to the packed function ``mote.subgraph`` (docs/subgraph-format.md, versions 1 to 3) that the
+runtime must provide.  Models whose input has a symbolic dimension (dense_dyn, onnx_encoder_dyn:
+version-3 descriptions naming it) are recorded with several cases, one per length, each with
+its own NAME.CASE.inputs.npz / NAME.CASE.expected.npz; the others with one case, ``main``.
+Such a model is never code-free: TVM sizes the tensors it allocates in a compiled host
+function, ``shape_func``, which ``mote_tvm.tvm_residue`` reports.
 
 Oracle: TVM's own ``relax.VirtualMachine`` running an x86_64 build of the UNPARTITIONED model on
-fixed, seeded inputs.  Second check, done here and fatal on failure: TVM's VM running the
+fixed, seeded inputs (each case's).  Second check, done here and fatal on failure: TVM's VM running the
 partitioned host build with the numpy reference (``mote_tvm.reference``) registered as
 ``mote.subgraph`` must agree with the oracle (float32: 1e-4 rel/abs; quantized: 1 LSB).
 
@@ -74,6 +78,13 @@ class OModel:
     # Activation name -> how many nodes of every flavour's descriptions must carry it (fused or
     # standalone).
     expect_activations: dict = field(default_factory=dict)
+    # (case name, inputs) to record, each checked against the oracle on its own; None: one case
+    # "main" with `inputs`.  A model with a symbolic input dimension runs at several lengths.
+    cases: list | None = None
+    symbolic: bool = False  # every description must name a symbolic dimension (version 3)
+
+    def all_cases(self) -> list:
+        return self.cases if self.cases is not None else [("main", self.inputs)]
 
 
 def f32(a):
@@ -87,6 +98,12 @@ def normal(r, shape, scale=1.0):
 def kaiming(r, shape):
     fan_in = int(np.prod(shape[1:]))
     return normal(r, shape, 1.0 / np.sqrt(fan_in))
+
+
+# What stays in TVM when every operator of a model with a symbolic dimension is offloaded: the
+# host function that sizes the tensors TVM allocates (mote_tvm.tvm_residue), so such a model is
+# never code-free.
+_SYMBOLIC_RESIDUE = {"acl": ("shape_func",), "bnns": ("shape_func",)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -546,6 +563,27 @@ def m_mlp():
                   [normal(rng_for(303, 1), (2, 16))], expect_ops=("dense", "softmax"), code_free=("acl", "bnns"))
 
 
+def m_dense_dyn():
+    r = rng_for(213, 0)
+    w1, b1, w2 = kaiming(r, (16, 24)), normal(r, (24,), 0.1), kaiming(r, (24, 8))
+
+    @I.ir_module
+    class M:
+        @R.function
+        def main(x: R.Tensor(("n", 16), "float32")):
+            with R.dataflow():
+                h = R.nn.relu(R.add(R.matmul(x, R.const(w1)), R.const(b1)))
+                y = R.nn.softmax(R.matmul(h, R.const(w2)), axis=-1)
+                R.output(y)
+            return y
+
+    cases = [(f"n{n}", [normal(rng_for(213, 1 + i), (n, 16))]) for i, n in enumerate((1, 3, 8))]
+    return OModel("dense_dyn", "dense 16->24 + bias + relu -> dense 24->8 -> softmax on x[n,16] with n "
+                  "symbolic (R.Tensor((\"n\", 16))): one version-3 description whose tensors say \"n\"; "
+                  "cases n = 1, 3, 8; -> [n,8] f32", M, cases[0][1], expect_ops=("dense", "softmax"),
+                  cases=cases, symbolic=True, max_subgraphs=1, residue_only=_SYMBOLIC_RESIDUE)
+
+
 def m_mixed():
     r = rng_for(304, 0)
     w1, b1 = kaiming(r, (6, 3, 3, 3)), normal(r, (1, 6, 1, 1), 0.1)
@@ -740,7 +778,9 @@ def _archs_model(build, seed, shape, name, description, expect_ops, **kw):
     mod = from_onnx(g.model(name, list(shape), out, list(out_shape), opset=opset), keep_params_in_input=False)
     kw.setdefault("residue_only", _ACL_EDGE)
     kw.setdefault("max_subgraphs", 1)
-    return OModel(name, description, mod, [normal(rng_for(seed, 1), shape)], expect_ops=expect_ops, **kw)
+    # With a symbolic dimension in `shape`, `cases` gives the inputs.
+    inputs = kw["cases"][0][1] if kw.get("cases") else [normal(rng_for(seed, 1), shape)]
+    return OModel(name, description, mod, inputs, expect_ops=expect_ops, **kw)
 
 
 def m_onnx_conv_bn():
@@ -859,9 +899,12 @@ def m_onnx_elementwise():
                         ("activation", "subtract", "divide"), code_free=("acl", "bnns"))
 
 
-def m_onnx_encoder_layer():
-    seq, d, heads, ff = 6, 16, 2, 32
+def _encoder_layer(seq):
+    """m_onnx_encoder_layer's graph builder; `seq` an int, or None for a symbolic length (the
+    head reshapes then say -1, as exporters with dynamic axes write them)."""
+    d, heads, ff = 16, 2, 32
     dk = d // heads
+    n = -1 if seq is None else seq
 
     def build(g):
         import math
@@ -876,24 +919,49 @@ def m_onnx_encoder_layer():
                           axis=-1, epsilon=1e-5)
 
         def heads_of(x, perm):
-            return g.node("Transpose", [g.node("Reshape", [x, g.shape([1, seq, heads, dk])])], perm=perm)
+            return g.node("Transpose", [g.node("Reshape", [x, g.shape([1, n, heads, dk])])], perm=perm)
 
         x = "input"
         q, k, v = heads_of(linear(x, d, d), [0, 2, 1, 3]), heads_of(linear(x, d, d), [0, 2, 3, 1]), \
             heads_of(linear(x, d, d), [0, 2, 1, 3])
         s = g.node("Div", [g.node("MatMul", [q, k]), g.const("sqrt_dk", np.array(math.sqrt(dk), "float32"))])
         a = g.node("Transpose", [g.node("MatMul", [g.dropout(g.node("Softmax", [s], axis=-1)), v])], perm=[0, 2, 1, 3])
-        x = ln(g.node("Add", [x, g.dropout(linear(g.node("Reshape", [a, g.shape([1, seq, d])]), d, d))]))
+        x = ln(g.node("Add", [x, g.dropout(linear(g.node("Reshape", [a, g.shape([1, n, d])]), d, d))]))
         h = linear(x, d, ff)
         e = g.node("Erf", [g.node("Div", [h, g.const("sqrt2", np.array(math.sqrt(2.0), "float32"))])])
         h = g.node("Mul", [g.node("Mul", [h, g.node("Add", [e, g.const("one", np.array(1.0, "float32"))])]),
                            g.const("half", np.array(0.5, "float32"))])
-        return ln(g.node("Add", [x, linear(h, ff, d)])), (1, seq, d)
+        return ln(g.node("Add", [x, linear(h, ff, d)])), (1, "seq" if seq is None else seq, d)
+    return build, d
+
+
+def m_onnx_encoder_layer():
+    seq = 6
+    build, d = _encoder_layer(seq)
     return _archs_model(build, 408, (1, seq, d), "onnx_encoder_layer",
                         "Transformer encoder layer (post-LN): Q/K/V MatMul+Add, heads by Reshape/Transpose, "
                         "MatMul, Div by sqrt(d_k), Softmax, Dropout, LayerNormalization, GELU in its erf form "
                         "(Div, Erf, Add, Mul, Mul); input[1,6,16] -> [1,6,16] f32",
                         ("transpose", "layer_norm", "matmul", "softmax", "dense", "divide"), code_free=("acl", "bnns"))
+
+
+# Lengths the models with a symbolic dimension are run at: 1 (every broadcast degenerate), and
+# lengths that are no multiple of any tile.
+DYN_LENGTHS = (1, 6, 17)
+
+
+def m_onnx_encoder_dyn():
+    build, d = _encoder_layer(None)
+    seed = 412
+    cases = [(f"seq{n}", [normal(rng_for(seed, 1 + i), (1, n, d))]) for i, n in enumerate(DYN_LENGTHS)]
+    return _archs_model(build, seed, (1, "seq", d), "onnx_encoder_dyn",
+                        "m_onnx_encoder_layer's graph with the sequence length symbolic (ONNX dim_param "
+                        "\"seq\", Reshape to [1, -1, ...]), imported without pinning it: one version-3 "
+                        "description whose tensors say \"seq\", including the attention scores [1,2,seq,seq] "
+                        "(MatMul contracting over seq, Softmax along it); cases seq = "
+                        f"{', '.join(map(str, DYN_LENGTHS))}; input[1,seq,16] -> [1,seq,16] f32",
+                        ("transpose", "layer_norm", "matmul", "softmax", "dense", "divide"), cases=cases,
+                        symbolic=True, residue_only=_SYMBOLIC_RESIDUE)
 
 
 def m_onnx_gemm_trans():
@@ -987,14 +1055,14 @@ def m_onnx_clip7():
 
 
 MODELS_V2 = [m_onnx_conv_bn, m_onnx_dense_block, m_onnx_grouped_lrn, m_onnx_shuffle_unit, m_onnx_se_hswish,
-             m_onnx_se_silu, m_onnx_elementwise, m_onnx_encoder_layer, m_onnx_gemm_trans, m_onnx_gelu_tanh,
-             m_onnx_clip7]
+             m_onnx_se_silu, m_onnx_elementwise, m_onnx_encoder_layer, m_onnx_encoder_dyn, m_onnx_gemm_trans,
+             m_onnx_gelu_tanh, m_onnx_clip7]
 
 MODELS = [
     m_conv_pad_bias_relu, m_conv_s2_relu6, m_conv_dil_clip, m_dwconv, m_dwconv_mult2,
     m_qconv_uint8, m_qconv_int8, m_qdense_int8, m_max_pool, m_avg_pool, m_global_pools,
     m_dense_bias_relu, m_matmul, m_add_mul, m_conv_softmax, m_reshape_softmax, m_concat,
-    m_cnn, m_cnn_nhwc, m_mobilenet_block, m_mlp, m_mixed, m_qcnn, m_qdq_ops, m_minmax_clip, m_onnx_cnn, m_onnx_mobilenet_tiny,
+    m_cnn, m_cnn_nhwc, m_mobilenet_block, m_mlp, m_dense_dyn, m_mixed, m_qcnn, m_qdq_ops, m_minmax_clip, m_onnx_cnn, m_onnx_mobilenet_tiny,
 ] + MODELS_V2
 
 PARTITIONERS = {"acl": mote_tvm.partition_for_acl, "bnns": mote_tvm.partition_for_bnns}
@@ -1031,7 +1099,8 @@ def compare(got, want, quantized, where):
     return worst
 
 
-def build_one(model: OModel, flavour: str, oracle: list, arch: str, out_dir: str, scratch: str) -> dict:
+def build_one(model: OModel, flavour: str, oracles: list, arch: str, out_dir: str, scratch: str) -> dict:
+    """`oracles`: the unpartitioned model's outputs for each of model.all_cases()."""
     t0 = time.time()
     name = f"{model.name}_{flavour}"
     pmod = PARTITIONERS[flavour](model.mod)
@@ -1067,10 +1136,14 @@ def build_one(model: OModel, flavour: str, oracle: list, arch: str, out_dir: str
         if got != count:
             raise RuntimeError(f"{name}: {got} node(s) with activation {act!r}, expected {count}")
     for d in descs:
-        # Version 2 exactly when a node needs it, so older runtimes keep loading the rest.
-        want = 2 if any(needs_version_2(n) for n in d["nodes"]) else 1
+        # Version 3 exactly when a tensor has a symbolic dimension, else version 2 exactly when a
+        # node needs it, so older runtimes keep loading the rest.
+        symbolic = any(isinstance(x, str) for t in d["tensors"] for x in t["shape"])
+        want = 3 if symbolic else 2 if any(needs_version_2(n) for n in d["nodes"]) else 1
         if d["target"] != flavour or d["version"] != want:
             raise RuntimeError(f"{name}: bad description header {d['target']!r} v{d['version']} (want v{want})")
+        if model.symbolic and not symbolic:
+            raise RuntimeError(f"{name}: description {d['name']} has no symbolic dimension")
 
     entry = {"name": name, "file": f"{name}.so", "description": model.description,
              "partition": flavour, "subgraphs": len(descs),
@@ -1095,13 +1168,16 @@ def build_one(model: OModel, flavour: str, oracle: list, arch: str, out_dir: str
         entry["archive"] = f"{name}.tar"
 
     # Second oracle: TVM's VM on the partitioned host build, mote.subgraph = numpy reference.
-    got = run_vm(tvm.runtime.load_module(host_lib), model.inputs)
-    err = compare(got, oracle, model.quantized, f"{name} (partitioned, numpy reference)")
-
-    stem = f"{name}.main"
-    rec = case_record(out_dir, stem, "main", "main", model.inputs)
-    record_outputs(rec, out_dir, stem, oracle, lambda _dt: dict(Q_TOL if model.quantized else F32_TOL))
-    entry["cases"] = [rec]
+    lib = tvm.runtime.load_module(host_lib)
+    err = 0.0
+    entry["cases"] = []
+    for (case, inputs), oracle in zip(model.all_cases(), oracles):
+        got = run_vm(lib, inputs)
+        err = max(err, compare(got, oracle, model.quantized, f"{name} case {case} (partitioned, numpy reference)"))
+        stem = f"{name}.{case}"
+        rec = case_record(out_dir, stem, case, "main", inputs)
+        record_outputs(rec, out_dir, stem, oracle, lambda _dt: dict(Q_TOL if model.quantized else F32_TOL))
+        entry["cases"].append(rec)
     made = entry.get("archive", entry["file"])
     print(f"offload-zoo[{arch}]: {name:24s} {len(descs)} subgraph(s) "
           f"{'+'.join(','.join(o) for o in entry['subgraph_ops'])[:60]:60s} {len(kernels):2d} TVM kernels{' (code-free)' if entry['code_free'] else ''}  "
@@ -1123,10 +1199,11 @@ def main(argv=None) -> int:
             if only and model.name not in only:
                 continue
             seen.add(model.name)
-            # The oracle: the unpartitioned model on the host.
-            oracle = run_vm(tvm.compile(model.mod, target=HOST_TARGET), model.inputs)
+            # The oracle: the unpartitioned model on the host, for each case.
+            base = tvm.compile(model.mod, target=HOST_TARGET)
+            oracles = [run_vm(base, inputs) for _, inputs in model.all_cases()]
             for flavour in model.flavours:
-                manifest["models"].append(build_one(model, flavour, oracle, args.target, args.out, scratch))
+                manifest["models"].append(build_one(model, flavour, oracles, args.target, args.out, scratch))
     if "onnx_gelu_tanh" in seen:
         check_gelu_tanh_near_miss()
     if only - seen:

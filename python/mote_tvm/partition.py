@@ -2404,7 +2404,12 @@ def tvm_residue(mod: tvm.IRModule) -> list[str]:
     library calls no compiled kernel and Mote can load it code-free (docs/code-free.md).
 
     Calls whose arguments are all constants are counted too: TVM may fold them, but nothing
-    promises it."""
+    promises it.
+
+    A function that computes a tensor whose shape has a symbolic dimension adds one entry
+    ``"<function>: shape_func"``: the VM sizes that tensor's storage (the extents' product
+    times the element size) in a compiled host function TVM names ``shape_func``, even when
+    every operator is offloaded."""
     found = []
     for gv, func in mod.functions.items():
         if not isinstance(func, relax.Function):
@@ -2424,7 +2429,34 @@ def tvm_residue(mod: tvm.IRModule) -> list[str]:
 
         relax.analysis.post_order_visit(func.body, visit)
         found.extend(f"{gv.name_hint}: {c}" for c in calls)
+        if _allocates_symbolic(func):
+            found.append(f"{gv.name_hint}: shape_func")
     return found
+
+
+# Ops whose result TVM's VM does not allocate (a view, or a shape).
+_NO_ALLOC_OPS = frozenset({"relax.reshape", "relax.shape_of", "relax.tensor_to_shape", "relax.null_value",
+                           "relax.print", "relax.assert_op"})
+
+
+def _allocates_symbolic(func: relax.Function) -> bool:
+    """Whether a call in `func` produces a tensor with a non-static shape (which TVM's VM
+    allocates with a size computed at run time)."""
+    def symbolic(ty):
+        if isinstance(ty, relax.TupleType):
+            return any(symbolic(f) for f in ty.fields)
+        if not isinstance(ty, relax.TensorType):
+            return False
+        if not isinstance(ty.shape, relax.ShapeExpr):
+            return False  # unknown shapes: not what the partitioner writes
+        return any(not isinstance(v, tvm.tirx.IntImm) for v in ty.shape.values)
+
+    for block in func.body.blocks:
+        for b in block.bindings:
+            if isinstance(b, relax.VarBinding) and isinstance(b.value, relax.Call) \
+                    and _op_name(b.value) not in _NO_ALLOC_OPS and symbolic(b.var.ty):
+                return True
+    return False
 
 
 def _check_code_free(mod: tvm.IRModule, target: _Target, mode: str) -> None:
