@@ -3,7 +3,7 @@
 ``partition_for_acl`` / ``partition_for_bnns`` replace every region they can offload with one
 ``R.call_dps_packed("mote.subgraph", (R.str(desc), inputs..., constants...), out_ty=...)``
 call whose description follows ``docs/subgraph-format.md`` (format version 1, or 2 when
-a region needs its ops).  Everything
+a region needs its ops, or 3 when its tensors have symbolic dimensions).  Everything
 else stays a TVM op and is compiled by TVM as usual.  With ``code_free="report"`` or
 ``"require"`` they report (or refuse) what would stay in TVM (``tvm_residue``), so a model
 can be aimed at Mote's code-free loading (docs/code-free.md).

@@ -11,8 +11,9 @@ Each region becomes
 
     R.call_dps_packed("mote.subgraph", (R.str(desc), inputs..., constants...), out_ty=...)
 
-with ``desc`` the JSON description of ``docs/subgraph-format.md`` (version 2 when it uses
-anything version 1 lacks, else version 1, so older runtimes still load it).  Bindings that
+with ``desc`` the JSON description of ``docs/subgraph-format.md`` (version 3 when a tensor has
+a symbolic dimension, else version 2 when it uses anything version 1 lacks, else version 1, so
+older runtimes still load it).  Bindings that
 the regions no longer need (pads, dequantizes, weight transposes) are removed by dead-code
 elimination; everything that is not offloaded stays a TVM op.
 
@@ -22,6 +23,14 @@ NHWC (constants transposed here, in numpy), and TVM ``permute_dims`` ops are ins
 region boundary for 4-D data inputs and outputs.  Ops whose meaning depends on the element
 order (reshape of a 4-D tensor with C > 1 and H*W > 1, dense/matmul on 4-D tensors, broadcasts
 of a lower-rank non-constant operand) cannot be converted and end such a region.
+
+Symbolic dimensions (a graph imported with its sequence length left open): a dimension that is
+a bare ``tir.Var`` is described by the variable's name, and the runtime binds it from the
+shapes of the inputs it is called with.  So a unit is taken only when each of its nodes holds
+for every value of its symbols (a broadcast of ``seq`` against ``seq`` or 1, not against 64; a
+reshape keeping the variables and the static element count; static weights' extents); any
+other expression (``seq * 2``) stays in TVM, as do layout ops (conv2d, pooling) on symbolic
+tensors, and a region is not emitted when some symbol occurs in none of its inputs.
 
 Before matching, what training frameworks leave in an inference graph is taken out: Dropout
 (TVM imports it as a copy) is replaced by its input, and unused tuple fields (BatchNorm's
