@@ -231,11 +231,13 @@ def relax_flops(mod, skip_subgraphs: bool = False, skip_edge_transposes: bool = 
     return total, per_op, calls
 
 
-def description_flops(desc: dict) -> int:
+def description_flops(desc: dict, dims: dict | None = None) -> int:
     """FLOPs of one mote.subgraph description, by the same rule as relax_flops.  An op folded
     into a node counts as it would have unfolded: a bias input adds one FLOP per output element,
-    an activation other than "none" another."""
-    shapes = [t["shape"] for t in desc["tensors"]]
+    an activation other than "none" another.  A symbolic dimension (a name, format version 3)
+    counts as its value in `dims`, as relax_flops counts the model with it bound."""
+    dims = dims or {}
+    shapes = [[dims[d] if isinstance(d, str) else d for d in t["shape"]] for t in desc["tensors"]]
     total = 0
     for node in desc["nodes"]:
         op = node["op"]
@@ -394,7 +396,7 @@ def build_one(name: str, out: str) -> dict:
             continue
         rec["times_s"][f"partition_{part}"] = round(time.time() - t, 1)
         descs = mote_tvm.subgraph_descriptions(pmod)
-        described = sum(description_flops(d) for d in descs)
+        described = sum(description_flops(d, dyn) for d in descs)
         # Nodes by op, with "q" for those whose data input is int8/uint8 (quantized kernels).
         node_ops: dict = {}
         for desc in descs:
