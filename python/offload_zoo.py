@@ -1147,7 +1147,10 @@ def build_one(model: OModel, flavour: str, oracles: list, arch: str, out_dir: st
 
     entry = {"name": name, "file": f"{name}.so", "description": model.description,
              "partition": flavour, "subgraphs": len(descs),
-             "subgraph_ops": [[n["op"] for n in d["nodes"]] for d in descs]}
+             "subgraph_ops": [[n["op"] for n in d["nodes"]] for d in descs],
+             # Per call, the symbolic dimensions its description names, in order of appearance.
+             "subgraph_symbols": [list(dict.fromkeys(x for t in d["tensors"] for x in t["shape"] if isinstance(x, str)))
+                                  for d in descs]}
     # Everything offloaded: no TVM kernel, so for aarch64 TVM emits C (an empty lib0.c and the
     # module blob as a C array) instead of objects; the link step compiles them.
     host_lib, obj = export_model(pmod, arch, name, entry, out_dir, scratch, allow_c=True)

@@ -443,6 +443,25 @@ pub mod offload_zoo {
                     p.name
                 );
             }
+            // The symbolic dimensions each call's description names (format version 3): the
+            // cases then run at several sizes through the same call site.
+            let want: Vec<Vec<String>> = entry["subgraph_symbols"]
+                .as_array()
+                .expect("subgraph_symbols")
+                .iter()
+                .map(|s| {
+                    s.as_array()
+                        .expect("symbol names")
+                        .iter()
+                        .map(|n| n.as_str().expect("symbol name").to_string())
+                        .collect()
+                })
+                .collect();
+            let got: Vec<Vec<String>> = plan.iter().map(|p| p.symbols.clone()).collect();
+            assert_eq!(
+                got, want,
+                "{name}: symbolic dimensions per mote.subgraph call"
+            );
             for threads in [1, 2] {
                 let mut session = model
                     .session_with(SessionOptions {
