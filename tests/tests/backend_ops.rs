@@ -1108,8 +1108,8 @@ fn malformed_descriptions_give_typed_errors() {
     expect_subgraph_error("[]", &["not a JSON object"]);
     expect_subgraph_error(&with(&|j| j["format"] = json!("tvm.json")), &["format"]);
     expect_subgraph_error(
-        &with(&|j| j["version"] = json!(3)),
-        &["version 3", "versions 1 to 2"],
+        &with(&|j| j["version"] = json!(4)),
+        &["version 4", "versions 1 to 3"],
     );
     expect_subgraph_error(
         &with(&|j| j["nodes"][0]["attrs"]["activation"] = json!("sigmoid")),

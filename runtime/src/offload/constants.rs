@@ -6,7 +6,9 @@
 //! drops the copy before reading the next. Only the packed forms stay, so a model's weights are
 //! resident once, not twice.
 
-use std::sync::Arc;
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::loader::executable::InPayload;
@@ -70,6 +72,32 @@ pub(crate) fn read(library: &Library, data: &InPayload) -> Result<Tensor> {
 #[derive(Clone, Copy)]
 pub struct Constants<'a> {
     slots: Slots<'a>,
+    /// Where forms built from these constants are kept for other preparations of the same
+    /// call site (`Constants::shared`); `None`: each preparation builds its own.
+    forms: Option<&'a Forms>,
+}
+
+/// The forms backends built from a call site's constants (a transposed or packed weight),
+/// kept for the site's other preparations: other bindings of its symbolic dimensions
+/// (docs/subgraph-format.md, version 3) and other backend orders. Each form is built once and
+/// shared; it lives as long as the site.
+#[derive(Default)]
+pub(crate) struct Forms {
+    map: Mutex<HashMap<(usize, &'static str), Arc<dyn Any + Send + Sync>>>,
+}
+
+impl Forms {
+    /// The forms kept: `(constant, kind)`, sorted.
+    #[cfg(test)]
+    pub(crate) fn kept(&self) -> Vec<(usize, &'static str)> {
+        let mut v: Vec<_> = self
+            .map
+            .lock()
+            .map(|m| m.keys().copied().collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -90,6 +118,7 @@ impl<'a> From<&'a [Tensor]> for Constants<'a> {
     fn from(t: &'a [Tensor]) -> Self {
         Constants {
             slots: Slots::Tensors(t),
+            forms: None,
         }
     }
 }
@@ -104,6 +133,15 @@ impl<'a> Constants<'a> {
     pub(crate) fn of_site(c: &'a [Constant]) -> Self {
         Constants {
             slots: Slots::Site(c),
+            forms: None,
+        }
+    }
+
+    /// A site's constants whose built forms are kept in `forms` ([`Constants::shared`]).
+    pub(crate) fn of_site_sharing(c: &'a [Constant], forms: &'a Forms) -> Self {
+        Constants {
+            slots: Slots::Site(c),
+            forms: Some(forms),
         }
     }
 
@@ -111,8 +149,10 @@ impl<'a> Constants<'a> {
     /// constant's layout transforms each one only when a backend gets it, so no more than one
     /// is held in both forms at a time.
     pub(crate) fn mapped(&'a self, f: &'a Relayout<'a>) -> Constants<'a> {
+        // A rewritten constant is not the site's: its forms are not shared.
         Constants {
             slots: Slots::Mapped { inner: self, f },
+            forms: None,
         }
     }
 
@@ -127,6 +167,44 @@ impl<'a> Constants<'a> {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The form `kind` of constant `i` (e.g. a weight transposed or packed for one kernel):
+    /// built by `make` (which reads the constant with [`Constants::get`]), or the one an
+    /// earlier preparation of the same call site built. `kind` must name everything the form
+    /// depends on besides the constant (the layout, the ISA level), so that two forms under
+    /// one name are always equal.
+    pub fn shared<T: Any + Send + Sync>(
+        &self,
+        i: usize,
+        kind: &'static str,
+        make: impl FnOnce() -> Result<T>,
+    ) -> Result<Arc<T>> {
+        let Some(forms) = self.forms else {
+            return Ok(Arc::new(make()?));
+        };
+        let found = forms
+            .map
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&(i, kind)).cloned())
+            .and_then(|f| f.downcast::<T>().ok());
+        if let Some(f) = found {
+            return Ok(f);
+        }
+        // Built outside the lock: packing a large weight takes milliseconds, and preparations
+        // of other sites' regions do not wait. Two preparations racing for one form build it
+        // twice, and the first one stored is kept.
+        let built = Arc::new(make()?);
+        let mut map = forms.map.lock().map_err(|_| Error::Backend {
+            backend: super::CPU.into(),
+            message: "a preparation panicked while storing a constant's form".into(),
+        })?;
+        let kept = map
+            .entry((i, kind))
+            .or_insert_with(|| built.clone() as Arc<dyn Any + Send + Sync>)
+            .clone();
+        Ok(kept.downcast::<T>().unwrap_or(built))
     }
 
     /// Constant `i` (`None` past the end). An error when it had to be read from the model file

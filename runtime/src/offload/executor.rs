@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use super::backend::{Backend, Buffers, Prepared, CPU};
-use super::constants::{Constant, Constants};
+use super::constants::{Constant, Constants, Forms};
 use super::planner::{plan, plan_site, segment_io, segments_of, SubgraphPlan};
 use super::registry::{resolve, resolve_with_reasons, unavailable_reason};
 use crate::error::{Error, Result};
@@ -183,7 +183,11 @@ impl Executor {
             Some(c) => c.constant(k, t),
             None => Ok(t),
         };
-        let constants = constants.mapped(&relayout);
+        let constants = if converted.is_some() {
+            constants.mapped(&relayout)
+        } else {
+            constants
+        };
         let mut segments = Vec::new();
         let mut pending = segments_of(&which);
         let mut i = 0;
@@ -460,6 +464,8 @@ pub(crate) struct Site {
     /// The symbolic dimensions each call binds (format version 3), if any.
     pub symbolic: Option<Symbolic>,
     pub constants: Vec<Constant>,
+    /// What backends built from `constants`, shared by every preparation of this site.
+    forms: Forms,
     /// Prepared executors by backend order and binding of the symbolic dimensions.
     pub prepared: Mutex<Executors>,
 }
@@ -496,6 +502,7 @@ impl Site {
             graph: Arc::new(graph),
             symbolic,
             constants,
+            forms: Forms::default(),
             prepared: Mutex::new(Executors::default()),
         }
     }
@@ -554,7 +561,7 @@ impl Site {
         }
         let e = Arc::new(Executor::new(
             g.clone(),
-            Constants::of_site(&self.constants),
+            Constants::of_site_sharing(&self.constants, &self.forms),
             backends,
         )?);
         if self.symbolic.is_some() {
@@ -580,6 +587,12 @@ impl Site {
             },
         );
         Ok((g, e))
+    }
+
+    /// The constants' forms kept for this site's preparations.
+    #[cfg(test)]
+    pub(crate) fn forms(&self) -> &Forms {
+        &self.forms
     }
 
     /// How many bindings are prepared for this preference order.

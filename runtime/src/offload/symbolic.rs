@@ -469,6 +469,39 @@ mod tests {
         });
     }
 
+    /// A new length prepares the region again, but the dense weight is read and packed once
+    /// per form for the whole call site, not once per length.
+    #[test]
+    fn lengths_share_the_packed_weight() {
+        let r = runner();
+        let run = |seq: i64| {
+            let x = Tensor::zeros(&[1, seq, 8], crate::DType::F32).unwrap();
+            let y = Tensor::from_slice(&[1, seq, 8], &input(seq as usize, 5)).unwrap();
+            let out = r.run(&[CPU.to_string()], &[x, y]).expect("runs");
+            let want = reference(
+                &vec![0.0; seq as usize * 8],
+                &input(seq as usize, 5),
+                seq as usize,
+            );
+            for (g, w) in out[0].as_slice::<f32>().unwrap().iter().zip(&want) {
+                assert!((*g as f64 - w).abs() <= 1e-5, "seq {seq}");
+            }
+        };
+        // Enough rows for the packed GEMM at any thread count of the test pool.
+        for seq in [64, 65, 70] {
+            run(seq);
+        }
+        let packed_only = r.site().forms().kept();
+        // One row: the column split's transposed form joins it.
+        run(1);
+        let both = r.site().forms().kept();
+        let order = crate::offload::resolve(&[CPU.to_string()]);
+        assert_eq!(r.site().bindings_held(&order), 4);
+        // (At a level without the packed GEMM its form is an empty one, also kept.)
+        assert_eq!(packed_only, [(0, "dense.packed")]);
+        assert_eq!(both, [(0, "dense.packed"), (0, "dense.transposed")]);
+    }
+
     #[test]
     fn at_most_max_bindings_stay_prepared() {
         let r = runner();

@@ -137,13 +137,14 @@ enum Step {
     },
     Dense {
         node: usize,
-        /// `[K, N]` row-major.
-        weight: Weight<f32>,
-        /// The constant weight packed for the own GEMM, at levels that have one, when the rows
-        /// are enough to split it over the preparing session's threads (then `weight` is
-        /// `Runtime`); else `None` and `weight` holds it, for the column split. A session with
-        /// another thread count runs the form that was kept.
-        gemm: Option<packed::PackedB>,
+        /// The constant weight, `[K, N]` row-major, for the column split; `None` when `gemm`
+        /// holds it or the weight is read at run time.
+        weight: Option<Arc<Vec<f32>>>,
+        /// The constant weight packed for the own GEMM (always `Some` inside), at levels that
+        /// have one, when the rows are enough to split it over the preparing session's
+        /// threads. A session with another thread count runs the form that was kept. Both
+        /// forms are the call site's (`Constants::shared`), shared by its preparations.
+        gemm: Option<Arc<Option<packed::PackedB>>>,
         bias: Option<Vec<f32>>,
     },
     QDense {
@@ -436,7 +437,10 @@ fn prepare_node(g: &Graph, k: usize, constants: Constants<'_>) -> Result<Step> {
         Op::Dense { .. } => {
             let wdesc = &g.tensors[node.inputs[1]];
             let (nn, kk) = (wdesc.shape[0] as usize, wdesc.shape[1] as usize);
-            let (mut weight_tensor, bias_t) = weight_and_bias(g, k, constants)?;
+            if !data.is_quantized_8bit() {
+                return prepare_dense_f32(g, k, constants);
+            }
+            let (weight_tensor, bias_t) = weight_and_bias(g, k, constants)?;
             let wt = weight_tensor.as_ref();
             let bias_t = bias_t.as_ref().map(|(b, t)| (*b, t.as_ref()));
             if matches!(bias_t, Some((_, None))) {
@@ -475,40 +479,77 @@ fn prepare_node(g: &Graph, k: usize, constants: Constants<'_>) -> Result<Step> {
                     requant,
                 });
             }
-            let bias = match bias_t {
-                Some((b, Some(t))) => Some(load_f32(t.data(), &g.tensors[b])?.into_owned()),
-                _ => None,
-            };
-            // One form of the weight is kept, for the path this session's thread count takes
-            // (see `Step::Dense` in `run`): packed for the GEMM when the rows are enough to
-            // split it, else transposed for the column split. A model's dense weights are
-            // often most of it, so the weight as given goes once transposed, and the packed
-            // form is only built when kept: at most two forms of it at a time.
-            let rows = g.tensors[node.inputs[0]].num_elements() / kk.max(1);
-            let want_gemm = rows >= 4 * crate::host::threadpool::current_parallelism();
-            let (weight, gemm) = match weight_tensor.take() {
-                Some(t) => {
-                    let w = transpose(&load_f32(t.data(), wdesc)?, nn, kk);
-                    drop(t);
-                    let gemm = want_gemm
-                        .then(|| packed::PackedB::new(isa::current(), &w, kk, nn, nn))
-                        .flatten();
-                    match gemm {
-                        Some(gemm) => (Weight::Runtime, Some(gemm)),
-                        None => (Weight::Packed(w), None),
-                    }
-                }
-                None => (Weight::Runtime, None),
-            };
-            Ok(Step::Dense {
-                node: k,
-                weight,
-                gemm,
-                bias,
-            })
+            Err(backend_err(format!(
+                "node `{}`: a quantized dense whose data is not 8-bit",
+                node.name
+            )))
         }
         _ => Ok(Step::Generic { node: k }),
     }
+}
+
+/// A float32 dense: its constant weight in the one form this preparation runs (see
+/// `Step::Dense` in `run`), shared with the site's other preparations (other lengths of a
+/// symbolic dimension, other backend orders: `Constants::shared`), so a new length does not
+/// read and pack the weight again.
+fn prepare_dense_f32(g: &Graph, k: usize, constants: Constants<'_>) -> Result<Step> {
+    let node = &g.nodes[k];
+    let wdesc = &g.tensors[node.inputs[1]];
+    let (nn, kk) = (wdesc.shape[0] as usize, wdesc.shape[1] as usize);
+    let bias = match node.inputs.get(2) {
+        Some(&b) => match constant_of(g, b, constants)? {
+            Some(t) => Some(load_f32(t.data(), &g.tensors[b])?.into_owned()),
+            // A bias computed at run time: the generic path adds it.
+            None => return Ok(Step::Generic { node: k }),
+        },
+        None => None,
+    };
+    let Role::Constant(ci) = g.role(node.inputs[1]) else {
+        return Ok(Step::Dense {
+            node: k,
+            weight: None,
+            gemm: None,
+            bias,
+        });
+    };
+    // `[K, N]`: the weight as given goes once it is transposed, so at most two forms of it
+    // are held at a time while preparing (a model's dense weights are often most of it).
+    let transposed = || -> Result<Vec<f32>> {
+        let t = constants.get(ci)?.ok_or_else(|| {
+            backend_err(format!("node `{}`: constant {ci} is missing", node.name))
+        })?;
+        let w = transpose(&load_f32(t.data(), wdesc)?, nn, kk);
+        drop(t);
+        Ok(w)
+    };
+    // Packed for the GEMM when the rows are enough to split it over the preparing session's
+    // threads; else (or at a level without the packed GEMM) transposed for the column split.
+    let rows = g.tensors[node.inputs[0]].num_elements() / kk.max(1);
+    if rows >= 4 * crate::host::threadpool::current_parallelism() {
+        let gemm = constants.shared(ci, "dense.packed", || {
+            Ok(packed::PackedB::new(
+                isa::current(),
+                &transposed()?,
+                kk,
+                nn,
+                nn,
+            ))
+        })?;
+        if gemm.is_some() {
+            return Ok(Step::Dense {
+                node: k,
+                weight: None,
+                gemm: Some(gemm),
+                bias,
+            });
+        }
+    }
+    Ok(Step::Dense {
+        node: k,
+        weight: Some(constants.shared(ci, "dense.transposed", transposed)?),
+        gemm: None,
+        bias,
+    })
 }
 
 fn requant_for(
@@ -1002,7 +1043,7 @@ impl Prepared for CpuSegment {
                 } => *node,
                 Step::Dense {
                     node, weight, gemm, ..
-                } if gemm.is_some() || matches!(weight, Weight::Packed(_)) => *node,
+                } if gemm.is_some() || weight.is_some() => *node,
                 _ => continue,
             };
             let ins = &self.graph.nodes[node].inputs;
@@ -1283,7 +1324,7 @@ impl CpuSegment {
                 // the column split below (which also suits a single row) runs instead.
                 // Preparation kept one form of a constant weight: packed when it expected as
                 // many rows (at its thread count), else transposed for the column split.
-                if let Some(gemm) = gemm.as_ref() {
+                if let Some(gemm) = gemm.as_deref().and_then(Option::as_ref) {
                     let (lo, hi) = act.bounds();
                     let epi = packed::Epilogue {
                         bias: bias.as_deref(),
@@ -1301,8 +1342,8 @@ impl CpuSegment {
                 }
                 let packed;
                 let w: &[f32] = match weight {
-                    Weight::Packed(w) => w,
-                    Weight::Runtime => {
+                    Some(w) => w,
+                    None => {
                         packed = transpose(&load_f32(ins[1], wd).map_err(ctx)?, nn, kk);
                         &packed
                     }
