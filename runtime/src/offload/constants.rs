@@ -83,8 +83,11 @@ pub struct Constants<'a> {
 /// shared; it lives as long as the site.
 #[derive(Default)]
 pub(crate) struct Forms {
-    map: Mutex<HashMap<(usize, &'static str), Arc<dyn Any + Send + Sync>>>,
+    map: Mutex<HashMap<(usize, &'static str), Form>>,
 }
+
+/// One built form, of whatever type its backend made it.
+type Form = Arc<dyn Any + Send + Sync>;
 
 impl Forms {
     /// The forms kept: `(constant, kind)`, sorted.
@@ -202,7 +205,7 @@ impl<'a> Constants<'a> {
         })?;
         let kept = map
             .entry((i, kind))
-            .or_insert_with(|| built.clone() as Arc<dyn Any + Send + Sync>)
+            .or_insert_with(|| built.clone() as Form)
             .clone();
         Ok(kept.downcast::<T>().unwrap_or(built))
     }
