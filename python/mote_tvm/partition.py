@@ -112,21 +112,6 @@ def _op_name(expr) -> str | None:
     return None
 
 
-def _static_shape(ty) -> tuple[int, ...] | None:
-    """The shape of a tensor type as ints, or None when it is unknown or symbolic."""
-    if not isinstance(ty, relax.TensorType) or ty.shape is None:
-        return None
-    shape = ty.shape
-    if not isinstance(shape, relax.ShapeExpr):
-        return None
-    out = []
-    for v in shape.values:
-        if type(v).__name__ != "IntImm":  # a symbolic dimension (tirx.Var or an expression)
-            return None
-        out.append(int(v.value))
-    return tuple(out)
-
-
 # How a symbolic dimension may be named in a description (docs/subgraph-format.md, version 3).
 _SYM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
@@ -179,6 +164,14 @@ def _shape(ty) -> tuple | None:
         else:
             return None
     return tuple(out)
+
+
+def _static_shape(ty) -> tuple[int, ...] | None:
+    """The shape of a tensor type as ints, or None when it is unknown or symbolic."""
+    shape = _shape(ty)
+    if shape is None or any(isinstance(d, _Sym) for d in shape):
+        return None
+    return shape
 
 
 def _syms_of(shapes) -> dict | None:

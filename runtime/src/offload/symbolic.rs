@@ -411,27 +411,31 @@ mod tests {
         assert_eq!(r.symbols(), ["seq"]);
         // Lengths in an order that comes back to earlier ones (prepared executors reused).
         for seq in [1usize, 5, 2, 17, 5, 1, 64] {
-            let (x, y) = (input(seq, 1), input(seq, 2));
-            let s = seq as i64;
-            let out = r
-                .run(
-                    &[CPU.to_string()],
-                    &[
-                        Tensor::from_slice(&[1, s, 8], &x).unwrap(),
-                        Tensor::from_slice(&[1, s, 8], &y).unwrap(),
-                    ],
-                )
-                .expect("runs");
-            assert_eq!(out.len(), 1);
-            assert_eq!(out[0].shape(), [s, 4], "seq {seq}");
-            let got = out[0].as_slice::<f32>().unwrap();
-            let want = reference(&x, &y, seq);
-            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert!(
-                    (*g as f64 - w).abs() <= 1e-5,
-                    "seq {seq}, element {i}: {g} vs {w}"
-                );
-            }
+            run_checked(&r, seq, (input(seq, 1), input(seq, 2)), "");
+        }
+    }
+
+    /// Run `r` at length `seq` on inputs `x`, `y` and compare with [`reference`].
+    fn run_checked(r: &SubgraphRunner, seq: usize, (x, y): (Vec<f32>, Vec<f32>), who: &str) {
+        let s = seq as i64;
+        let out = r
+            .run(
+                &[CPU.to_string()],
+                &[
+                    Tensor::from_slice(&[1, s, 8], &x).unwrap(),
+                    Tensor::from_slice(&[1, s, 8], &y).unwrap(),
+                ],
+            )
+            .expect("runs");
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].shape(), [s, 4], "{who}seq {seq}");
+        let got = out[0].as_slice::<f32>().unwrap();
+        let want = reference(&x, &y, seq);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (*g as f64 - w).abs() <= 1e-5,
+                "{who}seq {seq}, element {i}: {g} vs {w}"
+            );
         }
     }
 
@@ -446,23 +450,8 @@ mod tests {
                 s.spawn(move || {
                     for i in 0..40usize {
                         let seq = 1 + (i * 7 + t * 3) % (MAX_BINDINGS + 5);
-                        let (x, y) = (input(seq, t + i), input(seq, 3 * i));
-                        let s = seq as i64;
-                        let out = r
-                            .run(
-                                &[CPU.to_string()],
-                                &[
-                                    Tensor::from_slice(&[1, s, 8], &x).unwrap(),
-                                    Tensor::from_slice(&[1, s, 8], &y).unwrap(),
-                                ],
-                            )
-                            .expect("runs");
-                        let got = out[0].as_slice::<f32>().unwrap();
-                        let want = reference(&x, &y, seq);
-                        assert_eq!(got.len(), want.len());
-                        for (g, w) in got.iter().zip(&want) {
-                            assert!((*g as f64 - w).abs() <= 1e-5, "thread {t}, seq {seq}");
-                        }
+                        let xy = (input(seq, t + i), input(seq, 3 * i));
+                        run_checked(r, seq, xy, &format!("thread {t}, "));
                     }
                 });
             }
@@ -474,19 +463,7 @@ mod tests {
     #[test]
     fn lengths_share_the_packed_weight() {
         let r = runner();
-        let run = |seq: i64| {
-            let x = Tensor::zeros(&[1, seq, 8], crate::DType::F32).unwrap();
-            let y = Tensor::from_slice(&[1, seq, 8], &input(seq as usize, 5)).unwrap();
-            let out = r.run(&[CPU.to_string()], &[x, y]).expect("runs");
-            let want = reference(
-                &vec![0.0; seq as usize * 8],
-                &input(seq as usize, 5),
-                seq as usize,
-            );
-            for (g, w) in out[0].as_slice::<f32>().unwrap().iter().zip(&want) {
-                assert!((*g as f64 - w).abs() <= 1e-5, "seq {seq}");
-            }
-        };
+        let run = |seq: usize| run_checked(&r, seq, (vec![0.0; seq * 8], input(seq, 5)), "");
         // Enough rows for the packed GEMM at any thread count of the test pool.
         for seq in [64, 65, 70] {
             run(seq);
