@@ -1651,14 +1651,22 @@ pub(crate) fn binary(
 /// The taps of one output row or column of a pooling window: the input indices inside the
 /// input, and the window's extent clipped to the padded input (the `count_include_pad`
 /// divisor's factor: the ceil_mode extension does not count, like TVM's pool).
-struct PoolAxis {
-    taps: Vec<usize>,
+pub(crate) struct PoolAxis {
+    pub(crate) taps: Vec<usize>,
     padded: i64,
 }
 
 /// [`PoolAxis`] of every output index along one axis: `(size, out, kernel, stride, dilation,
 /// pad before, pad after)`.
-fn pool_axis(size: usize, out: usize, k: i64, s: i64, d: i64, pa: i64, pb: i64) -> Vec<PoolAxis> {
+pub(crate) fn pool_axis(
+    size: usize,
+    out: usize,
+    k: i64,
+    s: i64,
+    d: i64,
+    pa: i64,
+    pb: i64,
+) -> Vec<PoolAxis> {
     (0..out)
         .map(|o| {
             let start = o as i64 * s - pa;

@@ -986,6 +986,9 @@ pub(crate) fn quantized_generic(
         out.copy_from_slice(ins[0]);
         return Some(Ok(()));
     }
+    if let Some(r) = on_codes(op, ins, descs, &params, odesc, (os, oz), out) {
+        return Some(r);
+    }
     let xs: Vec<Cow<'_, [f32]>> = ins
         .iter()
         .zip(descs)
@@ -1001,6 +1004,180 @@ pub(crate) fn quantized_generic(
         super::kernels::generic(op, &xs, &shapes, &odesc.shape, &mut y)
             .map(|()| quantize_into(&y, odesc.dtype, os, oz, out)),
     )
+}
+
+/// Each code of an input (`dtype`, `scale`, `zero`) as the output's code: the table's
+/// value quantized by [`quantize_into`], which is what the general path gives for an op that
+/// only moves or selects values.
+fn code_map(dtype: DType, (s, z): (f32, i32), odtype: DType, (os, oz): (f32, i32)) -> [u8; 256] {
+    let t = dequantize_table(dtype, s, z);
+    let mut m = [0u8; 256];
+    quantize_into(&t, odtype, os, oz, &mut m);
+    m
+}
+
+/// [`quantized_generic`] for ops that only move or select values, on the 8-bit codes
+/// themselves: a concatenation (each input's codes through its [`code_map`], a copy where that
+/// is the identity) and an NHWC max pool (the largest code of the window, where the dequantize
+/// table is finite and non-decreasing in the codes' order, so that the largest value is the
+/// largest code's), instead of a float32 value per element and a quantize. The same bytes as
+/// the general path; `None` (that path) for other ops or shapes.
+fn on_codes(
+    op: &Op,
+    ins: &[&[u8]],
+    descs: &[&TensorDesc],
+    params: &[(f32, i32)],
+    odesc: &TensorDesc,
+    oparams: (f32, i32),
+    out: &mut [u8],
+) -> Option<Result<()>> {
+    let ys = &odesc.shape;
+    let dims = |s: &[i64]| -> Option<usize> {
+        s.iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(usize::try_from(d).ok()?))
+    };
+    match op {
+        Op::Concatenate { axis } => {
+            let axis = *axis;
+            if axis >= ys.len()
+                || descs.iter().any(|d| {
+                    d.shape.len() != ys.len()
+                        || d.shape
+                            .iter()
+                            .zip(ys)
+                            .enumerate()
+                            .any(|(i, (a, b))| i != axis && a != b)
+                })
+            {
+                return None;
+            }
+            let outer = dims(&ys[..axis])?;
+            let inner = dims(&ys[axis + 1..])?;
+            let chunks = descs
+                .iter()
+                .map(|d| inner.checked_mul(usize::try_from(d.shape[axis]).ok()?))
+                .collect::<Option<Vec<usize>>>()?;
+            let total = chunks.iter().try_fold(0usize, |a, &c| a.checked_add(c))?;
+            if outer.checked_mul(total) != Some(out.len())
+                || ins
+                    .iter()
+                    .zip(&chunks)
+                    .any(|(x, &c)| outer.checked_mul(c) != Some(x.len()))
+            {
+                return None;
+            }
+            if total == 0 {
+                return Some(Ok(()));
+            }
+            let mut off = 0;
+            for (((x, d), &p), &chunk) in ins.iter().zip(descs).zip(params).zip(&chunks) {
+                let map = code_map(d.dtype, p, odesc.dtype, oparams);
+                let same = map.iter().enumerate().all(|(i, &v)| v as usize == i);
+                if chunk > 0 {
+                    for (dst, src) in out.chunks_exact_mut(total).zip(x.chunks_exact(chunk)) {
+                        let dst = &mut dst[off..off + chunk];
+                        if same {
+                            dst.copy_from_slice(src);
+                        } else {
+                            for (o, &v) in dst.iter_mut().zip(src) {
+                                *o = map[v as usize];
+                            }
+                        }
+                    }
+                }
+                off += chunk;
+            }
+            Some(Ok(()))
+        }
+        Op::MaxPool2d(p) if p.layout == Layout::Nhwc && ins.len() == 1 => {
+            let (d, x) = (descs[0], ins[0]);
+            // Codes in increasing order of their value: uint8 as is, int8 from -128 (`k ^
+            // 0x80` is the `k`-th).
+            let flip = if d.dtype == DType::I8 { 0x80u8 } else { 0 };
+            let t = dequantize_table(d.dtype, params[0].0, params[0].1);
+            let tk: Vec<f32> = (0..256).map(|k| t[k ^ flip as usize]).collect();
+            // `<=` is false for a NaN; finite values are all above the float pool's start
+            // (`f32::MIN`), so its maximum is the largest code's value.
+            if !tk.iter().all(|v| v.is_finite()) || !tk.windows(2).all(|w| w[0] <= w[1]) {
+                return None;
+            }
+            let mut map = [0u8; 256];
+            quantize_into(&tk, odesc.dtype, oparams.0, oparams.1, &mut map);
+            let mut empty = [0u8; 1];
+            quantize_into(&[f32::MIN], odesc.dtype, oparams.0, oparams.1, &mut empty);
+            if d.shape.len() != 4 || ys.len() != 4 {
+                return None;
+            }
+            let (n, h, w, c) = (d.shape[0], d.shape[1], d.shape[2], d.shape[3]);
+            let (oh, ow) = (ys[1], ys[2]);
+            if ys[0] != n || ys[3] != c {
+                return None;
+            }
+            let (h, w, c, oh, ow) = (
+                usize::try_from(h).ok()?,
+                usize::try_from(w).ok()?,
+                usize::try_from(c).ok()?,
+                usize::try_from(oh).ok()?,
+                usize::try_from(ow).ok()?,
+            );
+            if dims(&d.shape)? != x.len() || dims(ys)? != out.len() {
+                return None;
+            }
+            if out.is_empty() {
+                return Some(Ok(()));
+            }
+            let rows = super::kernels::pool_axis(
+                h,
+                oh,
+                p.pool_size[0] as i64,
+                p.strides[0] as i64,
+                p.dilation[0] as i64,
+                p.padding[0] as i64,
+                p.padding[2] as i64,
+            );
+            let cols = super::kernels::pool_axis(
+                w,
+                ow,
+                p.pool_size[1] as i64,
+                p.strides[1] as i64,
+                p.dilation[1] as i64,
+                p.padding[1] as i64,
+                p.padding[3] as i64,
+            );
+            let pieces: Vec<(usize, &mut [u8])> = out.chunks_mut(ow * c).enumerate().collect();
+            Some(for_each_piece(pieces, |(row, orow)| {
+                let (b, oy) = (row / oh, row % oh);
+                let ry = &rows[oy];
+                let mut acc = vec![0u8; c];
+                vectorized(
+                    #[inline(always)]
+                    || {
+                        for (o, cx) in orow.chunks_exact_mut(c).zip(&cols) {
+                            if ry.taps.is_empty() || cx.taps.is_empty() {
+                                o.fill(empty[0]);
+                                continue;
+                            }
+                            // Key 0 is the smallest value: every tap's key is at least it.
+                            acc.fill(0);
+                            for &iy in &ry.taps {
+                                for &ix in &cx.taps {
+                                    let t0 = ((b * h + iy) * w + ix) * c;
+                                    for (a, &v) in acc.iter_mut().zip(&x[t0..t0 + c]) {
+                                        *a = (*a).max(v ^ flip);
+                                    }
+                                }
+                            }
+                            for (o, &a) in o.iter_mut().zip(acc.iter()) {
+                                *o = map[a as usize];
+                            }
+                        }
+                    },
+                );
+                Ok(())
+            }))
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -1252,6 +1252,61 @@ fn quantized_ops_match_the_general_path_bit_for_bit() {
             vec![a.clone(), c.clone()],
             q8_desc(&[1, 5, 7, 8], DType::U8, 0.04, 90),
         ),
+        // On the codes (`on_codes`): concatenations that copy (the output's parameters) and
+        // that map codes, along the last axis and others, with three inputs; max pools of
+        // uint8 and int8 into other parameters and the same ones, with dilation, stride 1,
+        // channels that are no vector width, windows wholly in the padding (rows and columns),
+        // and a negative scale (not monotone: the general path).
+        (
+            Op::Concatenate { axis: 3 },
+            vec![a.clone(), a.clone(), c.clone()],
+            q8_desc(&[1, 5, 7, 14], DType::U8, 0.031, 128),
+        ),
+        (
+            Op::Concatenate { axis: 1 },
+            vec![
+                a.clone(),
+                q8_desc(&[1, 2, 7, 6], DType::I8, 0.031, 0),
+                a.clone(),
+            ],
+            q8_desc(&[1, 12, 7, 6], DType::I8, 0.025, -3),
+        ),
+        (
+            Op::Concatenate { axis: 2 },
+            vec![c.clone(), q8_desc(&[1, 5, 3, 2], DType::I8, 0.05, 3)],
+            q8_desc(&[1, 5, 10, 2], DType::I8, 0.05, 3),
+        ),
+        (
+            Op::MaxPool2d(pool(false)),
+            vec![a.clone()],
+            q8_desc(&[1, 3, 4, 6], DType::U8, 0.031, 128),
+        ),
+        (
+            Op::MaxPool2d(Pool2d {
+                pool_size: [2, 3],
+                strides: [1, 2],
+                padding: [0, 1, 2, 0],
+                dilation: [2, 1],
+                ..pool(false)
+            }),
+            vec![q8_desc(&[2, 6, 7, 19], DType::I8, 0.02, -9)],
+            q8_desc(&[2, 6, 3, 19], DType::I8, 0.013, 4),
+        ),
+        (
+            Op::MaxPool2d(Pool2d {
+                pool_size: [2, 2],
+                strides: [1, 1],
+                padding: [3, 0, 0, 3],
+                ..pool(false)
+            }),
+            vec![q8_desc(&[1, 4, 3, 17], DType::U8, 0.1, 60)],
+            q8_desc(&[1, 6, 5, 17], DType::I8, 0.07, -100),
+        ),
+        (
+            Op::MaxPool2d(pool(false)),
+            vec![q8_desc(nhwc, DType::U8, -0.031, 128)],
+            q8_desc(&[1, 3, 4, 6], DType::U8, 0.02, 128),
+        ),
         (
             Op::Reshape,
             vec![a.clone()],
