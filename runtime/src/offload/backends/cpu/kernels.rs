@@ -236,6 +236,11 @@ const PW_BLOCK: usize = 512;
 /// Outputs per stretch of the stride-1 NCHW depthwise loop (8 KiB of f32 accumulators).
 const DW_STRETCH: usize = 2048;
 
+thread_local! {
+    /// The 8-bit convolution's im2col rows, per thread, kept between calls.
+    static QCOL: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Pixels per im2col block: keeps the column buffer in cache.
 const BLOCK: usize = 128;
 
@@ -607,14 +612,20 @@ impl ConvPlan {
     /// exact sums of centered products, NHWC.
     pub fn run_q(&self, x: &[i8], x_zero: i32, w: &[QPacked], acc: &mut [i32]) -> Result<()> {
         let ld = self.o;
-        self.run_q_into(x, x_zero, w, qgemm::Out::Acc { c: acc, ld })
+        let x: Vec<u8> = x.iter().map(|&v| v as u8).collect();
+        self.run_q_into(&x, 0, x_zero, w, qgemm::Out::Acc { c: acc, ld })
     }
 
     /// [`ConvPlan::run_q`] into `out` (NHWC, row stride `o`): the sums, or requantized by the
-    /// GEMM as it finishes each tile, on the pool thread that computed it.
+    /// GEMM as it finishes each tile, on the pool thread that computed it. `x` holds the
+    /// input as stored: `(x ^ flip) as i8` is [`qgemm::to_i8`]'s value (`flip` 0x80 for
+    /// uint8, 0 for int8); each piece's im2col rows are built from it in the form the GEMM's
+    /// kernel reads ([`qgemm::wants_u8`]), in a buffer this thread keeps, with row sums only
+    /// where a weight zero point needs them.
     pub(crate) fn run_q_into(
         &self,
-        x: &[i8],
+        x: &[u8],
+        flip: u8,
         x_zero: i32,
         w: &[QPacked],
         out: qgemm::Out<'_>,
@@ -639,20 +650,64 @@ impl ConvPlan {
                 pieces.push((b, j * bs, rows));
             }
         }
+        // The zero point as stored (the im2col padding).
+        let pad = (x_zero as i8 as u8) ^ flip;
         for_each_piece(pieces, |(b, p0, mut yrows)| {
             let xb = &x[b * h * wd * c..(b + 1) * h * wd * c];
             let rows = yrows.len() / o;
-            // Zero beyond `kdim` in every row, as the GEMM requires.
-            let mut col = vec![0i8; rows * kp];
-            let mut sums = vec![0i32; rows];
-            for (g, wg) in w.iter().enumerate() {
-                self.im2col_rows(xb, g, p0, rows, &mut col, kp, x_zero as i8);
-                for (s, row) in sums.iter_mut().zip(col.chunks_exact(kp)) {
-                    *s = row[..kdim].iter().map(|&v| v as i32).sum();
-                }
-                qgemm::gemm(rows, &col, x_zero, &sums, wg, yrows.cols_from(g * og))?;
+            let mut col = QCOL
+                .with(|cell| cell.try_borrow_mut().map(|mut v| std::mem::take(&mut *v)))
+                .unwrap_or_default();
+            // Values beyond `kdim` in a row are whatever the buffer held: the GEMM multiplies
+            // them by zeros.
+            if col.len() < rows * kp {
+                col.resize(rows * kp, 0);
             }
-            Ok(())
+            let col_rows = &mut col[..rows * kp];
+            let mut sums = vec![0i32; rows];
+            let mut result = Ok(());
+            for (g, wg) in w.iter().enumerate() {
+                let u8_rows = qgemm::wants_u8(wg);
+                self.im2col_rows(xb, g, p0, rows, col_rows, kp, pad);
+                // To the kernel's form: `i8` is the stored value `^ flip`, uint8 that `^ 0x80`.
+                let to = if u8_rows { flip ^ 0x80 } else { flip };
+                if to != 0 {
+                    for row in col_rows.chunks_exact_mut(kp) {
+                        for v in &mut row[..kdim] {
+                            *v ^= to;
+                        }
+                    }
+                }
+                if wg.has_zero_points() {
+                    for (s, row) in sums.iter_mut().zip(col_rows.chunks_exact(kp)) {
+                        *s = if u8_rows {
+                            row[..kdim].iter().map(|&v| v as i32).sum::<i32>() - 128 * kdim as i32
+                        } else {
+                            row[..kdim].iter().map(|&v| v as i8 as i32).sum()
+                        };
+                    }
+                }
+                let a = if u8_rows {
+                    qgemm::Rows::U8(col_rows)
+                } else {
+                    // SAFETY: `i8` and `u8` have the same size and alignment and every bit
+                    // pattern is valid for both; the view borrows `col_rows` (shared, for as
+                    // long as `a` lives) and covers exactly its bytes.
+                    qgemm::Rows::I8(unsafe {
+                        std::slice::from_raw_parts(col_rows.as_ptr() as *const i8, col_rows.len())
+                    })
+                };
+                result = qgemm::gemm(rows, a, x_zero, &sums, wg, yrows.cols_from(g * og));
+                if result.is_err() {
+                    break;
+                }
+            }
+            QCOL.with(|cell| {
+                if let Ok(mut v) = cell.try_borrow_mut() {
+                    *v = col;
+                }
+            });
+            result
         })
     }
 
@@ -2203,13 +2258,18 @@ mod tests {
             [1, 4, 6, 6, 4, 3, 1, 1, 4, 1],
         ] {
             let plan = square_plan(Layout::Nhwc, g, isa::current());
-            for unsigned in [true, false] {
+            // Weight zero points of their own, or symmetric weights (0 as `i8`: no row sums).
+            for (unsigned, sym) in [(true, false), (false, false), (true, true), (false, true)] {
                 let x: Vec<u8> = (0..plan.n * plan.c * plan.h * plan.w)
                     .map(|_| next())
                     .collect();
                 let w: Vec<u8> = (0..plan.o * plan.kdim()).map(|_| next()).collect();
                 let (zx, zw) = if unsigned { (250, 3) } else { (-100, 90) };
-                let zw_of = |o: usize| zw - (o % 3) as i32;
+                let zw_of = |o: usize| match (sym, unsigned) {
+                    (true, true) => 128,
+                    (true, false) => 0,
+                    _ => zw - (o % 3) as i32,
+                };
                 let real = |b: u8| if unsigned { b as f64 } else { b as i8 as f64 };
                 let xf: Vec<f64> = x.iter().map(|&b| real(b) - zx as f64).collect();
                 let wf: Vec<f64> = w
@@ -2236,7 +2296,26 @@ mod tests {
                         for (i, (&a, &r)) in acc.iter().zip(&want).enumerate() {
                             assert_eq!(
                                 a as f64, r,
-                                "{level:?} {g:?} u{unsigned} {threads}t: [{i}]"
+                                "{level:?} {g:?} u{unsigned} s{sym} {threads}t: [{i}]"
+                            );
+                        }
+                        // From the stored bytes, as the backend calls it.
+                        let mut acc = vec![i32::MIN; want.len()];
+                        let flip = if unsigned { 0x80 } else { 0 };
+                        let out = qgemm::Out::Acc {
+                            c: &mut acc,
+                            ld: plan.o,
+                        };
+                        ThreadPool::new(threads)
+                            .install(|| {
+                                let zx = qgemm::zero_i8(zx, unsigned);
+                                plan.run_q_into(&x, flip, zx, &q, out)
+                            })
+                            .expect("runs");
+                        for (i, (&a, &r)) in acc.iter().zip(&want).enumerate() {
+                            assert_eq!(
+                                a as f64, r,
+                                "{level:?} {g:?} u{unsigned} s{sym} {threads}t stored: [{i}]"
                             );
                         }
                     }

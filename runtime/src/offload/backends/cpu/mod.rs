@@ -1250,7 +1250,7 @@ impl CpuSegment {
                 ..
             } => {
                 let unsigned = desc(0).dtype == DType::U8;
-                let x: Vec<i8> = ins[0].iter().map(|&b| qgemm::to_i8(b, unsigned)).collect();
+                let flip = if unsigned { 0x80 } else { 0 };
                 let x_zero = qgemm::zero_i8(requant.x_zero as i32, unsigned);
                 if out.len() != odesc.num_elements() {
                     return Err(ctx(backend_err("conv2d: output size does not match")));
@@ -1261,7 +1261,7 @@ impl CpuSegment {
                     rq: requant,
                     ch0: 0,
                 };
-                plan.run_q_into(&x, x_zero, q, out).map_err(ctx)
+                plan.run_q_into(ins[0], flip, x_zero, q, out).map_err(ctx)
             }
             Step::QConv {
                 plan,
@@ -1397,7 +1397,14 @@ impl CpuSegment {
                 kernels::for_each_piece(pieces, |(j, c)| {
                     let r0 = j * rows;
                     let mr = c.len().div_ceil(nn.max(1));
-                    qgemm::gemm(mr, &a[r0 * kp..], x_zero, &sums[r0..], q, c)
+                    qgemm::gemm(
+                        mr,
+                        qgemm::Rows::I8(&a[r0 * kp..]),
+                        x_zero,
+                        &sums[r0..],
+                        q,
+                        c,
+                    )
                 })
                 .map_err(ctx)
             }

@@ -155,6 +155,11 @@ impl QPacked {
     pub(crate) fn k_padded(&self) -> usize {
         self.kp
     }
+
+    /// Whether some column's zero point is not 0 (only then do the row sums count).
+    pub(crate) fn has_zero_points(&self) -> bool {
+        self.zero.iter().any(|&z| z != 0)
+    }
 }
 
 /// Where [`gemm`] (and the convolution on it, `ConvPlan::run_q_into`) leaves its results.
@@ -217,13 +222,49 @@ impl<'a> Out<'a> {
     }
 }
 
-/// The exact product above, by `b`'s level, for `m` rows of `a` (`i8`, row stride
-/// `b.k_padded()`, zero beyond `K`) whose sums over `K` are `row_sums`, into `out`: as sums, or
-/// requantized tile by tile while they are in cache (the requantization compiled for the
-/// chosen ISA level, `isa::run_as`).
+/// The left operand's rows: as `i8`, or as uint8 (`i8 ^ 0x80`, each value plus 128), the form
+/// the VNNI kernel reads ([`wants_u8`]): a caller that builds its rows in that form spares the
+/// conversion.
+#[derive(Clone, Copy)]
+pub(crate) enum Rows<'a> {
+    I8(&'a [i8]),
+    U8(&'a [u8]),
+}
+
+impl Rows<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Rows::I8(a) => a.len(),
+            Rows::U8(a) => a.len(),
+        }
+    }
+}
+
+/// The kernel this CPU runs for `b`'s level.
+fn run_level(b: &QPacked) -> Level {
+    match b.level {
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 if isa::supported().contains(&Isa::Avx2) => Level::Avx2,
+        #[cfg(target_arch = "aarch64")]
+        Level::Dotprod if std::arch::is_aarch64_feature_detected!("dotprod") => Level::Dotprod,
+        #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+        Level::Avx512Vnni if levels().contains(&Level::Avx512Vnni) => Level::Avx512Vnni,
+        _ => Level::Scalar,
+    }
+}
+
+/// Whether [`gemm`] reads `b`'s left operand as uint8 ([`Rows::U8`]) without converting it.
+pub(crate) fn wants_u8(b: &QPacked) -> bool {
+    run_level(b) == Level::Avx512Vnni
+}
+
+/// The exact product above, by `b`'s level, for `m` rows of `a` (row stride
+/// `b.k_padded()`; any values beyond `K`, where `b` is zero) whose sums over `K` (of the `i8`
+/// values) are `row_sums`, into `out`: as sums, or requantized tile by tile while they are in
+/// cache (the requantization compiled for the chosen ISA level, `isa::run_as`).
 pub(crate) fn gemm(
     m: usize,
-    a: &[i8],
+    a: Rows<'_>,
     a_zero: i32,
     row_sums: &[i32],
     b: &QPacked,
@@ -242,25 +283,25 @@ pub(crate) fn gemm(
         }
     }
     // The kernel this CPU runs for `b`'s level, checked once (not per tile).
-    let level = match b.level {
-        #[cfg(target_arch = "x86_64")]
-        Level::Avx2 if isa::supported().contains(&Isa::Avx2) => Level::Avx2,
-        #[cfg(target_arch = "aarch64")]
-        Level::Dotprod if std::arch::is_aarch64_feature_detected!("dotprod") => Level::Dotprod,
-        #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
-        Level::Avx512Vnni if levels().contains(&Level::Avx512Vnni) => Level::Avx512Vnni,
-        _ => Level::Scalar,
+    let level = run_level(b);
+    // Rows in the other form than the kernel's (callers mostly avoid it): converted.
+    let a_i8: Vec<i8>;
+    let a = match (a, level) {
+        (Rows::U8(au), l) if l != Level::Avx512Vnni => {
+            a_i8 = au[..m * kp].iter().map(|&v| (v ^ 0x80) as i8).collect();
+            Rows::I8(&a_i8)
+        }
+        _ => a,
     };
+    let convert = matches!(a, Rows::I8(_)) && level == Level::Avx512Vnni;
     // The VNNI kernel's `a` as uint8: this thread's buffer, taken out of its cell for the
     // call (the work inside `LocalKey::with` would be compiled apart from `run_as`'s level).
-    let mut au = match level {
-        Level::Avx512Vnni => {
-            A_U8.with(|cell| cell.try_borrow_mut().map(|mut v| std::mem::take(&mut *v)))
-        }
-        _ => Ok(Vec::new()),
+    let mut au = match convert {
+        true => A_U8.with(|cell| cell.try_borrow_mut().map(|mut v| std::mem::take(&mut *v))),
+        false => Ok(Vec::new()),
     }
     .unwrap_or_default();
-    if level == Level::Avx512Vnni && au.len() < m * kp {
+    if convert && au.len() < m * kp {
         au.resize(m * kp, 0);
     }
     isa::run_as(
@@ -268,7 +309,7 @@ pub(crate) fn gemm(
         #[inline(always)]
         || gemm_body(m, a, &mut au, a_zero, row_sums, b, level, &mut out),
     );
-    if level == Level::Avx512Vnni {
+    if convert {
         A_U8.with(|cell| {
             if let Ok(mut v) = cell.try_borrow_mut() {
                 *v = au;
@@ -289,13 +330,14 @@ thread_local! {
     static A_U8: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// [`gemm`] once checked, with the kernels of `level` (one this CPU runs); `au` at least
-/// `m * kp` bytes for the VNNI kernel.
+/// [`gemm`] once checked, with the kernels of `level` (one this CPU runs): `a` as uint8 for
+/// the VNNI kernel, else as `i8`; `au` at least `m * kp` bytes for the VNNI kernel given `i8`
+/// rows.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn gemm_body(
     m: usize,
-    a: &[i8],
+    a: Rows<'_>,
     au: &mut [u8],
     a_zero: i32,
     row_sums: &[i32],
@@ -303,16 +345,22 @@ fn gemm_body(
     level: Level,
     out: &mut Out<'_>,
 ) {
-    if level != Level::Avx512Vnni {
-        return tiles(m, a, &[], a_zero, row_sums, b, level, out);
-    }
-    // `vpdpbusd` multiplies uint8 by int8: `a` shifted back to uint8 once here, not per
-    // tile and panel (its sums gain `128 * colsum(b)`, taken off with the zero points).
     let len = m * b.kp;
-    for (d, &v) in au[..len].iter_mut().zip(&a[..len]) {
-        *d = v as u8 ^ 0x80;
+    match a {
+        Rows::U8(a) => tiles(m, &[], &a[..len], a_zero, row_sums, b, level, out),
+        Rows::I8(a) if level != Level::Avx512Vnni => {
+            tiles(m, a, &[], a_zero, row_sums, b, level, out)
+        }
+        Rows::I8(a) => {
+            // `vpdpbusd` multiplies uint8 by int8: `a` shifted back to uint8 once here, not
+            // per tile and panel (its sums gain `128 * colsum(b)`, taken off with the zero
+            // points).
+            for (d, &v) in au[..len].iter_mut().zip(&a[..len]) {
+                *d = v as u8 ^ 0x80;
+            }
+            tiles(m, &[], &au[..len], a_zero, row_sums, b, level, out)
+        }
     }
-    tiles(m, a, &au[..len], a_zero, row_sums, b, level, out)
 }
 
 /// The tile loops of [`gemm_body`]: panels of `b` (groups of [`VNNI_NB`] for the VNNI kernel)
@@ -363,7 +411,12 @@ fn tiles(
         for r0 in (0..m).step_by(mr) {
             let rows = mr.min(m - r0);
             let mut acc = [[[0i32; NR]; VNNI_NB]; VNNI_MR];
-            let at = &a[r0 * kp..(r0 + rows) * kp];
+            // `a` for the `i8` kernels (empty for the VNNI kernel, which reads `au`).
+            let at = a.get(r0 * kp..(r0 + rows) * kp).unwrap_or(&[]);
+            if level != Level::Avx512Vnni && at.len() != rows * kp {
+                // Not reached: `gemm` gives these levels `i8` rows of `m * kp` bytes.
+                return;
+            }
             let mut four = [[0i32; NR]; MR];
             match level {
                 #[cfg(target_arch = "x86_64")]
@@ -757,7 +810,8 @@ mod tests {
                     .collect();
                 let zb8: Vec<i32> = zb.iter().map(|&z| zero_i8(z, ub)).collect();
                 let kp = k_padded(k);
-                let mut a = vec![0i8; m * kp];
+                // Values beyond `k` that are not zero: `b` is zero there.
+                let mut a = vec![0x5ai8; m * kp];
                 let mut sums = vec![0i32; m];
                 for r in 0..m {
                     for q in 0..k {
@@ -765,7 +819,11 @@ mod tests {
                         sums[r] += a[r * kp + q] as i32;
                     }
                 }
-                for level in levels() {
+                let au: Vec<u8> = a.iter().map(|&v| v as u8 ^ 0x80).collect();
+                for (level, rows) in levels()
+                    .into_iter()
+                    .flat_map(|l| [(l, Rows::I8(&a)), (l, Rows::U8(&au))])
+                {
                     let b =
                         QPacked::new(level, k, n, |q, j| to_i8(b_raw[q * n + j], ub), zb8.clone())
                             .expect("b");
@@ -773,7 +831,7 @@ mod tests {
                     let mut c = vec![i32::MIN; m * ldc];
                     gemm(
                         m,
-                        &a,
+                        rows,
                         zero_i8(za, ua),
                         &sums,
                         &b,
@@ -811,7 +869,7 @@ mod tests {
                             rq: &rq,
                             ch0: 2,
                         };
-                        gemm(m, &a, zero_i8(za, ua), &sums, &b, out).expect("gemm");
+                        gemm(m, rows, zero_i8(za, ua), &sums, &b, out).expect("gemm");
                         for (i, &w) in want.iter().enumerate() {
                             let (r, j) = (i / n, i % n);
                             assert_eq!(
