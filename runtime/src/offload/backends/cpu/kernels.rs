@@ -1711,17 +1711,16 @@ pub(crate) struct PoolAxis {
     padded: i64,
 }
 
-/// [`PoolAxis`] of every output index along one axis: `(size, out, kernel, stride, dilation,
-/// pad before, pad after)`.
-pub(crate) fn pool_axis(
-    size: usize,
-    out: usize,
-    k: i64,
-    s: i64,
-    d: i64,
-    pa: i64,
-    pb: i64,
-) -> Vec<PoolAxis> {
+/// [`PoolAxis`] of every output index along axis `a` of `p`'s window (0: rows, 1: columns), for
+/// an input of `size` along it giving `out` outputs.
+pub(crate) fn pool_axis(p: &Pool2d, a: usize, size: usize, out: usize) -> Vec<PoolAxis> {
+    let (k, s, d) = (
+        p.pool_size[a] as i64,
+        p.strides[a] as i64,
+        p.dilation[a] as i64,
+    );
+    // Padding is [top, left, bottom, right]: before and after along axis `a`.
+    let (pa, pb) = (p.padding[a] as i64, p.padding[a + 2] as i64);
     (0..out)
         .map(|o| {
             let start = o as i64 * s - pa;
@@ -1760,24 +1759,7 @@ fn pool(p: &Pool2d, is_max: bool, x: &[f32], xs: &[i64], ys: &[i64], y: &mut [f3
     if y.is_empty() {
         return Ok(());
     }
-    let rows = pool_axis(
-        h,
-        oh,
-        p.pool_size[0] as i64,
-        p.strides[0] as i64,
-        p.dilation[0] as i64,
-        p.padding[0] as i64,
-        p.padding[2] as i64,
-    );
-    let cols = pool_axis(
-        w,
-        ow,
-        p.pool_size[1] as i64,
-        p.strides[1] as i64,
-        p.dilation[1] as i64,
-        p.padding[1] as i64,
-        p.padding[3] as i64,
-    );
+    let (rows, cols) = (pool_axis(p, 0, h, oh), pool_axis(p, 1, w, ow));
     let init = if is_max { f32::MIN } else { 0.0 };
     #[inline(always)]
     fn combine(is_max: bool, a: f32, v: f32) -> f32 {

@@ -1126,23 +1126,9 @@ fn on_codes(
             if out.is_empty() {
                 return Some(Ok(()));
             }
-            let rows = super::kernels::pool_axis(
-                h,
-                oh,
-                p.pool_size[0] as i64,
-                p.strides[0] as i64,
-                p.dilation[0] as i64,
-                p.padding[0] as i64,
-                p.padding[2] as i64,
-            );
-            let cols = super::kernels::pool_axis(
-                w,
-                ow,
-                p.pool_size[1] as i64,
-                p.strides[1] as i64,
-                p.dilation[1] as i64,
-                p.padding[1] as i64,
-                p.padding[3] as i64,
+            let (rows, cols) = (
+                super::kernels::pool_axis(p, 0, h, oh),
+                super::kernels::pool_axis(p, 1, w, ow),
             );
             let pieces: Vec<(usize, &mut [u8])> = out.chunks_mut(ow * c).enumerate().collect();
             Some(for_each_piece(pieces, |(row, orow)| {
