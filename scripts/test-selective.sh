@@ -109,20 +109,25 @@ done <"$work/zoo.txt"
 check "zoo call cases run without cpu-backend" "$([ "$ran" -ge 10 ]; echo $?)" "$ran cases"
 
 n=0 nbad=0 bad=""
-for f in "$ozoo"/*.so; do
+# Each offload zoo model with its first case (file, function, inputs): a case's name is not
+# its function's (the symbolic models' cases are lengths: `n1`, `seq6`, ...).
+while IFS='|' read -r file fn inputs; do
     n=$((n + 1))
-    base=$(basename "$f" .so)
-    inputs=$(ls "$ozoo/$base".*.inputs.npz 2>/dev/null | head -n 1)
-    fn=main
-    [ -n "$inputs" ] && fn=$(basename "$inputs" .inputs.npz) && fn=${fn#"$base".}
-    args=(run "$f" -f "$fn")
-    [ -n "$inputs" ] && args+=(--inputs "$inputs")
+    base=$(basename "$file" .so)
+    args=(run "$ozoo/$file" -f "$fn")
+    [ -n "$inputs" ] && args+=(--inputs "$ozoo/$inputs")
     timeout 60 "$mote" "${args[@]}" >/dev/null 2>"$work/err.txt"; rc=$?
     if [ "$rc" != 1 ] || ! grep -q '^error:.*cpu-backend' "$work/err.txt"; then
         nbad=$((nbad + 1))
         [ "$nbad" -gt 2 ] || bad="$bad $base(exit $rc: $(head -c 300 "$work/err.txt"))"
     fi
-done
+done < <("$py" - "$ozoo/manifest.json" <<'PY'
+import json, sys
+for m in json.load(open(sys.argv[1]))["models"]:
+    c = (m.get("cases") or [{}])[0]
+    print(f"{m['file']}|{c.get('function', 'main')}|{c.get('inputs') or ''}")
+PY
+)
 check "offloaded models without cpu-backend: exit 1 naming the feature ($n files)" \
     "$([ "$nbad" = 0 ] && [ "$n" -gt 0 ]; echo $?)" "${bad:+$nbad failed, e.g.$bad}"
 
