@@ -119,6 +119,8 @@ pub fn parse(text: &str, context: &str) -> Result<(Graph, Option<Symbolic>)> {
             )));
         }
     }
+    let ones = vec![1; names.len()];
+    bound_graph(&json, &names, &ones, context, " (a size checked at load)")?;
     let inputs: Vec<Vec<Dim>> = list("inputs").iter().map(shape_of).collect();
     for (s, n) in names.iter().enumerate() {
         if !inputs.iter().flatten().any(|&d| d == Dim::Symbol(s)) {
@@ -127,9 +129,8 @@ pub fn parse(text: &str, context: &str) -> Result<(Graph, Option<Symbolic>)> {
             )));
         }
     }
-    // Structure, ops and shapes checked at two bindings; the sample one is kept.
-    let ones = vec![1; names.len()];
-    bound_graph(&json, &names, &ones, context, " (a size checked at load)")?;
+    // Structure, ops and shapes checked at two bindings: all ones above (before the input check
+    // reads indices from the description), the sample one here, kept.
     let sample = SAMPLE[..names.len()].to_vec();
     let graph = bound_graph(&json, &names, &sample, context, " (sizes checked at load)")?;
     let name = graph.name.clone();
@@ -551,6 +552,12 @@ mod tests {
         refused(
             desc(3).replace(r#"{"shape":["seq",4]"#, r#"{"shape":["len",4]"#),
             "`len` is in no input's shape",
+        );
+        // A structural defect is named as such, before the checks that read the symbols'
+        // places: input indices out of range (so `seq` is also in no input's shape).
+        refused(
+            desc(3).replace(r#""inputs":[0,1]"#, r#""inputs":[40,41]"#),
+            "tensor index 40 out of range",
         );
         // Two symbols that must be equal for `add` to be valid: refused at load (at distinct
         // sample sizes), not at the first call.

@@ -446,43 +446,35 @@ fn prepare_node(g: &Graph, k: usize, constants: Constants<'_>) -> Result<Step> {
             if matches!(bias_t, Some((_, None))) {
                 return Ok(Step::Generic { node: k });
             }
-            if data.is_quantized_8bit() {
-                let unsigned = wdesc.dtype == DType::U8;
-                let q = match (qgemm::level(), wt, &wdesc.quant) {
-                    (Some(level), Some(t), Some(wq)) if t.data().len() == nn * kk => {
-                        let w = t.data();
-                        let zeros = (0..nn)
-                            .map(|n| qgemm::zero_i8(wq.zero_point_at(n), unsigned))
-                            .collect();
-                        qgemm::QPacked::new(
-                            level,
-                            kk,
-                            nn,
-                            |k, n| qgemm::to_i8(w[n * kk + k], unsigned),
-                            zeros,
-                        )
-                    }
-                    _ => None,
-                };
-                let weight = match wt {
-                    Some(_) if q.is_some() => Weight::Runtime,
-                    Some(t) => {
-                        Weight::Packed(transpose(&centered_weight(wdesc, t.data(), 0)?, nn, kk))
-                    }
-                    None => Weight::Runtime,
-                };
-                let requant = requant_for(g, k, nn, bias_t.and_then(|(b, t)| t.map(|t| (b, t))))?;
-                return Ok(Step::QDense {
-                    node: k,
-                    q,
-                    weight,
-                    requant,
-                });
-            }
-            Err(backend_err(format!(
-                "node `{}`: a quantized dense whose data is not 8-bit",
-                node.name
-            )))
+            let unsigned = wdesc.dtype == DType::U8;
+            let q = match (qgemm::level(), wt, &wdesc.quant) {
+                (Some(level), Some(t), Some(wq)) if t.data().len() == nn * kk => {
+                    let w = t.data();
+                    let zeros = (0..nn)
+                        .map(|n| qgemm::zero_i8(wq.zero_point_at(n), unsigned))
+                        .collect();
+                    qgemm::QPacked::new(
+                        level,
+                        kk,
+                        nn,
+                        |k, n| qgemm::to_i8(w[n * kk + k], unsigned),
+                        zeros,
+                    )
+                }
+                _ => None,
+            };
+            let weight = match wt {
+                Some(_) if q.is_some() => Weight::Runtime,
+                Some(t) => Weight::Packed(transpose(&centered_weight(wdesc, t.data(), 0)?, nn, kk)),
+                None => Weight::Runtime,
+            };
+            let requant = requant_for(g, k, nn, bias_t.and_then(|(b, t)| t.map(|t| (b, t))))?;
+            Ok(Step::QDense {
+                node: k,
+                q,
+                weight,
+                requant,
+            })
         }
         _ => Ok(Step::Generic { node: k }),
     }
