@@ -989,6 +989,9 @@ pub(crate) fn quantized_generic(
     if let Some(r) = on_codes(op, ins, descs, &params, odesc, (os, oz), out) {
         return Some(r);
     }
+    if let Some(r) = add_8bit(op, ins, descs, &params, odesc, (os, oz), out) {
+        return Some(r);
+    }
     let xs: Vec<Cow<'_, [f32]>> = ins
         .iter()
         .zip(descs)
@@ -1004,6 +1007,94 @@ pub(crate) fn quantized_generic(
         super::kernels::generic(op, &xs, &shapes, &odesc.shape, &mut y)
             .map(|()| quantize_into(&y, odesc.dtype, os, oz, out)),
     )
+}
+
+/// Elements per piece of [`add_8bit`] spread over the pool.
+const ADD_PIECE: usize = 16384;
+
+/// [`quantized_generic`] for a QDQ model's residual add: two 8-bit operands of the output's
+/// shape and a clamp activation (or none), element by element in one vectorized pass with no
+/// float32 copies: each operand's code as [`dequantize_table`] computes its value (an int8
+/// code is `(code ^ 0x80) - 128`, exactly, so one expression serves both dtypes), the float32
+/// sum, the activation's clamp as `binary_op` applies it, and [`quantize_into`]'s rounding.
+/// The same bytes as the general path; `None` (that path) for other ops, shapes or
+/// activations.
+fn add_8bit(
+    op: &Op,
+    ins: &[&[u8]],
+    descs: &[&TensorDesc],
+    params: &[(f32, i32)],
+    odesc: &TensorDesc,
+    (os, oz): (f32, i32),
+    out: &mut [u8],
+) -> Option<Result<()>> {
+    let Op::Add { activation } = op else {
+        return None;
+    };
+    if !activation.is_clamp()
+        || ins.len() != 2
+        || descs.iter().any(|d| d.shape != odesc.shape)
+        || ins.iter().any(|x| x.len() != out.len())
+    {
+        return None;
+    }
+    // Per operand: the bits that make a code uint8-ordered, the offset back, scale, zero.
+    let form = |d: &TensorDesc, (s, z): (f32, i32)| {
+        let signed = d.dtype == DType::I8;
+        (
+            if signed { 0x80u8 } else { 0 },
+            if signed { 128f32 } else { 0.0 },
+            s,
+            z as f32,
+        )
+    };
+    let (fa, fb) = (form(descs[0], params[0]), form(descs[1], params[1]));
+    let clamp = (*activation != Activation::None).then(|| activation.bounds());
+    let (lo8, hi8) = if odesc.dtype == DType::I8 {
+        (-128.0, 127.0)
+    } else {
+        (0.0, 255.0)
+    };
+    let z = oz as f32;
+    let (a, b) = (ins[0], ins[1]);
+    let pieces: Vec<(usize, &mut [u8])> = out
+        .chunks_mut(ADD_PIECE)
+        .enumerate()
+        .map(|(i, o)| (i * ADD_PIECE, o))
+        .collect();
+    Some(for_each_piece(pieces, |(i0, o)| {
+        let n = o.len();
+        let (a, b) = (&a[i0..i0 + n], &b[i0..i0 + n]);
+        vectorized(
+            #[inline(always)]
+            || {
+                let value = |(flip, off, s, zf): (u8, f32, f32, f32), c: u8| {
+                    s * (((c ^ flip) as f32 - off) - zf)
+                };
+                let sum = |u: u8, v: u8| {
+                    let x = value(fa, u) + value(fb, v);
+                    match clamp {
+                        Some((lo, hi)) => x.max(lo).min(hi),
+                        None => x,
+                    }
+                };
+                // `quantize_into`'s value, an integer (or NaN) in the dtype's range, to its
+                // byte by the bits of `v + ROUND`, as `Requant::one` does (an `as i8` or `as
+                // u8` conversion per element does not vectorize); a NaN becomes 0, as `as`
+                // makes it.
+                for ((d, &u), &v) in o.iter_mut().zip(a).zip(b) {
+                    let v = round_ties_even_small(sum(u, v) / os) + z;
+                    // `f32::clamp`'s comparisons (a NaN passes), without its check of the
+                    // bounds, which keeps the loop from vectorizing.
+                    let v = if v < lo8 { lo8 } else { v };
+                    let v = if v > hi8 { hi8 } else { v };
+                    let i = (v + super::ROUND).to_bits() as i32 - super::ROUND.to_bits() as i32;
+                    *d = if v.is_nan() { 0 } else { i as u8 };
+                }
+            },
+        );
+        Ok(())
+    }))
 }
 
 /// Each code of an input (`dtype`, `scale`, `zero`) as the output's code: the table's

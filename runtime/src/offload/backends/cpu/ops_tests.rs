@@ -1252,6 +1252,46 @@ fn quantized_ops_match_the_general_path_bit_for_bit() {
             vec![a.clone(), c.clone()],
             q8_desc(&[1, 5, 7, 8], DType::U8, 0.04, 90),
         ),
+        // Residual adds of operands with the output's shape (`add_8bit`): each pair of
+        // dtypes, into either dtype, with no activation, a ReLU and a clip; sizes that cross
+        // the pool's pieces and end in a partial vector; parameters whose sums saturate.
+        (
+            Op::Add {
+                activation: Activation::Relu,
+            },
+            vec![
+                q8_desc(&[1, 37, 41, 33], DType::U8, 0.031, 128),
+                q8_desc(&[1, 37, 41, 33], DType::I8, 0.017, -5),
+            ],
+            q8_desc(&[1, 37, 41, 33], DType::U8, 0.04, 0),
+        ),
+        (
+            Op::Add {
+                activation: Activation::None,
+            },
+            vec![
+                q8_desc(&[2, 3, 5, 7], DType::I8, 0.05, 3),
+                q8_desc(&[2, 3, 5, 7], DType::I8, 0.02, -100),
+            ],
+            q8_desc(&[2, 3, 5, 7], DType::I8, 0.03, 7),
+        ),
+        (
+            Op::Add {
+                activation: Activation::Clip(-1.5, 2.25),
+            },
+            vec![
+                q8_desc(&[1, 9, 9, 17], DType::I8, 0.1, 0),
+                q8_desc(&[1, 9, 9, 17], DType::U8, 0.06, 200),
+            ],
+            q8_desc(&[1, 9, 9, 17], DType::I8, 0.03, -20),
+        ),
+        (
+            Op::Add {
+                activation: Activation::None,
+            },
+            vec![a.clone(), a.clone()],
+            q8_desc(nhwc, DType::U8, 0.001, 250),
+        ),
         // On the codes (`on_codes`): concatenations that copy (the output's parameters) and
         // that map codes, along the last axis and others, with three inputs; max pools of
         // uint8 and int8 into other parameters and the same ones, with dilation, stride 1,
