@@ -550,9 +550,14 @@ impl ConvPlan {
                     match self.src_y(oy, ky) {
                         Some(iy) if lo < hi => {
                             let s = (iy * wd + ox * sx + lo - pl) * c;
-                            d[..lo * c].fill(pad);
+                            // Only the padding there is (an empty fill is still a call).
+                            if lo > 0 {
+                                d[..lo * c].fill(pad);
+                            }
                             d[lo * c..hi * c].copy_from_slice(&xb[s..s + (hi - lo) * c]);
-                            d[hi * c..].fill(pad);
+                            if hi < kw {
+                                d[hi * c..].fill(pad);
+                            }
                         }
                         _ => d.fill(pad),
                     }
@@ -652,6 +657,7 @@ impl ConvPlan {
         }
         // The zero point as stored (the im2col padding).
         let pad = (x_zero as i8 as u8) ^ flip;
+        let direct = self.pointwise() && kdim == kp;
         for_each_piece(pieces, |(b, p0, mut yrows)| {
             let xb = &x[b * h * wd * c..(b + 1) * h * wd * c];
             let rows = yrows.len() / o;
@@ -663,21 +669,28 @@ impl ConvPlan {
             if col.len() < rows * kp {
                 col.resize(rows * kp, 0);
             }
-            let col_rows = &mut col[..rows * kp];
             let mut sums = vec![0i32; rows];
             let mut result = Ok(());
             for (g, wg) in w.iter().enumerate() {
                 let u8_rows = qgemm::wants_u8(wg);
-                self.im2col_rows(xb, g, p0, rows, col_rows, kp, pad);
                 // To the kernel's form: `i8` is the stored value `^ flip`, uint8 that `^ 0x80`.
                 let to = if u8_rows { flip ^ 0x80 } else { flip };
-                if to != 0 {
-                    for row in col_rows.chunks_exact_mut(kp) {
-                        for v in &mut row[..kdim] {
-                            *v ^= to;
+                let col_rows: &[u8] = if direct && to == 0 {
+                    // A pointwise convolution whose input is stored in the kernel's form, with
+                    // as many channels as the padded `K`: its rows are the GEMM's operand.
+                    &xb[p0 * c..(p0 + rows) * c]
+                } else {
+                    let col_rows = &mut col[..rows * kp];
+                    self.im2col_rows(xb, g, p0, rows, col_rows, kp, pad);
+                    if to != 0 {
+                        for row in col_rows.chunks_exact_mut(kp) {
+                            for v in &mut row[..kdim] {
+                                *v ^= to;
+                            }
                         }
                     }
-                }
+                    col_rows
+                };
                 if wg.has_zero_points() {
                     for (s, row) in sums.iter_mut().zip(col_rows.chunks_exact(kp)) {
                         *s = if u8_rows {
@@ -2236,6 +2249,10 @@ mod tests {
             [1, 3, 7, 6, 8, 3, 1, 1, 1, 1],
             [2, 8, 9, 9, 16, 3, 2, 1, 2, 1],
             [1, 20, 5, 5, 17, 1, 1, 0, 1, 1],
+            // Pointwise with channels a multiple of 16: the stored rows are the operand
+            // where they are in the kernel's form (uint8 for VNNI, int8 for the others).
+            [2, 32, 6, 7, 24, 1, 1, 0, 1, 1],
+            [1, 16, 4, 4, 5, 1, 1, 0, 1, 1],
             [1, 6, 8, 8, 6, 5, 1, 2, 3, 2],
             [1, 4, 6, 6, 4, 3, 1, 1, 4, 1],
         ] {
