@@ -1009,14 +1009,83 @@ pub(crate) fn quantized_generic(
     )
 }
 
+/// An 8-bit tensor's codes as [`dequantize_table`] gives their values, computed rather than
+/// looked up (so that a loop over codes vectorizes): an int8 code is `(code ^ 0x80) - 128`
+/// exactly, so one expression serves both dtypes, and every step is the table's float32
+/// operation on the same values.
+#[derive(Clone, Copy)]
+struct Dequant {
+    flip: u8,
+    off: f32,
+    scale: f32,
+    zero: f32,
+}
+
+impl Dequant {
+    fn new(dtype: DType, (scale, zero): (f32, i32)) -> Dequant {
+        let signed = dtype == DType::I8;
+        Dequant {
+            flip: if signed { 0x80 } else { 0 },
+            off: if signed { 128.0 } else { 0.0 },
+            scale,
+            zero: zero as f32,
+        }
+    }
+
+    #[inline(always)]
+    fn value(self, c: u8) -> f32 {
+        self.scale * (((c ^ self.flip) as f32 - self.off) - self.zero)
+    }
+}
+
+/// [`quantize_into`] of one value, in operations that vectorize: its rounding, the clamp as
+/// comparisons (`f32::clamp`'s check of its bounds kept loops scalar; a NaN passes), and the
+/// integer to its byte by the bits of `v + ROUND`, as `Requant::one` does (an `as i8` or `as
+/// u8` per element does not vectorize); a NaN becomes 0, as `as` makes it.
+#[derive(Clone, Copy)]
+struct Quant {
+    scale: f32,
+    zero: f32,
+    lo: f32,
+    hi: f32,
+}
+
+impl Quant {
+    fn new(dtype: DType, (scale, zero): (f32, i32)) -> Quant {
+        let (lo, hi) = if dtype == DType::I8 {
+            (-128.0, 127.0)
+        } else {
+            (0.0, 255.0)
+        };
+        Quant {
+            scale,
+            zero: zero as f32,
+            lo,
+            hi,
+        }
+    }
+
+    #[inline(always)]
+    fn code(self, v: f32) -> u8 {
+        let v = round_ties_even_small(v / self.scale) + self.zero;
+        let v = if v < self.lo { self.lo } else { v };
+        let v = if v > self.hi { self.hi } else { v };
+        let i = (v + super::ROUND).to_bits() as i32 - super::ROUND.to_bits() as i32;
+        if v.is_nan() {
+            0
+        } else {
+            i as u8
+        }
+    }
+}
+
 /// Elements per piece of [`add_8bit`] spread over the pool.
 const ADD_PIECE: usize = 16384;
 
 /// [`quantized_generic`] for a QDQ model's residual add: two 8-bit operands of the output's
 /// shape and a clamp activation (or none), element by element in one vectorized pass with no
-/// float32 copies: each operand's code as [`dequantize_table`] computes its value (an int8
-/// code is `(code ^ 0x80) - 128`, exactly, so one expression serves both dtypes), the float32
-/// sum, the activation's clamp as `binary_op` applies it, and [`quantize_into`]'s rounding.
+/// float32 copies: each operand's value ([`Dequant`]), the float32 sum, the activation's clamp
+/// as `binary_op` applies it, and [`quantize_into`]'s rounding ([`Quant`]).
 /// The same bytes as the general path; `None` (that path) for other ops, shapes or
 /// activations.
 fn add_8bit(
@@ -1038,24 +1107,12 @@ fn add_8bit(
     {
         return None;
     }
-    // Per operand: the bits that make a code uint8-ordered, the offset back, scale, zero.
-    let form = |d: &TensorDesc, (s, z): (f32, i32)| {
-        let signed = d.dtype == DType::I8;
-        (
-            if signed { 0x80u8 } else { 0 },
-            if signed { 128f32 } else { 0.0 },
-            s,
-            z as f32,
-        )
-    };
-    let (fa, fb) = (form(descs[0], params[0]), form(descs[1], params[1]));
+    let (fa, fb) = (
+        Dequant::new(descs[0].dtype, params[0]),
+        Dequant::new(descs[1].dtype, params[1]),
+    );
     let clamp = (*activation != Activation::None).then(|| activation.bounds());
-    let (lo8, hi8) = if odesc.dtype == DType::I8 {
-        (-128.0, 127.0)
-    } else {
-        (0.0, 255.0)
-    };
-    let z = oz as f32;
+    let quant = Quant::new(odesc.dtype, (os, oz));
     let (a, b) = (ins[0], ins[1]);
     let pieces: Vec<(usize, &mut [u8])> = out
         .chunks_mut(ADD_PIECE)
@@ -1068,28 +1125,13 @@ fn add_8bit(
         vectorized(
             #[inline(always)]
             || {
-                let value = |(flip, off, s, zf): (u8, f32, f32, f32), c: u8| {
-                    s * (((c ^ flip) as f32 - off) - zf)
-                };
-                let sum = |u: u8, v: u8| {
-                    let x = value(fa, u) + value(fb, v);
-                    match clamp {
+                for ((d, &u), &v) in o.iter_mut().zip(a).zip(b) {
+                    let x = fa.value(u) + fb.value(v);
+                    let x = match clamp {
                         Some((lo, hi)) => x.max(lo).min(hi),
                         None => x,
-                    }
-                };
-                // `quantize_into`'s value, an integer (or NaN) in the dtype's range, to its
-                // byte by the bits of `v + ROUND`, as `Requant::one` does (an `as i8` or `as
-                // u8` conversion per element does not vectorize); a NaN becomes 0, as `as`
-                // makes it.
-                for ((d, &u), &v) in o.iter_mut().zip(a).zip(b) {
-                    let v = round_ties_even_small(sum(u, v) / os) + z;
-                    // `f32::clamp`'s comparisons (a NaN passes), without its check of the
-                    // bounds, which keeps the loop from vectorizing.
-                    let v = if v < lo8 { lo8 } else { v };
-                    let v = if v > hi8 { hi8 } else { v };
-                    let i = (v + super::ROUND).to_bits() as i32 - super::ROUND.to_bits() as i32;
-                    *d = if v.is_nan() { 0 } else { i as u8 };
+                    };
+                    *d = quant.code(x);
                 }
             },
         );
@@ -1164,19 +1206,67 @@ fn on_codes(
             for (((x, d), &p), &chunk) in ins.iter().zip(descs).zip(params).zip(&chunks) {
                 let map = code_map(d.dtype, p, odesc.dtype, oparams);
                 let same = map.iter().enumerate().all(|(i, &v)| v as usize == i);
+                // Otherwise the map's own arithmetic per element, which vectorizes (a lookup
+                // per byte does not).
+                let (from, to) = (Dequant::new(d.dtype, p), Quant::new(odesc.dtype, oparams));
                 if chunk > 0 {
                     for (dst, src) in out.chunks_exact_mut(total).zip(x.chunks_exact(chunk)) {
                         let dst = &mut dst[off..off + chunk];
                         if same {
                             dst.copy_from_slice(src);
                         } else {
-                            for (o, &v) in dst.iter_mut().zip(src) {
-                                *o = map[v as usize];
-                            }
+                            vectorized(
+                                #[inline(always)]
+                                || {
+                                    for (o, &v) in dst.iter_mut().zip(src) {
+                                        *o = to.code(from.value(v));
+                                    }
+                                },
+                            );
                         }
                     }
                 }
                 off += chunk;
+            }
+            Some(Ok(()))
+        }
+        Op::GlobalAvgPool2d(Layout::Nhwc) if ins.len() == 1 && descs[0].shape.len() == 4 => {
+            // The float32 kernel's sums (`kernels::generic`: each channel over the pixels in
+            // pixel order, then divided by their count) of the codes' values, without the
+            // float32 copy of the input.
+            let (n, c, h, w) = Layout::Nhwc.nchw(&descs[0].shape);
+            if ys.len() != 4 || ys[0] != n || ys[1] != 1 || ys[2] != 1 || ys[3] != c {
+                return None;
+            }
+            let (n, c, hw) = (
+                usize::try_from(n).ok()?,
+                usize::try_from(c).ok()?,
+                usize::try_from(h.checked_mul(w)?).ok()?,
+            );
+            if ins[0].len() != n.checked_mul(hw)?.checked_mul(c)? || out.len() != n * c {
+                return None;
+            }
+            let (from, to) = (
+                Dequant::new(descs[0].dtype, params[0]),
+                Quant::new(odesc.dtype, oparams),
+            );
+            let mut sums = vec![0f32; c];
+            for (b, ob) in out.chunks_exact_mut(c.max(1)).enumerate().take(n) {
+                let xb = &ins[0][b * hw * c..(b + 1) * hw * c];
+                vectorized(
+                    #[inline(always)]
+                    || {
+                        sums.fill(0.0);
+                        for row in xb.chunks_exact(c.max(1)) {
+                            for (a, &v) in sums.iter_mut().zip(row) {
+                                *a += from.value(v);
+                            }
+                        }
+                        for (o, &a) in ob.iter_mut().zip(&sums) {
+                            *o = to.code(a / hw.max(1) as f32);
+                        }
+                    },
+                );
             }
             Some(Ok(()))
         }

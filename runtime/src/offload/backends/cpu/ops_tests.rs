@@ -1247,6 +1247,12 @@ fn quantized_ops_match_the_general_path_bit_for_bit() {
             vec![a.clone()],
             q8_desc(&[1, 1, 1, 6], DType::U8, 0.002, 130),
         ),
+        // On the codes: batches, channels that are no vector width, int8 both sides.
+        (
+            Op::GlobalAvgPool2d(Layout::Nhwc),
+            vec![q8_desc(&[2, 13, 11, 37], DType::I8, 0.07, -3)],
+            q8_desc(&[2, 1, 1, 37], DType::I8, 0.0011, 1),
+        ),
         (
             Op::Concatenate { axis: 3 },
             vec![a.clone(), c.clone()],
