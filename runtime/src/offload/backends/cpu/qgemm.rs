@@ -443,6 +443,36 @@ fn tiles(
                 },
                 _ => scalar_tile(rows, at, kp, bp, &mut four),
             }
+            #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+            if level == Level::Avx512Vnni {
+                if let Out::Bytes { out, ld, rq, ch0 } = &mut *out {
+                    if rq.out_zero.abs() <= super::MAX_OUT_ZERO {
+                        let cols: [usize; VNNI_NB] =
+                            std::array::from_fn(|i| NR.min(n.saturating_sub((p0 + i) * NR)));
+                        let ld = *ld;
+                        // SAFETY: this level was detected (as above); `rq.out_zero` was just
+                        // checked; `np` and `rows` are at most the tile's; `row_sums` holds
+                        // `m` entries (`gemm` checked); `gemm` checked `rq` has channels for
+                        // `ch0 + n`, and the wrapped entries cover `NR` more from any below.
+                        unsafe {
+                            vnni::requant_tile(
+                                rows,
+                                np,
+                                &acc,
+                                &corr,
+                                zero_points.then_some(&zb),
+                                &row_sums[r0..r0 + rows],
+                                rq,
+                                *ch0 + p0 * NR,
+                                &cols,
+                                &mut out[r0 * ld + p0 * NR..],
+                                ld,
+                            )
+                        };
+                        continue;
+                    }
+                }
+            }
             if nb == 1 {
                 for (accr, f) in acc.iter_mut().zip(four) {
                     accr[0] = f;
@@ -588,6 +618,7 @@ mod avx2 {
 #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
 #[allow(clippy::incompatible_msrv)]
 mod vnni {
+    use super::super::Requant;
     use super::{NR, VNNI_MR, VNNI_NB};
     use std::arch::x86_64::*;
 
@@ -658,6 +689,78 @@ mod vnni {
             for (sr, accr) in s.iter().zip(acc.iter_mut()) {
                 for (sj, accj) in sr.iter().zip(accr.iter_mut()) {
                     _mm512_storeu_si512(accj.as_mut_ptr() as *mut _, *sj);
+                }
+            }
+        }
+    }
+
+    /// A tile's sums (`rows` rows of `np` panels in `acc`) to bytes, as [`Requant::block`]
+    /// computes each (`Requant::one`: the same float32 operations in the same order, the
+    /// clamps as comparisons that let a NaN through, a NaN to 0), one vector per row and
+    /// panel: each panel's terms (`corr`, the zero points `zb` times the row's sum when
+    /// there are any, the channels' scales and biases) loaded once for all rows, and each
+    /// vector stored with the panel's columns as its mask. Row `r`'s panel `i` goes to
+    /// `out[r * ld + i * NR..]`, `cols[i]` bytes, channels from `ch0 + i * NR` on.
+    ///
+    /// # Safety
+    /// AVX-512 F, BW and VNNI must be available; `rq.out_zero` within `MAX_OUT_ZERO` (the
+    /// other case is `Requant::block`'s own); `np <= VNNI_NB`, `rows <= VNNI_MR`,
+    /// `row_sums.len() >= rows`, and `ch0 + np * NR <= rq.acc_scale.len()` (the wrapped
+    /// entries cover any run of `NR` channels from one below `channels`).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    #[allow(unused_unsafe, clippy::too_many_arguments)]
+    pub(super) unsafe fn requant_tile(
+        rows: usize,
+        np: usize,
+        acc: &Acc,
+        corr: &[[i32; NR]; VNNI_NB],
+        zb: Option<&[[i32; NR]; VNNI_NB]>,
+        row_sums: &[i32],
+        rq: &Requant,
+        ch0: usize,
+        cols: &[usize; VNNI_NB],
+        out: &mut [u8],
+        ld: usize,
+    ) {
+        // SAFETY: the features are present (the caller's contract); every load is of `NR`
+        // values from arrays or slices checked to hold them (the slice indexing panics
+        // otherwise, which the caller's contract rules out), and every store writes the
+        // `cols[i]` bytes of a slice of that length (the mask has `cols[i]` bits).
+        unsafe {
+            let (lo, hi) = (_mm512_set1_ps(rq.lo), _mm512_set1_ps(rq.hi));
+            let (q_lo, q_hi) = (_mm512_set1_ps(rq.q_lo), _mm512_set1_ps(rq.q_hi));
+            let os = _mm512_set1_ps(rq.out_scale);
+            let round = _mm512_set1_ps(super::super::ROUND);
+            let round_bits = _mm512_set1_epi32(super::super::ROUND.to_bits() as i32);
+            let oz = _mm512_set1_epi32(rq.out_zero);
+            let between = |v: __m512, lo: __m512, hi: __m512| {
+                let v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, lo), v, lo);
+                _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, hi), v, hi)
+            };
+            for i in 0..np.min(VNNI_NB) {
+                let ch = ch0 + i * NR;
+                let scale = _mm512_loadu_ps(rq.acc_scale[ch..ch + NR].as_ptr());
+                let bias = _mm512_loadu_ps(rq.bias[ch..ch + NR].as_ptr());
+                let c = _mm512_loadu_si512(corr[i].as_ptr() as *const _);
+                let z = zb.map(|zb| _mm512_loadu_si512(zb[i].as_ptr() as *const _));
+                let w = cols[i].min(NR);
+                let mask = ((1u32 << w) - 1) as __mmask16;
+                for r in 0..rows.min(VNNI_MR) {
+                    let mut v =
+                        _mm512_add_epi32(_mm512_loadu_si512(acc[r][i].as_ptr() as *const _), c);
+                    if let Some(z) = z {
+                        let rs = _mm512_set1_epi32(row_sums[r]);
+                        v = _mm512_sub_epi32(v, _mm512_mullo_epi32(z, rs));
+                    }
+                    let real = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), scale), bias);
+                    let q = between(_mm512_div_ps(between(real, lo, hi), os), q_lo, q_hi);
+                    let bits =
+                        _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(q, round)), round_bits);
+                    let ordered = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(q, q);
+                    let bits = _mm512_maskz_mov_epi32(ordered, _mm512_add_epi32(bits, oz));
+                    let o0 = r * ld + i * NR;
+                    let dst = &mut out[o0..o0 + w];
+                    _mm512_mask_cvtepi32_storeu_epi8(dst.as_mut_ptr() as *mut _, mask, bits);
                 }
             }
         }
