@@ -1209,22 +1209,22 @@ fn on_codes(
                 // Otherwise the map's own arithmetic per element, which vectorizes (a lookup
                 // per byte does not).
                 let (from, to) = (Dequant::new(d.dtype, p), Quant::new(odesc.dtype, oparams));
-                if chunk > 0 {
+                if chunk > 0 && same {
                     for (dst, src) in out.chunks_exact_mut(total).zip(x.chunks_exact(chunk)) {
-                        let dst = &mut dst[off..off + chunk];
-                        if same {
-                            dst.copy_from_slice(src);
-                        } else {
-                            vectorized(
-                                #[inline(always)]
-                                || {
-                                    for (o, &v) in dst.iter_mut().zip(src) {
-                                        *o = to.code(from.value(v));
-                                    }
-                                },
-                            );
-                        }
+                        dst[off..off + chunk].copy_from_slice(src);
                     }
+                } else if chunk > 0 {
+                    vectorized(
+                        #[inline(always)]
+                        || {
+                            for (dst, src) in out.chunks_exact_mut(total).zip(x.chunks_exact(chunk))
+                            {
+                                for (o, &v) in dst[off..off + chunk].iter_mut().zip(src) {
+                                    *o = to.code(from.value(v));
+                                }
+                            }
+                        },
+                    );
                 }
                 off += chunk;
             }
@@ -1284,6 +1284,11 @@ fn on_codes(
             }
             let mut map = [0u8; 256];
             quantize_into(&tk, odesc.dtype, oparams.0, oparams.1, &mut map);
+            let identity = (0..256).all(|k| map[k] as usize == k ^ flip as usize);
+            let (from, to) = (
+                Dequant::new(d.dtype, params[0]),
+                Quant::new(odesc.dtype, oparams),
+            );
             let mut empty = [0u8; 1];
             quantize_into(&[f32::MIN], odesc.dtype, oparams.0, oparams.1, &mut empty);
             if d.shape.len() != 4 || ys.len() != 4 {
@@ -1315,7 +1320,6 @@ fn on_codes(
             Some(for_each_piece(pieces, |(row, orow)| {
                 let (b, oy) = (row / oh, row % oh);
                 let ry = &rows[oy];
-                let mut acc = vec![0u8; c];
                 vectorized(
                     #[inline(always)]
                     || {
@@ -1324,18 +1328,35 @@ fn on_codes(
                                 o.fill(empty[0]);
                                 continue;
                             }
-                            // Key 0 is the smallest value: every tap's key is at least it.
-                            acc.fill(0);
+                            // The largest key of the window (keys in value order), in `o`.
+                            let mut first = true;
                             for &iy in &ry.taps {
                                 for &ix in &cx.taps {
                                     let t0 = ((b * h + iy) * w + ix) * c;
-                                    for (a, &v) in acc.iter_mut().zip(&x[t0..t0 + c]) {
-                                        *a = (*a).max(v ^ flip);
+                                    let src = &x[t0..t0 + c];
+                                    if first {
+                                        for (a, &v) in o.iter_mut().zip(src) {
+                                            *a = v ^ flip;
+                                        }
+                                        first = false;
+                                    } else {
+                                        for (a, &v) in o.iter_mut().zip(src) {
+                                            *a = (*a).max(v ^ flip);
+                                        }
                                     }
                                 }
                             }
-                            for (o, &a) in o.iter_mut().zip(acc.iter()) {
-                                *o = map[a as usize];
+                            // The key's code in the output: itself back when the output has
+                            // the input's parameters, else the map's arithmetic (`Dequant`
+                            // of the code, `Quant`), which vectorizes.
+                            if identity {
+                                for a in o.iter_mut() {
+                                    *a ^= flip;
+                                }
+                            } else {
+                                for a in o.iter_mut() {
+                                    *a = to.code(from.value(*a ^ flip));
+                                }
                             }
                         }
                     },
