@@ -827,6 +827,13 @@ def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | 
             print(f"- goal BNNS-style partition within 1.2x of the ACL-style one (cpu backend): "
                   f"{'met' if wb[1] <= 1.2 else 'MISSED'} (worst {wb[0]} {wb[1]:.2f}x, geomean {gb:.2f}x)")
         summary["bnns_over_acl_worst"], summary["bnns_over_acl_geomean"] = wb, gb
+        worst_name = max(((n, v) for n, v in worst if v is not None), key=lambda nv: nv[1], default=None)
+        print("\nIssue 31 goals (item 2, float models):")
+        for t in map(str, threads_list):
+            print(goal(f"geomean Mote/ORT <= 1.0 at {t} thread(s) over the whole suite",
+                       summary.get(f"geomean_acl_{t}t"), 1.0))
+        print(goal("no model worse than 1.3x" + (f" (worst: {worst_name[0]})" if worst_name else ""),
+                   worst_all, 1.3))
     if int8_rows:
         int8_summary(int8_rows, by_name, results, threads_list, summary)
     if failures:
