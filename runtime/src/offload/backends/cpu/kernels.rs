@@ -658,6 +658,14 @@ impl ConvPlan {
         // The zero point as stored (the im2col padding).
         let pad = (x_zero as i8 as u8) ^ flip;
         let direct = self.pointwise() && kdim == kp;
+        // To the kernel's form: `i8` is the stored value `^ flip`, uint8 that `^ 0x80`.
+        let form = |wg: &QPacked| {
+            if qgemm::wants_u8(wg) {
+                flip ^ 0x80
+            } else {
+                flip
+            }
+        };
         for_each_piece(pieces, |(b, p0, mut yrows)| {
             let xb = &x[b * h * wd * c..(b + 1) * h * wd * c];
             let rows = yrows.len() / o;
@@ -665,16 +673,15 @@ impl ConvPlan {
                 .with(|cell| cell.try_borrow_mut().map(|mut v| std::mem::take(&mut *v)))
                 .unwrap_or_default();
             // Values beyond `kdim` in a row are whatever the buffer held: the GEMM multiplies
-            // them by zeros.
-            if col.len() < rows * kp {
+            // them by zeros. (Rows read in place need none of it.)
+            if !(direct && w.iter().all(|wg| form(wg) == 0)) && col.len() < rows * kp {
                 col.resize(rows * kp, 0);
             }
             let mut sums = vec![0i32; rows];
             let mut result = Ok(());
             for (g, wg) in w.iter().enumerate() {
                 let u8_rows = qgemm::wants_u8(wg);
-                // To the kernel's form: `i8` is the stored value `^ flip`, uint8 that `^ 0x80`.
-                let to = if u8_rows { flip ^ 0x80 } else { flip };
+                let to = form(wg);
                 let col_rows: &[u8] = if direct && to == 0 {
                     // A pointwise convolution whose input is stored in the kernel's form, with
                     // as many channels as the padded `K`: its rows are the GEMM's operand.

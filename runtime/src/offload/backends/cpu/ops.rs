@@ -912,16 +912,8 @@ fn q8(desc: &TensorDesc) -> Option<(f32, i32)> {
 /// The real value of each of the 256 codes of an 8-bit tensor, computed as TVM's dequantize
 /// (and `load_f32`) computes each element: `scale * (q - zero_point)` in float32.
 fn dequantize_table(dtype: DType, scale: f32, zero: i32) -> [f32; 256] {
-    let mut t = [0f32; 256];
-    for (b, e) in t.iter_mut().enumerate() {
-        let q = if dtype == DType::I8 {
-            b as u8 as i8 as f32
-        } else {
-            b as f32
-        };
-        *e = scale * (q - zero as f32);
-    }
-    t
+    let d = Dequant::new(dtype, (scale, zero));
+    std::array::from_fn(|b| d.value(b as u8))
 }
 
 /// `v` rounded to the nearest integer, ties to even, for `|v| < 2^22`; `v` itself beyond,
@@ -943,16 +935,15 @@ fn round_ties_even_small(v: f32) -> f32 {
 /// TVM's quantize of each value (as the backend's `quantize`: `clip(round(x / scale) +
 /// zero_point)`, ties to even), into 8-bit codes of `dtype`.
 fn quantize_into(y: &[f32], dtype: DType, scale: f32, zero: i32, out: &mut [u8]) {
-    let z = zero as f32;
-    if dtype == DType::I8 {
-        for (o, &v) in out.iter_mut().zip(y) {
-            *o = (round_ties_even_small(v / scale) + z).clamp(-128.0, 127.0) as i8 as u8;
-        }
-    } else {
-        for (o, &v) in out.iter_mut().zip(y) {
-            *o = (round_ties_even_small(v / scale) + z).clamp(0.0, 255.0) as u8;
-        }
-    }
+    let q = Quant::new(dtype, (scale, zero));
+    vectorized(
+        #[inline(always)]
+        || {
+            for (o, &v) in out.iter_mut().zip(y) {
+                *o = q.code(v);
+            }
+        },
+    );
 }
 
 /// An op of the generic path whose operands and output are all 8-bit with per-tensor
@@ -1009,10 +1000,10 @@ pub(crate) fn quantized_generic(
     )
 }
 
-/// An 8-bit tensor's codes as [`dequantize_table`] gives their values, computed rather than
-/// looked up (so that a loop over codes vectorizes): an int8 code is `(code ^ 0x80) - 128`
-/// exactly, so one expression serves both dtypes, and every step is the table's float32
-/// operation on the same values.
+/// An 8-bit tensor's codes' values as TVM's dequantize computes them (`scale * (q -
+/// zero_point)` in float32), in operations that vectorize: an int8 code's `q` is `code ^
+/// 0x80` less 128, exactly, so one expression serves both dtypes. [`dequantize_table`] is
+/// this per code.
 #[derive(Clone, Copy)]
 struct Dequant {
     flip: u8,
@@ -1038,7 +1029,9 @@ impl Dequant {
     }
 }
 
-/// [`quantize_into`] of one value, in operations that vectorize: its rounding, the clamp as
+/// TVM's quantize of one value (as the backend's `quantize`: `clip(round(x / scale) +
+/// zero_point)`, ties to even; [`quantize_into`] is this per value), in operations that
+/// vectorize: the rounding without `rintf` ([`round_ties_even_small`]), the clamp as
 /// comparisons (`f32::clamp`'s check of its bounds kept loops scalar; a NaN passes), and the
 /// integer to its byte by the bits of `v + ROUND`, as `Requant::one` does (an `as i8` or `as
 /// u8` per element does not vectorize); a NaN becomes 0, as `as` makes it.
