@@ -244,6 +244,31 @@ thread_local! {
 /// Pixels per im2col block: keeps the column buffer in cache.
 const BLOCK: usize = 128;
 
+/// Shortest tap an NHWC convolution reads in place ([`ConvPlan::taps`]), in floats: shorter
+/// ones (a 7x7 stem's 21 floats per kernel row) cost more in setting up each stretch of the
+/// microkernel than the im2col copy they save (ResNet-18's stem 2.8 -> 3.7 ms read in place).
+const TAP_MIN: usize = 64;
+
+/// The pieces of each GEMM row of an NHWC convolution read in place: `count` taps of `len`
+/// floats, each a kernel row (`kw` pixels of every channel: `rows`) or one pixel of one
+/// group's channels.
+#[derive(Clone, Copy, Debug)]
+struct Taps {
+    count: usize,
+    len: usize,
+    rows: bool,
+}
+
+/// Where one tap of one output pixel reads ([`ConvPlan::tap_src`]).
+enum TapSrc {
+    /// `len` floats of the image from this offset.
+    In(usize),
+    /// Entirely in the padding.
+    Zero,
+    /// A kernel row whose taps `lo..hi` lie inside input row `iy`, the others in the padding.
+    Part { iy: usize, lo: usize, hi: usize },
+}
+
 impl ConvPlan {
     /// The plan of a conv2d with data, weight and output shapes `x`, `w`, `y` (validated by
     /// the description parser; weight OHWI with NHWC, OIHW with NCHW).
@@ -453,8 +478,151 @@ impl ConvPlan {
             bias: epi.bias.map(|b| &b[g * og..(g + 1) * og]),
             ..epi
         };
+        if let Some(taps) = self.taps() {
+            return self.nhwc_tap_pieces(x, y, ldy, off, post, taps, |g, rows, t, c, ldc| {
+                packed::gemm_taps(rows, t, taps.count, &w[g], c, ldc, group_epi(g))
+            });
+        }
         self.nhwc_pieces(x, y, ldy, off, post, |g, rows, a, lda, c, ldc| {
             packed::gemm(rows, a, lda, &w[g], c, ldc, group_epi(g))
+        })
+    }
+
+    /// How an NHWC convolution's GEMM reads its input in place ([`ConvPlan::nhwc_tap_pieces`]),
+    /// or `None` where im2col rows are the better operand (1x1 convolutions read the input
+    /// directly anyway; pieces narrower than [`TAP_MIN`] floats cost more in pointer set-up
+    /// than the copy).
+    fn taps(&self) -> Option<Taps> {
+        if self.layout != Layout::Nhwc || self.one_by_one() {
+            return None;
+        }
+        let t = if self.groups == 1 && self.dilation[1] == 1 {
+            Taps {
+                count: self.kh,
+                len: self.kw * self.c,
+                rows: true,
+            }
+        } else {
+            Taps {
+                count: self.kh * self.kw,
+                len: self.cg(),
+                rows: false,
+            }
+        };
+        (t.len >= TAP_MIN && t.count > 0).then_some(t)
+    }
+
+    /// Where tap `t` of output pixel `(oy, ox)`, group `g`, reads its `taps.len` floats.
+    fn tap_src(&self, taps: Taps, oy: usize, ox: usize, t: usize, g: usize) -> TapSrc {
+        let (wd, c) = (self.w, self.c);
+        if taps.rows {
+            // A kernel row: `kw` pixels of all channels, contiguous in the input row when
+            // every one of them is inside it.
+            let Some(iy) = self.src_y(oy, t) else {
+                return TapSrc::Zero;
+            };
+            let (kw, sx, pl) = (self.kw, self.strides[1], self.padding[1]);
+            let lo = pl.saturating_sub(ox * sx).min(kw);
+            let hi = (wd + pl).saturating_sub(ox * sx).clamp(lo, kw);
+            if lo == 0 && hi == kw {
+                TapSrc::In((iy * wd + ox * sx - pl) * c)
+            } else if lo == hi {
+                TapSrc::Zero
+            } else {
+                TapSrc::Part { iy, lo, hi }
+            }
+        } else {
+            let (ky, kx) = (t / self.kw, t % self.kw);
+            match (self.src_y(oy, ky), self.src_x(ox, kx)) {
+                (Some(iy), Some(ix)) => TapSrc::In((iy * wd + ix) * c + g * self.cg()),
+                _ => TapSrc::Zero,
+            }
+        }
+    }
+
+    /// [`ConvPlan::nhwc_pieces`] without im2col: each output pixel's GEMM row is given as the
+    /// slices its taps read ([`packed::gemm_taps`]): slices of the input where the tap lies
+    /// inside it, a zero slice where it lies in the padding, and, for a kernel row cut by the
+    /// left or right padding, a copy with zeros in the per-thread scratch. No im2col block is
+    /// written or read (it was a tenth of a 3x3 convolution's time).
+    #[allow(clippy::too_many_arguments)]
+    fn nhwc_tap_pieces(
+        &self,
+        x: &[f32],
+        y: &mut [f32],
+        ldy: usize,
+        off: usize,
+        post: Post<'_, f32>,
+        taps: Taps,
+        gemm: impl Fn(usize, usize, &[&[f32]], &mut [f32], usize) -> Result<()> + Sync,
+    ) -> Result<()> {
+        let (h, wd, c) = (self.h, self.w, self.c);
+        let pix = self.oh * self.ow;
+        let og = self.og();
+        let ldy = ldy.max(1);
+        let bs = self.block(crate::host::threadpool::current_parallelism());
+        let mut pieces = Vec::new();
+        for (b, yb) in y.chunks_mut(pix * ldy).enumerate() {
+            for (j, rows) in yb.chunks_mut(bs * ldy).enumerate() {
+                pieces.push((b, j * bs, rows));
+            }
+        }
+        let len = taps.len;
+        for_each_piece(pieces, |(b, p0, yrows)| {
+            let xb = &x[b * h * wd * c..(b + 1) * h * wd * c];
+            let rows = yrows.len() / ldy;
+            let src = |r: usize, t: usize, g: usize| {
+                let p = p0 + r;
+                self.tap_src(taps, p / self.ow, p % self.ow, t, g)
+            };
+            for g in 0..self.groups {
+                let cut = (0..rows)
+                    .flat_map(|r| (0..taps.count).map(move |t| (r, t)))
+                    .filter(|&(r, t)| matches!(src(r, t, g), TapSrc::Part { .. }))
+                    .count();
+                // The scratch: a zero tap, then the cut kernel rows in (row, tap) order; every
+                // element is written before the table below borrows it.
+                f32::with_scratch(len * (1 + cut), |scratch| {
+                    let (zero, copies) = scratch.split_at_mut(len);
+                    zero.fill(0.0);
+                    let mut next = copies.chunks_exact_mut(len);
+                    for r in 0..rows {
+                        for t in 0..taps.count {
+                            if let TapSrc::Part { iy, lo, hi } = src(r, t, g) {
+                                let d = next.next().ok_or_else(|| {
+                                    backend_err("conv2d: a cut tap has no scratch")
+                                })?;
+                                let p = p0 + r;
+                                let s0 = (iy * wd + (p % self.ow) * self.strides[1] + lo
+                                    - self.padding[1])
+                                    * c;
+                                d[..lo * c].fill(0.0);
+                                d[lo * c..hi * c].copy_from_slice(&xb[s0..s0 + (hi - lo) * c]);
+                                d[hi * c..].fill(0.0);
+                            }
+                        }
+                    }
+                    let (zero, copies): (&[f32], &[f32]) = (zero, copies);
+                    let mut next = copies.chunks_exact(len);
+                    let mut table: Vec<&[f32]> = Vec::with_capacity(rows * taps.count);
+                    for r in 0..rows {
+                        for t in 0..taps.count {
+                            table.push(match src(r, t, g) {
+                                TapSrc::In(s) => &xb[s..s + len],
+                                TapSrc::Zero => zero,
+                                TapSrc::Part { .. } => next.next().ok_or_else(|| {
+                                    backend_err("conv2d: a cut tap has no scratch")
+                                })?,
+                            });
+                        }
+                    }
+                    gemm(g, rows, &table, &mut yrows[off + g * og..], ldy)
+                })?;
+            }
+            if let Some(f) = post {
+                f(yrows);
+            }
+            Ok(())
         })
     }
 
@@ -2428,8 +2596,19 @@ mod tests {
             (2, 12, 7, 9, 24, 1, 1, 0, 3, 1),
             (1, 24, 5, 6, 16, 1, 1, 0, 8, 1),
             (1, 60, 9, 9, 33, 1, 1, 0, 3, 1),
+            // NHWC convolutions whose packed GEMM reads the input in place (`taps`): kernel
+            // rows of 72 floats over two images; 5x5 at stride 2 with 3 pixels of padding
+            // (rows cut by the padding copied, rows wholly in it read as zeros) and 70 output
+            // channels (a 64- and a 16-wide panel: stretches cross the 512-row blocks of
+            // `k`); padding wider than the kernel; one pixel of 64 channels per tap, with
+            // dilation and with two groups.
+            (2, 24, 9, 11, 20, 3, 1, 1, 1, 1),
+            (1, 22, 13, 13, 70, 5, 2, 3, 1, 1),
+            (1, 32, 3, 3, 8, 3, 1, 3, 1, 1),
+            (1, 64, 9, 9, 32, 3, 1, 2, 1, 2),
+            (1, 128, 7, 7, 64, 3, 2, 1, 2, 1),
         ];
-        let mut packed_runs = 0;
+        let (mut packed_runs, mut tap_runs) = (0, 0);
         for &isa in isa::supported() {
             for (n, c, h, wd, o, k, s, pad, groups, d) in cases {
                 for layout in [Layout::Nchw, Layout::Nhwc] {
@@ -2461,6 +2640,7 @@ mod tests {
                             continue;
                         };
                         packed_runs += 1;
+                        tap_runs += usize::from(plan.taps().is_some());
                         let bias = data(o, 3);
                         let epi = Epilogue {
                             bias: Some(&bias),
@@ -2492,6 +2672,12 @@ mod tests {
         assert!(
             levels == 0 || packed_runs >= levels * 3 * 6,
             "{packed_runs} packed runs"
+        );
+        // ... and read the input in place on the six cases with long enough taps (the five
+        // above and the 300-channel one).
+        assert!(
+            levels == 0 || tap_runs >= levels * 3 * 6,
+            "{tap_runs} runs reading taps in place"
         );
     }
 

@@ -9,8 +9,9 @@
 //!
 //! Packed layout: `k` is cut into blocks of `kc` rows; inside a block, the columns (padded
 //! with zeros to whole vectors) are cut into panels at most `nr` wide, each stored k-major
-//! (`kc` rows of the panel's width). One panel of one block (`kc * nr` floats, 32 KiB) stays in
-//! the L1 cache while every row tile of `A` passes over it.
+//! (`kc` rows of the panel's width). One panel of one block (`kc * nr` floats: 32 KiB for
+//! 16-float panels, 128 KiB for AVX-512's 64-float ones) stays in the L1 or L2 cache while every
+//! row tile of `A` passes over it.
 //!
 //! The microkernel keeps an `MR x width` tile of `C` in vector registers: the accumulator
 //! arrays below are plain Rust, unrolled and kept in registers by the compiler inside each
@@ -24,8 +25,13 @@ use crate::error::Result;
 /// Rows of `A` per microkernel call.
 const MR: usize = 6;
 
-/// Bytes of one packed panel (`kc * nr` floats), sized for the L1 data cache.
-const PANEL_BYTES: usize = 32 * 1024;
+/// Rows of `k` per block: the `C` tile stays in registers for this many steps before it is
+/// stored (and loaded again for the next block). With panels of up to 64 floats (AVX-512),
+/// blocks of 128 rows (the earlier 32 KiB panels, sized for the L1 cache) cost 3-7% of a 3x3
+/// convolution in those stores on a Zen 4 core; its panel of 128 KiB streams from the L2 cache
+/// at the kernel's full rate (docs/cpu-kernels.md, "Pre-packed weights"). AVX2's and NEON's
+/// 16-float panels had 512-row blocks already.
+const KC: usize = 512;
 
 /// What is done to each finished element: `+ bias[column]`, then clamped to `[lo, hi]`
 /// (infinite bounds for no clamp; a NaN passes through, as in the model).
@@ -89,7 +95,7 @@ impl PackedB {
         }
         let nr = lanes * nv;
         let np = n.next_multiple_of(lanes);
-        let kc = (PANEL_BYTES / 4 / nr).max(1);
+        let kc = KC;
         let mut data = vec![0.0f32; k * np];
         for pc in (0..k).step_by(kc) {
             let kcb = kc.min(k - pc);
@@ -148,6 +154,17 @@ struct TileArgs {
     bias: *const f32,
     lo: f32,
     hi: f32,
+}
+
+/// One microkernel call whose rows of `A` are each a list of equal pieces ("taps") instead of
+/// one run of `k` floats: the block `k0..k0 + t.kc` of row `i` is read from the taps at
+/// `rows[i]` (a convolution reads its input pixels in place, [`gemm_taps`]).
+struct TapArgs {
+    /// `t.a` is unused.
+    t: TileArgs,
+    rows: [*const &'static [f32]; MR],
+    k0: usize,
+    tap_len: usize,
 }
 
 /// The vector operations a microkernel needs, for one register type.
@@ -358,7 +375,7 @@ mod arm {
     }
 }
 
-/// The NEON tile: [`tile`]'s products with `A` read four steps of `k` at a time.
+/// NEON's [`products`]: `A` read four steps of `k` at a time.
 ///
 /// The generic loop broadcasts one element of each row per step (`ld1r`), and on Arm cores a
 /// broadcast load takes a vector pipe the FMAs need: it caps the 6x8 tile at 67% of the FMA
@@ -369,11 +386,16 @@ mod arm {
 /// results are the same bits.
 ///
 /// # Safety
-/// [`tile`]'s contract, on a CPU with NEON (`V` is NEON's `float32x4_t`: the parameter only
-/// gives this function [`tile`]'s shape for `level!`).
+/// [`products`]' contract, on a CPU with NEON (`V` is NEON's `float32x4_t`: the parameter only
+/// gives this function [`products`]' shape for `level!`).
 #[cfg(target_arch = "aarch64")]
 #[inline(always)]
-unsafe fn tile_lanes<V: Vector, const NV: usize>(t: &TileArgs) {
+unsafe fn products_lanes<V: Vector, const NV: usize>(
+    mut acc: [[std::arch::aarch64::float32x4_t; NV]; MR],
+    a: &[*const f32; MR],
+    b: *const f32,
+    len: usize,
+) -> [[std::arch::aarch64::float32x4_t; NV]; MR] {
     use std::arch::aarch64::*;
     // One step of `k`: lane `L` of each row's loaded `A` against the panel row at `b`.
     #[inline(always)]
@@ -393,16 +415,15 @@ unsafe fn tile_lanes<V: Vector, const NV: usize>(t: &TileArgs) {
         }
     }
     // SAFETY: every access below lies in the ranges the caller guarantees: `a[i]` addresses
-    // `kc` floats, and the four-step loop reads `A` only below `kc & !3`; `b` advances one
-    // panel row (`NV * 4` floats) per step, `kc` rows in all.
+    // `len` floats, and the four-step loop reads `A` only below `len & !3`; `b` advances one
+    // panel row (`NV * 4` floats) per step, `len` rows in all.
     unsafe {
-        let mut acc = [[vdupq_n_f32(0.0); NV]; MR];
-        let mut b = t.b;
-        let whole = t.kc & !3;
+        let mut b = b;
+        let whole = len & !3;
         let row = NV * 4;
         let mut p = 0;
         while p < whole {
-            let av: [float32x4_t; MR] = std::array::from_fn(|i| vld1q_f32(t.a[i].add(p)));
+            let av: [float32x4_t; MR] = std::array::from_fn(|i| vld1q_f32(a[i].add(p)));
             step::<0, NV>(&mut acc, &av, b);
             step::<1, NV>(&mut acc, &av, b.add(row));
             step::<2, NV>(&mut acc, &av, b.add(2 * row));
@@ -410,16 +431,48 @@ unsafe fn tile_lanes<V: Vector, const NV: usize>(t: &TileArgs) {
             b = b.add(4 * row);
             p += 4;
         }
-        for p in whole..t.kc {
+        for p in whole..len {
             for j in 0..NV {
                 let bj = vld1q_f32(b.add(j * 4));
-                for (row, a) in acc.iter_mut().zip(t.a) {
+                for (row, a) in acc.iter_mut().zip(a) {
                     row[j] = vfmaq_n_f32(row[j], bj, *a.add(p));
                 }
             }
             b = b.add(row);
         }
+        acc
+    }
+}
+
+/// [`tile`] with NEON's [`products_lanes`].
+///
+/// # Safety
+/// [`tile`]'s contract, on a CPU with NEON.
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+unsafe fn tile_lanes<V: Vector, const NV: usize>(t: &TileArgs) {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        let acc = [[std::arch::aarch64::vdupq_n_f32(0.0); NV]; MR];
+        let acc = products_lanes::<V, NV>(acc, &t.a, t.b, t.kc);
         store_tile(acc, t);
+    }
+}
+
+/// [`tile_taps`] with NEON's [`products_lanes`].
+///
+/// # Safety
+/// [`tile_taps`]'s contract, on a CPU with NEON.
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+unsafe fn tile_taps_lanes<V: Vector, const NV: usize>(x: &TapArgs) {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        let acc = [[std::arch::aarch64::vdupq_n_f32(0.0); NV]; MR];
+        let acc = over_taps(x, acc, NV * 4, |acc, a, b, len| {
+            products_lanes::<V, NV>(acc, a, b, len)
+        });
+        store_tile(acc, &x.t);
     }
 }
 
@@ -437,24 +490,96 @@ unsafe fn tile_lanes<V: Vector, const NV: usize>(t: &TileArgs) {
 // NEON's level runs `tile_lanes` instead; the x86 levels run this one.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 unsafe fn tile<V: Vector, const NV: usize>(t: &TileArgs) {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        let acc = products::<V, NV>([[V::zero(); NV]; MR], &t.a, t.b, t.kc);
+        store_tile(acc, t);
+    }
+}
+
+/// `acc + A[MR, len] * Bpanel[len, NV * V::W]`: row `i` of `A` from `a[i]`, the panel's rows
+/// from `b`, one broadcast element of each row per step of `k`. The tile goes in and out by
+/// value (never by address: see [`store_tile`]).
+///
+/// # Safety
+/// `a[i]` addresses `len` readable floats for every `i < MR`, `b` `len * NV * V::W`; the CPU
+/// has `V`'s target features.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+unsafe fn products<V: Vector, const NV: usize>(
+    mut acc: [[V; NV]; MR],
+    a: &[*const f32; MR],
+    b: *const f32,
+    len: usize,
+) -> [[V; NV]; MR] {
     // SAFETY: every access below lies in the ranges the caller guarantees.
     unsafe {
-        let mut acc = [[V::zero(); NV]; MR];
-        let mut b = t.b;
-        for p in 0..t.kc {
+        let mut b = b;
+        for p in 0..len {
             let mut bv = [V::zero(); NV];
             for (j, v) in bv.iter_mut().enumerate() {
                 *v = V::load(b.add(j * V::W));
             }
             for (i, row) in acc.iter_mut().enumerate() {
-                let av = V::splat(*t.a[i].add(p));
+                let av = V::splat(*a[i].add(p));
                 for (r, &bj) in row.iter_mut().zip(&bv) {
                     *r = V::fma(*r, av, bj);
                 }
             }
             b = b.add(NV * V::W);
         }
-        store_tile(acc, t);
+        acc
+    }
+}
+
+/// [`tile`] over taps: the block `x.k0..x.k0 + x.t.kc` of `k` crosses one or more taps, and
+/// each stretch inside one tap is one [`products`] call on pointers into the rows' taps.
+///
+/// # Safety
+/// [`tile`]'s contract for `x.t`, except for `A`: `x.rows[i]` addresses the taps of row `i`
+/// (at least `(x.k0 + x.t.kc).div_ceil(x.tap_len)` of them, each `x.tap_len` floats).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+unsafe fn tile_taps<V: Vector, const NV: usize>(x: &TapArgs) {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        let acc = over_taps(x, [[V::zero(); NV]; MR], NV * V::W, |acc, a, b, len| {
+            products::<V, NV>(acc, a, b, len)
+        });
+        store_tile(acc, &x.t);
+    }
+}
+
+/// Runs `products(acc, a, b, len)` over the stretches of `x`'s block of `k` that lie in one
+/// tap each: `a` points into every row's tap, `b` at the panel's row for that stretch (`row`
+/// floats per panel row).
+///
+/// # Safety
+/// [`tile_taps`]' contract; `products` reads `len` floats from each `a[i]` and `len` panel
+/// rows from `b`.
+#[inline(always)]
+unsafe fn over_taps<A>(
+    x: &TapArgs,
+    mut acc: A,
+    row: usize,
+    products: impl Fn(A, &[*const f32; MR], *const f32, usize) -> A,
+) -> A {
+    // SAFETY: the caller's contract: tap `k / tap_len` of each row exists and holds `tap_len`
+    // floats, so `ci + len <= tap_len` floats are readable from `a[i]`; the panel holds
+    // `kc` rows of `row` floats, and the stretches sum to `kc`.
+    unsafe {
+        let (mut k, end) = (x.k0, x.k0 + x.t.kc);
+        let mut b = x.t.b;
+        while k < end {
+            let (tap, ci) = (k / x.tap_len, k % x.tap_len);
+            let len = (x.tap_len - ci).min(end - k);
+            let a: [*const f32; MR] =
+                std::array::from_fn(|i| (*x.rows[i].add(tap)).as_ptr().add(ci));
+            acc = products(acc, &a, b, len);
+            b = b.add(len * row);
+            k += len;
+        }
+        acc
     }
 }
 
@@ -542,17 +667,14 @@ fn store_row(row: &mut [f32], bias: Option<&[f32]>, lo: f32, hi: f32) {
 type Tile = unsafe fn(&TileArgs);
 
 macro_rules! level {
-    ($modname:ident, $features:literal, $v:ty, $($name:ident = $nv:literal),+) => {
-        level!($modname, $features, $v, tile, $($name = $nv),+);
-    };
-    ($modname:ident, $features:literal, $v:ty, $tile:ident, $($name:ident = $nv:literal),+) => {
+    ($modname:ident, $features:literal, $v:ty, $tile:ident, $args:ident, $($name:ident = $nv:literal),+) => {
         mod $modname {
-            use super::{$tile, TileArgs};
+            use super::{$tile, $args};
             $(
                 /// # Safety
-                /// [`super::tile`]'s contract, on a CPU with this level's features.
+                /// The contract of the function wrapped, on a CPU with this level's features.
                 #[target_feature(enable = $features)]
-                pub(super) unsafe fn $name(t: &TileArgs) {
+                pub(super) unsafe fn $name(t: &$args) {
                     // SAFETY: the caller's contract, passed on.
                     unsafe { $tile::<$v, $nv>(t) }
                 }
@@ -561,24 +683,72 @@ macro_rules! level {
     };
 }
 
+/// A level's microkernels over taps ([`gemm_taps`]), indexed like [`Tile`]s.
+type TapTile = unsafe fn(&TapArgs);
+
 #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
 level!(
     avx512,
     "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma",
     std::arch::x86_64::__m512,
+    tile,
+    TileArgs,
+    t16 = 1,
+    t32 = 2,
+    t48 = 3,
+    t64 = 4
+);
+#[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+level!(
+    avx512_taps,
+    "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma",
+    std::arch::x86_64::__m512,
+    tile_taps,
+    TapArgs,
     t16 = 1,
     t32 = 2,
     t48 = 3,
     t64 = 4
 );
 #[cfg(target_arch = "x86_64")]
-level!(avx2, "avx2,fma", std::arch::x86_64::__m256, t8 = 1, t16 = 2);
+level!(
+    avx2,
+    "avx2,fma",
+    std::arch::x86_64::__m256,
+    tile,
+    TileArgs,
+    t8 = 1,
+    t16 = 2
+);
+#[cfg(target_arch = "x86_64")]
+level!(
+    avx2_taps,
+    "avx2,fma",
+    std::arch::x86_64::__m256,
+    tile_taps,
+    TapArgs,
+    t8 = 1,
+    t16 = 2
+);
 #[cfg(target_arch = "aarch64")]
 level!(
     neon,
     "neon",
     std::arch::aarch64::float32x4_t,
     tile_lanes,
+    TileArgs,
+    t4 = 1,
+    t8 = 2,
+    t12 = 3,
+    t16 = 4
+);
+#[cfg(target_arch = "aarch64")]
+level!(
+    neon_taps,
+    "neon",
+    std::arch::aarch64::float32x4_t,
+    tile_taps_lanes,
+    TapArgs,
     t4 = 1,
     t8 = 2,
     t12 = 3,
@@ -598,6 +768,24 @@ fn tiles(isa: Isa) -> &'static [Tile] {
     }
 }
 
+/// The microkernels over taps of `isa`, narrowest first.
+fn tap_tiles(isa: Isa) -> &'static [TapTile] {
+    match isa {
+        #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+        Isa::Avx512 => &[
+            avx512_taps::t16,
+            avx512_taps::t32,
+            avx512_taps::t48,
+            avx512_taps::t64,
+        ],
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => &[avx2_taps::t8, avx2_taps::t16],
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => &[neon_taps::t4, neon_taps::t8, neon_taps::t12, neon_taps::t16],
+        _ => &[],
+    }
+}
+
 /// `c[m, n] = a[m, k] * b` then the epilogue, `a` row-major with row stride `lda`, `c` with
 /// `ldc`; `k` and `n` are the packed operand's.
 pub(crate) fn gemm(
@@ -609,20 +797,93 @@ pub(crate) fn gemm(
     ldc: usize,
     epi: Epilogue<'_>,
 ) -> Result<()> {
-    let (k, n) = (b.k, b.n);
-    if lda < k
-        || ldc < n
-        || a.len() < span(m, k, lda)
-        || c.len() < span(m, n, ldc)
-        || epi.bias.is_some_and(|bias| bias.len() < n)
+    let k = b.k;
+    if lda < k || a.len() < span(m, k, lda) {
+        return Err(backend_err(format!(
+            "packed gemm {m}x{k}x{}: operand buffers too small",
+            b.n
+        )));
+    }
+    let kernels = tiles(b.isa);
+    each_tile(m, b, c, ldc, epi, kernels.len(), |w, i0, mut args| {
+        // Rows past `m` repeat the last one (computed, not stored).
+        let pc = args.k0;
+        args.t.a = std::array::from_fn(|i| a[(i0 + i.min(args.t.rows - 1)) * lda + pc..].as_ptr());
+        // SAFETY: each `a` row pointer starts `pc` floats into a row `< m` of `a`, which
+        // holds `k >= pc + kc` floats (checked above); the rest is `each_tile`'s promise.
+        unsafe { kernels[w](&args.t) };
+    })
+}
+
+/// [`gemm`] with each row of `A` given as `taps` equal pieces: row `i` is the concatenation
+/// of `rows[i * taps..(i + 1) * taps]`, each `k / taps` floats. A convolution passes slices of
+/// its input pixels (and of a zero row for the padding) instead of copying them into im2col
+/// rows (docs/cpu-kernels.md, "Convolutions without im2col").
+pub(crate) fn gemm_taps(
+    m: usize,
+    rows: &[&[f32]],
+    taps: usize,
+    b: &PackedB,
+    c: &mut [f32],
+    ldc: usize,
+    epi: Epilogue<'_>,
+) -> Result<()> {
+    let k = b.k;
+    let tap_len = k.checked_div(taps).unwrap_or(0);
+    if taps == 0
+        || tap_len * taps != k
+        || rows.len() != m * taps
+        || rows.iter().any(|r| r.len() != tap_len)
     {
+        return Err(backend_err(format!(
+            "packed gemm {m}x{k}x{}: {} taps do not make rows of {k} in {taps} pieces",
+            b.n,
+            rows.len()
+        )));
+    }
+    let kernels = tap_tiles(b.isa);
+    each_tile(m, b, c, ldc, epi, kernels.len(), |w, i0, args| {
+        let last = args.t.rows - 1;
+        let x = TapArgs {
+            rows: std::array::from_fn(|i| {
+                rows[(i0 + i.min(last)) * taps..]
+                    .as_ptr()
+                    .cast::<&'static [f32]>()
+            }),
+            tap_len,
+            ..args
+        };
+        // SAFETY: row `i0 + i < m` has `taps` slices of `tap_len` floats from its pointer
+        // (checked above), covering `k >= k0 + kc`; the slices borrow live buffers for the
+        // whole call (the 'static in the pointer type is never used to keep them); the rest
+        // is `each_tile`'s promise.
+        unsafe { kernels[w](&x) };
+    })
+}
+
+/// The loops [`gemm`] and [`gemm_taps`] share: checks `c`, the bias and the CPU, handles
+/// the empty cases, and calls `call(kernel, i0, args)` for each tile of `C` (rows from `i0`)
+/// of each block of `k` and panel of `B`, in the order the kernels need (`k` blocks outermost:
+/// a later block adds to what the earlier ones stored). `args.t.a` and `args.rows` are left
+/// null for `call` to fill in: it must point them at rows holding `k0 + kc` floats of `A`.
+/// `kernel` indexes a level's microkernels by panel width (`kernels` of them).
+fn each_tile(
+    m: usize,
+    b: &PackedB,
+    c: &mut [f32],
+    ldc: usize,
+    epi: Epilogue<'_>,
+    kernels: usize,
+    mut call: impl FnMut(usize, usize, TapArgs),
+) -> Result<()> {
+    let (k, n) = (b.k, b.n);
+    if ldc < n || c.len() < span(m, n, ldc) || epi.bias.is_some_and(|bias| bias.len() < n) {
         return Err(backend_err(format!(
             "packed gemm {m}x{k}x{n}: operand buffers too small"
         )));
     }
-    let (lanes, _) = shape_of(b.isa).ok_or_else(|| backend_err("packed gemm: no kernels"))?;
-    let kernels = tiles(b.isa);
-    if !available(b.isa) || kernels.is_empty() {
+    let (lanes, nv) = shape_of(b.isa).ok_or_else(|| backend_err("packed gemm: no kernels"))?;
+    if !available(b.isa) || kernels != nv {
         return Err(backend_err(format!(
             "packed gemm: this CPU cannot run the {} kernels",
             b.isa.name()
@@ -643,37 +904,36 @@ pub(crate) fn gemm(
             let pw = b.nr.min(b.np - j0);
             let cols = pw.min(n - j0);
             let panel = &b.data[pc * b.np + kcb * j0..][..kcb * pw];
-            let kern = kernels[pw / lanes - 1];
             let bias = match epi.bias {
                 Some(bias) => bias[j0..j0 + cols].as_ptr(),
                 None => std::ptr::null(),
             };
             for i0 in (0..m).step_by(MR) {
                 let rows = MR.min(m - i0);
-                // Rows past `m` repeat the last one (computed, not stored).
-                let a_rows: [*const f32; MR] =
-                    std::array::from_fn(|i| a[(i0 + i.min(rows - 1)) * lda + pc..].as_ptr());
                 let dst = &mut c[i0 * ldc + j0..][..span(rows, cols, ldc)];
-                let args = TileArgs {
-                    kc: kcb,
-                    a: a_rows,
-                    b: panel.as_ptr(),
-                    c: dst.as_mut_ptr(),
-                    ldc,
-                    rows,
-                    cols,
-                    accumulate: pc > 0,
-                    finish: pc + kcb == k,
-                    bias,
-                    lo: epi.lo,
-                    hi: epi.hi,
+                // `panel` holds `kcb * pw` floats, `pw` being the kernel's width; `dst` spans
+                // `rows` rows of `cols` floats `ldc` apart and is exclusively borrowed; `bias`
+                // is null or `cols` floats; `available` confirmed the CPU has the features.
+                let args = TapArgs {
+                    t: TileArgs {
+                        kc: kcb,
+                        a: [std::ptr::null(); MR],
+                        b: panel.as_ptr(),
+                        c: dst.as_mut_ptr(),
+                        ldc,
+                        rows,
+                        cols,
+                        accumulate: pc > 0,
+                        finish: pc + kcb == k,
+                        bias,
+                        lo: epi.lo,
+                        hi: epi.hi,
+                    },
+                    rows: [std::ptr::null(); MR],
+                    k0: pc,
+                    tap_len: 0,
                 };
-                // SAFETY: each `a` row pointer starts `pc` floats into a row `< m` of `a`,
-                // which holds `k >= pc + kcb` floats (checked above); `panel` holds
-                // `kcb * pw` floats, `pw` being this kernel's width; `dst` spans `rows` rows of
-                // `cols` floats `ldc` apart and is exclusively borrowed; `bias` is null or
-                // `cols` floats; `available` confirmed this CPU has the level's features.
-                unsafe { kern(&args) };
+                call(pw / lanes - 1, i0, args);
             }
         }
     }
@@ -760,6 +1020,62 @@ mod tests {
                         let bias = if use_bias { bias[j] as f64 } else { 0.0 };
                         (dot + bias).clamp(lo as f64, hi as f64)
                     });
+                }
+            }
+        }
+    }
+
+    /// `gemm_taps` gives `gemm`'s bits when each row of `A` is cut into taps scattered over
+    /// a buffer (taps of 1, 7 and 200 floats: stretches inside one block of `k`, crossing
+    /// blocks, and blocks inside one tap), on every level with packed kernels; malformed tap
+    /// tables are errors.
+    #[test]
+    fn gemm_over_taps_matches_gemm_on_the_same_rows() {
+        for isa in super::super::isa::supported()
+            .iter()
+            .copied()
+            .filter(|&i| available(i))
+        {
+            for (m, taps, tap_len, n) in [(1, 3, 1, 5), (13, 9, 7, 70), (7, 3, 200, 33)] {
+                let k = taps * tap_len;
+                let a = values(m * k, 7);
+                let b = values(k * n, 8);
+                let bias = values(n, 9);
+                let pb = PackedB::new(isa, &b, k, n, n).unwrap();
+                let epi = Epilogue {
+                    bias: Some(&bias),
+                    lo: -0.5,
+                    hi: 0.75,
+                };
+                let ldc = n + 3;
+                let mut want = vec![f32::NAN; m * ldc];
+                gemm(m, &a, k, &pb, &mut want, ldc, epi).unwrap();
+                // Each tap copied to its own place in a scattered buffer, last tap first.
+                let mut scattered = vec![f32::NAN; 2 * m * k + tap_len];
+                let mut at = vec![0; m * taps];
+                for (j, slot) in at.iter_mut().enumerate().rev() {
+                    let to = (m * taps - 1 - j) * 2 * tap_len + 1;
+                    scattered[to..to + tap_len].copy_from_slice(&a[j * tap_len..][..tap_len]);
+                    *slot = to;
+                }
+                let rows: Vec<&[f32]> = at.iter().map(|&s| &scattered[s..s + tap_len]).collect();
+                let mut got = vec![f32::NAN; m * ldc];
+                gemm_taps(m, &rows, taps, &pb, &mut got, ldc, epi).unwrap();
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        g.to_bits() == w.to_bits() || (i % ldc >= n && g.is_nan()),
+                        "{} {m}x{taps}x{tap_len}x{n}: c[{i}] = {g}, want {w}",
+                        isa.name()
+                    );
+                }
+                let mut c = vec![0.0; m * ldc];
+                let short = &rows[..rows.len() - 1];
+                assert!(gemm_taps(m, short, taps, &pb, &mut c, ldc, epi).is_err());
+                assert!(gemm_taps(m, &rows, 0, &pb, &mut c, ldc, epi).is_err());
+                if taps > 1 {
+                    let mut cut = rows.clone();
+                    cut[1] = &cut[1][..tap_len - 1];
+                    assert!(gemm_taps(m, &cut, taps, &pb, &mut c, ldc, epi).is_err());
                 }
             }
         }
