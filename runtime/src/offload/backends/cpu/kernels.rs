@@ -259,6 +259,23 @@ struct Taps {
     rows: bool,
 }
 
+/// The pieces of an NHWC output `y` (images of `image` elements, pixels `ldy` apart) in blocks
+/// of `bs` pixels: `(image, first pixel, the block's rows of y)`.
+fn pixel_pieces<T>(
+    y: &mut [T],
+    image: usize,
+    bs: usize,
+    ldy: usize,
+) -> Vec<(usize, usize, &mut [T])> {
+    let mut pieces = Vec::new();
+    for (b, yb) in y.chunks_mut(image.max(1)).enumerate() {
+        for (j, rows) in yb.chunks_mut((bs * ldy).max(1)).enumerate() {
+            pieces.push((b, j * bs, rows));
+        }
+    }
+    pieces
+}
+
 /// Where one tap of one output pixel reads ([`ConvPlan::tap_src`]).
 enum TapSrc {
     /// `len` floats of the image from this offset.
@@ -544,7 +561,8 @@ impl ConvPlan {
     /// slices its taps read ([`packed::gemm_taps`]): slices of the input where the tap lies
     /// inside it, a zero slice where it lies in the padding, and, for a kernel row cut by the
     /// left or right padding, a copy with zeros in the per-thread scratch. No im2col block is
-    /// written or read (it was a tenth of a 3x3 convolution's time).
+    /// written or kept (`128 * K` floats per thread: 2.3 MiB for a 3x3 convolution on 512
+    /// channels); docs/cpu-kernels.md, "Convolutions without im2col".
     #[allow(clippy::too_many_arguments)]
     fn nhwc_tap_pieces(
         &self,
@@ -561,12 +579,7 @@ impl ConvPlan {
         let og = self.og();
         let ldy = ldy.max(1);
         let bs = self.block(crate::host::threadpool::current_parallelism());
-        let mut pieces = Vec::new();
-        for (b, yb) in y.chunks_mut(pix * ldy).enumerate() {
-            for (j, rows) in yb.chunks_mut(bs * ldy).enumerate() {
-                pieces.push((b, j * bs, rows));
-            }
-        }
+        let pieces = pixel_pieces(y, pix * ldy, bs, ldy);
         let len = taps.len;
         for_each_piece(pieces, |(b, p0, yrows)| {
             let xb = &x[b * h * wd * c..(b + 1) * h * wd * c];
@@ -1011,12 +1024,7 @@ impl ConvPlan {
             });
         }
         let bs = self.block(threads);
-        let mut pieces = Vec::new();
-        for (b, yb) in y.chunks_mut(pix * ldy).enumerate() {
-            for (j, rows) in yb.chunks_mut(bs * ldy).enumerate() {
-                pieces.push((b, j * bs, rows));
-            }
-        }
+        let pieces = pixel_pieces(y, pix * ldy, bs, ldy);
         for_each_piece(pieces, |(b, p0, yrows)| {
             let xb = &x[b * h * wd * c..(b + 1) * h * wd * c];
             let rows = yrows.len() / ldy;

@@ -667,7 +667,13 @@ fn store_row(row: &mut [f32], bias: Option<&[f32]>, lo: f32, hi: f32) {
 type Tile = unsafe fn(&TileArgs);
 
 macro_rules! level {
-    ($modname:ident, $features:literal, $v:ty, $tile:ident, $args:ident, $($name:ident = $nv:literal),+) => {
+    ($modname:ident, $tapsname:ident, $features:literal, $v:ty, $tile:ident, $taps:ident,
+     $($name:ident = $nv:literal),+) => {
+        level!(@one $modname, $features, $v, $tile, TileArgs, $($name = $nv),+);
+        level!(@one $tapsname, $features, $v, $taps, TapArgs, $($name = $nv),+);
+    };
+    (@one $modname:ident, $features:literal, $v:ty, $tile:ident, $args:ident,
+     $($name:ident = $nv:literal),+) => {
         mod $modname {
             use super::{$tile, $args};
             $(
@@ -686,25 +692,15 @@ macro_rules! level {
 /// A level's microkernels over taps ([`gemm_taps`]), indexed like [`Tile`]s.
 type TapTile = unsafe fn(&TapArgs);
 
+// Each level: its kernels reading rows of `A` (`tile`) and reading taps (`tile_taps`).
 #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
 level!(
     avx512,
-    "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma",
-    std::arch::x86_64::__m512,
-    tile,
-    TileArgs,
-    t16 = 1,
-    t32 = 2,
-    t48 = 3,
-    t64 = 4
-);
-#[cfg(all(target_arch = "x86_64", feature = "avx512"))]
-level!(
     avx512_taps,
     "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma",
     std::arch::x86_64::__m512,
+    tile,
     tile_taps,
-    TapArgs,
     t16 = 1,
     t32 = 2,
     t48 = 3,
@@ -713,42 +709,22 @@ level!(
 #[cfg(target_arch = "x86_64")]
 level!(
     avx2,
-    "avx2,fma",
-    std::arch::x86_64::__m256,
-    tile,
-    TileArgs,
-    t8 = 1,
-    t16 = 2
-);
-#[cfg(target_arch = "x86_64")]
-level!(
     avx2_taps,
     "avx2,fma",
     std::arch::x86_64::__m256,
+    tile,
     tile_taps,
-    TapArgs,
     t8 = 1,
     t16 = 2
 );
 #[cfg(target_arch = "aarch64")]
 level!(
     neon,
-    "neon",
-    std::arch::aarch64::float32x4_t,
-    tile_lanes,
-    TileArgs,
-    t4 = 1,
-    t8 = 2,
-    t12 = 3,
-    t16 = 4
-);
-#[cfg(target_arch = "aarch64")]
-level!(
     neon_taps,
     "neon",
     std::arch::aarch64::float32x4_t,
+    tile_lanes,
     tile_taps_lanes,
-    TapArgs,
     t4 = 1,
     t8 = 2,
     t12 = 3,
