@@ -282,8 +282,9 @@ enum TapSrc {
     In(usize),
     /// Entirely in the padding.
     Zero,
-    /// A kernel row whose taps `lo..hi` lie inside input row `iy`, the others in the padding.
-    Part { iy: usize, lo: usize, hi: usize },
+    /// A kernel row whose taps `lo..hi` lie inside the input, from this offset on, the others
+    /// in the padding.
+    Part { at: usize, lo: usize, hi: usize },
 }
 
 impl ConvPlan {
@@ -546,7 +547,11 @@ impl ConvPlan {
             } else if lo == hi {
                 TapSrc::Zero
             } else {
-                TapSrc::Part { iy, lo, hi }
+                TapSrc::Part {
+                    at: (iy * wd + ox * sx + lo - pl) * c,
+                    lo,
+                    hi,
+                }
             }
         } else {
             let (ky, kx) = (t / self.kw, t % self.kw);
@@ -584,51 +589,44 @@ impl ConvPlan {
         for_each_piece(pieces, |(b, p0, yrows)| {
             let xb = &x[b * h * wd * c..(b + 1) * h * wd * c];
             let rows = yrows.len() / ldy;
-            let src = |r: usize, t: usize, g: usize| {
-                let p = p0 + r;
-                self.tap_src(taps, p / self.ow, p % self.ow, t, g)
-            };
+            let mut srcs = Vec::with_capacity(rows * taps.count);
             for g in 0..self.groups {
-                let cut = (0..rows)
-                    .flat_map(|r| (0..taps.count).map(move |t| (r, t)))
-                    .filter(|&(r, t)| matches!(src(r, t, g), TapSrc::Part { .. }))
+                // Where each tap of each row reads, in (row, tap) order.
+                srcs.clear();
+                for p in p0..p0 + rows {
+                    let (oy, ox) = (p / self.ow, p % self.ow);
+                    srcs.extend((0..taps.count).map(|t| self.tap_src(taps, oy, ox, t, g)));
+                }
+                let cut = srcs
+                    .iter()
+                    .filter(|s| matches!(s, TapSrc::Part { .. }))
                     .count();
                 // The scratch: a zero tap, then the cut kernel rows in (row, tap) order; every
                 // element is written before the table below borrows it.
                 f32::with_scratch(len * (1 + cut), |scratch| {
                     let (zero, copies) = scratch.split_at_mut(len);
                     zero.fill(0.0);
-                    let mut next = copies.chunks_exact_mut(len);
-                    for r in 0..rows {
-                        for t in 0..taps.count {
-                            if let TapSrc::Part { iy, lo, hi } = src(r, t, g) {
-                                let d = next.next().ok_or_else(|| {
-                                    backend_err("conv2d: a cut tap has no scratch")
-                                })?;
-                                let p = p0 + r;
-                                let s0 = (iy * wd + (p % self.ow) * self.strides[1] + lo
-                                    - self.padding[1])
-                                    * c;
-                                d[..lo * c].fill(0.0);
-                                d[lo * c..hi * c].copy_from_slice(&xb[s0..s0 + (hi - lo) * c]);
-                                d[hi * c..].fill(0.0);
-                            }
-                        }
+                    let cuts = srcs.iter().filter_map(|s| match *s {
+                        TapSrc::Part { at, lo, hi } => Some((at, lo, hi)),
+                        _ => None,
+                    });
+                    for ((at, lo, hi), d) in cuts.zip(copies.chunks_exact_mut(len)) {
+                        d[..lo * c].fill(0.0);
+                        d[lo * c..hi * c].copy_from_slice(&xb[at..at + (hi - lo) * c]);
+                        d[hi * c..].fill(0.0);
                     }
                     let (zero, copies): (&[f32], &[f32]) = (zero, copies);
                     let mut next = copies.chunks_exact(len);
-                    let mut table: Vec<&[f32]> = Vec::with_capacity(rows * taps.count);
-                    for r in 0..rows {
-                        for t in 0..taps.count {
-                            table.push(match src(r, t, g) {
-                                TapSrc::In(s) => &xb[s..s + len],
-                                TapSrc::Zero => zero,
-                                TapSrc::Part { .. } => next.next().ok_or_else(|| {
-                                    backend_err("conv2d: a cut tap has no scratch")
-                                })?,
-                            });
-                        }
-                    }
+                    let table = srcs
+                        .iter()
+                        .map(|s| match *s {
+                            TapSrc::In(at) => Ok(&xb[at..at + len]),
+                            TapSrc::Zero => Ok(zero),
+                            TapSrc::Part { .. } => next
+                                .next()
+                                .ok_or_else(|| backend_err("conv2d: a cut tap has no scratch")),
+                        })
+                        .collect::<Result<Vec<&[f32]>>>()?;
                     gemm(g, rows, &table, &mut yrows[off + g * og..], ldy)
                 })?;
             }
