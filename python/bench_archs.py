@@ -18,11 +18,13 @@ onnx_archs_int8.py's int8 (QDQ) versions of some of them, ONNX Runtime vs TVM vs
         quantized conv2d/dense nodes each partition offloaded, and the output's quantization.
 
     python bench_archs.py run --dir DIR [--mote target/release/mote] [--threads 1,2] [--models a,b]
-                              [--repeat N] [--json-out FILE]
+                              [--repeat N] [--skip tvm,bnns] [--json-out FILE]
         Time ONNX Runtime, TVM unpartitioned (one process per thread count) and `mote bench` on
         NAME.acl.so and NAME.bnns.so at each thread count; check `mote run`'s outputs against ONNX
         Runtime; read the time left in TVM kernels from `mote bench --profile --json`.  Prints the
         CPU and a markdown table on stdout (progress on stderr), and writes everything as JSON.
+        `--skip tvm,bnns` leaves those columns out (n/a in the table): issue 31's goal lines need
+        only ORT and the acl builds, and the untuned TVM timings are most of a whole-suite run.
 
 Int8 models are checked against ONNX Runtime's QDQ execution in units of the output's
 quantization step (INT8_LSB_TOL), with the top-1 class, and have goal lines of their own (issue
@@ -54,7 +56,7 @@ import bench_offload  # noqa: E402  (close, ort_session)
 ORT_RTOL = 1e-3  # of the output's magnitude: ORT, TVM and Mote use different conv algorithms
 MIN_RUNS = 10
 # ORT and Mote are timed in this many interleaved rounds (see run()).
-ROUNDS = 3
+ROUNDS = 5
 MIN_SECONDS = 2.0
 MAX_RUNS = 500
 SLOW_BUDGET_S = 20.0
@@ -623,7 +625,7 @@ def f2(v, digits=2):
 
 
 def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | None, repeat: int | None,
-        json_out: str | None) -> int:
+        json_out: str | None, skip: frozenset = frozenset()) -> int:
     with open(os.path.join(d, "bench.json")) as f:
         meta = json.load(f)
     by_name = {m["name"]: m for m in meta["models"]}
@@ -638,8 +640,11 @@ def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | 
     results: dict = {n: {"threads": {}} for n in names}
 
     for th in threads_list:
-        log(f"TVM unpartitioned, {th} thread(s), in its own process")
-        tvm_res = run_tvm_process(d, th, names, by_name, repeat)
+        if "tvm" in skip:
+            tvm_res = {}
+        else:
+            log(f"TVM unpartitioned, {th} thread(s), in its own process")
+            tvm_res = run_tvm_process(d, th, names, by_name, repeat)
         for name in names:
             m = by_name[name]
             r = results[name]["threads"].setdefault(str(th), {})
@@ -654,7 +659,7 @@ def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | 
             # medians: on a shared machine the speed drifts over seconds, and measuring one
             # after the other put that drift into the ratios.
             parts: dict = {}
-            for part in PARTITIONS if mote_bin else []:
+            for part in [p for p in PARTITIONS if p not in skip] if mote_bin else []:
                 so = (m.get(part) or {}).get("so")
                 if not so:
                     why = "; ".join(f"{k}: {v[:200]}" for k, v in m.get("errors", {}).items())
@@ -915,6 +920,7 @@ def main(argv=None) -> int:
     r.add_argument("--repeat", type=int, default=None,
                    help=f"timed runs per measurement (default: >= {MIN_RUNS} runs and >= {MIN_SECONDS:g} s)")
     r.add_argument("--json-out", default=None, help="write the table's numbers and raw results here")
+    r.add_argument("--skip", default="", help="comma-separated columns not to time: tvm, bnns, acl")
     args = ap.parse_args(argv)
     if args.cmd == "build":
         return 1 if build(args.out, selected(args.models)) else 0
@@ -935,7 +941,10 @@ def main(argv=None) -> int:
         raise SystemExit("bench-archs: --threads takes positive integers, e.g. 1,2")
     if args.mote and not os.access(args.mote, os.X_OK):
         raise SystemExit(f"bench-archs: --mote {args.mote} is not an executable")
-    return run(args.dir, args.mote, threads, args.models, args.repeat, args.json_out)
+    skip = frozenset(s.strip() for s in args.skip.split(",") if s.strip())
+    if skip - {"tvm", *PARTITIONS}:
+        raise SystemExit(f"bench-archs: --skip takes tvm, {', '.join(PARTITIONS)}; got {args.skip}")
+    return run(args.dir, args.mote, threads, args.models, args.repeat, args.json_out, skip)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@
 # libraries at 1 and 2 threads; Mote's outputs are checked against ONNX Runtime.  docs/benchmarks.md
 # explains the columns.
 #
-#   scripts/bench-archs.sh [--mote PATH] [--models a,b] [--threads 1,2] [--repeat N] [--json-out FILE]
+#   scripts/bench-archs.sh [--mote PATH] [--models a,b] [--threads 1,2] [--repeat N] [--skip tvm,bnns]
+#                          [--json-out FILE]
 #
 # Without --mote, target/release/mote is built first (cargo build --release -p mote-cli --locked).
 # The models (NAME.onnx, NAME.inputs.npz, NAME.{tvm,acl,bnns}.so, NAME.json, bench.json) are built
@@ -31,7 +32,7 @@ json_out=""
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
-        -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
         --mote) [ $# -ge 2 ] || die "--mote needs a path"; mote="$2"; shift 2 ;;
         --mote=*) mote="${1#--mote=}"; shift ;;
         --json-out) [ $# -ge 2 ] || die "--json-out needs a file"; json_out="$2"; shift 2 ;;
