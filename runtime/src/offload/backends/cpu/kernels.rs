@@ -9,6 +9,7 @@ use super::backend_err;
 use super::dw;
 use super::isa::{self, Isa};
 use super::packed::{self, Epilogue, PackedB};
+use super::winograd;
 
 /// Element types the GEMM-based kernels run in: f32 (float ops) and f64 (exact quantized
 /// accumulation).
@@ -244,6 +245,12 @@ thread_local! {
 /// Pixels per im2col block: keeps the column buffer in cache.
 const BLOCK: usize = 128;
 
+/// Fewest input and output channels of a convolution run as Winograd ([`ConvPlan::winograd`]):
+/// with fewer, the 16 GEMMs' short rows of `k` cost more in storing and reloading the tiles of
+/// C than the multiply-adds they save (docs/cpu-kernels.md, "Winograd for 3x3 convolutions").
+const WINOGRAD_MIN_C: usize = 32;
+const WINOGRAD_MIN_O: usize = 32;
+
 /// Shortest tap an NHWC convolution reads in place ([`ConvPlan::taps`]), in floats: shorter
 /// ones (a 7x7 stem's 21 floats per kernel row) cost more in setting up each stretch of the
 /// microkernel than the im2col copy they save (ResNet-18's stem 2.8 -> 3.7 ms read in place).
@@ -313,6 +320,36 @@ impl ConvPlan {
             padding: c.padding,
             dilation: c.dilation,
             isa: isa::current(),
+        }
+    }
+
+    /// Whether the packed GEMM path runs this plan as Winograd F(2x2, 3x3) (winograd.rs): an
+    /// NHWC 3x3 convolution at stride 1, without groups or dilation, with at least
+    /// [`WINOGRAD_MIN_C`] input and [`WINOGRAD_MIN_O`] output channels, at a level with packed
+    /// kernels.
+    pub fn winograd(&self) -> bool {
+        self.layout == Layout::Nhwc
+            && self.groups == 1
+            && (self.kh, self.kw) == (3, 3)
+            && self.strides == [1, 1]
+            && self.dilation == [1, 1]
+            && self.c >= WINOGRAD_MIN_C
+            && self.o >= WINOGRAD_MIN_O
+            && packed::available(self.isa)
+    }
+
+    fn winograd_geometry(&self) -> winograd::Geometry {
+        winograd::Geometry {
+            n: self.n,
+            c: self.c,
+            h: self.h,
+            w: self.w,
+            o: self.o,
+            oh: self.oh,
+            ow: self.ow,
+            pt: self.padding[0],
+            pl: self.padding[1],
+            isa: self.isa,
         }
     }
 
@@ -399,8 +436,12 @@ impl ConvPlan {
 
     /// The weight packed ([`ConvPlan::pack`]'s output) once more for the packed GEMM, one
     /// operand per group: for NHWC convolutions that run as GEMMs (not depthwise, not direct)
-    /// at a level with packed kernels ([`packed::available`]); `None` otherwise.
+    /// at a level with packed kernels ([`packed::available`]); `None` otherwise. Where the plan
+    /// runs as Winograd ([`ConvPlan::winograd`]), the 16 transformed operands instead.
     pub fn pack_gemm(&self, w: &[f32]) -> Option<Vec<PackedB>> {
+        if self.winograd() {
+            return winograd::transform_weights(self.isa, w, self.c, self.o);
+        }
         if self.layout != Layout::Nhwc
             || self.depthwise()
             || self.direct()
@@ -434,16 +475,11 @@ impl ConvPlan {
         epi: Epilogue<'_>,
         post: Post<'_, f32>,
     ) -> Result<()> {
-        let (n, c, h, wd, o) = (self.n, self.c, self.h, self.w, self.o);
-        let (og, kdim) = (self.og(), self.kdim());
-        if x.len() != n * c * h * wd
-            || y.len() != n * o * self.oh * self.ow
-            || w.len() != self.groups
-            || w.iter().any(|b| b.k() != kdim || b.n() != og)
-            || epi.bias.is_some_and(|b| b.len() != o)
-        {
+        let (n, o) = (self.n, self.o);
+        if y.len() != n * o * self.oh * self.ow {
             return Err(backend_err("conv2d: buffer sizes do not match the plan"));
         }
+        // The operands and `x` are checked by `run_packed_rows`.
         self.run_packed_rows(x, w, y, o, 0, epi, post)
     }
 
@@ -484,6 +520,10 @@ impl ConvPlan {
         epi: Epilogue<'_>,
         post: Post<'_, f32>,
     ) -> Result<()> {
+        if self.winograd() {
+            let g = self.winograd_geometry();
+            return winograd::run(&g, x, w, y, ldy, off, epi, post);
+        }
         let (og, kdim) = (self.og(), self.kdim());
         if x.len() != self.n * self.c * self.h * self.w
             || w.len() != self.groups
@@ -2613,8 +2653,18 @@ mod tests {
             (1, 32, 3, 3, 8, 3, 1, 3, 1, 1),
             (1, 64, 9, 9, 32, 3, 1, 2, 1, 2),
             (1, 128, 7, 7, 64, 3, 2, 1, 2, 1),
+            // Winograd F(2x2, 3x3) (winograd.rs): odd output sides (tiles cut by the edge),
+            // no padding over two images with 40 channels (two vectors of lanes and a half),
+            // padding 2 with 70 output channels (a 64- and a 16-wide panel, 6 lanes left),
+            // padding wider than the kernel, and 33 tile columns by 8 rows of 64 channels in
+            // and out: two bands of tiles (7 rows, then 1).
+            (1, 32, 5, 7, 32, 3, 1, 1, 1, 1),
+            (2, 40, 6, 6, 48, 3, 1, 0, 1, 1),
+            (1, 33, 8, 9, 70, 3, 1, 2, 1, 1),
+            (1, 32, 3, 4, 32, 3, 1, 3, 1, 1),
+            (1, 32, 16, 66, 32, 3, 1, 1, 1, 1),
         ];
-        let (mut packed_runs, mut tap_runs) = (0, 0);
+        let (mut packed_runs, mut tap_runs, mut winograd_runs) = (0, 0, 0);
         for &isa in isa::supported() {
             for (n, c, h, wd, o, k, s, pad, groups, d) in cases {
                 for layout in [Layout::Nchw, Layout::Nhwc] {
@@ -2646,7 +2696,8 @@ mod tests {
                             continue;
                         };
                         packed_runs += 1;
-                        tap_runs += usize::from(plan.taps().is_some());
+                        tap_runs += usize::from(plan.taps().is_some() && !plan.winograd());
+                        winograd_runs += usize::from(plan.winograd());
                         let bias = data(o, 3);
                         let epi = Epilogue {
                             bias: Some(&bias),
@@ -2685,6 +2736,105 @@ mod tests {
             levels == 0 || tap_runs >= levels * 3 * 6,
             "{tap_runs} runs reading taps in place"
         );
+        // ... and ran the five Winograd cases as Winograd.
+        assert!(
+            levels == 0 || winograd_runs >= levels * 3 * 5,
+            "{winograd_runs} Winograd runs"
+        );
+    }
+
+    /// Winograd (winograd.rs) with uneven padding (one row above, none to the left, two
+    /// columns to the right: TensorFlow's "same" padding for even sides is one side only),
+    /// written into a slice of a wider output (a concatenation's channels `off..off + o`,
+    /// as `run_packed_into` writes it) at every level and on 1, 2 and 3 threads, against the
+    /// direct f64 reference: the other channels keep their poison, the slice holds the
+    /// convolution plus the bias, clamped; a post pass sees whole output rows.
+    #[test]
+    fn winograd_with_uneven_padding_into_a_concatenation_matches_the_reference() {
+        let (n, c, h, w, o) = (2, 36, 7, 10, 34);
+        let (ldy, off) = (o + 7, 5);
+        let x = data(n * h * w * c, 11);
+        let wt = data(o * 9 * c, 12);
+        let bias = data(o, 13);
+        let mut checked = 0;
+        for &isa in isa::supported() {
+            let plan = ConvPlan {
+                layout: Layout::Nhwc,
+                n,
+                c,
+                h,
+                w,
+                o,
+                kh: 3,
+                kw: 3,
+                // rows: 1 above, 0 below; columns: 0 left, 2 right.
+                oh: h + 1 - 2,
+                ow: w + 2 - 2,
+                groups: 1,
+                strides: [1, 1],
+                padding: [1, 0, 0, 2],
+                dilation: [1, 1],
+                isa,
+            };
+            let Some(u) = plan.pack_gemm(&plan.pack(&wt)) else {
+                continue;
+            };
+            assert!(plan.winograd() && u.len() == 16, "{}", isa.name());
+            let want = naive(&plan, &x, &wt);
+            let tol = 2e-6 * ((c * 9) as f32).sqrt();
+            let epi = Epilogue {
+                bias: Some(&bias),
+                lo: -0.6,
+                hi: 0.6,
+            };
+            for threads in [1, 2, 3] {
+                let pool = ThreadPool::new(threads);
+                let mut y = vec![f32::NAN; n * plan.oh * plan.ow * ldy];
+                pool.install(|| plan.run_packed_into(&x, &u, &mut y, ldy, off, epi))
+                    .expect("winograd into a slice runs");
+                for (p, px) in y.chunks_exact(ldy).enumerate() {
+                    for (ch, &g) in px.iter().enumerate() {
+                        if !(off..off + o).contains(&ch) {
+                            assert!(
+                                g.is_nan(),
+                                "{} channel {ch} of pixel {p} written",
+                                isa.name()
+                            );
+                            continue;
+                        }
+                        let r = (want[p * o + ch - off] + bias[ch - off]).clamp(-0.6, 0.6);
+                        assert!(
+                            (g - r).abs() <= tol,
+                            "{} {threads} threads: pixel {p} channel {ch} = {g}, want {r}",
+                            isa.name()
+                        );
+                    }
+                }
+                // Dense output with a post pass: every piece is whole rows of pixels.
+                let mut y = vec![f32::NAN; n * plan.oh * plan.ow * o];
+                let row = plan.ow * o;
+                let post = |piece: &mut [f32]| {
+                    assert!(piece.len() % row == 0 && !piece.is_empty());
+                    piece.iter_mut().for_each(|v| *v *= 2.0);
+                };
+                pool.install(|| plan.run_packed(&x, &u, &mut y, epi, Some(&post)))
+                    .expect("winograd runs");
+                for (i, (&g, r)) in y.iter().zip(&want).enumerate() {
+                    let r = 2.0 * (r + bias[i % o]).clamp(-0.6, 0.6);
+                    assert!(
+                        (g - r).abs() <= 2.0 * tol,
+                        "{} y[{i}] = {g}, want {r}",
+                        isa.name()
+                    );
+                }
+                checked += 1;
+            }
+        }
+        let levels = isa::supported()
+            .iter()
+            .filter(|&&i| packed::available(i))
+            .count();
+        assert_eq!(checked, levels * 3);
     }
 
     /// `im2col_nchw` for every piece (start pixel, length) of the output equals a naive

@@ -17,6 +17,7 @@ mod nhwc;
 mod ops;
 mod packed;
 mod qgemm;
+mod winograd;
 
 #[doc(hidden)]
 pub use gemm::bench_sgemm;
