@@ -2656,8 +2656,8 @@ mod tests {
             // Winograd F(2x2, 3x3) (winograd.rs): odd output sides (tiles cut by the edge),
             // no padding over two images with 40 channels (two vectors of lanes and a half),
             // padding 2 with 70 output channels (a 64- and a 16-wide panel, 6 lanes left),
-            // padding wider than the kernel, and 33 tile columns by 8 rows of 64 channels in
-            // and out: two bands of tiles (7 rows, then 1).
+            // padding wider than the kernel, and 33 tile columns by 8 rows of 32 channels in
+            // and out: eight bands of one row of tiles (the tests' bands are 64 Ki floats).
             (1, 32, 5, 7, 32, 3, 1, 1, 1, 1),
             (2, 40, 6, 6, 48, 3, 1, 0, 1, 1),
             (1, 33, 8, 9, 70, 3, 1, 2, 1, 1),
@@ -2835,6 +2835,67 @@ mod tests {
             .filter(|&&i| packed::available(i))
             .count();
         assert_eq!(checked, levels * 3);
+    }
+
+    /// Stress: one Winograd plan and one set of transformed weights shared by four threads at
+    /// once, each running it on a pool of its own (2 threads) 25 times into a poisoned output
+    /// and a band scratch of its own (winograd.rs keeps one per calling thread), with inputs of
+    /// two sizes alternating (a convolution with more tiles grows the scratch): every run
+    /// equals the direct f64 reference.
+    #[test]
+    fn winograd_shared_by_four_threads_matches_the_reference_every_run() {
+        let isa = isa::current();
+        let plans = [(9, 9), (20, 14)].map(|(h, w)| ConvPlan {
+            layout: Layout::Nhwc,
+            n: 1,
+            c: 32,
+            h,
+            w,
+            o: 40,
+            kh: 3,
+            kw: 3,
+            oh: h,
+            ow: w,
+            groups: 1,
+            strides: [1, 1],
+            padding: [1; 4],
+            dilation: [1, 1],
+            isa,
+        });
+        let wt = data(40 * 9 * 32, 21);
+        let Some(u) = plans[0].pack_gemm(&plans[0].pack(&wt)) else {
+            assert!(!packed::available(isa));
+            return;
+        };
+        let xs = plans.each_ref().map(|p| data(p.h * p.w * 32, 22));
+        let wants: Vec<Vec<f32>> = plans
+            .iter()
+            .zip(&xs)
+            .map(|(p, x)| naive(p, x, &wt))
+            .collect();
+        let tol = 2e-6 * ((32 * 9) as f32).sqrt();
+        std::thread::scope(|scope| {
+            for t in 0..4 {
+                let (plans, xs, wants, u) = (&plans, &xs, &wants, &u);
+                scope.spawn(move || {
+                    let pool = ThreadPool::new(2);
+                    for run in 0..25 {
+                        let k = (run + t) % 2;
+                        let mut y = vec![f32::NAN; wants[k].len()];
+                        pool.install(|| {
+                            plans[k].run_packed(&xs[k], u, &mut y, Epilogue::NONE, None)
+                        })
+                        .expect("winograd runs");
+                        for (i, (g, r)) in y.iter().zip(&wants[k]).enumerate() {
+                            assert!(
+                                (g - r).abs() <= tol,
+                                "thread {t} run {run}: y[{i}] = {g}, want {r}"
+                            );
+                        }
+                    }
+                });
+            }
+        });
     }
 
     /// `im2col_nchw` for every piece (start pixel, length) of the output equals a naive
