@@ -655,9 +655,10 @@ def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | 
             x = np.load(os.path.join(d, m["inputs"]))["arg0"]
             ort_out, runs, ort_timed = ort_timer(os.path.join(d, m["onnx"]), x, th, repeat)
             # Outputs first; then ORT and Mote on each partition timed in ROUNDS interleaved
-            # rounds of runs / ROUNDS each, and each reported time is the median of its rounds'
-            # medians: on a shared machine the speed drifts over seconds, and measuring one
-            # after the other put that drift into the ratios.
+            # rounds of runs / ROUNDS each, and each reported time is its fastest round's median:
+            # on a shared machine the speed drifts over seconds (something else on the host can
+            # halve the second core's speed for several rounds), measuring one after the other
+            # put that drift into the ratios, and what it adds is never less than nothing.
             parts: dict = {}
             for part in [p for p in PARTITIONS if p not in skip] if mote_bin else []:
                 so = (m.get(part) or {}).get("so")
@@ -702,14 +703,14 @@ def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | 
                         log(f"{name}: mote bench on {part} failed: {why}")
                     else:
                         rounds.append(j["median_ms"])
-            r["ort_ms"], r["ort_runs"] = statistics.median(ort_rounds), per_round * ROUNDS
+            r["ort_ms"], r["ort_runs"] = min(ort_rounds), per_round * ROUNDS
             log(f"{name}: ORT {r['ort_ms']:.2f} ms (rounds {', '.join(f'{v:.2f}' for v in ort_rounds)}; "
                 f"{r['ort_runs']} runs, {th} thread(s))")
             for part, (so, npz, pr, rounds) in parts.items():
                 pr.pop("bench_error", None)
                 if not rounds:
                     continue
-                pr["ms"], pr["runs"] = statistics.median(rounds), per_round * len(rounds)
+                pr["ms"], pr["runs"] = min(rounds), per_round * len(rounds)
                 prof_runs = max(3, min(runs, n_runs(pr["ms"], None) // 4))
                 pj, why = mote([mote_bin, "bench", so, "--inputs", npz, "--json", "--threads", str(th),
                                 "--warmup", "1", "--runs", str(prof_runs), "--profile"])
@@ -734,7 +735,7 @@ def run(d: str, mote_bin: str | None, threads_list: list[int], names_arg: str | 
           f"{meta['onnxruntime_version']} (ORT_ENABLE_ALL, sequential); Mote `mote bench` (cpu backend for "
           f"the subgraphs); medians of >= {MIN_RUNS} runs and >= {MIN_SECONDS:g} s (>= {SLOW_MIN_RUNS} runs "
           f"and ~{SLOW_BUDGET_S:g} s when {MIN_RUNS} runs take longer), ORT and Mote in {ROUNDS} interleaved "
-          f"rounds (the median of the rounds' medians)"
+          f"rounds (the fastest round's median)"
           f"{'' if not repeat else f' (--repeat {repeat})'}; ms at {'/'.join(map(str, threads_list))} thread(s)\n")
     ts = "/".join(f"{t}t" for t in threads_list)
     print(f"| model | GFLOP | ORT ms ({ts}) | TVM ms ({ts}) | Mote acl ms ({ts}) | Mote bnns ms ({ts}) "
