@@ -89,8 +89,25 @@ impl PackedB {
     /// Pack row-major `b[k, n]` (row stride `ldb`) for the kernels of `isa`; `None` when that
     /// level has none ([`available`]) or `b` is too short.
     pub(crate) fn new(isa: Isa, b: &[f32], k: usize, n: usize, ldb: usize) -> Option<PackedB> {
+        if ldb < n || b.len() < span(k, n, ldb) {
+            return None;
+        }
+        Self::from_rows(isa, k, n, |r, row| {
+            row.copy_from_slice(&b[r.0 * ldb + r.1..][..row.len()])
+        })
+    }
+
+    /// [`PackedB::new`] of a `b[k, n]` that is never held whole: `fill((i, j), row)` writes
+    /// `b[i, j..j + row.len()]` into `row` (a Winograd weight is made this way, straight into
+    /// its packed form).
+    pub(crate) fn from_rows(
+        isa: Isa,
+        k: usize,
+        n: usize,
+        mut fill: impl FnMut((usize, usize), &mut [f32]),
+    ) -> Option<PackedB> {
         let (lanes, nv) = shape_of(isa)?;
-        if !available(isa) || ldb < n || b.len() < span(k, n, ldb) {
+        if !available(isa) {
             return None;
         }
         let nr = lanes * nv;
@@ -104,8 +121,7 @@ impl PackedB {
                 let cols = pw.min(n.saturating_sub(j0));
                 let panel = &mut data[pc * np + kcb * j0..][..kcb * pw];
                 for (p, dst) in panel.chunks_exact_mut(pw).enumerate() {
-                    let row = &b[(pc + p) * ldb + j0..][..cols];
-                    dst[..cols].copy_from_slice(row);
+                    fill((pc + p, j0), &mut dst[..cols]);
                 }
             }
         }

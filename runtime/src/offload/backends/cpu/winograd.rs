@@ -70,33 +70,37 @@ pub(crate) struct Geometry {
 
 /// The 16 operands `U_p` (`[C, O]` each) of a 3x3 weight given as `[3, 3, C, O]` (the
 /// NHWC GEMM's form, `ConvPlan::pack`), packed for the GEMM of `isa`; `None` when that level
-/// has no packed kernel or the weight is not that long. Computed in f64 and rounded once.
+/// has no packed kernel or the weight is not that long. Each entry is computed in f64 and
+/// rounded once, straight into its packed operand: no unpacked copy of the 16 is ever held,
+/// so preparing holds the weight and its transformed form (1 + 16/9 of the weight), not twice
+/// the transformed form as well.
 pub(crate) fn transform_weights(isa: Isa, w: &[f32], c: usize, o: usize) -> Option<Vec<PackedB>> {
     if w.len() != 9 * c * o || !packed::available(isa) {
         return None;
     }
-    let mut u = vec![0f32; POSITIONS * c * o];
-    for ci in 0..c {
-        for oc in 0..o {
-            let g = |ky: usize, kx: usize| f64::from(w[((ky * 3 + kx) * c + ci) * o + oc]);
-            // G g: 4 rows of 3.
-            let gg: [[f64; 3]; 4] = [
-                std::array::from_fn(|kx| g(0, kx)),
-                std::array::from_fn(|kx| (g(0, kx) + g(1, kx) + g(2, kx)) / 2.0),
-                std::array::from_fn(|kx| (g(0, kx) - g(1, kx) + g(2, kx)) / 2.0),
-                std::array::from_fn(|kx| g(2, kx)),
-            ];
-            // (G g) G^T.
-            for (r, [h0, h1, h2]) in gg.into_iter().enumerate() {
-                let row = [h0, (h0 + h1 + h2) / 2.0, (h0 - h1 + h2) / 2.0, h2];
-                for (s, v) in row.into_iter().enumerate() {
-                    u[((r * 4 + s) * c + ci) * o + oc] = v as f32;
+    (0..POSITIONS)
+        .map(|p| {
+            let (r, s) = (p / 4, p % 4);
+            PackedB::from_rows(isa, c, o, |(ci, oc0), row| {
+                for (oc, u) in (oc0..).zip(row.iter_mut()) {
+                    let g = |ky: usize, kx: usize| f64::from(w[((ky * 3 + kx) * c + ci) * o + oc]);
+                    // Row `r` of G g (a combination of the kernel's rows), at column `kx`.
+                    let gg = |kx: usize| match r {
+                        0 => g(0, kx),
+                        1 => (g(0, kx) + g(1, kx) + g(2, kx)) / 2.0,
+                        2 => (g(0, kx) - g(1, kx) + g(2, kx)) / 2.0,
+                        _ => g(2, kx),
+                    };
+                    // Column `s` of (G g) G^T.
+                    *u = match s {
+                        0 => gg(0),
+                        1 => (gg(0) + gg(1) + gg(2)) / 2.0,
+                        2 => (gg(0) - gg(1) + gg(2)) / 2.0,
+                        _ => gg(2),
+                    } as f32;
                 }
-            }
-        }
-    }
-    u.chunks_exact(c * o)
-        .map(|b| PackedB::new(isa, b, c, o, o))
+            })
+        })
         .collect()
 }
 
