@@ -94,7 +94,7 @@ impl BufferCache {
         Some(free.swap_remove(i))
     }
 
-    fn give(&self, b: Buffer) {
+    pub(crate) fn give(&self, b: Buffer) {
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
         let held: usize = free.iter().map(Buffer::len).sum();
         if held.saturating_add(b.len()) <= self.limit_bytes {

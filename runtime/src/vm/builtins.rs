@@ -60,11 +60,12 @@ builtins! {
     MemoryManagerClear => "vm.builtin.memory_manager.clear",
 }
 
-/// The error-context string the compiler passes to checks (may be None).
-fn context(v: Option<&Value>) -> String {
+/// The error-context string the compiler passes to checks (may be None), borrowed: the checks
+/// run on every call, and only a failing one formats it.
+fn context(v: Option<&Value>) -> &str {
     match v {
-        Some(Value::Str(s)) => s.trim().to_string(),
-        _ => String::new(),
+        Some(Value::Str(s)) => s.trim(),
+        _ => "",
     }
 }
 
@@ -209,7 +210,7 @@ impl Session {
                     Value::DeviceTensor(t) => (t.shape(), t.dtype()),
                     v => {
                         return Err(mismatch(
-                            &ctx,
+                            ctx,
                             format!("expected a tensor, got {}", v.kind()),
                         ))
                     }
@@ -217,7 +218,7 @@ impl Session {
                 let ndim = int(1)?;
                 if ndim != -1 && ndim != shape.len() as i64 {
                     return Err(mismatch(
-                        &ctx,
+                        ctx,
                         format!(
                             "expected a tensor of rank {ndim}, got rank {} (shape {shape:?})",
                             shape.len(),
@@ -227,7 +228,7 @@ impl Session {
                 if args.len() == 4 {
                     if let Value::DType(d) = a(2)? {
                         if *d != dtype {
-                            return Err(mismatch(&ctx, format!("expected dtype {d}, got {dtype}")));
+                            return Err(mismatch(ctx, format!("expected dtype {d}, got {dtype}")));
                         }
                     }
                 }
@@ -237,17 +238,12 @@ impl Session {
                 let ctx = context(args.last());
                 let s = match a(0)? {
                     Value::Shape(s) => s,
-                    v => {
-                        return Err(mismatch(
-                            &ctx,
-                            format!("expected a shape, got {}", v.kind()),
-                        ))
-                    }
+                    v => return Err(mismatch(ctx, format!("expected a shape, got {}", v.kind()))),
                 };
                 let ndim = int(1)?;
                 if ndim != -1 && ndim != s.len() as i64 {
                     return Err(mismatch(
-                        &ctx,
+                        ctx,
                         format!("expected a shape of {ndim} dims, got {}", s.len()),
                     ));
                 }
@@ -266,7 +262,7 @@ impl Session {
                 };
                 if !ok {
                     return Err(mismatch(
-                        &ctx,
+                        ctx,
                         format!("expected a {:?} value, got {}", a(1)?, v.kind()),
                     ));
                 }
@@ -275,7 +271,7 @@ impl Session {
             Builtin::CheckStringInfo => {
                 if !matches!(a(0)?, Value::Str(_)) {
                     return Err(mismatch(
-                        &context(args.last()),
+                        context(args.last()),
                         format!("expected a string, got {}", a(0)?.kind()),
                     ));
                 }
@@ -288,23 +284,18 @@ impl Session {
                     Value::Tuple(t) if n == -1 || t.len() as i64 == n => Value::None,
                     Value::Tuple(t) => {
                         return Err(mismatch(
-                            &ctx,
+                            ctx,
                             format!("expected a tuple of {n}, got {}", t.len()),
                         ))
                     }
-                    v => {
-                        return Err(mismatch(
-                            &ctx,
-                            format!("expected a tuple, got {}", v.kind()),
-                        ))
-                    }
+                    v => return Err(mismatch(ctx, format!("expected a tuple, got {}", v.kind()))),
                 }
             }
             Builtin::CheckFuncInfo => match a(0)? {
                 Value::Function(_) => Value::None,
                 v => {
                     return Err(mismatch(
-                        &context(args.last()),
+                        context(args.last()),
                         format!("expected a function, got {}", v.kind()),
                     ))
                 }
@@ -312,7 +303,7 @@ impl Session {
             Builtin::MatchShape => {
                 let ctx = context(args.last());
                 let shape = shape_of_value(a(0)?, "match_shape")
-                    .map_err(|e| mismatch(&ctx, e.to_string()))?;
+                    .map_err(|e| mismatch(ctx, e.to_string()))?;
                 let heap = heap_of(a(1)?)?;
                 let n = int(2)?;
                 if args.len() as i64 != 4 + 2 * n {
@@ -323,13 +314,13 @@ impl Session {
                 }
                 if shape.len() as i64 != n {
                     return Err(mismatch(
-                        &ctx,
+                        ctx,
                         format!("expected rank {n}, got shape {shape:?}"),
                     ));
                 }
                 for (i, &dim) in shape.iter().enumerate() {
                     let (c, v) = (int(3 + 2 * i)?, int(4 + 2 * i)?);
-                    match_dim(&heap, c, v, dim, &ctx, &|| {
+                    match_dim(&heap, c, v, dim, ctx, &|| {
                         format!("dimension {i} of shape {shape:?}")
                     })?;
                 }
@@ -338,7 +329,7 @@ impl Session {
             Builtin::MatchPrimValue => {
                 let ctx = context(args.last());
                 let heap = heap_of(a(1)?)?;
-                match_dim(&heap, int(2)?, int(3)?, int(0)?, &ctx, &|| "value".into())?;
+                match_dim(&heap, int(2)?, int(3)?, int(0)?, ctx, &|| "value".into())?;
                 Value::None
             }
             Builtin::MakeShape => {

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use super::program::{Callee, Program};
 use super::Session;
-use crate::device::opencl::exec::{CallState, ClBuf, DEVICE_OPENCL};
+use crate::device::opencl::exec::{CallBufs, CallState, ClBuf, DEVICE_OPENCL};
 use crate::error::{Error, Result};
 use crate::host::abi::{type_index as ti, DLDevice, DLTensor, FfiAny, SafeCallFn, DEVICE_CPU};
 use crate::loader::executable::Arg;
@@ -108,13 +108,13 @@ impl Session {
             None => ArgView::Val(&values[i]),
         };
         let n = words.map_or(values.len(), |(_, w)| w.len());
-        let bufs: Vec<&ClBuf> = (0..n)
+        let bufs: CallBufs<'_> = (0..n)
             .filter_map(|i| match get(i) {
                 ArgView::Val(Value::DeviceTensor(d)) => Some(d.storage().cl_buf()),
                 _ => None,
             })
             .collect();
-        let mut state = CallState::new(dev, bufs, budget);
+        let mut state = CallState::new(dev, bufs, budget).poisoned(self.pool.poisons());
         let r = state.run(|| invoke_kernel(&mut dl, &mut anys, k, n, None, true, get));
         let times = std::mem::take(&mut state.times);
         let exhausted = state.exhausted.take();
@@ -153,7 +153,7 @@ impl Session {
         func: u32,
         args: &mut [Value],
     ) -> Result<Value> {
-        let name = m.exe().funcs[func as usize].name.clone();
+        let name = m.exe().funcs[func as usize].name.as_str();
         let Callee::Kernel(k) = *m.callee(func) else {
             return Err(Error::InvalidArgument(format!("`{name}` is not a kernel")));
         };
@@ -196,9 +196,12 @@ impl Session {
                 }
             }
         }
+        // The device copies of host tensors, and each argument's device data (read only for
+        // host tensors, so left empty, and unallocated, when there are none).
         let mut bufs = Vec::new();
-        let mut data: Vec<*mut c_void> = Vec::with_capacity(args.len());
-        for a in args.iter() {
+        let mut data: Vec<*mut c_void> = Vec::new();
+        let any_host = args.iter().any(|a| matches!(a, Value::Tensor(_)));
+        for a in args.iter().filter(|_| any_host) {
             data.push(match a {
                 Value::Tensor(t) => {
                     let b = dev.context().buffer(t.byte_len(), false).map_err(failed)?;
@@ -228,7 +231,8 @@ impl Session {
             dev,
             bufs.iter().map(|b| &**b).chain(on_device).collect(),
             budget - needed,
-        );
+        )
+        .poisoned(self.pool.poisons());
         let r = state.run(|| {
             invoke_kernel(
                 &mut dl,
@@ -260,7 +264,7 @@ impl Session {
                 message: format!("`{name}`: {message}"),
             });
         }
-        let out = r.map_err(|e| e.into_error(&name))?;
+        let out = r.map_err(|e| e.into_error(name))?;
         let mut j = 0;
         for a in args.iter_mut() {
             if let Value::Tensor(t) = a {

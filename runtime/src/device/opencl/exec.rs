@@ -294,11 +294,45 @@ pub(crate) fn device_error(e: ClError) -> crate::Error {
     }
 }
 
+/// The device buffers of a call's tensor arguments, held in place for the usual few (a call
+/// of a few microseconds feels an allocation), in a vector beyond [`CallBufs::INLINE`].
+pub(crate) struct CallBufs<'a> {
+    inline: [Option<&'a ClBuf>; CallBufs::INLINE],
+    more: Vec<&'a ClBuf>,
+}
+
+impl<'a> CallBufs<'a> {
+    const INLINE: usize = 8;
+
+    fn iter(&self) -> impl Iterator<Item = &'a ClBuf> + '_ {
+        self.inline
+            .iter()
+            .map_while(|b| *b)
+            .chain(self.more.iter().copied())
+    }
+}
+
+impl<'a> FromIterator<&'a ClBuf> for CallBufs<'a> {
+    fn from_iter<I: IntoIterator<Item = &'a ClBuf>>(iter: I) -> CallBufs<'a> {
+        let mut bufs = CallBufs {
+            inline: [None; CallBufs::INLINE],
+            more: Vec::new(),
+        };
+        for (i, b) in iter.into_iter().enumerate() {
+            match bufs.inline.get_mut(i) {
+                Some(slot) => *slot = Some(b),
+                None => bufs.more.push(b),
+            }
+        }
+        bufs
+    }
+}
+
 /// One call's state, lent to the calling thread while the host code runs.
 pub(crate) struct CallState<'a> {
     device: &'a mut DeviceSession,
     /// The tensors passed to the call: only these and the call's workspaces may be launched on.
-    args: Vec<&'a ClBuf>,
+    args: CallBufs<'a>,
     #[allow(
         clippy::vec_box,
         reason = "host code holds pointers to these, which must not move"
@@ -306,6 +340,9 @@ pub(crate) struct CallState<'a> {
     workspaces: Vec<Box<ClBuf>>,
     /// Device bytes the call's workspaces may still take (the session's memory budget).
     budget_left: usize,
+    /// Fill each workspace with the float poison byte before the kernels get it, new or kept
+    /// from an earlier call (`SessionOptions::poison_memory`).
+    poison: bool,
     /// Set when a workspace was refused for the budget: the call's error is then
     /// `ResourceExhausted`, whatever the host code made of the refusal.
     pub(crate) exhausted: Option<String>,
@@ -322,7 +359,7 @@ impl<'a> CallState<'a> {
     /// workspaces.
     pub(crate) fn new(
         device: &'a mut DeviceSession,
-        args: Vec<&'a ClBuf>,
+        args: CallBufs<'a>,
         budget_left: usize,
     ) -> CallState<'a> {
         CallState {
@@ -330,10 +367,17 @@ impl<'a> CallState<'a> {
             args,
             workspaces: Vec::new(),
             budget_left,
+            poison: false,
             exhausted: None,
             times: Vec::new(),
             device_failed: None,
         }
+    }
+
+    /// Poison the call's workspaces when `poison` (the session's pool poisons).
+    pub(crate) fn poisoned(mut self, poison: bool) -> CallState<'a> {
+        self.poison = poison;
+        self
     }
 
     /// Note a driver failure (the first one is the call's error) and give its message to the
@@ -363,7 +407,6 @@ impl<'a> CallState<'a> {
     fn buffer(&self, p: *const c_void) -> Option<&ClBuf> {
         self.args
             .iter()
-            .copied()
             .chain(self.workspaces.iter().map(|b| &**b))
             .find(|b| std::ptr::eq(*b as *const ClBuf as *const c_void, p))
     }
@@ -429,11 +472,25 @@ pub(crate) fn alloc_workspace(nbytes: u64) -> Result<*mut c_void, String> {
             s.exhausted = Some(m.clone());
             return Err(m);
         }
-        let b = s
-            .device
-            .context()
-            .buffer(n, false)
-            .map_err(|e| s.driver_failed(e))?;
+        // A buffer an earlier workspace or storage of this size left, else a new one, made
+        // as `DeviceSession::alloc` makes storage's, so that the kept buffers are all alike.
+        let b = match s.device.buffers.take(n) {
+            Some(b) => b,
+            None => {
+                let shared = s.device.context().device().unified_memory;
+                s.device
+                    .context()
+                    .buffer(n, shared)
+                    .map_err(|e| s.driver_failed(e))?
+            }
+        };
+        if s.poison {
+            let poison = vec![crate::tensor::poison_byte(crate::DType::F32); n];
+            s.device
+                .queue
+                .write(&b, 0, &poison)
+                .map_err(|e| s.driver_failed(e))?;
+        }
         s.budget_left -= n;
         let b = ClBuf::new(b);
         let h = b.handle();
@@ -452,6 +509,9 @@ pub(crate) fn free_workspace(p: *mut c_void) -> Result<(), String> {
             .ok_or_else(|| "freeing an OpenCL workspace this call did not allocate".to_string())?;
         let b = s.workspaces.swap_remove(i);
         s.budget_left += b.buffer().len();
+        // Kept for the next call's workspace of the size (the queue runs the kernels that use
+        // it before any later one that gets it).
+        s.device.buffers.give((*b).into_buffer());
         Ok(())
     })
 }

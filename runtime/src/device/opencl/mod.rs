@@ -371,6 +371,7 @@ impl Context {
             raw,
             size,
             host_visible,
+            serial: NEXT_BUFFER_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 
@@ -456,7 +457,14 @@ pub struct Buffer {
     size: usize,
     /// Allocated with `CL_MEM_ALLOC_HOST_PTR`.
     host_visible: bool,
+    /// This buffer's identity for [`Kernel::set_arg`]'s memory of arguments: never given to
+    /// another buffer of the process, where a `cl_mem` value may come back for a new buffer
+    /// once the old one is released.
+    serial: u64,
 }
+
+/// The serial of the next buffer created (see [`Buffer`]'s `serial`).
+static NEXT_BUFFER_SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 // SAFETY: memory objects may be used from any thread; released once in Drop.
 unsafe impl Send for Buffer {}
@@ -606,6 +614,7 @@ impl Program {
             context: self.context.clone(),
             raw,
             name: name.to_string(),
+            set: Vec::new(),
         })
     }
 }
@@ -628,6 +637,23 @@ pub struct Kernel {
     context: Arc<Context>,
     raw: sys::Kernel,
     name: String,
+    /// What each argument was last set to, by index ([`SetArg::Unknown`] where not set or not
+    /// remembered): setting an argument to what it already holds is skipped, since a kernel
+    /// object keeps its arguments from one enqueue to the next (OpenCL 1.2 §5.7.2,
+    /// clSetKernelArg; docs/opencl.md §5).
+    set: Vec<SetArg>,
+}
+
+/// An argument value as [`Kernel::set_arg`] remembers it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SetArg {
+    Unknown,
+    /// A buffer, by its serial (not its `cl_mem`, which a later buffer may reuse).
+    Buffer(u64),
+    Null,
+    /// A scalar of up to 16 bytes, and its length.
+    Bytes([u8; 16], usize),
+    Local(usize),
 }
 
 // SAFETY: a kernel may move between threads; `&mut self` on every argument-setting call keeps
@@ -678,7 +704,36 @@ impl Kernel {
         })
     }
 
+    /// Sets argument `index` to `arg`, unless the last call set it to the same value (the
+    /// same buffer, the same bytes): the kernel object still holds it, and drivers spend
+    /// hundreds of instructions per clSetKernelArg (docs/benchmarks.md, "OpenCL").
     pub fn set_arg(&mut self, index: u32, arg: KernelArg<'_>) -> ClResult<()> {
+        let remembered = match arg {
+            KernelArg::Buffer(b) => SetArg::Buffer(b.serial),
+            KernelArg::NullBuffer => SetArg::Null,
+            KernelArg::Bytes(bytes) if bytes.len() <= 16 => {
+                let mut v = [0u8; 16];
+                v[..bytes.len()].copy_from_slice(bytes);
+                SetArg::Bytes(v, bytes.len())
+            }
+            KernelArg::Bytes(_) => SetArg::Unknown,
+            KernelArg::Local(n) => SetArg::Local(n),
+        };
+        let i = index as usize;
+        if remembered != SetArg::Unknown && self.set.get(i) == Some(&remembered) {
+            return Ok(());
+        }
+        if self.set.len() <= i {
+            self.set.resize(i + 1, SetArg::Unknown);
+        }
+        // Forgotten until the driver accepts the new value.
+        self.set[i] = SetArg::Unknown;
+        self.set_arg_now(index, arg)?;
+        self.set[i] = remembered;
+        Ok(())
+    }
+
+    fn set_arg_now(&mut self, index: u32, arg: KernelArg<'_>) -> ClResult<()> {
         let api = self.context.api();
         let code = match arg {
             KernelArg::Buffer(b) => {

@@ -542,3 +542,58 @@ fn dropped_device_storage_returns_its_buffer_for_reuse() {
     );
     assert_eq!(pool.live_bytes(), 0);
 }
+
+/// `Kernel::set_arg` skips a value the kernel already holds, and only that: each launch of one
+/// kernel object, whose arguments change, keep, and come back between launches, writes where
+/// its last arguments say; a buffer made after another was released (whose `cl_mem` value the
+/// driver may give again) is set as the new buffer it is.
+#[test]
+fn remembered_kernel_arguments_follow_every_change() {
+    let ctx = shared_context(&device()).unwrap();
+    let program = ctx.build(VADD, "").unwrap();
+    let mut k = program.kernel("vadd").unwrap();
+    let mut q = ctx.queue(false).unwrap();
+    let n = 64usize;
+    let input = |q: &mut Queue, v: f32| {
+        let b = ctx.buffer(4 * n, false).unwrap();
+        q.write(&b, 0, &floats(&vec![v; n])).unwrap();
+        b
+    };
+    let (one, two) = (input(&mut q, 1.0), input(&mut q, 2.0));
+    let run = |q: &mut Queue, k: &mut Kernel, c: &Buffer, a: &Buffer, alpha: f32, n: i32| {
+        q.write(c, 0, &floats(&vec![f32::NAN; c.len() / 4]))
+            .unwrap();
+        doubled_plus(k, c, a, alpha, n);
+        q.launch(k, &[64], Some(&[64])).unwrap();
+        let mut out = vec![0u8; c.len()];
+        q.read(c, 0, &mut out).unwrap();
+        from_bytes(&out)
+    };
+    let out = ctx.buffer(4 * n, false).unwrap();
+    assert_eq!(run(&mut q, &mut k, &out, &one, 1.0, 64), vec![2.0; n]);
+    // The same arguments again (every set skipped), then each one changed in turn.
+    assert_eq!(run(&mut q, &mut k, &out, &one, 1.0, 64), vec![2.0; n]);
+    assert_eq!(run(&mut q, &mut k, &out, &two, 1.0, 64), vec![4.0; n]);
+    assert_eq!(run(&mut q, &mut k, &out, &two, 3.0, 64), vec![8.0; n]);
+    let half = run(&mut q, &mut k, &out, &two, 3.0, 32);
+    assert_eq!(&half[..32], &[8.0; 32][..]);
+    assert!(half[32..].iter().all(|x| x.is_nan()), "n = 32 is set");
+    assert_eq!(run(&mut q, &mut k, &out, &one, 1.0, 64), vec![2.0; n]);
+    // Output and input buffers replaced by new ones each round, the last round's released
+    // first (at the end of its iteration).
+    for round in 0..8 {
+        let fresh_out = ctx.buffer(4 * n, false).unwrap();
+        let v = round as f32;
+        let fresh_in = input(&mut q, v);
+        assert_eq!(
+            run(&mut q, &mut k, &fresh_out, &fresh_in, 1.0, 64),
+            vec![2.0 * v; n],
+            "round {round}"
+        );
+    }
+    // A rejected value is forgotten: the next launch sets the argument again.
+    let other = Context::new(&device()).unwrap();
+    let foreign = other.buffer(4 * n, false).unwrap();
+    assert!(k.set_arg(0, KernelArg::Buffer(&foreign)).is_err());
+    assert_eq!(run(&mut q, &mut k, &out, &two, 1.0, 64), vec![4.0; n]);
+}
