@@ -11,6 +11,10 @@
 # OpenCL device, then two tables.
 #
 #   scripts/bench-opencl.sh [--runs N] [--rounds N] [--device N] [--pocl-driver basic|pthread]
+#                           [--mote PATH]
+#
+# --mote times another build of the CLI (an earlier commit's, for a before/after table) instead
+# of the release build this script makes.
 #
 # --pocl-driver picks POCL's driver for both programs (POCL_DEVICES): `pthread`, its default,
 # runs kernels on worker threads that sleep when idle, so every blocking call pays their
@@ -25,15 +29,17 @@ cd "$root"
 runs=300
 rounds=3
 device=0
+mote_bin=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs="$2"; shift 2 ;;
         --rounds) rounds="$2"; shift 2 ;;
         --device) device="$2"; shift 2 ;;
+        --mote) mote_bin="$(realpath "$2")"; shift 2 ;;
         --pocl-driver)
             case "$2" in basic|pthread) export POCL_DEVICES="$2" ;; *) echo "bench-opencl.sh: --pocl-driver basic|pthread" >&2; exit 2 ;; esac
             shift 2 ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "bench-opencl.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -48,14 +54,17 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 zoo="$(scripts/opencl-zoo.sh | tail -n 1)"
 venv="$(scripts/venv.sh | tail -n 1)"
-cargo build --release --locked -q -p mote-cli
+if [ -z "$mote_bin" ]; then
+    cargo build --release --locked -q -p mote-cli
+    mote_bin="$root/target/release/mote"
+fi
 cargo build --release --locked -q -p mote --example opencl_copies
 mkdir -p target
 cc -O2 -Wall -Wextra -o target/opencl-replay scripts/bench/opencl-replay.c -lOpenCL
-exec "$venv/bin/python" - "$zoo" "$runs" "$rounds" "$device" <<'PY'
+exec "$venv/bin/python" - "$zoo" "$runs" "$rounds" "$device" "$mote_bin" <<'PY'
 import json, os, platform, statistics, subprocess, sys, tempfile
-zoo, runs, rounds, device = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-mote, replay = "target/release/mote", "target/opencl-replay"
+zoo, runs, rounds, device, mote = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+replay = "target/opencl-replay"
 flags = open("/proc/cpuinfo").read().split("flags")[1].split("\n")[0].split()
 isa = [f for f in ("avx512f", "avx512_vnni", "avx2", "fma", "asimd") if f in flags]
 name = [l for l in subprocess.run(["clinfo", "-l"], capture_output=True, text=True).stdout.splitlines() if "Device #" in l]

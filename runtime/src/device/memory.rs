@@ -75,7 +75,8 @@ pub struct DeviceStorage {
 /// buffers: a model allocates the same few sizes on every call, and a driver's allocation costs
 /// far more than a lookup (tens of microseconds on phones' drivers).
 pub(crate) struct BufferCache {
-    free: std::sync::Mutex<Vec<Buffer>>,
+    /// Kept with their 64-byte aligned records (`ClBuf`), which cost an aligned allocation each.
+    free: std::sync::Mutex<Vec<Box<ClBuf>>>,
     limit_bytes: usize,
 }
 
@@ -88,16 +89,16 @@ impl BufferCache {
     }
 
     /// A kept buffer of exactly `size` bytes, if there is one.
-    pub(crate) fn take(&self, size: usize) -> Option<Buffer> {
+    pub(crate) fn take(&self, size: usize) -> Option<Box<ClBuf>> {
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        let i = free.iter().position(|b| b.len() == size)?;
+        let i = free.iter().position(|b| b.buffer().len() == size)?;
         Some(free.swap_remove(i))
     }
 
-    pub(crate) fn give(&self, b: Buffer) {
+    pub(crate) fn give(&self, b: Box<ClBuf>) {
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        let held: usize = free.iter().map(Buffer::len).sum();
-        if held.saturating_add(b.len()) <= self.limit_bytes {
+        let held: usize = free.iter().map(|b| b.buffer().len()).sum();
+        if held.saturating_add(b.buffer().len()) <= self.limit_bytes {
             free.push(b);
         }
     }
@@ -107,14 +108,14 @@ impl DeviceStorage {
     /// `buffer`, whose `len()` bytes were reserved from `pool`'s budget by the caller; its
     /// buffer goes to `cache` when the storage drops.
     pub(crate) fn new(
-        buffer: Buffer,
+        buffer: Box<ClBuf>,
         device: Device,
         pool: Arc<Pool>,
         cache: Option<Arc<BufferCache>>,
     ) -> Arc<DeviceStorage> {
         Arc::new(DeviceStorage {
-            built: buffer.built(),
-            buf: std::mem::ManuallyDrop::new(ClBuf::new(buffer)),
+            built: buffer.buffer().built(),
+            buf: std::mem::ManuallyDrop::new(buffer),
             device,
             pool,
             cache,
@@ -148,7 +149,7 @@ impl Drop for DeviceStorage {
         // SAFETY: `buf` is taken once, here, and nothing reads it after (the storage is going).
         let buf = unsafe { std::mem::ManuallyDrop::take(&mut self.buf) };
         if let Some(cache) = &self.cache {
-            cache.give((*buf).into_buffer());
+            cache.give(buf);
         }
     }
 }
@@ -441,7 +442,7 @@ impl DeviceQueue {
                 return Err(self.failed(e));
             }
         };
-        let storage = DeviceStorage::new(b, self.device, self.pool.clone(), None);
+        let storage = DeviceStorage::new(ClBuf::new(b), self.device, self.pool.clone(), None);
         self.write(&storage, 0, &vec![0u8; bytes])?;
         Ok(storage)
     }

@@ -48,11 +48,6 @@ impl ClBuf {
         &self.buffer
     }
 
-    /// The buffer, for reuse (the record goes).
-    pub(crate) fn into_buffer(self) -> Buffer {
-        self.buffer
-    }
-
     /// The pointer host code gets as the tensor's data.
     pub(crate) fn handle(&self) -> *mut c_void {
         self as *const ClBuf as *mut c_void
@@ -191,7 +186,7 @@ impl DeviceSession {
                 .context()
                 .buffer(bytes, self.context().device().unified_memory)
             {
-                Ok(b) => b,
+                Ok(b) => ClBuf::new(b),
                 Err(e) => {
                     pool.release(bytes);
                     return Err(device_error(e));
@@ -478,21 +473,22 @@ pub(crate) fn alloc_workspace(nbytes: u64) -> Result<*mut c_void, String> {
             Some(b) => b,
             None => {
                 let shared = s.device.context().device().unified_memory;
-                s.device
+                let b = s
+                    .device
                     .context()
                     .buffer(n, shared)
-                    .map_err(|e| s.driver_failed(e))?
+                    .map_err(|e| s.driver_failed(e))?;
+                ClBuf::new(b)
             }
         };
         if s.poison {
             let poison = vec![crate::tensor::poison_byte(crate::DType::F32); n];
             s.device
                 .queue
-                .write(&b, 0, &poison)
+                .write(b.buffer(), 0, &poison)
                 .map_err(|e| s.driver_failed(e))?;
         }
         s.budget_left -= n;
-        let b = ClBuf::new(b);
         let h = b.handle();
         s.workspaces.push(b);
         Ok(h)
@@ -511,7 +507,7 @@ pub(crate) fn free_workspace(p: *mut c_void) -> Result<(), String> {
         s.budget_left += b.buffer().len();
         // Kept for the next call's workspace of the size (the queue runs the kernels that use
         // it before any later one that gets it).
-        s.device.buffers.give((*b).into_buffer());
+        s.device.buffers.give(b);
         Ok(())
     })
 }

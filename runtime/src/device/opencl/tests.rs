@@ -517,7 +517,7 @@ fn dropped_device_storage_returns_its_buffer_for_reuse() {
         pool.reserve(4096).unwrap();
         let b = cache
             .take(4096)
-            .unwrap_or_else(|| ctx.buffer(4096, false).unwrap());
+            .unwrap_or_else(|| exec::ClBuf::new(ctx.buffer(4096, false).unwrap()));
         DeviceStorage::new(
             b,
             Device::OpenCl { index: 0 },
