@@ -391,12 +391,21 @@ impl Session {
     }
 
     /// Arguments of a call to a model on the device: host tensors copied there (device
-    /// tensors of this session's device pass as they are; docs/opencl.md §8).
-    fn device_args(&mut self, args: &[Value]) -> Result<Vec<Value>> {
-        let pool = self.pool.clone();
+    /// tensors of this session's device pass as they are; docs/opencl.md §8). Borrowed as
+    /// they are when nothing needs a copy (an app that keeps its tensors on the device).
+    fn device_args<'a>(&mut self, args: &'a [Value]) -> Result<std::borrow::Cow<'a, [Value]>> {
         let here = self.device();
+        let as_they_are = args.iter().all(|a| match a {
+            Value::Tensor(_) | Value::Tuple(_) => false,
+            Value::DeviceTensor(t) => t.device() == here,
+            _ => true,
+        });
+        if as_they_are {
+            return Ok(std::borrow::Cow::Borrowed(args));
+        }
+        let pool = self.pool.clone();
         let d = self.device_or_refuse("call")?;
-        device_values(d, &pool, args, here)
+        device_values(d, &pool, args, here).map(std::borrow::Cow::Owned)
     }
 
     /// A call's result with its device tensors copied to the host (tuples walked).
