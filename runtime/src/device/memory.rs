@@ -76,6 +76,10 @@ pub struct DeviceStorage {
 /// far more than a lookup (tens of microseconds on phones' drivers).
 pub(crate) struct BufferCache {
     /// Kept with their 64-byte aligned records (`ClBuf`), which cost an aligned allocation each.
+    #[allow(
+        clippy::vec_box,
+        reason = "the boxes are reused: host code holds pointers to a record, which must not move"
+    )]
     free: std::sync::Mutex<Vec<Box<ClBuf>>>,
     limit_bytes: usize,
 }
