@@ -7,7 +7,8 @@
 # zero-copy path) against clEnqueueMapBuffer/clEnqueueUnmapMemObject. Mote's calls keep their
 # tensors on the device (`mote bench --device-resident`), as the C program does; both are
 # medians of RUNS calls, in
-# ROUNDS interleaved rounds (the median of the rounds' medians). Prints the CPU's ISA and the
+# ROUNDS interleaved rounds, each program's time its fastest round's median (the host's noise
+# slows whole rounds of either program: docs/benchmarks.md, "Repeats"). Prints the CPU's ISA and the
 # OpenCL device, then two tables.
 #
 #   scripts/bench-opencl.sh [--runs N] [--rounds N] [--device N] [--pocl-driver basic|pthread]
@@ -27,7 +28,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 runs=300
-rounds=3
+rounds=5
 device=0
 mote_bin=""
 while [ $# -gt 0 ]; do
@@ -70,7 +71,7 @@ isa = [f for f in ("avx512f", "avx512_vnni", "avx2", "fma", "asimd") if f in fla
 name = [l for l in subprocess.run(["clinfo", "-l"], capture_output=True, text=True).stdout.splitlines() if "Device #" in l]
 print(f"CPU: {platform.processor() or platform.machine()}, ISA {' '.join(isa)}; OpenCL device {device}: "
       f"{name[int(device)].split(':', 1)[1].strip() if len(name) > int(device) else '?'}")
-print(f"medians of {runs} calls, median of {rounds} interleaved rounds\n")
+print(f"medians of {runs} calls, the fastest of {rounds} interleaved rounds\n")
 print("| case | launches | Mote us/call | C us/call | Mote/C | added us per launch |")
 print("|---|---|---|---|---|---|")
 tmp = tempfile.mkdtemp()
@@ -95,7 +96,7 @@ for m in json.load(open(os.path.join(zoo, "manifest.json")))["models"]:
                                           check=True).stdout)
             b.append(r["median_us"])
             launches = r["launches"]
-        ma, mb = statistics.median(a), statistics.median(b)
+        ma, mb = min(a), min(b)
         print(f"| {label} | {launches} | {ma:.1f} | {mb:.1f} | {ma / mb:.2f} | {(ma - mb) / launches:.1f} |", flush=True)
 print("\n| bytes | Mote write us | C write us | Mote read us | C read us | Mote map+unmap us | C map+unmap us | in place |")
 print("|---|---|---|---|---|---|---|---|")
@@ -112,6 +113,6 @@ for _ in range(rounds):
             (j["write_us"], c["write_us"], j["read_us"], c["read_us"], j["map_us"], c["map_us"]))
         in_place[j["copy_bytes"]] = j["in_place"]
 for n, v in rows.items():
-    med = [statistics.median(x[i] for x in v) for i in range(6)]
+    med = [min(x[i] for x in v) for i in range(6)]
     print(f"| {n} | " + " | ".join(f"{x:.1f}" for x in med) + f" | {'yes' if in_place[n] else 'no'} |")
 PY
