@@ -178,30 +178,38 @@ impl DeviceSession {
         hint: crate::DType,
     ) -> crate::Result<Arc<DeviceStorage>> {
         pool.reserve(bytes)?;
+        let poison = pool.poisons().then(|| crate::tensor::poison_byte(hint));
+        match self.buffer_for(bytes, poison) {
+            Ok(b) => Ok(DeviceStorage::new(
+                b,
+                self.device(),
+                pool.clone(),
+                Some(self.buffers.clone()),
+            )),
+            Err(e) => {
+                pool.release(bytes);
+                Err(device_error(e))
+            }
+        }
+    }
+
+    /// A buffer of `bytes` for storage or a workspace: one the session kept (from dropped
+    /// storage or a freed workspace) else a new one, so that the kept buffers are all alike;
+    /// filled with `poison` when given. New buffers are host-visible where the device shares
+    /// memory with the host, so that mapping a tensor (`Session::map`) reaches its bytes
+    /// without a copy.
+    fn buffer_for(&mut self, bytes: usize, poison: Option<u8>) -> Result<Box<ClBuf>, ClError> {
         let b = match self.buffers.take(bytes) {
             Some(b) => b,
-            // Host-visible where the device shares memory with the host, so that mapping a
-            // tensor (`Session::map`) reaches its bytes without a copy.
-            None => match self
-                .context()
-                .buffer(bytes, self.context().device().unified_memory)
-            {
-                Ok(b) => ClBuf::new(b),
-                Err(e) => {
-                    pool.release(bytes);
-                    return Err(device_error(e));
-                }
-            },
+            None => ClBuf::new(
+                self.context()
+                    .buffer(bytes, self.context().device().unified_memory)?,
+            ),
         };
-        let storage =
-            DeviceStorage::new(b, self.device(), pool.clone(), Some(self.buffers.clone()));
-        if pool.poisons() {
-            let poison = vec![crate::tensor::poison_byte(hint); bytes];
-            self.queue
-                .write(storage.buffer(), 0, &poison)
-                .map_err(device_error)?;
+        if let Some(byte) = poison {
+            self.queue.write(b.buffer(), 0, &vec![byte; bytes])?;
         }
-        Ok(storage)
+        Ok(b)
     }
 
     /// A device copy of host tensor `t` (the copy is complete when this returns).
@@ -467,27 +475,13 @@ pub(crate) fn alloc_workspace(nbytes: u64) -> Result<*mut c_void, String> {
             s.exhausted = Some(m.clone());
             return Err(m);
         }
-        // A buffer an earlier workspace or storage of this size left, else a new one, made
-        // as `DeviceSession::alloc` makes storage's, so that the kept buffers are all alike.
-        let b = match s.device.buffers.take(n) {
-            Some(b) => b,
-            None => {
-                let shared = s.device.context().device().unified_memory;
-                let b = s
-                    .device
-                    .context()
-                    .buffer(n, shared)
-                    .map_err(|e| s.driver_failed(e))?;
-                ClBuf::new(b)
-            }
-        };
-        if s.poison {
-            let poison = vec![crate::tensor::poison_byte(crate::DType::F32); n];
-            s.device
-                .queue
-                .write(b.buffer(), 0, &poison)
-                .map_err(|e| s.driver_failed(e))?;
-        }
+        let poison = s
+            .poison
+            .then(|| crate::tensor::poison_byte(crate::DType::F32));
+        let b = s
+            .device
+            .buffer_for(n, poison)
+            .map_err(|e| s.driver_failed(e))?;
         s.budget_left -= n;
         let h = b.handle();
         s.workspaces.push(b);
