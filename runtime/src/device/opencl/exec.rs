@@ -386,9 +386,7 @@ impl<'a> CallState<'a> {
     /// Note a driver failure (the first one is the call's error) and give its message to the
     /// host code.
     fn driver_failed(&mut self, e: ClError) -> String {
-        let m = e.to_string();
-        self.device_failed.get_or_insert_with(|| m.clone());
-        m
+        note_failure(&mut self.device_failed, e)
     }
 
     /// Runs `body` (which calls the host code) with this state installed on the thread.
@@ -406,13 +404,25 @@ impl<'a> CallState<'a> {
         let _restore = Restore(CURRENT.with(|c| c.replace(p)));
         body()
     }
+}
 
-    fn buffer(&self, p: *const c_void) -> Option<&ClBuf> {
-        self.args
-            .iter()
-            .chain(self.workspaces.iter().map(|b| &**b))
-            .find(|b| std::ptr::eq(*b as *const ClBuf as *const c_void, p))
-    }
+/// Note a driver failure in a call's `device_failed` (the first one is the call's error) and
+/// give its message to the host code.
+fn note_failure(device_failed: &mut Option<String>, e: ClError) -> String {
+    let m = e.to_string();
+    device_failed.get_or_insert_with(|| m.clone());
+    m
+}
+
+/// The buffer of a call (one of its tensors or workspaces) whose record is at `p`.
+fn call_buffer<'s>(
+    args: &'s CallBufs<'_>,
+    workspaces: &'s [Box<ClBuf>],
+    p: *const c_void,
+) -> Option<&'s ClBuf> {
+    args.iter()
+        .chain(workspaces.iter().map(|b| &**b))
+        .find(|b| std::ptr::eq(*b as *const ClBuf as *const c_void, p))
 }
 
 thread_local! {
@@ -537,62 +547,93 @@ pub(crate) fn launch(module: &OpenClModule, index: usize, args: &[FfiAny]) -> Re
                 .map_err(|e| s.driver_failed(e))?;
             s.device.kernels[index] = Some(program.kernel(name).map_err(|e| s.driver_failed(e))?);
         }
-        let mut kernel = s.device.kernels[index].take().expect("created above");
-        let r = set_and_launch(s, &mut kernel, index, info, args);
-        s.device.kernels[index] = Some(kernel);
-        r
+        set_and_launch(s, index, info, args)
     })
 }
 
+/// Sets kernel `index`'s arguments from `args` (those that changed since its last launch) and
+/// enqueues it; the kernel was created before.
 fn set_and_launch(
     s: &mut CallState<'_>,
-    kernel: &mut Kernel,
     index: usize,
     info: &crate::loader::opencl_module::ClKernel,
     args: &[FfiAny],
 ) -> Result<(), String> {
+    // The kernel is borrowed in place, apart from the rest of the call's state.
+    let CallState {
+        device,
+        args: bufs,
+        workspaces,
+        times,
+        device_failed,
+        ..
+    } = s;
+    let DeviceSession {
+        queue,
+        kernels,
+        trace,
+        programs,
+        ..
+    } = &mut **device;
     let name = &info.name;
+    let Some(kernel) = kernels.get_mut(index).and_then(Option::as_mut) else {
+        return Err(format!("OpenCL kernel `{name}` was not created"));
+    };
     let bad = |i: usize, want: &str, a: &FfiAny| {
         format!(
             "OpenCL kernel `{name}` argument {i}: expected {want}, got type index {}",
             a.type_index
         )
     };
+    let tracing = trace.is_some();
     let mut traced = Vec::new();
     for (i, (p, a)) in info.params.iter().zip(args).enumerate() {
         let idx = i as u32;
-        let scalar = |b: &[u8]| {
-            let mut v = [0u8; 8];
-            v[..b.len()].copy_from_slice(b);
-            TraceArg::Scalar(v, b.len())
-        };
-        let arg = match (p, a.type_index) {
+        let (set, arg) = match (p, a.type_index) {
             (ClParam::Buffer, ti::OPAQUE_PTR) => {
-                let b = s.buffer(a.value as usize as *const c_void).ok_or_else(|| {
-                    format!("OpenCL kernel `{name}` argument {i}: not a device buffer of this call")
-                })?;
-                let set = kernel.set_arg(idx, KernelArg::Buffer(&b.buffer));
-                let traced = TraceArg::Buffer(b as *const ClBuf as usize, b.buffer.len());
-                set.map_err(|e| s.driver_failed(e))?;
-                traced
+                let b = call_buffer(bufs, workspaces, a.value as usize as *const c_void)
+                    .ok_or_else(|| {
+                        format!(
+                            "OpenCL kernel `{name}` argument {i}: not a device buffer of this call"
+                        )
+                    })?;
+                (
+                    kernel.set_arg(idx, KernelArg::Buffer(&b.buffer)),
+                    TraceArg::Buffer(b as *const ClBuf as usize, b.buffer.len()),
+                )
             }
-            (ClParam::Buffer, ti::NONE) => TraceArg::Null,
-            (ClParam::I32, ti::INT) => scalar(&(a.value as i64 as i32).to_ne_bytes()),
-            (ClParam::U32, ti::INT) => scalar(&(a.value as i64 as u32).to_ne_bytes()),
-            (ClParam::I64, ti::INT) => scalar(&(a.value as i64).to_ne_bytes()),
-            (ClParam::F32, ti::FLOAT) => scalar(&(f64::from_bits(a.value) as f32).to_ne_bytes()),
-            (ClParam::F64, ti::FLOAT) => scalar(&f64::from_bits(a.value).to_ne_bytes()),
+            (ClParam::Buffer, ti::NONE) => {
+                (kernel.set_arg(idx, KernelArg::NullBuffer), TraceArg::Null)
+            }
+            (ClParam::I32 | ClParam::U32 | ClParam::I64 | ClParam::F32 | ClParam::F64, _) => {
+                // The bytes as the kernel takes them (4 or 8), first of 8.
+                let (v, n): ([u8; 8], usize) = match (p, a.type_index) {
+                    (ClParam::I32, ti::INT) => {
+                        let [b0, b1, b2, b3] = (a.value as i64 as i32).to_ne_bytes();
+                        ([b0, b1, b2, b3, 0, 0, 0, 0], 4)
+                    }
+                    (ClParam::U32, ti::INT) => {
+                        let [b0, b1, b2, b3] = (a.value as i64 as u32).to_ne_bytes();
+                        ([b0, b1, b2, b3, 0, 0, 0, 0], 4)
+                    }
+                    (ClParam::I64, ti::INT) => ((a.value as i64).to_ne_bytes(), 8),
+                    (ClParam::F32, ti::FLOAT) => {
+                        let [b0, b1, b2, b3] = (f64::from_bits(a.value) as f32).to_ne_bytes();
+                        ([b0, b1, b2, b3, 0, 0, 0, 0], 4)
+                    }
+                    (ClParam::F64, ti::FLOAT) => (f64::from_bits(a.value).to_ne_bytes(), 8),
+                    (ClParam::F32 | ClParam::F64, _) => return Err(bad(i, "a float", a)),
+                    _ => return Err(bad(i, "an int", a)),
+                };
+                (
+                    kernel.set_arg(idx, KernelArg::Bytes(&v[..n])),
+                    TraceArg::Scalar(v, n),
+                )
+            }
             (ClParam::Buffer, _) => return Err(bad(i, "a device buffer", a)),
-            (ClParam::F32 | ClParam::F64, _) => return Err(bad(i, "a float", a)),
-            _ => return Err(bad(i, "an int", a)),
         };
-        let r = match &arg {
-            TraceArg::Buffer(..) => Ok(()),
-            TraceArg::Null => kernel.set_arg(idx, KernelArg::NullBuffer),
-            TraceArg::Scalar(v, n) => kernel.set_arg(idx, KernelArg::Bytes(&v[..*n])),
-        };
-        r.map_err(|e| s.driver_failed(e))?;
-        if s.device.trace.is_some() {
+        set.map_err(|e| note_failure(device_failed, e))?;
+        if tracing {
             traced.push(arg);
         }
     }
@@ -632,16 +673,14 @@ fn set_and_launch(
             )
         })?;
     }
-    let t = s
-        .device
-        .queue
+    let t = queue
         .launch(kernel, &global[..dims], Some(&items[..dims]))
-        .map_err(|e| s.driver_failed(e))?;
+        .map_err(|e| note_failure(device_failed, e))?;
     if let Some(t) = t {
-        s.times.push((name.clone(), t.nanos));
+        times.push((name.clone(), t.nanos));
     }
-    if let Some(trace) = s.device.trace.as_mut() {
-        let module = &s.device.programs.module;
+    if let Some(trace) = trace.as_mut() {
+        let module = &programs.module;
         trace
             .launch(module, index, &global[..dims], &items[..dims], &traced)
             .map_err(|e| format!("writing the OpenCL trace: {e}"))?;

@@ -651,9 +651,27 @@ enum SetArg {
     /// A buffer, by its serial (not its `cl_mem`, which a later buffer may reuse).
     Buffer(u64),
     Null,
-    /// A scalar of up to 16 bytes, and its length.
-    Bytes([u8; 16], usize),
+    /// A scalar of up to 16 bytes (zero-extended), and its length.
+    Bytes(u128, u8),
     Local(usize),
+}
+
+impl SetArg {
+    /// `bytes` as remembered: one comparison of two words decides a later skip (the usual 4
+    /// and 8 bytes read as integers, without a copy loop).
+    fn scalar(bytes: &[u8]) -> SetArg {
+        let v = match *bytes {
+            [a, b, c, d] => u128::from(u32::from_ne_bytes([a, b, c, d])),
+            [a, b, c, d, e, f, g, h] => u128::from(u64::from_ne_bytes([a, b, c, d, e, f, g, h])),
+            _ if bytes.len() <= 16 => {
+                let mut v = [0u8; 16];
+                v[..bytes.len()].copy_from_slice(bytes);
+                u128::from_ne_bytes(v)
+            }
+            _ => return SetArg::Unknown,
+        };
+        SetArg::Bytes(v, bytes.len() as u8)
+    }
 }
 
 // SAFETY: a kernel may move between threads; `&mut self` on every argument-setting call keeps
@@ -711,12 +729,7 @@ impl Kernel {
         let remembered = match arg {
             KernelArg::Buffer(b) => SetArg::Buffer(b.serial),
             KernelArg::NullBuffer => SetArg::Null,
-            KernelArg::Bytes(bytes) if bytes.len() <= 16 => {
-                let mut v = [0u8; 16];
-                v[..bytes.len()].copy_from_slice(bytes);
-                SetArg::Bytes(v, bytes.len())
-            }
-            KernelArg::Bytes(_) => SetArg::Unknown,
+            KernelArg::Bytes(bytes) => SetArg::scalar(bytes),
             KernelArg::Local(n) => SetArg::Local(n),
         };
         let i = index as usize;
