@@ -27,7 +27,8 @@
 #    and the C ABI in one library) in the `mobile` profile (release with one codegen unit) for
 #    aarch64-apple-ios, aarch64-apple-ios-sim, x86_64-apple-ios (the simulator on Intel Macs;
 #    without the cpu backend's avx512 level, which Rust 1.85 cannot build) and
-#    aarch64-apple-darwin, printing each one's build time. The cargo target folder is
+#    aarch64-apple-darwin, printing each one's build time; two builds at a time
+#    (MOTE_XCFRAMEWORK_JOBS), each lane of triples in a cargo folder of its own under
 #    $MOTE_CACHE/target-apple, kept between runs (cargo decides what is stale), because building
 #    the standard library four times is the expensive part; runs that share it take turns
 #    (flock on $MOTE_CACHE/target-apple.lock, where flock exists). Deployment targets: iOS
@@ -112,6 +113,11 @@ IOS_MIN=14.0
 MACOS_MIN=11.0
 OUT=$ROOT/target/apple
 TARGET_DIR=$MOTE_CACHE/target-apple
+# The builds run in JOBS lanes at once, lane i building TRIPLES i, i + JOBS, ...: each build is
+# mostly one crate compiled as one codegen unit, which keeps one core busy. A lane has a cargo
+# folder of its own, $TARGET_DIR/laneI (cargo holds a folder's lock for a whole build).
+JOBS=${MOTE_XCFRAMEWORK_JOBS:-2}
+case $JOBS in [1-9]) ;; *) echo "build-xcframework: MOTE_XCFRAMEWORK_JOBS must be 1 to 9" >&2; exit 1 ;; esac
 # The second Rust static library of the link check, and the target both are linked for.
 SECOND=$HERE/apple/second-rust
 LINK_TRIPLE=aarch64-apple-ios
@@ -130,6 +136,19 @@ SLICES=(
   "macos-arm64|aarch64-apple-darwin|arm64|macos|$MACOS_MIN"
 )
 TRIPLES=(aarch64-apple-ios aarch64-apple-ios-sim x86_64-apple-ios aarch64-apple-darwin)
+
+# lane TRIPLE: the build lane of TRIPLE (its index in TRIPLES modulo JOBS).
+lane() {
+  local i
+  for i in "${!TRIPLES[@]}"; do
+    if [ "${TRIPLES[$i]}" = "$1" ]; then echo $((i % JOBS)); return; fi
+  done
+  echo "build-xcframework: no triple $1" >&2
+  exit 1
+}
+
+# tdir TRIPLE: the cargo folder TRIPLE builds in.
+tdir() { echo "$TARGET_DIR/lane$(lane "$1")"; }
 
 PY=${MOTE_PYTHON:-python3}
 
@@ -188,7 +207,7 @@ cargo_apple() {
   local triple=$1 v
   shift
   if [ "$ROUTE" = mac ]; then
-    env CARGO_TARGET_DIR="$TARGET_DIR" \
+    env CARGO_TARGET_DIR="$(tdir "$triple")" \
       IPHONEOS_DEPLOYMENT_TARGET=$IOS_MIN MACOSX_DEPLOYMENT_TARGET=$MACOS_MIN \
       cargo "$@" --target "$triple" >&2
     return
@@ -201,7 +220,7 @@ cargo_apple() {
   # feature, as for Android (docs/footprint.md): panics are still caught and reported.
   v=$(echo "$triple" | tr 'a-z-' 'A-Z_')
   mkdir -p "$TARGET_DIR/no-sdk"
-  run env RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$TARGET_DIR" \
+  run env RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$(tdir "$triple")" \
     SDKROOT="$TARGET_DIR/no-sdk" "CARGO_TARGET_${v}_LINKER=true" \
     IPHONEOS_DEPLOYMENT_TARGET=$IOS_MIN MACOSX_DEPLOYMENT_TARGET=$MACOS_MIN \
     cargo "$@" -Zbuild-std=std,panic_abort \
@@ -239,7 +258,7 @@ select_framework() {
 FRAMEWORK_NAMES=()
 for f in "${FRAMEWORKS[@]}"; do FRAMEWORK_NAMES+=("${f%%|*}"); done
 
-# build_mote TRIPLE: the selected framework's static library, $TARGET_DIR/TRIPLE/$PROFILE/$LIBFILE.
+# build_mote TRIPLE: the selected framework's static library, $(tdir TRIPLE)/TRIPLE/$PROFILE/$LIBFILE.
 build_mote() {
   local features=(--features "$FEATURES")
   # x86_64 only runs in the simulator (development on Intel Macs): without the avx512 level,
@@ -306,8 +325,11 @@ if command -v flock >/dev/null; then
   fi
 fi
 
-if [ "${1:-}" != "--check-only" ]; then
+# build_lane N: the libraries of lane N's triples, and second-rust in LINK_TRIPLE's lane.
+build_lane() {
+  local triple name start
   for triple in "${TRIPLES[@]}"; do
+    [ "$(lane "$triple")" = "$1" ] || continue
     for name in "${FRAMEWORK_NAMES[@]}"; do
       select_framework "$name"
       echo "=== build-xcframework: $CRATE for $triple ===" >&2
@@ -316,26 +338,45 @@ if [ "${1:-}" != "--check-only" ]; then
       echo "build-xcframework: $CRATE for $triple built in $(( $(date +%s) - start )) s" >&2
     done
   done
+  [ "$(lane "$LINK_TRIPLE")" = "$1" ] || return 0
   echo "=== build-xcframework: second-rust for $LINK_TRIPLE ===" >&2
   start=$(date +%s)
   cargo_apple "$LINK_TRIPLE" build --locked --manifest-path "$SECOND/Cargo.toml" --profile "$PROFILE"
   echo "build-xcframework: second-rust built in $(( $(date +%s) - start )) s" >&2
+}
+
+if [ "${1:-}" != "--check-only" ]; then
+  mkdir -p "$OUT"
+  start=$(date +%s)
+  pids=()
+  for ((l = 0; l < JOBS; l++)); do
+    build_lane "$l" >"$OUT/lane$l.log" 2>&1 &
+    pids+=($!)
+  done
+  failed_lanes=0
+  # Each lane's log once it ends, in lane order (the lanes' output would interleave).
+  for ((l = 0; l < JOBS; l++)); do
+    if ! wait "${pids[$l]}"; then failed_lanes=1; fi
+    cat "$OUT/lane$l.log" >&2
+  done
+  [ "$failed_lanes" = 0 ] || { echo "build-xcframework: a build failed (logs above)" >&2; exit 1; }
+  echo "build-xcframework: every library built in $(( $(date +%s) - start )) s, $JOBS at a time" >&2
 
   rm -rf "$OUT/renamed" "$OUT/symbol-maps" "$LINK"
   mkdir -p "$LINK"
-  cp "$TARGET_DIR/$LINK_TRIPLE/$PROFILE/libsecond_rust.a" "$LINK/libsecond.a"
+  cp "$(tdir "$LINK_TRIPLE")/$LINK_TRIPLE/$PROFILE/libsecond_rust.a" "$LINK/libsecond.a"
   for name in "${FRAMEWORK_NAMES[@]}"; do
     select_framework "$name"
     rm -rf "$FW" "$ZIP" "$ZIP.sha256"
     mkdir -p "$FW" "$MAPS" "$LINKDIR"
     for triple in "${TRIPLES[@]}"; do
       mkdir -p "$OUT/renamed/$NAME/$triple"
-      rename_runtime "$TARGET_DIR/$triple/$PROFILE/$LIBFILE" "$MAPS/$triple.txt" \
+      rename_runtime "$(tdir "$triple")/$triple/$PROFILE/$LIBFILE" "$MAPS/$triple.txt" \
         "$OUT/renamed/$NAME/$triple/$FWLIB"
       echo "build-xcframework: $NAME, $triple: $(wc -l <"$MAPS/$triple.txt" | tr -d ' ') symbols renamed to _$RENAMED..." >&2
     done
     # The link check's input: cargo's archive as it was before the renaming.
-    cp "$TARGET_DIR/$LINK_TRIPLE/$PROFILE/$LIBFILE" "$LINKDIR/unrenamed.a"
+    cp "$(tdir "$LINK_TRIPLE")/$LINK_TRIPLE/$PROFILE/$LIBFILE" "$LINKDIR/unrenamed.a"
 
     for s in "${SLICES[@]}"; do
       IFS='|' read -r id triples _archs _platform _min <<<"$s"
