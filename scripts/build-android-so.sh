@@ -90,6 +90,9 @@ case "$ABI" in
           ARCH_LD=() FEATURES=(--no-default-features --features cpu-backend,opencl) ;;
   *) die "unknown ABI '$ABI' (arm64-v8a or x86_64; armeabi-v7a is not built: docs/android.md, section 6)" ;;
 esac
+# x86_64 builds in a cargo folder of its own inside that one, so that the two ABIs can build at
+# the same time (scripts/test-android.sh does): cargo holds a folder's lock for a whole build.
+if [ "$ABI" = x86_64 ]; then TRIXIE_TARGET=$TRIXIE_TARGET/android-x86_64; fi
 PROFILE=${MOTE_ANDROID_PROFILE:-mobile}
 API=${MOTE_ANDROID_API:-24}
 OUT="$ROOT/target/android/$ABI"
@@ -132,7 +135,7 @@ COMMON_LD=(-soname libmote_java.so -z global -z max-page-size=16384 -z text -z n
 LINK_ARG="-C link-arg=-Wl,$(IFS=,; echo "${COMMON_LD[*]}" | tr ' ' ',')"
 
 TRIPLE_ENV=$(tr 'a-z-' 'A-Z_' <<<"$TARGET")
-ENVS=(RUSTC_BOOTSTRAP=1)
+ENVS=(RUSTC_BOOTSTRAP=1 "CARGO_TARGET_DIR=$TRIXIE_TARGET")
 if [ -n "${MOTE_ANDROID_OPT_LEVEL:-}" ]; then
   case $MOTE_ANDROID_OPT_LEVEL in 0|1|2|3|s|z) ;; *) die "MOTE_ANDROID_OPT_LEVEL must be 0-3, s or z" ;; esac
   PROFILE_ENV=$(echo "$PROFILE" | tr 'a-z-' 'A-Z_')
