@@ -4,7 +4,7 @@
 #   scripts/fuzz.sh [--time SECONDS | --runs N] [TARGET...]
 #
 # Targets (fuzz/fuzz_targets): elf module_blob opencl_module executable model_code_free run_code_free subgraph
-# npy rpc_wire (default: all). Each runs for SECONDS (default 20, or $MOTE_FUZZ_SECONDS) or N executions, under AddressSanitizer and
+# npy rpc_wire (default: all), two at a time ($MOTE_FUZZ_JOBS). Each runs for SECONDS (default 20, or $MOTE_FUZZ_SECONDS) or N executions, under AddressSanitizer and
 # the allocation budget of fuzz/src/lib.rs, on a corpus kept in
 # ${MOTE_CACHE:-$HOME/.cache/mote}/fuzz-corpus/TARGET and seeded from the model zoos (built or
 # reused through scripts/zoo.sh and scripts/offload-zoo.sh). A crash, leak, timeout (10 s per
@@ -83,16 +83,15 @@ RUSTC_BOOTSTRAP=1 RUSTFLAGS="$flags" cargo build --release --locked --manifest-p
 
 artifacts="$cache/fuzz-artifacts"
 mkdir -p "$artifacts"
-status=0
-summary=()
-for t in "${targets[@]}"; do
-    corpus="$cache/fuzz-corpus/$t"
+results="$TMPDIR/results"
+mkdir -p "$results"
+# run_target TARGET: one libFuzzer run; its summary line goes to $results/TARGET.
+run_target() {
+    local t="$1" corpus="$cache/fuzz-corpus/$1" log="$cache/fuzz-$1.log" rc execs
+    local limit=(-max_total_time="$time") regressions=()
     mkdir -p "$corpus"
-    limit=(-max_total_time="$time")
     [ -n "$runs" ] && limit=(-runs="$runs")
-    log="$cache/fuzz-$t.log"
     # Inputs that once failed (fuzz/regressions/TARGET) run first, every time.
-    regressions=()
     [ -d "fuzz/regressions/$t" ] && regressions=("fuzz/regressions/$t")
     echo "fuzz.sh: $t (${limit[*]})" >&2
     set +e
@@ -103,17 +102,39 @@ for t in "${targets[@]}"; do
     set -e
     execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)"
     if [ "$rc" != 0 ]; then
-        status=1
         tail -n 40 "$log" >&2
-        summary+=("$t: FAILED after ${execs:-?} executions (exit $rc; log $log; inputs in $artifacts)")
+        echo "$t: FAILED after ${execs:-?} executions (exit $rc; log $log; inputs in $artifacts)" >"$results/$t"
     elif ! [ "${execs:-0}" -gt 0 ] 2>/dev/null; then
         # A target that ran nothing checked nothing (libFuzzer's final stats are the evidence).
-        status=1
         tail -n 20 "$log" >&2
-        summary+=("$t: FAILED: ${execs:-no} executions reported (stat::number_of_executed_units; log $log)")
+        echo "$t: FAILED: ${execs:-no} executions reported (stat::number_of_executed_units; log $log)" >"$results/$t"
     else
-        summary+=("$t: ${execs:-?} executions, no crash")
+        echo "$t: ${execs:-?} executions, no crash" >"$results/$t"
     fi
+}
+# Targets run MOTE_FUZZ_JOBS at a time (default 2): a libFuzzer run uses one core, and each
+# keeps its own time limit, so two at once halve the step's time on two cores.
+jobs_max="${MOTE_FUZZ_JOBS:-2}"
+[[ "$jobs_max" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: MOTE_FUZZ_JOBS must be a positive number" >&2; exit 2; }
+running=0
+for t in "${targets[@]}"; do
+    run_target "$t" &
+    running=$((running + 1))
+    if [ "$running" -ge "$jobs_max" ]; then
+        wait -n || true
+        running=$((running - 1))
+    fi
+done
+wait || true
+status=0
+summary=()
+for t in "${targets[@]}"; do
+    if [ -f "$results/$t" ]; then
+        summary+=("$(cat "$results/$t")")
+    else
+        summary+=("$t: FAILED: the run left no result")
+    fi
+    case "${summary[-1]}" in *FAILED*) status=1 ;; esac
 done
 printf 'fuzz: %s\n' "${summary[@]}"
 failed=$(printf '%s\n' "${summary[@]}" | grep -c FAILED || true)
