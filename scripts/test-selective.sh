@@ -38,7 +38,8 @@ clzoo="${MOTE_OPENCL_ZOO_DIR:-$(scripts/opencl-zoo.sh | tail -n 1)}"
 py="${MOTE_PYTHON:-$(scripts/venv.sh | tail -n 1)/bin/python}"
 [ -x "$py" ] || die "no Python with numpy ($py)"
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+android_pid=""
+trap '[ -z "$android_pid" ] || kill "$android_pid" 2>/dev/null; rm -rf "$work"' EXIT
 
 # 1. The feature choice.
 features_of() { scripts/build-selective.sh --print-features "$@" 2>"$work/sel.err"; }
@@ -66,6 +67,11 @@ check "a compiled and an offloaded model together need cpu-backend" "$([ "$got" 
 printf 'not a model' >"$work/junk.tar"
 features_of "$work/junk.tar" >/dev/null; rc=$?
 check "an unreadable archive is an error" "$([ "$rc" = 2 ] && grep -q 'cannot read model' "$work/sel.err"; echo $?)" "exit $rc"
+
+# The selective Android library of part 3 builds in the background meanwhile (in the chroot's
+# cargo folder: one codegen unit keeps one core busy while part 2 uses the other).
+scripts/build-selective.sh --target android-arm64 "$zoo/cnn.so" >"$work/android.out" 2>"$work/android.log" &
+android_pid=$!
 
 # 2. The CLI without the cpu backend.
 echo "test-selective.sh: building mote-cli --no-default-features (target/selective)" >&2
@@ -155,8 +161,8 @@ check "OpenCL models without opencl: exit 1 naming the feature ($n files)" \
 
 # 3. The Android JNI library, selective: what `--target android-arm64` builds for a compiled
 # model passes the AAR library's audit and holds none of the cpu backend's code.
-if lib=$(scripts/build-selective.sh --target android-arm64 "$zoo/cnn.so" 2>"$work/android.log" | tail -n 1) \
-   && [ -f "$lib" ]; then
+wait "$android_pid"; android_rc=$?; android_pid=""
+if [ "$android_rc" = 0 ] && lib=$(tail -n 1 "$work/android.out") && [ -f "$lib" ]; then
     audit=$(scripts/audit-android-so.sh --abi arm64-v8a "$lib" 2>&1); rc=$?
     check "selective arm64 JNI library passes the AAR library's audit" "$rc" "$(grep -E '^(FAIL|android so checks)' <<<"$audit" | head -n 3 | tr '\n' ' ')"
     nm -C "$lib" >"$work/android.nm"
