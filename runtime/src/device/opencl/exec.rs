@@ -607,19 +607,13 @@ fn set_and_launch(
             }
             (ClParam::I32 | ClParam::U32 | ClParam::I64 | ClParam::F32 | ClParam::F64, _) => {
                 // The bytes as the kernel takes them (4 or 8), first of 8.
+                let four = |[b0, b1, b2, b3]: [u8; 4]| ([b0, b1, b2, b3, 0, 0, 0, 0], 4);
                 let (v, n): ([u8; 8], usize) = match (p, a.type_index) {
-                    (ClParam::I32, ti::INT) => {
-                        let [b0, b1, b2, b3] = (a.value as i64 as i32).to_ne_bytes();
-                        ([b0, b1, b2, b3, 0, 0, 0, 0], 4)
-                    }
-                    (ClParam::U32, ti::INT) => {
-                        let [b0, b1, b2, b3] = (a.value as i64 as u32).to_ne_bytes();
-                        ([b0, b1, b2, b3, 0, 0, 0, 0], 4)
-                    }
+                    (ClParam::I32, ti::INT) => four((a.value as i64 as i32).to_ne_bytes()),
+                    (ClParam::U32, ti::INT) => four((a.value as i64 as u32).to_ne_bytes()),
                     (ClParam::I64, ti::INT) => ((a.value as i64).to_ne_bytes(), 8),
                     (ClParam::F32, ti::FLOAT) => {
-                        let [b0, b1, b2, b3] = (f64::from_bits(a.value) as f32).to_ne_bytes();
-                        ([b0, b1, b2, b3, 0, 0, 0, 0], 4)
+                        four((f64::from_bits(a.value) as f32).to_ne_bytes())
                     }
                     (ClParam::F64, ti::FLOAT) => (f64::from_bits(a.value).to_ne_bytes(), 8),
                     (ClParam::F32 | ClParam::F64, _) => return Err(bad(i, "a float", a)),
