@@ -65,6 +65,10 @@ target=x86_64-unknown-linux-gnu
 export RUSTC_BOOTSTRAP=1
 export RUSTFLAGS="-Zsanitizer=thread -Zexternal-clangrt -Clinker=clang-19 -Clink-arg=-fsanitize=thread"
 export CARGO_TARGET_DIR="$cache/tsan-target"
+# Optimized a little (level 1; debug assertions and overflow checks stay on): the instrumented
+# tests ran about 4.5x faster than at level 0 (mote's unit tests 168 s -> 36 s), and level 1
+# keeps every access ThreadSanitizer watches (it instruments what the optimizer leaves).
+export CARGO_PROFILE_DEV_OPT_LEVEL=1 CARGO_PROFILE_TEST_OPT_LEVEL=1
 symbolizer=/usr/lib/llvm-19/bin/llvm-symbolizer
 [ -x "$symbolizer" ] || die "llvm-symbolizer missing in the chroot (llvm-19)"
 # halt_on_error=0: every report of a run is printed, not only the first; the symbolizer names

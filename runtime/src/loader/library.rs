@@ -131,6 +131,10 @@ impl Drop for Library {
         };
         // SAFETY: `lib` is not used again; this is the only place it is taken.
         let lib = unsafe { std::mem::ManuallyDrop::take(lib) };
+        // dlclose under the registry's lock, as `open_checked` dlopens under it: a later load
+        // that gets the same addresses then happens after everything this library's users did
+        // (its context slots are written again by plain stores, `fill_context_slots`).
+        let _registry = live_libraries().lock().unwrap_or_else(|p| p.into_inner());
         let closed = lib.close().is_ok();
         let cache = std::mem::take(self.env_cache.get_mut().unwrap_or_else(|p| p.into_inner()));
         if cache.is_empty() {
@@ -316,6 +320,13 @@ impl Library {
             }
         };
         let flags = libc::RTLD_LAZY | libc::RTLD_LOCAL;
+        // The registry's lock is held from dlopen to the registration, and `Drop` dlcloses under
+        // it: a library mapped where a closed one was is filled in only after the closed one's
+        // last use (no data race on the reused addresses, which ThreadSanitizer checks).
+        let mut live = live_libraries().lock().map_err(|_| Error::Load {
+            path: path.into(),
+            message: "library registry poisoned".into(),
+        })?;
         // SAFETY: loading a model library runs its initializers: model files are code, and the
         // caller chose to trust this one (documented on `Model::load`).
         let lib =
@@ -328,10 +339,6 @@ impl Library {
         let handle = lib.into_raw();
         // SAFETY: `handle` was just returned by dlopen.
         let lib = unsafe { libloading::os::unix::Library::from_raw(handle) };
-        let mut live = live_libraries().lock().map_err(|_| Error::Load {
-            path: path.into(),
-            message: "library registry poisoned".into(),
-        })?;
         if let Some(existing) = live.get(&(handle as usize)).and_then(Weak::upgrade) {
             // Same mapping: reuse it (dropping `lib` only decrements dlopen's count).
             return Ok(existing);
