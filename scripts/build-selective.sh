@@ -6,11 +6,16 @@
 #
 # What is decided today, per model file (a .so/.dylib/.o export, or a .tar export_library
 # wrote; either architecture, nothing is loaded):
-# - the built-in `cpu` backend (cargo feature `cpu-backend`, a third of an aarch64 library) is
-#   kept when a model calls offloaded subgraphs (partition_for_acl / partition_for_bnns: its
-#   program calls `mote.subgraph`), left out when every operator is code TVM compiled into
-#   the model. Without it, an offloaded subgraph fails with a typed error (Error::Backend
-#   naming the feature) when it is first prepared; compiled models are unaffected.
+# - offloaded subgraphs and the built-in `cpu` backend (cargo features `offload`, the
+#   description parser, planner and executor, and `cpu-backend`, which implies it; together
+#   about half of an aarch64 library) are kept when a model calls offloaded subgraphs
+#   (partition_for_acl / partition_for_bnns: its program calls `mote.subgraph`), left out when
+#   every operator is code TVM compiled into the model. Without them, a model that calls
+#   offloaded subgraphs fails to load with a typed error (Error::Unsupported naming the
+#   `offload` feature); compiled models are unaffected. (Built with `offload` but without
+#   `cpu-backend`, as an app whose regions all go to ACL or BNNS could build it, an offloaded
+#   region the other backends refuse fails with Error::Backend naming `cpu-backend` when it is
+#   first prepared.)
 # - OpenCL (cargo feature `opencl`: device discovery, memory, programs, launches) is kept when a
 #   model carries OpenCL code (TVM's `opencl` imported module: the bytes `opencl` anywhere in the
 #   file, a rule that can only keep the feature needlessly, never drop it wrongly), left out

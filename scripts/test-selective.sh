@@ -8,18 +8,24 @@
 # Checks:
 # - `build-selective.sh --print-features`: every x86_64 zoo model (all compiled code) needs no
 #   feature; every offload zoo model, `.so` and `.tar` (code-free ones hold their blob as a C
-#   array), needs `cpu-backend`; both together need `cpu-backend`; a file that is not a model
+#   array), needs `cpu-backend` (which implies `offload`); both together need `cpu-backend`; a file that is not a model
 #   archive is an error (exit 2), not a guess; every OpenCL zoo model needs `opencl` and
 #   nothing else.
-# - the CLI built with `--no-default-features` (no cpu backend, no avx512 level) runs every
+# - the CLI built with `--no-default-features` (no offloaded subgraphs, no cpu backend, no
+#   avx512 level) runs every
 #   `call` case of the x86_64 zoo (but `packed`, which needs a function the tests register)
 #   and matches its expected outputs within the case's tolerance;
-#   on every offload zoo `.so` it exits 1 with an `error:` line naming the `cpu-backend`
-#   feature (a typed Error::Backend, no panic); and (built without `opencl` too) on every OpenCL
+#   on every offload zoo `.so` `run` and `inspect` (which only loads) exit 1 with an `error:`
+#   line naming the `offload` feature (a typed Error::Unsupported when the model loads, no
+#   panic); and (built without `opencl` too) on every OpenCL
 #   zoo model it exits 1 with an `error:` line naming the `opencl` feature (Error::Device).
 # - `build-selective.sh --target android-arm64` for a compiled model: the JNI library passes
 #   scripts/audit-android-so.sh (the AAR library's audit) and its symbol table holds nothing of
-#   the cpu backend but the unavailable entry (`cpu::registered`), and none of the OpenCL
+#   the cpu backend but the unavailable entry (`cpu::registered`), nothing of the offloaded
+#   subgraphs' description parser, planner, executor and plug-in loader (`mote::offload::{format,
+#   symbolic, planner, executor, backends::plugin}` but their types' drop glue, which the
+#   `offload` feature's early answers leave unreachable), and
+#   none of the OpenCL
 #   launch, program or discovery code (`Queue::launch`, `Context::build`, `opencl::devices`),
 #   which the `opencl` feature's early errors leave unreachable (docs/footprint.md).
 # Prints `selective checks: N passed, M failed`; exit status 1 if any failed.
@@ -123,7 +129,10 @@ while IFS='|' read -r file fn inputs; do
     args=(run "$ozoo/$file" -f "$fn")
     [ -n "$inputs" ] && args+=(--inputs "$ozoo/$inputs")
     timeout 60 "$mote" "${args[@]}" >/dev/null 2>"$work/err.txt"; rc=$?
-    if [ "$rc" != 1 ] || ! grep -q '^error:.*cpu-backend' "$work/err.txt"; then
+    # `inspect` only loads: the model is refused when it loads, not when a region first runs.
+    timeout 60 "$mote" inspect "$ozoo/$file" >/dev/null 2>>"$work/err.txt"; rc2=$?
+    [ "$rc2" = 1 ] || rc="$rc, inspect $rc2"
+    if [ "$rc" != 1 ] || [ "$(grep -c '^error:.*without its `offload` feature' "$work/err.txt")" != 2 ]; then
         nbad=$((nbad + 1))
         [ "$nbad" -gt 2 ] || bad="$bad $base(exit $rc: $(head -c 300 "$work/err.txt"))"
     fi
@@ -134,7 +143,7 @@ for m in json.load(open(sys.argv[1]))["models"]:
     print(f"{m['file']}|{c.get('function', 'main')}|{c.get('inputs') or ''}")
 PY
 )
-check "offloaded models without cpu-backend: exit 1 naming the feature ($n files)" \
+check "offloaded models without offload and cpu-backend: exit 1 at load naming the offload feature ($n files)" \
     "$([ "$nbad" = 0 ] && [ "$n" -gt 0 ]; echo $?)" "${bad:+$nbad failed, e.g.$bad}"
 
 n=0 nbad=0 bad=""
@@ -169,6 +178,9 @@ if [ "$android_rc" = 0 ] && lib=$(tail -n 1 "$work/android.out") && [ -f "$lib" 
     n=$(grep 'mote::offload::backends::cpu::' "$work/android.nm" | grep -vc 'cpu::registered$' || true)
     check "selective arm64 JNI library holds no cpu backend code" "$([ "$n" = 0 ] && grep -q 'cpu::registered$' "$work/android.nm"; echo $?)" \
         "$n symbols; stripped $(stat -c %s "$lib.stripped") bytes"
+    # (Drop glue of their types stays: the model's program holds an always-empty list of sites.)
+    n=$(grep -v drop_in_place "$work/android.nm" | grep -cE 'mote::offload::(executor|format|symbolic|planner|backends::plugin)::' || true)
+    check "selective arm64 JNI library holds no offloaded-subgraph parser, planner, executor or plug-in loader" "$([ "$n" = 0 ]; echo $?)" "$n symbols"
     n=$(grep -cE 'mote::device::opencl::(Queue::launch|Context::build|devices)$' "$work/android.nm" || true)
     check "selective arm64 JNI library holds no OpenCL launch, build or discovery code" "$([ "$n" = 0 ]; echo $?)" "$n symbols"
 else

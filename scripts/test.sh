@@ -129,6 +129,8 @@ cargo clippy --workspace --all-targets --locked -- -D warnings || fail "clippy"
 # backend (selective builds).
 cargo clippy -p mote-java --features rpc,test-hooks --all-targets --locked -- -D warnings || fail "clippy (mote-java --features rpc)"
 cargo clippy -p mote-ffi -p mote-cli --no-default-features --locked -- -D warnings || fail "clippy (without the cpu backend)"
+# Offloaded subgraphs without the cpu backend (an app whose regions all go to ACL or BNNS).
+cargo clippy -p mote-ffi --no-default-features --features offload --locked -- -D warnings || fail "clippy (offload without the cpu backend)"
 # The fuzz targets are their own workspace (docs/fuzzing.md).
 cargo fmt --manifest-path fuzz/Cargo.toml --check || fail "cargo fmt --check (fuzz/)"
 cargo clippy --manifest-path fuzz/Cargo.toml --all-targets --locked -- -D warnings || fail "clippy (fuzz/)"

@@ -371,6 +371,10 @@ impl Model {
     /// order (`SessionOptions::backends`; empty: the default order). Plans only; nothing is
     /// prepared.
     pub fn partition_plan(&self, backends: &[String]) -> Vec<crate::offload::SubgraphPlan> {
+        if !crate::offload::BUILT {
+            // No model with offloaded subgraphs loads in this build.
+            return Vec::new();
+        }
         let (order, unavailable) = crate::offload::resolve_with_reasons(backends);
         self.inner
             .subgraphs()

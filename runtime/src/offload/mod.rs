@@ -34,3 +34,36 @@ pub use executor::SubgraphRunner;
 pub use planner::{segment_io, NodePlan, SubgraphPlan};
 pub use registry::{backend_names, register_backend};
 pub(crate) use registry::{resolve, resolve_with_reasons};
+
+/// Whether this build runs offloaded subgraphs (the `offload` feature). Without it the five
+/// doors to this module (checking a model's `mote.subgraph` calls at load, running one,
+/// planning one, loading a backend plug-in, and the registry's search for plug-ins) answer at
+/// once, with [`left_out`] where
+/// something needs them, so that nothing behind them stays in the library: the description
+/// parser, the planner, the executor and the plug-in loader are reached through those doors
+/// only (docs/footprint.md, "Selective builds").
+pub(crate) const BUILT: bool = cfg!(feature = "offload");
+
+/// Who needs offloaded subgraphs, for [`left_out`].
+pub(crate) enum Needs {
+    /// A model whose program calls `mote.subgraph`.
+    Model,
+    /// [`load_plugin`].
+    Plugin,
+}
+
+/// What a model or a plug-in that needs offloaded subgraphs gets from a build without the
+/// `offload` feature.
+pub(crate) fn left_out(who: Needs) -> crate::Error {
+    let who = match who {
+        Needs::Model => {
+            "this model calls offloaded subgraphs (`mote.subgraph`, from partition_for_acl or \
+             partition_for_bnns)"
+        }
+        Needs::Plugin => "a backend plug-in runs offloaded subgraphs",
+    };
+    crate::Error::Unsupported(format!(
+        "{who}, which this build of Mote leaves out (built without its `offload` feature: a \
+         selective build for models whose code TVM compiled)"
+    ))
+}

@@ -12,9 +12,13 @@ fn registry() -> &'static RwLock<Vec<Arc<dyn Backend>>> {
     static REG: OnceLock<RwLock<Vec<Arc<dyn Backend>>>> = OnceLock::new();
     REG.get_or_init(|| {
         let mut v: Vec<Arc<dyn Backend>> = Vec::new();
-        v.extend(plugin::from_environment());
-        if !v.iter().any(|b| b.name() == "acl") {
-            v.push(plugin::discover_acl());
+        // Without the `offload` feature no plug-in is looked for (a door: the plug-in loader
+        // is left out of such a build; `super::BUILT`).
+        if super::BUILT {
+            v.extend(plugin::from_environment());
+            if !v.iter().any(|b| b.name() == "acl") {
+                v.push(plugin::discover_acl());
+            }
         }
         v.push(bnns::registered());
         v.push(cpu::registered());

@@ -11,6 +11,11 @@ use crate::value::Value;
 impl Session {
     /// A `mote.subgraph` call: `(desc, inputs..., constants..., outputs...)`.
     pub(super) fn run_subgraph(&mut self, m: &Program, args: &[Value]) -> Result<Value> {
+        if !crate::offload::BUILT {
+            // Unreachable in practice (such a model does not load), and a door: nothing of the
+            // executor stays in a build without the `offload` feature.
+            return Err(crate::offload::left_out(crate::offload::Needs::Model));
+        }
         let desc = match args.first() {
             Some(Value::Str(s)) => s,
             _ => {

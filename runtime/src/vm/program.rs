@@ -309,6 +309,14 @@ fn subgraph_sites(
     library: &Arc<Library>,
     keys: &[Option<Arc<str>>],
 ) -> Result<(Vec<Site>, Vec<Vec<u32>>)> {
+    if !crate::offload::BUILT {
+        // A build without the `offload` feature: a model that calls offloaded subgraphs does
+        // not load, and the description parser below is left out of the library.
+        if callees.iter().any(|c| matches!(c, Callee::Subgraph)) {
+            return Err(crate::offload::left_out(crate::offload::Needs::Model));
+        }
+        return Ok((Vec::new(), Vec::new()));
+    }
     let mut sites = Vec::new();
     let mut slots = Vec::new();
     for f in exe.funcs.iter().filter(|f| f.kind == FuncKind::Vm) {

@@ -216,6 +216,9 @@ impl PluginBackend {
 /// [`Error::Backend`] when the file cannot be loaded, lacks an ABI symbol or speaks another ABI
 /// version.
 pub fn load_plugin(path: impl AsRef<Path>) -> Result<Arc<dyn Backend>> {
+    if !crate::offload::BUILT {
+        return Err(crate::offload::left_out(crate::offload::Needs::Plugin));
+    }
     let b: Arc<dyn Backend> = Arc::new(PluginBackend::open(path.as_ref())?);
     crate::offload::register_backend(b.clone());
     Ok(b)
