@@ -17,14 +17,16 @@
 #   and matches its expected outputs within the case's tolerance;
 #   on every offload zoo `.so` `run` and `inspect` (which only loads) exit 1 with an `error:`
 #   line naming the `offload` feature (a typed Error::Unsupported when the model loads, no
-#   panic); and (built without `opencl` too) on every OpenCL
+#   panic); `inspect --code-free` of a compiled model exits 1 naming the same feature (reading a
+#   model as data is left out with offloaded subgraphs); and (built without `opencl` too) on every OpenCL
 #   zoo model it exits 1 with an `error:` line naming the `opencl` feature (Error::Device).
 # - `build-selective.sh --target android-arm64` for a compiled model: the JNI library passes
 #   scripts/audit-android-so.sh (the AAR library's audit) and its symbol table holds nothing of
 #   the cpu backend but the unavailable entry (`cpu::registered`), nothing of the offloaded
-#   subgraphs' description parser, planner, executor and plug-in loader (`mote::offload::{format,
-#   symbolic, planner, executor, backends::plugin}` but their types' drop glue, which the
-#   `offload` feature's early answers leave unreachable), and
+#   subgraphs' description parser, planner, executor and plug-in loader, nor of the object-file
+#   reader (`mote::offload::{format, symbolic, planner, executor, backends::plugin}`,
+#   `mote::loader::object_file`, but their types' drop glue, which the `offload` feature's
+#   early answers leave unreachable), and
 #   none of the OpenCL
 #   launch, program or discovery code (`Queue::launch`, `Context::build`, `opencl::devices`),
 #   which the `opencl` feature's early errors leave unreachable (docs/footprint.md).
@@ -145,6 +147,10 @@ PY
 )
 check "offloaded models without offload and cpu-backend: exit 1 at load naming the offload feature ($n files)" \
     "$([ "$nbad" = 0 ] && [ "$n" -gt 0 ]; echo $?)" "${bad:+$nbad failed, e.g.$bad}"
+# Reading a model as data is for models whose every operator is offloaded: left out with them.
+timeout 60 "$mote" inspect --code-free "$zoo/mlp.so" >/dev/null 2>"$work/err.txt"; rc=$?
+check "a code-free read without offload: exit 1 naming the offload feature" \
+    "$([ "$rc" = 1 ] && grep -q '^error:.*code-free.*without its `offload` feature' "$work/err.txt"; echo $?)" "exit $rc: $(head -c 300 "$work/err.txt")"
 
 n=0 nbad=0 bad=""
 # Each OpenCL model with its first case that expects an output: (file, function, inputs).
@@ -179,8 +185,8 @@ if [ "$android_rc" = 0 ] && lib=$(tail -n 1 "$work/android.out") && [ -f "$lib" 
     check "selective arm64 JNI library holds no cpu backend code" "$([ "$n" = 0 ] && grep -q 'cpu::registered$' "$work/android.nm"; echo $?)" \
         "$n symbols; stripped $(stat -c %s "$lib.stripped") bytes"
     # (Drop glue of their types stays: the model's program holds an always-empty list of sites.)
-    n=$(grep -v drop_in_place "$work/android.nm" | grep -cE 'mote::offload::(executor|format|symbolic|planner|backends::plugin)::' || true)
-    check "selective arm64 JNI library holds no offloaded-subgraph parser, planner, executor or plug-in loader" "$([ "$n" = 0 ]; echo $?)" "$n symbols"
+    n=$(grep -v drop_in_place "$work/android.nm" | grep -cE 'mote::offload::(executor|format|symbolic|planner|backends::plugin)::|mote::loader::object_file::' || true)
+    check "selective arm64 JNI library holds no offloaded-subgraph parser, planner, executor, plug-in loader or object-file reader" "$([ "$n" = 0 ]; echo $?)" "$n symbols"
     n=$(grep -cE 'mote::device::opencl::(Queue::launch|Context::build|devices)$' "$work/android.nm" || true)
     check "selective arm64 JNI library holds no OpenCL launch, build or discovery code" "$([ "$n" = 0 ]; echo $?)" "$n symbols"
 else

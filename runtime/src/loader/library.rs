@@ -587,6 +587,11 @@ impl Library {
 
 /// What `bytes`, a library read as data, holds (`object_file::read`), its errors naming `label`.
 fn read_image<'a>(bytes: &'a [u8], label: &Path, budget: Option<u64>) -> Result<Image<'a>> {
+    if !crate::offload::BUILT {
+        // A door of the `offload` feature: the object-file, archive and gzip readers behind it
+        // serve models whose every operator is offloaded, and are left out with it.
+        return Err(crate::offload::left_out(crate::offload::Needs::CodeFree));
+    }
     let budget = budget.unwrap_or_else(|| crate::model::default_load_budget(bytes.len()));
     let image = crate::loader::object_file::read(bytes, budget).map_err(|e| match e {
         Error::Format(m) => Error::Format(format!("{}: {m}", label.display())),

@@ -35,13 +35,14 @@ pub use planner::{segment_io, NodePlan, SubgraphPlan};
 pub use registry::{backend_names, register_backend};
 pub(crate) use registry::{resolve, resolve_with_reasons};
 
-/// Whether this build runs offloaded subgraphs (the `offload` feature). Without it the five
-/// doors to this module (checking a model's `mote.subgraph` calls at load, running one,
-/// planning one, loading a backend plug-in, and the registry's search for plug-ins) answer at
-/// once, with [`left_out`] where
-/// something needs them, so that nothing behind them stays in the library: the description
-/// parser, the planner, the executor and the plug-in loader are reached through those doors
-/// only (docs/footprint.md, "Selective builds").
+/// Whether this build runs offloaded subgraphs (the `offload` feature). Without it six doors
+/// answer at once (checking a model's `mote.subgraph` calls at load, running one, planning
+/// one, loading a backend plug-in, the registry's search for plug-ins, and reading a model
+/// file as data, which only models whose every operator is offloaded need), with [`left_out`]
+/// where something needs them, so that nothing behind them stays in the library: the
+/// description parser, the planner, the executor, the plug-in loader and the object-file,
+/// archive and gzip readers are reached through those doors only (docs/footprint.md,
+/// "Selective builds").
 pub(crate) const BUILT: bool = cfg!(feature = "offload");
 
 /// Who needs offloaded subgraphs, for [`left_out`].
@@ -50,6 +51,8 @@ pub(crate) enum Needs {
     Model,
     /// [`load_plugin`].
     Plugin,
+    /// Reading a model file as data (`LoadOptions::code_free`).
+    CodeFree,
 }
 
 /// What a model or a plug-in that needs offloaded subgraphs gets from a build without the
@@ -61,6 +64,9 @@ pub(crate) fn left_out(who: Needs) -> crate::Error {
              partition_for_bnns)"
         }
         Needs::Plugin => "a backend plug-in runs offloaded subgraphs",
+        Needs::CodeFree => {
+            "a model read as data (code-free) runs only offloaded subgraphs and VM builtins"
+        }
     };
     crate::Error::Unsupported(format!(
         "{who}, which this build of Mote leaves out (built without its `offload` feature: a \
