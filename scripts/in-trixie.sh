@@ -9,8 +9,9 @@
 # - Inside: trixie's Rust 1.85 with CARGO_HOME=$MOTE_CACHE/cargo-trixie and
 #   CARGO_TARGET_DIR=$MOTE_TRIXIE_TARGET (default $MOTE_CACHE/target-trixie: kept between
 #   checkouts, so a fresh clone reuses the standard library that -Zbuild-std built and the
-#   dependencies; cargo's fingerprints decide what is rebuilt, and each clone's own crates are
-#   rebuilt since their path differs), aarch64 cross linker + qemu-aarch64 runner. Two checkouts
+#   dependencies; cargo's fingerprints decide what is rebuilt: scripts/test.sh runs in one work
+#   copy at a fixed path, so only what changed since its last run is), aarch64 cross linker +
+#   qemu-aarch64 runner. Two checkouts
 #   building at the same time share its output files: run one at a time.
 # - Also bound: MOTE_ZOO_DIR and the directories in MOTE_TRIXIE_BINDS, if outside those.
 # - Passed through: MOTE_*, CI*, RUST_BACKTRACE, RUST_LOG, RUST_TEST_THREADS, TERM, NO_COLOR,

@@ -25,9 +25,30 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 export MOTE_CACHE="${MOTE_CACHE:-$HOME/.cache/mote}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# The run happens in a work copy at a fixed path, $MOTE_CACHE/work, brought to this checkout's
+# content first (scripts/lib/work_copy.py: unchanged files keep their modification times,
+# changed ones are rewritten, anything else goes except cargo's target/ folders). Cargo judges
+# staleness by modification times, so in a fresh clone, where every file is new, it would
+# rebuild every crate of the workspace, and in the clone's own target/ every dependency too;
+# in the work copy it rebuilds what changed since the last run, as after an edit.
+# MOTE_WORK_COPY=0 runs in place. One run at a time holds the work copy (flock).
+if [ "${MOTE_WORK_COPY:-1}" != 0 ] && [ -z "${MOTE_IN_WORK_COPY:-}" ]; then
+    mkdir -p "$MOTE_CACHE"
+    exec 9>"$MOTE_CACHE/work.lock"
+    flock -n 9 || { echo "test.sh: another run holds $MOTE_CACHE/work.lock: waiting for it" >&2; flock 9; }
+    work="$MOTE_CACHE/work"
+    # Cargo keeps one copy of each artifact, but incremental-compilation state piles up.
+    if [ -d "$work/target" ] && [ "$(du -s --block-size=1G "$work/target" | cut -f1)" -gt 24 ]; then
+        echo "test.sh: $work/target is over 24 GiB: emptied" >&2
+        rm -rf "$work/target"
+    fi
+    python3 "$root/scripts/lib/work_copy.py" "$root" "$work" >&2 || { echo "test.sh: FAILED: the work copy $work" >&2; exit 1; }
+    echo "test.sh: running in the work copy (MOTE_WORK_COPY=0 runs in place)" >&2
+    MOTE_IN_WORK_COPY=1 exec "$work/scripts/test.sh" "$@"
+fi
 # The trixie builds' target folder lives in the cache (scripts/in-trixie.sh), so that a fresh
-# clone reuses the standard library -Zbuild-std made and the dependencies. Every commit adds its
-# own crates' artifacts there: past 16 GiB it is emptied and rebuilt from scratch.
+# clone reuses the standard library -Zbuild-std made and the dependencies. Artifacts of earlier
+# flags and features pile up there: past 16 GiB it is emptied and rebuilt from scratch.
 trixie_target="${MOTE_TRIXIE_TARGET:-$MOTE_CACHE/target-trixie}"
 if [ -d "$trixie_target" ] && [ "$(du -s --block-size=1G "$trixie_target" | cut -f1)" -gt 16 ]; then
     echo "test.sh: $trixie_target is over 16 GiB: emptied" >&2
