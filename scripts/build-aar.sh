@@ -14,6 +14,13 @@
 #                               feature (ARM64_RPC_LIB, X86_64_RPC_LIB; default:
 #                               scripts/build-android-so.sh --rpc ABI). The RPC app's variant.
 # An empty argument means the default. armeabi-v7a is not built (docs/android.md, section 6).
+#
+#   scripts/build-aar.sh --selective ARM64_LIB [X86_64_LIB]
+#                                -> last stdout line: the AAR (in target/android-repo-selective)
+#
+# packs a selective build's library (scripts/build-selective.sh --target android-arm64 --aar)
+# as org.mote:mote-android in its own repository folder: the inference classes and only the
+# ABIs given (TFLite's selective AARs are arm64-only too; docs/footprint.md).
 # Each AAR is a zip holding:
 #   AndroidManifest.xml         bindings-java/android/AndroidManifest.xml (package org.mote, minSdk)
 #   classes.jar                 the Maven project's main classes of those packages (not their
@@ -47,10 +54,20 @@ done
 
 # shellcheck source=lib/android-libs.sh
 . "$HERE/lib/android-libs.sh"
+SELECTIVE=0
+if [ "${1:-}" = --selective ]; then
+  SELECTIVE=1
+  [ $# -ge 2 ] && [ $# -le 3 ] || die "usage: $0 --selective ARM64_LIB [X86_64_LIB]"
+  LIB=$2 LIB_X86_64=${3:-}
+  for f in "$LIB" $LIB_X86_64; do [ -f "$f" ] || die "no library $f"; done
+  REPO="$ROOT/target/android-repo-selective"
+  WORK="$ROOT/target/aar-selective"
+else
 LIB=$(android_lib arm64-v8a "${1:-}") || die "no arm64-v8a JNI library"
 LIB_X86_64=$(android_lib x86_64 "${2:-}") || die "no x86_64 JNI library"
 LIB_RPC=$(android_lib --rpc arm64-v8a "${3:-}") || die "no arm64-v8a JNI library with the RPC server"
 LIB_RPC_X86_64=$(android_lib --rpc x86_64 "${4:-}") || die "no x86_64 JNI library with the RPC server"
+fi
 
 rm -rf "$WORK"
 
@@ -60,7 +77,7 @@ rm -rf "$WORK"
 aar() {
   local artifact=$1 name=$2 description=$3 arm64=$4 x86_64=$5 proguard=$6 packages=$7
   local w="$WORK/$artifact" srcs=() p f
-  mkdir -p "$w/classes" "$w/aar/jni/arm64-v8a" "$w/aar/jni/x86_64"
+  mkdir -p "$w/classes" "$w/aar/jni/arm64-v8a"
   for p in $packages; do
     for f in "$SRC/$p"/*.java; do srcs+=("$f"); done
   done
@@ -69,14 +86,17 @@ aar() {
   log "$artifact: compiling $packages (${#srcs[@]} sources)"
   javac --release 11 -Xlint:all -Werror -encoding UTF-8 -d "$w/classes" "${srcs[@]}" \
     || die "javac failed ($artifact)"
-  jar --create --no-manifest --file "$w/aar/classes.jar" -C "$w/classes" . || die "jar failed ($artifact)"
+  jar --create --no-manifest --no-compress --file "$w/aar/classes.jar" -C "$w/classes" . || die "jar failed ($artifact)"
 
   cp bindings-java/android/AndroidManifest.xml "$w/aar/AndroidManifest.xml"
   : >"$w/aar/proguard.txt"
   for f in $proguard; do cat "bindings-java/android/$f" >>"$w/aar/proguard.txt"; done
   : >"$w/aar/R.txt"
   cp "$arm64" "$w/aar/jni/arm64-v8a/libmote_java.so"
-  cp "$x86_64" "$w/aar/jni/x86_64/libmote_java.so"
+  if [ -n "$x86_64" ]; then
+    mkdir -p "$w/aar/jni/x86_64"
+    cp "$x86_64" "$w/aar/jni/x86_64/libmote_java.so"
+  fi
 
   local base="$REPO/${GROUP//.//}/$artifact"
   local dest="$base/$VERSION"
@@ -125,7 +145,16 @@ META
     md5sum "$f" | cut -d' ' -f1 >"$f.md5"
   done
   log "wrote $out ($(stat -c %s "$out") bytes)"
+  AAR_OUT=$out
 }
+
+if [ "$SELECTIVE" = 1 ]; then
+  aar mote-android "Mote for Android (selective build)" \
+    "Java bindings of Mote with a selective build of the JNI library (scripts/build-selective.sh: only what the app's models need), for Android apps: the inference library, without the RPC server." \
+    "$LIB" "$LIB_X86_64" "proguard.txt" "org/mote"
+  printf '%s\n' "$AAR_OUT"
+  exit 0
+fi
 
 aar mote-android "Mote for Android" \
   "Java bindings of Mote with the arm64-v8a and x86_64 JNI libraries, for Android apps: the inference library, without the RPC server (no org.mote.rpc). An alternative to org.mote:mote-android-rpc, which has the same class and library names: depend on one of the two, never both." \

@@ -62,6 +62,8 @@
 #   MOTE_ANDROID_OPT_LEVEL      the profile's opt-level for this build (e.g. `s`: what
 #                               scripts/build-selective.sh passes for a library without the cpu
 #                               backend, which has no kernel of its own; docs/footprint.md)
+#   MOTE_ANDROID_LTO            the profile's `lto` for this build (`fat`: what
+#                               scripts/build-selective.sh passes with opt-level `s`)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -140,6 +142,10 @@ if [ -n "${MOTE_ANDROID_OPT_LEVEL:-}" ]; then
   case $MOTE_ANDROID_OPT_LEVEL in 0|1|2|3|s|z) ;; *) die "MOTE_ANDROID_OPT_LEVEL must be 0-3, s or z" ;; esac
   PROFILE_ENV=$(echo "$PROFILE" | tr 'a-z-' 'A-Z_')
   ENVS+=("CARGO_PROFILE_${PROFILE_ENV}_OPT_LEVEL=$MOTE_ANDROID_OPT_LEVEL")
+fi
+if [ -n "${MOTE_ANDROID_LTO:-}" ]; then
+  case $MOTE_ANDROID_LTO in fat|thin|off) ;; *) die "MOTE_ANDROID_LTO must be fat, thin or off" ;; esac
+  ENVS+=("CARGO_PROFILE_$(echo "$PROFILE" | tr 'a-z-' 'A-Z_')_LTO=$MOTE_ANDROID_LTO")
 fi
 
 if [ -n "${ANDROID_NDK_HOME:-}" ]; then

@@ -2,7 +2,7 @@
 # A selective build of Mote's C ABI library (libmote.so / libmote.a) for a list of models: only
 # what they need (docs/footprint.md, "Selective builds").
 #
-#   scripts/build-selective.sh [--target host|aarch64|android-arm64|android-x86_64] [--print-features] MODEL...
+#   scripts/build-selective.sh [--target host|aarch64|android-arm64|android-x86_64] [--aar] [--print-features] MODEL...
 #
 # What is decided today, per model file (a .so/.dylib/.o export, or a .tar export_library
 # wrote; either architecture, nothing is loaded):
@@ -21,10 +21,11 @@
 #   file, a rule that can only keep the feature needlessly, never drop it wrongly), left out
 #   otherwise. Without it, opening OpenCL fails with Error::Device naming the feature, and CPU
 #   models are unaffected.
-# - opt-level: a library without the cpu backend holds no kernel of its own (the models bring
-#   theirs), only the loaders, the VM and the C ABI, so it is built for size (`opt-level = "s"`:
-#   about 100 KB less on aarch64, docs/footprint.md); with the cpu backend the profile's own
-#   level stays, for the kernels' speed.
+# - opt-level and LTO: a library without the cpu backend holds no kernel of its own (the models
+#   bring theirs), only the loaders, the VM and the C ABI, so it is built for size
+#   (`opt-level = "s"`, about 100 KB less on aarch64, and fat LTO, which drops what no entry
+#   point reaches across crates and the standard library: a further 17-23%; docs/footprint.md);
+#   with the cpu backend the profile's own settings stay, for the kernels' speed.
 # The scan reads the file's bytes (a .tar decompressed), so it works on a model built for
 # another architecture than this machine's; a file it cannot read is an error, never a guess.
 #
@@ -39,7 +40,9 @@
 #   --target android-arm64 / android-x86_64
 #                     the Android JNI library (mote-java, no RPC server) the way the AAR's is
 #                     built: scripts/build-android-so.sh --selective=FEATURES, in
-#                     target/android/selective/ABI/ (audit it with scripts/audit-android-so.sh)
+#                     target/android/selective/ABI/ (audit it with scripts/audit-android-so.sh);
+#                     with --aar (android-arm64 only) also packed, stripped, as an arm64-only
+#                     AAR by scripts/build-aar.sh --selective (target/android-repo-selective/)
 # and prints the library's path and stripped size (last stdout line: the path).
 set -euo pipefail
 
@@ -50,17 +53,20 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 target=host
 print_only=0
+aar=0
 models=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --target) [ $# -ge 2 ] || die "--target needs host or aarch64"; target="$2"; shift 2 ;;
         --print-features) print_only=1; shift ;;
+        --aar) aar=1; shift ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         -*) die "unknown option $1 (see --help)" ;;
         *) models+=("$1"); shift ;;
     esac
 done
 [ ${#models[@]} -gt 0 ] || die "no model given (see --help)"
+[ "$aar" = 0 ] || [ "$target" = android-arm64 ] || die "--aar goes with --target android-arm64"
 case "$target" in host|aarch64|android-arm64|android-x86_64) ;;
     *) die "unknown target '$target' (host, aarch64, android-arm64 or android-x86_64)" ;; esac
 
@@ -122,22 +128,27 @@ if [ "$print_only" = 1 ]; then
 fi
 
 # Built for size when no kernel of Mote's own is in the library (see the header).
-opt=""
-[ "$cpu" = 1 ] || opt=s
-log "building for $target with features: ${list:-(none)}${opt:+, opt-level $opt}"
+opt="" lto=""
+[ "$cpu" = 1 ] || { opt=s; lto=fat; }
+log "building for $target with features: ${list:-(none)}${opt:+, opt-level $opt}${lto:+, $lto LTO}"
 case "$target" in
     android-arm64|android-x86_64)
         abi=arm64-v8a; [ "$target" = android-x86_64 ] && abi=x86_64
-        lib=$(MOTE_ANDROID_OPT_LEVEL="$opt" scripts/build-android-so.sh --selective="$list" "$abi" | tail -n 1) \
+        lib=$(MOTE_ANDROID_OPT_LEVEL="$opt" MOTE_ANDROID_LTO="$lto" scripts/build-android-so.sh --selective="$list" "$abi" | tail -n 1) \
             || die "scripts/build-android-so.sh --selective=$list $abi failed"
         if [ "$abi" = arm64-v8a ]; then
             scripts/in-trixie.sh aarch64-linux-gnu-strip -o "$lib.stripped" "$lib"
         else
             scripts/in-trixie.sh x86_64-linux-gnu-strip -o "$lib.stripped" "$lib"
         fi
+        if [ "$aar" = 1 ]; then
+            out=$(scripts/build-aar.sh --selective "$lib.stripped" | tail -n 1) || die "scripts/build-aar.sh --selective failed"
+            log "AAR: $(stat -c %s "$out") bytes ($out)"
+        fi
         ;;
     host)
         env CARGO_TARGET_DIR="$root/target/selective" ${opt:+CARGO_PROFILE_RELEASE_OPT_LEVEL=$opt} \
+            ${lto:+CARGO_PROFILE_RELEASE_LTO=$lto} \
             cargo build --release --locked -p mote-ffi --no-default-features --features "$list" >&2 \
             || die "cargo build failed"
         lib="$root/target/selective/release/libmote_ffi.so"
@@ -146,7 +157,7 @@ case "$target" in
     aarch64)
         std_features=panic-unwind,std_detect_file_io,std_detect_dlsym_getauxval
         scripts/in-trixie.sh env RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$root/target/trixie-selective" \
-            ${opt:+CARGO_PROFILE_MOBILE_OPT_LEVEL=$opt} \
+            ${opt:+CARGO_PROFILE_MOBILE_OPT_LEVEL=$opt} ${lto:+CARGO_PROFILE_MOBILE_LTO=$lto} \
             cargo rustc --locked -Zbuild-std=std,panic_unwind -Zbuild-std-features=$std_features \
             --target aarch64-unknown-linux-gnu --profile mobile -p mote-ffi \
             --no-default-features --features "$list" --lib --crate-type cdylib >&2 \
