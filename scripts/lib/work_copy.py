@@ -14,18 +14,19 @@ equal to CHECKOUT's:
 - a file whose bytes and kind are already equal in WORK is not written, so it keeps its old
   modification time and cargo sees it unchanged; any other is written anew (time: now), so
   cargo rebuilds what depends on it, exactly as after an edit;
-- everything else in WORK is removed, except folders named `target` (cargo's build folders,
-  whose staleness cargo checks itself) and WORK/.git (an empty repository, so that scripts
-  asking git for the top-level folder find WORK).
+- everything else in WORK is removed, except folders named `target` and `.build` (cargo's and
+  SwiftPM's build folders, whose staleness their tools check themselves) and WORK/.git (an
+  empty repository, so that scripts asking git for the top-level folder find WORK).
 
 Prints one line: how many files were kept, written and removed.
 """
 import os
+import shutil
 import stat
 import subprocess
 import sys
 
-KEPT_FOLDERS = {"target"}
+KEPT_FOLDERS = {"target", ".build"}
 
 
 def checkout_files(checkout):
@@ -55,14 +56,7 @@ def same_bytes(a, b):
 
 def remove(path):
     if os.path.isdir(path) and not os.path.islink(path):
-        for dirpath, dirnames, filenames in os.walk(path, topdown=False):
-            for n in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
-                os.unlink(os.path.join(dirpath, n))
-            for d in dirnames:
-                p = os.path.join(dirpath, d)
-                if not os.path.islink(p):
-                    os.rmdir(p)
-        os.rmdir(path)
+        shutil.rmtree(path)  # removes symbolic links inside without following them
     else:
         os.unlink(path)
 
