@@ -28,10 +28,10 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 # The run happens in a work copy at a fixed path, $MOTE_CACHE/work, brought to this checkout's
 # content first (scripts/lib/work_copy.py: unchanged files keep their modification times,
 # changed ones are rewritten, anything else goes except cargo's target/ and SwiftPM's .build/
-# folders). Cargo judges
-# staleness by modification times, so in a fresh clone, where every file is new, it would
-# rebuild every crate of the workspace, and in the clone's own target/ every dependency too;
-# in the work copy it rebuilds what changed since the last run, as after an edit.
+# folders). Cargo judges staleness by modification times, so in a fresh clone, where every
+# file is new, it would rebuild every crate of the workspace, and in the clone's own target/
+# every dependency too; in the work copy it rebuilds what changed since the last run, as
+# after an edit.
 # MOTE_WORK_COPY=0 runs in place. One run at a time holds the work copy (flock).
 if [ "${MOTE_WORK_COPY:-1}" != 0 ] && [ -z "${MOTE_IN_WORK_COPY:-}" ]; then
     mkdir -p "$MOTE_CACHE"
