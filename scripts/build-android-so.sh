@@ -64,6 +64,9 @@
 #                               backend, which has no kernel of its own; docs/footprint.md)
 #   MOTE_ANDROID_LTO            the profile's `lto` for this build (`fat`: what
 #                               scripts/build-selective.sh passes with opt-level `s`)
+#   MOTE_ANDROID_RUSTFLAGS      RUSTFLAGS for every crate of this build, the standard library
+#                               included (scripts/build-selective.sh: `-Zlocation-detail=none`)
+#   MOTE_ANDROID_LD_EXTRA       more ld.lld options (scripts/build-selective.sh: `--icf=all`)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -133,7 +136,7 @@ rm -f "$OUT/libmote_java.so"
 # and DT_RELR from 30 (scripts/bionic-resolve.py checks the tags against the minSdk).
 COMMON_LD=(-soname libmote_java.so -z global -z max-page-size=16384 -z text -z noexecstack
            --hash-style=both --build-id=sha1 --eh-frame-hdr --pack-dyn-relocs=android
-           "${ARCH_LD[@]}" --strip-debug)
+           "${ARCH_LD[@]}" --strip-debug ${MOTE_ANDROID_LD_EXTRA:-})
 LINK_ARG="-C link-arg=-Wl,$(IFS=,; echo "${COMMON_LD[*]}" | tr ' ' ',')"
 
 TRIPLE_ENV=$(tr 'a-z-' 'A-Z_' <<<"$TARGET")
@@ -147,6 +150,7 @@ if [ -n "${MOTE_ANDROID_LTO:-}" ]; then
   case $MOTE_ANDROID_LTO in fat|thin|off) ;; *) die "MOTE_ANDROID_LTO must be fat, thin or off" ;; esac
   ENVS+=("CARGO_PROFILE_$(echo "$PROFILE" | tr 'a-z-' 'A-Z_')_LTO=$MOTE_ANDROID_LTO")
 fi
+[ -z "${MOTE_ANDROID_RUSTFLAGS:-}" ] || ENVS+=("RUSTFLAGS=$MOTE_ANDROID_RUSTFLAGS")
 
 if [ -n "${ANDROID_NDK_HOME:-}" ]; then
   NDK=$(cd "$ANDROID_NDK_HOME" && pwd -P) || die "ANDROID_NDK_HOME=$ANDROID_NDK_HOME is not a folder"

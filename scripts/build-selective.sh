@@ -25,7 +25,10 @@
 #   bring theirs), only the loaders, the VM and the C ABI, so it is built for size
 #   (`opt-level = "s"`, about 100 KB less on aarch64, and fat LTO, which drops what no entry
 #   point reaches across crates and the standard library: a further 17-23%; docs/footprint.md);
-#   with the cpu backend the profile's own settings stay, for the kernels' speed.
+#   with the cpu backend the profile's own settings stay, for the kernels' speed. The Android
+#   library without kernels also leaves file and line out of panic locations (stderr, where
+#   std's default hook prints them, goes nowhere on Android) and folds identical code
+#   (ld.lld --icf=all).
 # The scan reads the file's bytes (a .tar decompressed), so it works on a model built for
 # another architecture than this machine's; a file it cannot read is an error, never a guess.
 #
@@ -134,7 +137,14 @@ log "building for $target with features: ${list:-(none)}${opt:+, opt-level $opt}
 case "$target" in
     android-arm64|android-x86_64)
         abi=arm64-v8a; [ "$target" = android-x86_64 ] && abi=x86_64
-        lib=$(MOTE_ANDROID_OPT_LEVEL="$opt" MOTE_ANDROID_LTO="$lto" scripts/build-android-so.sh --selective="$list" "$abi" | tail -n 1) \
+        # Without kernels, also: no file/line in panic locations (a panic is still caught and
+        # reported with its message; only std's default hook prints the location, to stderr,
+        # which Android sends nowhere), and identical code folded by ld.lld: 28 KB together
+        # (docs/footprint.md).
+        extra_flags="" ld_extra=""
+        [ "$cpu" = 1 ] || { extra_flags=-Zlocation-detail=none; ld_extra=--icf=all; }
+        lib=$(MOTE_ANDROID_OPT_LEVEL="$opt" MOTE_ANDROID_LTO="$lto" MOTE_ANDROID_RUSTFLAGS="$extra_flags" \
+            MOTE_ANDROID_LD_EXTRA="$ld_extra" scripts/build-android-so.sh --selective="$list" "$abi" | tail -n 1) \
             || die "scripts/build-android-so.sh --selective=$list $abi failed"
         if [ "$abi" = arm64-v8a ]; then
             scripts/in-trixie.sh aarch64-linux-gnu-strip -o "$lib.stripped" "$lib"

@@ -27,7 +27,8 @@
 #   description parser, executor and plug-in loader and the object-file reader's (which the
 #   `offload` feature's early answers leave unreachable), OpenCL's entry-point names (which the
 #   `opencl` feature's early errors leave unreachable; docs/footprint.md); a control string of
-#   the VM must be found. Its AAR (`--aar`): one library, the stripped one, for arm64-v8a.
+#   the VM must be found; no string names a `.rs` file (panic locations left out). Its AAR
+#   (`--aar`): one library, the stripped one, for arm64-v8a.
 # Prints `selective checks: N passed, M failed`; exit status 1 if any failed.
 set -uo pipefail
 
@@ -194,6 +195,9 @@ if [ "$android_rc" = 0 ] && lib=$(tail -n 1 "$work/android.out") && [ -f "$lib" 
         "$([ -z "$n" ]; echo $?)" "${n:+found:$n}"
     n=$(found "clEnqueueNDRangeKernel" "clBuildProgram")
     check "selective arm64 JNI library holds no OpenCL launch, build or discovery code" "$([ -z "$n" ]; echo $?)" "${n:+found:$n}"
+    # -Zlocation-detail=none: no panic location names a source file (the full library has dozens).
+    n=$(strings -a "$lib.stripped" | grep -cE '\.rs(:|$)' || true)
+    check "selective arm64 JNI library: panic locations carry no source file names" "$([ "$n" = 0 ]; echo $?)" "$n found"
     aar=target/android-repo-selective/org/mote/mote-android/0.1.0/mote-android-0.1.0.aar
     entries=$(unzip -Z1 "$aar" 2>&1 | grep -v '/$' | sort | tr '\n' ' ')
     want="AndroidManifest.xml R.txt classes.jar jni/arm64-v8a/libmote_java.so proguard.txt "
