@@ -8,18 +8,18 @@
 # Checks:
 # - `build-selective.sh --print-features`: every x86_64 zoo model (all compiled code) needs no
 #   feature; every offload zoo model, `.so` and `.tar` (code-free ones hold their blob as a C
-#   array), needs `cpu-backend` (which implies `offload`); both together need `cpu-backend`; a file that is not a model
-#   archive is an error (exit 2), not a guess; every OpenCL zoo model needs `opencl` and
-#   nothing else.
+#   array), needs `cpu-backend` (which implies `offload`); both together need `cpu-backend`; a
+#   file that is not a model archive is an error (exit 2), not a guess; every OpenCL zoo model
+#   needs `opencl` and nothing else.
 # - the CLI built with `--no-default-features` (no offloaded subgraphs, no cpu backend, no
-#   avx512 level) runs every
-#   `call` case of the x86_64 zoo (but `packed`, which needs a function the tests register)
-#   and matches its expected outputs within the case's tolerance;
+#   avx512 level) runs every `call` case of the x86_64 zoo (but `packed`, which needs a
+#   function the tests register) and matches its expected outputs within the case's tolerance;
 #   on every offload zoo `.so` `run` and `inspect` (which only loads) exit 1 with an `error:`
 #   line naming the `offload` feature (a typed Error::Unsupported when the model loads, no
-#   panic); `inspect --code-free` of a compiled model exits 1 naming the same feature (reading a
-#   model as data is left out with offloaded subgraphs); and (built without `opencl` too) on every OpenCL
-#   zoo model it exits 1 with an `error:` line naming the `opencl` feature (Error::Device).
+#   panic); `inspect --code-free` of a compiled model exits 1 naming the same feature (reading
+#   a model as data is left out with offloaded subgraphs); and (built without `opencl` too) on
+#   every OpenCL zoo model it exits 1 with an `error:` line naming the `opencl` feature
+#   (Error::Device).
 # - `build-selective.sh --target android-arm64` for a compiled model: the JNI library passes
 #   scripts/audit-android-so.sh (the AAR library's audit) and holds none of the string
 #   literals that only the left-out code uses (fat LTO inlines across crates, so the symbol
