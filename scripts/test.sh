@@ -32,8 +32,10 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 # file is new, it would rebuild every crate of the workspace, and in the clone's own target/
 # every dependency too; in the work copy it rebuilds what changed since the last run, as
 # after an edit.
-# MOTE_WORK_COPY=0 runs in place. One run at a time holds the work copy (flock).
-if [ "${MOTE_WORK_COPY:-1}" != 0 ] && [ -z "${MOTE_IN_WORK_COPY:-}" ]; then
+# MOTE_WORK_COPY=0 runs in place, as does a checkout that is not a git work tree (an unpacked
+# archive: there is no list of its files). One run at a time holds the work copy (flock).
+if [ "${MOTE_WORK_COPY:-1}" != 0 ] && [ -z "${MOTE_IN_WORK_COPY:-}" ] \
+    && [ "$(git -C "$root" rev-parse --show-toplevel 2>/dev/null)" = "$(cd "$root" && pwd -P)" ]; then
     mkdir -p "$MOTE_CACHE"
     exec 9>"$MOTE_CACHE/work.lock"
     flock -n 9 || { echo "test.sh: another run holds $MOTE_CACHE/work.lock: waiting for it" >&2; flock 9; }
@@ -46,6 +48,8 @@ if [ "${MOTE_WORK_COPY:-1}" != 0 ] && [ -z "${MOTE_IN_WORK_COPY:-}" ]; then
     python3 "$root/scripts/lib/work_copy.py" "$root" "$work" >&2 || { echo "test.sh: FAILED: the work copy $work" >&2; exit 1; }
     echo "test.sh: running in the work copy (MOTE_WORK_COPY=0 runs in place)" >&2
     MOTE_IN_WORK_COPY=1 exec "$work/scripts/test.sh" "$@"
+elif [ -z "${MOTE_IN_WORK_COPY:-}" ]; then
+    echo "test.sh: running in place ($root)" >&2
 fi
 # The trixie builds' target folder lives in the cache (scripts/in-trixie.sh), so that a fresh
 # clone reuses the standard library -Zbuild-std made and the dependencies. Artifacts of earlier
