@@ -141,14 +141,14 @@ LINK_ARG="-C link-arg=-Wl,$(IFS=,; echo "${COMMON_LD[*]}" | tr ' ' ',')"
 
 TRIPLE_ENV=$(tr 'a-z-' 'A-Z_' <<<"$TARGET")
 ENVS=(RUSTC_BOOTSTRAP=1 "CARGO_TARGET_DIR=$TRIXIE_TARGET")
+PROFILE_ENV=$(echo "$PROFILE" | tr 'a-z-' 'A-Z_')
 if [ -n "${MOTE_ANDROID_OPT_LEVEL:-}" ]; then
   case $MOTE_ANDROID_OPT_LEVEL in 0|1|2|3|s|z) ;; *) die "MOTE_ANDROID_OPT_LEVEL must be 0-3, s or z" ;; esac
-  PROFILE_ENV=$(echo "$PROFILE" | tr 'a-z-' 'A-Z_')
   ENVS+=("CARGO_PROFILE_${PROFILE_ENV}_OPT_LEVEL=$MOTE_ANDROID_OPT_LEVEL")
 fi
 if [ -n "${MOTE_ANDROID_LTO:-}" ]; then
   case $MOTE_ANDROID_LTO in fat|thin|off) ;; *) die "MOTE_ANDROID_LTO must be fat, thin or off" ;; esac
-  ENVS+=("CARGO_PROFILE_$(echo "$PROFILE" | tr 'a-z-' 'A-Z_')_LTO=$MOTE_ANDROID_LTO")
+  ENVS+=("CARGO_PROFILE_${PROFILE_ENV}_LTO=$MOTE_ANDROID_LTO")
 fi
 [ -z "${MOTE_ANDROID_RUSTFLAGS:-}" ] || ENVS+=("RUSTFLAGS=$MOTE_ANDROID_RUSTFLAGS")
 

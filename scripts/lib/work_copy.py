@@ -20,6 +20,7 @@ equal to CHECKOUT's:
 
 Prints one line: how many files were kept, written and removed.
 """
+import filecmp
 import os
 import shutil
 import stat
@@ -42,18 +43,6 @@ def checkout_files(checkout):
     return names
 
 
-def same_bytes(a, b):
-    if os.path.getsize(a) != os.path.getsize(b):
-        return False
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        while True:
-            ca, cb = fa.read(1 << 20), fb.read(1 << 20)
-            if ca != cb:
-                return False
-            if not ca:
-                return True
-
-
 def remove(path):
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path)  # removes symbolic links inside without following them
@@ -74,19 +63,14 @@ def sync_one(src, dst):
         os.symlink(target, dst)
         return True
     mode = stat.S_IMODE(s.st_mode)
-    if os.path.isfile(dst) and not os.path.islink(dst) and same_bytes(src, dst):
+    if os.path.isfile(dst) and not os.path.islink(dst) and filecmp.cmp(src, dst, shallow=False):
         if stat.S_IMODE(os.lstat(dst).st_mode) != mode:
             os.chmod(dst, mode)  # a mode change alone leaves the modification time
         return False
     if os.path.lexists(dst):
         remove(dst)
     os.makedirs(os.path.dirname(dst), exist_ok=True)
-    with open(src, "rb") as fi, open(dst, "wb") as fo:
-        while True:
-            chunk = fi.read(1 << 20)
-            if not chunk:
-                break
-            fo.write(chunk)
+    shutil.copyfile(src, dst)
     os.chmod(dst, mode)
     return True
 
@@ -102,21 +86,8 @@ def main():
         subprocess.run(["git", "init", "-q", work], check=True)
 
     kept = written = removed = 0
-    # A name whose parent is a file (or symlink) in WORK: that parent goes first (sync_one
-    # removes what stands in the way of a file; a file standing where a folder must be is
-    # handled by makedirs failing, so clear such paths here).
-    for name in sorted(names):
-        parts = name.split("/")
-        for i in range(1, len(parts)):
-            p = os.path.join(work, *parts[:i])
-            if os.path.lexists(p) and (os.path.islink(p) or not os.path.isdir(p)):
-                remove(p)
-                removed += 1
-        if sync_one(os.path.join(checkout, name), os.path.join(work, name)):
-            written += 1
-        else:
-            kept += 1
-
+    # First remove what the checkout does not have (so that no file stands where a folder of
+    # the checkout goes, nor a folder where a file goes), then write what differs.
     wanted_dirs = {""}
     for name in names:
         parts = name.split("/")
@@ -146,6 +117,11 @@ def main():
             if r not in names:
                 os.unlink(os.path.join(dirpath, f))
                 removed += 1
+    for name in sorted(names):
+        if sync_one(os.path.join(checkout, name), os.path.join(work, name)):
+            written += 1
+        else:
+            kept += 1
     print(f"work copy {work}: {kept} files kept, {written} written, {removed} removed")
     return 0
 
